@@ -1,0 +1,276 @@
+"""The typed data that flows between stages.
+
+Every box is in the *source* image's pixel coordinates. An `Image` remembers where its pixels sit in
+its source (`box`) and how large the source is (`source_size`), so a box found on a thumbnail or a
+tile maps back onto the original without guesswork: `img.to_source(box)`. A tile is simply an
+`Image` whose `box` is a sub-rectangle of its source; a `Frame` is an `Image` with a timestamp, and
+every crop or resize of a frame is still that frame (derived views use `dataclasses.replace`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from .errors import InputError
+
+__all__ = ["Box", "Image", "Frame", "OcrLine", "Detection", "Route", "Evidence", "Answer"]
+
+
+@dataclass(frozen=True)
+class Box:
+    """Axis-aligned box (x0, y0) inclusive to (x1, y1) exclusive, in pixels."""
+
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+
+    def __post_init__(self):
+        if not (self.x1 >= self.x0 and self.y1 >= self.y0):
+            raise ValueError(f"Box needs x1 >= x0 and y1 >= y0, got {self}")
+
+    @property
+    def width(self) -> float:
+        return self.x1 - self.x0
+
+    @property
+    def height(self) -> float:
+        return self.y1 - self.y0
+
+    @property
+    def area(self) -> float:
+        return self.width * self.height
+
+    def iou(self, other: "Box") -> float:
+        ix = max(0.0, min(self.x1, other.x1) - max(self.x0, other.x0))
+        iy = max(0.0, min(self.y1, other.y1) - max(self.y0, other.y0))
+        inter = ix * iy
+        union = self.area + other.area - inter
+        return inter / union if union > 0 else 0.0
+
+    def intersects(self, other: "Box") -> bool:
+        return min(self.x1, other.x1) > max(self.x0, other.x0) and \
+            min(self.y1, other.y1) > max(self.y0, other.y0)
+
+    def union(self, other: "Box") -> "Box":
+        return Box(min(self.x0, other.x0), min(self.y0, other.y0),
+                   max(self.x1, other.x1), max(self.y1, other.y1))
+
+    def pad(self, pixels: float) -> "Box":
+        return Box(self.x0 - pixels, self.y0 - pixels, self.x1 + pixels, self.y1 + pixels)
+
+    def clip(self, width: float, height: float) -> "Box":
+        return Box(min(max(self.x0, 0), width), min(max(self.y0, 0), height),
+                   min(max(self.x1, 0), width), min(max(self.y1, 0), height))
+
+    def as_tuple(self) -> tuple[float, float, float, float]:
+        return (self.x0, self.y0, self.x1, self.y1)
+
+    def to_dict(self) -> dict[str, float]:
+        return {"x0": self.x0, "y0": self.y0, "x1": self.x1, "y1": self.y1}
+
+
+@dataclass(frozen=True, eq=False)
+class Image:
+    """RGB pixels (H x W x 3, uint8) plus where they came from.
+
+    source: path or label of the original media; media_index: which input of a multi-image/video
+    request; box: where these pixels sit in the source (None = the whole source, unscaled);
+    source_size: (width, height) of the source image.
+    """
+
+    pixels: np.ndarray
+    source: str = ""
+    media_index: int = 0
+    box: Box | None = None
+    source_size: tuple[int, int] | None = None
+
+    def __post_init__(self):
+        px = self.pixels
+        if not isinstance(px, np.ndarray) or px.ndim != 3 or px.shape[2] != 3 or px.dtype != np.uint8:
+            desc = f"{type(px).__name__} {getattr(px, 'shape', '')} {getattr(px, 'dtype', '')}"
+            raise InputError(f"Image pixels must be a uint8 array of shape (H, W, 3); got {desc}")
+        if px.shape[0] == 0 or px.shape[1] == 0:
+            raise InputError(f"Image from '{self.source}' is empty: shape {px.shape}")
+        if self.box is None:
+            object.__setattr__(self, "box", Box(0, 0, px.shape[1], px.shape[0]))
+        if self.source_size is None:
+            object.__setattr__(self, "source_size", (px.shape[1], px.shape[0]))
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | Path, media_index: int = 0) -> "Image":
+        """Load an image file as RGB; a missing or undecodable file raises `InputError`."""
+        from PIL import Image as PILImage, UnidentifiedImageError
+
+        p = Path(path)
+        if not p.is_file():
+            raise InputError(f"image file not found: '{p}'")
+        try:
+            with PILImage.open(p) as im:
+                rgb = np.asarray(im.convert("RGB"))
+        except (UnidentifiedImageError, OSError) as e:
+            raise InputError(f"cannot decode image '{p}': {e}") from e
+        return cls(np.ascontiguousarray(rgb), source=str(p), media_index=media_index)
+
+    @classmethod
+    def from_pil(cls, image: Any, source: str = "", media_index: int = 0) -> "Image":
+        return cls(np.ascontiguousarray(np.asarray(image.convert("RGB"))), source, media_index)
+
+    # -- geometry ----------------------------------------------------------------------------
+    @property
+    def width(self) -> int:
+        return int(self.pixels.shape[1])
+
+    @property
+    def height(self) -> int:
+        return int(self.pixels.shape[0])
+
+    @property
+    def scale(self) -> tuple[float, float]:
+        """Pixels of this image per source pixel, (sx, sy)."""
+        return self.width / self.box.width, self.height / self.box.height
+
+    def to_source(self, box: Box) -> Box:
+        """Map a box in this image's pixels to source coordinates."""
+        sx, sy = self.scale
+        return Box(self.box.x0 + box.x0 / sx, self.box.y0 + box.y0 / sy,
+                   self.box.x0 + box.x1 / sx, self.box.y0 + box.y1 / sy)
+
+    def from_source(self, box: Box) -> Box:
+        """Map a box in source coordinates to this image's pixels."""
+        sx, sy = self.scale
+        return Box((box.x0 - self.box.x0) * sx, (box.y0 - self.box.y0) * sy,
+                   (box.x1 - self.box.x0) * sx, (box.y1 - self.box.y0) * sy)
+
+    # -- derived views (keep subclass fields such as a frame's timestamp) ----------------------
+    def resized(self, width: int, height: int) -> "Image":
+        """The same region of the source at another resolution (bicubic)."""
+        from PIL import Image as PILImage
+
+        if (width, height) == (self.width, self.height):
+            return self
+        pil = PILImage.fromarray(self.pixels).resize((int(width), int(height)), PILImage.BICUBIC)
+        return dataclasses.replace(self, pixels=np.asarray(pil))
+
+    def crop(self, source_box: Box) -> "Image":
+        """Crop a box given in *source* coordinates (clipped to this image's extent)."""
+        local = self.from_source(source_box).clip(self.width, self.height)
+        x0, y0 = int(np.floor(local.x0)), int(np.floor(local.y0))
+        x1, y1 = max(int(np.ceil(local.x1)), x0 + 1), max(int(np.ceil(local.y1)), y0 + 1)
+        x1, y1 = min(x1, self.width), min(y1, self.height)
+        x0, y0 = min(x0, x1 - 1), min(y0, y1 - 1)
+        return dataclasses.replace(self, pixels=np.ascontiguousarray(self.pixels[y0:y1, x0:x1]),
+                                   box=self.to_source(Box(x0, y0, x1, y1)))
+
+    def to_pil(self):
+        from PIL import Image as PILImage
+
+        return PILImage.fromarray(self.pixels)
+
+    # -- identity ----------------------------------------------------------------------------
+    @cached_property
+    def _hash(self) -> str:
+        from .cache import content_hash
+
+        return content_hash(self.pixels, key="pixels")
+
+    def __content_hash__(self) -> str:
+        """Hash of the pixels only: the same picture from another path is the same content."""
+        return self._hash
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-friendly summary (no pixels)."""
+        return {"source": self.source, "media_index": self.media_index, "width": self.width,
+                "height": self.height, "box": self.box.to_dict(), "source_size": list(self.source_size)}
+
+
+@dataclass(frozen=True, eq=False)
+class Frame(Image):
+    """A video frame: an image plus its timestamp (seconds) and frame number in the video."""
+
+    timestamp: float = 0.0
+    index: int = 0
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "timestamp": self.timestamp, "index": self.index}
+
+
+@dataclass(frozen=True)
+class OcrLine:
+    """A line of text read by OCR, its confidence, and its box in source coordinates."""
+
+    text: str
+    confidence: float
+    box: Box
+    media_index: int = 0
+    timestamp: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "confidence": self.confidence, "box": self.box.to_dict(),
+                "media_index": self.media_index, "timestamp": self.timestamp}
+
+
+@dataclass(frozen=True)
+class Detection:
+    """An object found by a detector, its confidence, and its box in source coordinates."""
+
+    label: str
+    confidence: float
+    box: Box
+    class_id: int = -1
+    media_index: int = 0
+    timestamp: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "confidence": self.confidence, "box": self.box.to_dict(),
+                "class_id": self.class_id, "media_index": self.media_index,
+                "timestamp": self.timestamp}
+
+
+@dataclass(frozen=True)
+class Route:
+    """A router's decision: the branch taken, why, and the scores it was decided from."""
+
+    branch: str
+    reason: str = ""
+    scores: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"branch": self.branch, "reason": self.reason, "scores": dict(self.scores)}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What an answer was based on: the pixels the model saw and what the tools found."""
+
+    images: tuple[Image, ...] = ()
+    ocr_lines: tuple[OcrLine, ...] = ()
+    detections: tuple[Detection, ...] = ()
+    routes: tuple[Route, ...] = ()
+    scores: tuple[float, ...] = ()  # retrieval scores aligned with `images`, when they exist
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"images": [im.describe() for im in self.images],
+                "ocr_lines": [o.to_dict() for o in self.ocr_lines],
+                "detections": [d.to_dict() for d in self.detections],
+                "routes": [r.to_dict() for r in self.routes], "scores": list(self.scores)}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The pipeline's reply: text, how it was produced, the evidence and the bill."""
+
+    text: str
+    produced_by: Literal["vlm", "tool"] = "vlm"
+    evidence: Evidence = field(default_factory=Evidence)
+    usage: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "produced_by": self.produced_by,
+                "evidence": self.evidence.to_dict(), "usage": dict(self.usage)}

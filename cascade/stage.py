@@ -1,0 +1,160 @@
+"""The stage protocol: what every node of a pipeline is.
+
+A stage is a class registered under a short name with `@stage("name")`. Its `Params` is a pydantic
+model that forbids unknown fields; `__init__` only validates params (so loading a pipeline never
+loads a model); `setup()` does the heavy loading once; `run(**inputs)` returns a frozen dataclass.
+Port names and types are read from `run`'s signature and return annotation, so both ends of every
+edge are checked when a pipeline loads, before anything runs.
+
+    @stage("thumbnail")
+    class Thumbnail(Stage):
+        class Params(StageParams):
+            size: int = Field(448, gt=0, description="longest side in pixels")
+
+        @dataclass(frozen=True)
+        class Outputs:
+            image: Image
+
+        def run(self, image: Image) -> Outputs:
+            ...
+
+A router is a stage with `branches`: its outputs hold a `route: Route`, and the runner skips the
+stages that wait on the branches it did not take.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import threading
+import typing
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from .artifacts import Route
+from .registry import register
+
+__all__ = ["Stage", "Router", "StageParams", "Port", "stage"]
+
+
+class StageParams(BaseModel):
+    """Base of every stage's `Params`: unknown fields are errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+
+@dataclass(frozen=True)
+class Port:
+    """One named, typed input or output of a stage."""
+
+    name: str
+    type: Any
+    required: bool = True
+    default: Any = None
+
+
+class Stage:
+    """Base class of all stages. Subclass, define `Params`, `Outputs` and `run`, then `@stage(...)`."""
+
+    type_name: ClassVar[str] = ""
+    Params: ClassVar[type[StageParams]] = StageParams
+
+    def __init__(self, params: StageParams | dict[str, Any] | None = None, *, name: str = ""):
+        self.name = name or self.type_name
+        self.params = params if isinstance(params, self.Params) else self.Params(**(params or {}))
+        self._setup_lock = threading.Lock()
+        self._is_setup = False
+
+    def setup(self) -> None:
+        """Load weights and other heavy resources. Called once, before the first `run`."""
+
+    def ensure_setup(self) -> None:
+        with self._setup_lock:
+            if not self._is_setup:
+                self.setup()
+                self._is_setup = True
+
+    def run(self, **inputs: Any) -> Any:  # pragma: no cover - every stage overrides it
+        raise NotImplementedError
+
+    def __call__(self, **inputs: Any) -> Any:
+        """Run the stage directly from Python (sets it up on first use)."""
+        self.ensure_setup()
+        return self.run(**inputs)
+
+    # -- ports, read from the signature --------------------------------------------------------
+    @classmethod
+    def _hints(cls) -> dict[str, Any]:
+        localns: dict[str, Any] = {}
+        for klass in reversed(cls.__mro__):
+            localns.update(vars(klass))
+        return typing.get_type_hints(cls.run, localns=localns)
+
+    @classmethod
+    def input_ports(cls) -> dict[str, Port]:
+        hints = cls._hints()
+        ports = {}
+        for pname, p in inspect.signature(cls.run).parameters.items():
+            if pname == "self" or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+                continue
+            if pname not in hints:
+                raise TypeError(f"stage '{cls.type_name}': run() input '{pname}' has no type annotation")
+            required = p.default is inspect.Parameter.empty
+            ports[pname] = Port(pname, hints[pname], required, None if required else p.default)
+        return ports
+
+    @classmethod
+    def output_ports(cls) -> dict[str, Port]:
+        out = cls._hints().get("return")
+        if out is None or not dataclasses.is_dataclass(out):
+            raise TypeError(f"stage '{cls.type_name}': run() must be annotated to return a dataclass")
+        return {f.name: Port(f.name, t) for f, t in
+                zip(dataclasses.fields(out), typing.get_type_hints(out).values())}
+
+    @classmethod
+    def describe(cls) -> dict[str, Any]:
+        """Type name, doc, ports with types and params with defaults: what `cascade stages` prints."""
+        from .types import type_name
+
+        params = {}
+        for fname, f in cls.Params.model_fields.items():
+            default = None if f.is_required() else f.get_default(call_default_factory=True)
+            params[fname] = {"type": type_name(f.annotation), "default": default,
+                             "required": f.is_required(), "description": f.description or ""}
+        doc = inspect.getdoc(cls) or ""
+        desc = {"type": cls.type_name, "description": doc.split("\n\n")[0].replace("\n", " "),
+                "inputs": {p.name: {"type": type_name(p.type), "required": p.required}
+                           for p in cls.input_ports().values()},
+                "outputs": {p.name: {"type": type_name(p.type)} for p in cls.output_ports().values()},
+                "params": params}
+        if issubclass(cls, Router):
+            desc["branches"] = list(cls.branches)
+        return desc
+
+
+class Router(Stage):
+    """A stage whose outputs include `route: Route`; the runner follows only `route.branch`."""
+
+    branches: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def output_ports(cls) -> dict[str, Port]:
+        ports = super().output_ports()
+        if "route" not in ports or ports["route"].type is not Route:
+            raise TypeError(f"router '{cls.type_name}' must output 'route: Route'")
+        return ports
+
+
+def stage(type_name: str):
+    """Class decorator: register a Stage subclass under `type_name` (a duplicate is an error)."""
+
+    def wrap(cls: type[Stage]) -> type[Stage]:
+        if not (isinstance(cls, type) and issubclass(cls, Stage)):
+            raise TypeError(f"@stage('{type_name}') must decorate a Stage subclass, got {cls!r}")
+        cls.type_name = type_name
+        cls.input_ports(), cls.output_ports()  # fail at import, not at first pipeline load
+        register(type_name, cls)
+        return cls
+
+    return wrap

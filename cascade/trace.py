@@ -1,0 +1,96 @@
+"""Per-run tracing: every stage's status, seconds and counters, attached to every result.
+
+Stages add counters with `record(visual_tokens=..., prefill_flops=...)` from inside `run`; the
+runner sets which stage is current through a context variable, so this works from worker threads
+and concurrent branches without passing a context object through every signature.
+"""
+from __future__ import annotations
+
+import contextvars
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Status = Literal["ran", "skipped", "cached", "failed"]
+
+
+@dataclass
+class StageRecord:
+    """What one stage did in one run."""
+
+    name: str
+    type: str
+    status: Status = "skipped"
+    seconds: float = 0.0
+    counters: dict[str, float] = field(default_factory=dict)
+    detail: str = ""  # why it was skipped, the branch a router took, or the error
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "type": self.type, "status": self.status,
+                "seconds": round(self.seconds, 6), "counters": dict(self.counters),
+                "detail": self.detail}
+
+
+@dataclass
+class Trace:
+    """The record of one pipeline run: stages in execution order plus totals."""
+
+    pipeline: str
+    stages: list[StageRecord] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def __getitem__(self, name: str) -> StageRecord:
+        for rec in self.stages:
+            if rec.name == name:
+                return rec
+        raise KeyError(f"no stage '{name}' in trace of '{self.pipeline}'")
+
+    @property
+    def counters(self) -> dict[str, float]:
+        """Counters summed over all stages."""
+        total: dict[str, float] = {}
+        for rec in self.stages:
+            for k, v in rec.counters.items():
+                total[k] = total.get(k, 0) + v
+        return total
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pipeline": self.pipeline, "seconds": round(self.seconds, 6),
+                "counters": self.counters, "stages": [r.to_dict() for r in self.stages]}
+
+
+_current: contextvars.ContextVar[StageRecord | None] = contextvars.ContextVar("cascade_stage",
+                                                                               default=None)
+
+
+def record(**counters: float) -> None:
+    """Add counters to the stage that is running (no-op outside a pipeline run)."""
+    rec = _current.get()
+    if rec is None:
+        return
+    for k, v in counters.items():
+        rec.counters[k] = rec.counters.get(k, 0) + v
+
+
+def mark_cached() -> None:
+    """Say that the current stage served its outputs from a cache instead of computing them."""
+    rec = _current.get()
+    if rec is not None:
+        rec.status = "cached"
+
+
+class stage_scope:
+    """Context manager used by the runner: makes `rec` current and times it."""
+
+    def __init__(self, rec: StageRecord):
+        self.rec = rec
+
+    def __enter__(self) -> StageRecord:
+        self._token = _current.set(self.rec)
+        self.rec.status = "ran"
+        self._t0 = time.perf_counter()
+        return self.rec
+
+    def __exit__(self, *exc) -> None:
+        self.rec.seconds = time.perf_counter() - self._t0
+        _current.reset(self._token)
