@@ -1,0 +1,74 @@
+"""Turn user-supplied pipeline inputs (Python objects or CLI strings) into their declared types."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .artifacts import Image
+from .errors import InputError, did_you_mean
+from .spec import PipelineSpec
+
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+def _to_image(value: Any, name: str, index: int = 0) -> Image:
+    if isinstance(value, Image):
+        return value
+    if isinstance(value, (str, Path)):
+        return Image.open(value, media_index=index)
+    if isinstance(value, np.ndarray):
+        return Image(value, source=f"<{name}>", media_index=index)
+    if hasattr(value, "convert") and hasattr(value, "size"):  # PIL
+        return Image.from_pil(value, source=f"<{name}>", media_index=index)
+    raise InputError(f"input '{name}': expected an image (path, PIL image, uint8 HxWx3 array "
+                     f"or cascade Image), got {type(value).__name__}")
+
+
+def coerce(name: str, type_: str, value: Any) -> Any:
+    """Convert one input value to the pipeline input type `type_` (see cascade.types.INPUT_TYPES)."""
+    try:
+        if type_ == "str":
+            return str(value)
+        if type_ in ("int", "float"):
+            return int(value) if type_ == "int" else float(value)
+        if type_ == "bool":
+            if isinstance(value, bool):
+                return value
+            if str(value).lower() in _TRUE | _FALSE:
+                return str(value).lower() in _TRUE
+            raise ValueError(f"not a boolean: {value!r}")
+    except (TypeError, ValueError) as e:
+        raise InputError(f"input '{name}': expected {type_}, got {value!r} ({e})") from None
+    if type_ in ("path", "video"):
+        p = Path(value)
+        if not p.exists():
+            raise InputError(f"input '{name}': file not found: '{p}'")
+        return p
+    if type_ == "image":
+        return _to_image(value, name)
+    if type_ == "images":
+        items = value if isinstance(value, (list, tuple)) else [value]
+        if not items:
+            raise InputError(f"input '{name}': expected at least one image")
+        return [_to_image(v, name, i) for i, v in enumerate(items)]
+    raise InputError(f"input '{name}': unknown input type '{type_}'")
+
+
+def coerce_inputs(spec: PipelineSpec, given: dict[str, Any]) -> dict[str, Any]:
+    """Check names (with suggestions), fill defaults, convert types."""
+    for name in given:
+        if name not in spec.inputs:
+            raise InputError(f"pipeline '{spec.name}' has no input '{name}'"
+                             f"{did_you_mean(name, spec.inputs)}; inputs: {', '.join(spec.inputs)}")
+    out = {}
+    for name, inp in spec.inputs.items():
+        if name in given:
+            out[name] = coerce(name, inp.type, given[name])
+        elif inp.required:
+            raise InputError(f"pipeline '{spec.name}' needs input '{name}' ({inp.type})"
+                             + (f": {inp.description}" if inp.description else ""))
+        else:
+            out[name] = None if inp.default is None else coerce(name, inp.type, inp.default)
+    return out

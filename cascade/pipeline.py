@@ -1,0 +1,232 @@
+"""A loaded, validated pipeline: stage instances wired by checked edges, ready to run.
+
+Validation happens here, at load time, without loading any model: stage types exist, params match
+each stage's `Params`, every port named exists, every edge's types are compatible (both ends are
+named with their types), `when:` names a router's declared branch, no cycles, and every stage
+reaches an output.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .errors import ConnectError, RegistryError, SpecError, did_you_mean
+from .graph import Graph, _refs
+from .inputs import coerce_inputs
+from .registry import get_stage_class
+from .spec import PipelineSpec, SourceDoc, load_spec, parse_ref
+from .stage import Port, Router, Stage
+from .types import INPUT_TYPES, is_assignable, type_name
+
+__all__ = ["Pipeline", "resolve_pipeline_path"]
+
+
+def resolve_pipeline_path(name_or_path: str | Path) -> Path:
+    """A path to a YAML file, or the name of a pipeline shipped in `cascade.pipelines`."""
+    from . import pipelines as shipped  # noqa: F401  (the package-data folder)
+
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return p
+    folder = Path(shipped.__file__).parent
+    candidate = folder / f"{name_or_path}.yaml"
+    if candidate.is_file():
+        return candidate
+    names = sorted(f.stem for f in folder.glob("*.yaml"))
+    raise SpecError(f"no pipeline file or shipped pipeline named '{name_or_path}'"
+                    f"{did_you_mean(str(name_or_path), names)}; shipped: {', '.join(names)}")
+
+
+@dataclass
+class Pipeline:
+    """A validated pipeline. Build with `Pipeline.load(...)`; run with `.run(**inputs)`."""
+
+    spec: PipelineSpec
+    stages: dict[str, Stage]
+    graph: Graph
+    file: str = "<memory>"
+
+    # -- loading ------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, source: str | Path, overrides: dict[str, Any] | None = None) -> "Pipeline":
+        """Load a YAML file or shipped pipeline name; `overrides` maps 'stage.param' to values."""
+        path = resolve_pipeline_path(source)
+        spec, doc = load_spec(path, overrides)
+        return cls._build(spec, doc)
+
+    @classmethod
+    def from_yaml(cls, text: str, label: str = "<string>",
+                  overrides: dict[str, Any] | None = None) -> "Pipeline":
+        spec, doc = load_spec(label, overrides, text=text)
+        return cls._build(spec, doc)
+
+    @classmethod
+    def _build(cls, spec: PipelineSpec, doc: SourceDoc) -> "Pipeline":
+        for name, inp in spec.inputs.items():
+            if inp.type not in INPUT_TYPES:
+                raise doc.error(("inputs", name, "type"), f"unknown input type '{inp.type}'"
+                                f"{did_you_mean(inp.type, INPUT_TYPES)}; expected one of: "
+                                f"{', '.join(INPUT_TYPES)}")
+        stages = {name: _instantiate(doc, name, st.type, st.params)
+                  for name, st in spec.stages.items()}
+        for name, st in spec.stages.items():
+            _check_inputs(doc, spec, stages, name)
+            if st.when:
+                _check_when(doc, stages, name, st.when)
+        for out, ref in spec.outputs.items():
+            for i, r in enumerate(_refs([ref])):
+                _resolve_ref(doc, spec, stages, r, ("outputs", out) + ((i,) if isinstance(ref, list) else ()))
+        graph = Graph.from_spec(spec)
+        cycle = graph.find_cycle()
+        if cycle:
+            raise doc.error(("stages", cycle[0]), "cycle: " + " -> ".join(cycle))
+        _check_reachable(doc, spec, graph)
+        return cls(spec, stages, graph, doc.file)
+
+    # -- running ------------------------------------------------------------------------------
+    async def arun(self, **inputs: Any):
+        """Run the pipeline in the running event loop; returns a `PipelineResult`."""
+        from .runner import execute
+
+        return await execute(self, coerce_inputs(self.spec, inputs))
+
+    def run(self, **inputs: Any):
+        """Run the pipeline to completion; returns a `PipelineResult` (outputs + trace)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.arun(**inputs))
+        # Called from inside an event loop (a notebook, a server handler): run on a fresh loop.
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["result"] = asyncio.run(self.arun(**inputs))
+            except BaseException as e:  # re-raised in the caller's thread
+                box["error"] = e
+
+        t = threading.Thread(target=target)
+        t.start()
+        t.join()
+        if "error" in box:
+            raise box["error"]
+        return box["result"]
+
+    def setup(self) -> "Pipeline":
+        """Load every stage's models now instead of on first use."""
+        for st in self.stages.values():
+            st.ensure_setup()
+        return self
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def to_mermaid(self) -> str:
+        return self.graph.to_mermaid()
+
+    def to_dot(self) -> str:
+        return self.graph.to_dot()
+
+
+def _instantiate(doc: SourceDoc, name: str, type_: str, params: dict[str, Any]) -> Stage:
+    try:
+        cls = get_stage_class(type_)
+    except RegistryError as e:
+        raise doc.error(("stages", name, "type"), str(e)) from None
+    try:
+        return cls(params, name=name)
+    except ValidationError as err:
+        e = err.errors()[0]
+        field = ".".join(str(p) for p in e["loc"]) or "params"
+        allowed = list(cls.Params.model_fields)
+        if e["type"] == "extra_forbidden":
+            msg = (f"stage type '{type_}' has no param '{field}'{did_you_mean(field, allowed)}; "
+                   f"params: {', '.join(allowed) or '(none)'}")
+        else:
+            msg = f"{e['msg']} (got {e.get('input')!r})"
+        raise doc.error(("stages", name, "params") + tuple(e["loc"]), msg) from None
+
+
+def _resolve_ref(doc: SourceDoc, spec: PipelineSpec, stages: dict[str, Stage], ref: str,
+                 path: tuple[Any, ...]) -> tuple[str, Any]:
+    """(description, type) of what `ref` points at; errors name the YAML path."""
+    try:
+        src, port = parse_ref(ref)
+    except ValueError as e:
+        raise doc.error(path, str(e)) from None
+    if src is None:
+        if port not in spec.inputs:
+            raise doc.error(path, f"unknown pipeline input '${port}'"
+                            f"{did_you_mean(port, spec.inputs)}; inputs: "
+                            f"{', '.join('$' + i for i in spec.inputs) or '(none)'}")
+        return f"pipeline input '${port}'", INPUT_TYPES[spec.inputs[port].type]
+    if src not in stages:
+        raise doc.error(path, f"unknown stage '{src}' in '{ref}'{did_you_mean(src, stages)}")
+    outs = stages[src].output_ports()
+    if port not in outs:
+        raise doc.error(path, f"stage '{src}' ({stages[src].type_name}) has no output '{port}'"
+                        f"{did_you_mean(port, outs)}; outputs: {_ports(outs)}", ConnectError)
+    return f"'{src}.{port}'", outs[port].type
+
+
+def _check_inputs(doc: SourceDoc, spec: PipelineSpec, stages: dict[str, Stage], name: str) -> None:
+    st, stage_obj = spec.stages[name], stages[name]
+    ports = stage_obj.input_ports()
+    for port, ref in st.inputs.items():
+        if port not in ports:
+            raise doc.error(("stages", name, "inputs", port),
+                            f"stage type '{st.type}' has no input '{port}'"
+                            f"{did_you_mean(port, ports)}; inputs: {_ports(ports)}", ConnectError)
+        for i, r in enumerate(_refs([ref])):
+            path = ("stages", name, "inputs", port) + ((i,) if isinstance(ref, list) else ())
+            what, src_type = _resolve_ref(doc, spec, stages, r, path)
+            dst_type = ports[port].type
+            if not is_assignable(src_type, dst_type):
+                raise doc.error(path, f"type mismatch: {what} is {type_name(src_type)} but input "
+                                f"'{name}.{port}' ({st.type}) expects {type_name(dst_type)}",
+                                ConnectError)
+    missing = [p for p, port in ports.items() if port.required and p not in st.inputs]
+    if missing:
+        raise doc.error(("stages", name, "inputs"),
+                        f"missing required input(s) {', '.join(missing)} of stage type "
+                        f"'{st.type}'; inputs: {_ports(ports)}", ConnectError)
+
+
+def _check_when(doc: SourceDoc, stages: dict[str, Stage], name: str, when: str) -> None:
+    router, dot, branch = when.partition(".")
+    path = ("stages", name, "when")
+    if not dot or router not in stages:
+        raise doc.error(path, f"'when: {when}' must be 'router.branch' naming a router stage"
+                        f"{did_you_mean(router, [n for n, s in stages.items() if isinstance(s, Router)])}")
+    r = stages[router]
+    if not isinstance(r, Router):
+        raise doc.error(path, f"stage '{router}' ({r.type_name}) is not a router; 'when' needs one")
+    if branch not in r.branches:
+        raise doc.error(path, f"router '{router}' ({r.type_name}) has no branch '{branch}'"
+                        f"{did_you_mean(branch, r.branches)}; branches: {', '.join(r.branches)}")
+
+
+def _check_reachable(doc: SourceDoc, spec: PipelineSpec, graph: Graph) -> None:
+    """Every stage must feed an output (directly, through other stages, or as a router)."""
+    needed: set[str] = set()
+    frontier = [parse_ref(r)[0] for r in _refs(spec.outputs.values())]
+    while frontier:
+        n = frontier.pop()
+        if n is None or n in needed:
+            continue
+        needed.add(n)
+        frontier.extend(graph.deps[n])
+    for name in spec.stages:
+        if name not in needed:
+            raise doc.error(("stages", name), f"stage '{name}' feeds no pipeline output; "
+                            "connect its outputs or remove it")
+
+
+def _ports(ports: dict[str, Port]) -> str:
+    return ", ".join(f"{p.name}: {type_name(p.type)}" for p in ports.values()) or "(none)"

@@ -1,0 +1,33 @@
+"""Cheap resolution changes: thumbnails for the coarse look, capped sizes for the fine one."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import Field
+
+from cascade.artifacts import Image
+from cascade.stage import Stage, StageParams, stage
+
+
+def fit_longest_side(image: Image, size: int, upscale: bool = False) -> Image:
+    """Resize so the longest side is `size` pixels, aspect kept (never upscales unless asked)."""
+    longest = max(image.width, image.height)
+    if longest <= size and not upscale:
+        return image
+    factor = size / longest
+    return image.resized(max(1, round(image.width * factor)), max(1, round(image.height * factor)))
+
+
+@stage("thumbnail")
+class Thumbnail(Stage):
+    """Downscale an image so its longest side is `size` pixels (aspect kept); boxes stay mappable."""
+
+    class Params(StageParams):
+        size: int = Field(448, gt=0, le=8192, description="longest side of the thumbnail, pixels")
+
+    @dataclass(frozen=True)
+    class Outputs:
+        image: Image
+
+    def run(self, image: Image) -> Outputs:
+        return self.Outputs(fit_longest_side(image, self.params.size))
