@@ -46,7 +46,7 @@ def _feed(h: "hashlib._Hash", key: str, obj: Any) -> None:
         for k in sorted(obj, key=str):
             _feed(h, f"{key}.{k}", obj[k])
     else:
-        raise TypeError(f"content_hash: cannot hash {type(obj).__qualname__} at '{key}'; "
+        raise TypeError(f"content_hash: cannot hash {type(obj).__name__} at '{key}'; "
                         "pass arrays, tensors, PIL images, bytes, scalars or containers of them")
 
 

@@ -19,10 +19,14 @@ if TYPE_CHECKING:
 ENTRY_POINT_GROUP = "cascade.stages"
 _REGISTRY: dict[str, type["Stage"]] = {}
 _loaded = False
+_loading = False
 _load_lock = threading.RLock()
 
 
 def register(type_name: str, cls: type["Stage"]) -> None:
+    if not _loaded and not _loading:
+        # A user's stage must meet the built-ins now, so a name clash is reported at its definition.
+        load_plugins()
     existing = _REGISTRY.get(type_name)
     if existing is not None and existing is not cls:
         raise RegistryError(f"stage type '{type_name}' is already registered by "
@@ -38,19 +42,27 @@ def unregister(type_name: str) -> None:
 
 def load_plugins() -> None:
     """Import the built-in stage library and every `cascade.stages` entry point, once."""
-    global _loaded
+    global _loaded, _loading
     with _load_lock:
-        if _loaded:
+        if _loaded or _loading:
             return
-        importlib.import_module("cascade.stages")
-        importlib.import_module("cascade.routers")
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            try:
-                ep.load()
-            except Exception as e:  # a broken plugin must not hide the built-in stages
-                raise RegistryError(f"entry point '{ep.name}' ({ep.value}) in group "
-                                    f"'{ENTRY_POINT_GROUP}' failed to import: {e}") from e
+        _loading = True
+        try:
+            _import_all()
+        finally:
+            _loading = False
         _loaded = True
+
+
+def _import_all() -> None:
+    importlib.import_module("cascade.stages")
+    importlib.import_module("cascade.routers")
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            ep.load()
+        except Exception as e:  # name the plugin: a bare ImportError would not say which
+            raise RegistryError(f"entry point '{ep.name}' ({ep.value}) in group "
+                                f"'{ENTRY_POINT_GROUP}' failed to import: {e}") from e
 
 
 def get_stage_class(type_name: str) -> type["Stage"]:

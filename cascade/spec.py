@@ -141,7 +141,8 @@ def _model_at(model: Any, parts: tuple[Any, ...]) -> Any:
 def _pydantic_to_spec_error(doc: SourceDoc, err: ValidationError, model: type[BaseModel],
                             prefix: tuple[Any, ...] = ()) -> SpecError:
     """The first pydantic error as a SpecError with a YAML path and a did-you-mean."""
-    e = err.errors()[0]
+    # A misspelt key also makes the real one "missing": report the misspelling, it explains both.
+    e = sorted(err.errors(), key=lambda x: x["type"] != "extra_forbidden")[0]
     loc = prefix + tuple(e["loc"])
     if e["type"] == "extra_forbidden":
         allowed = list(getattr(_model_at(model, e["loc"][:-1]), "model_fields", {}))

@@ -1,0 +1,163 @@
+"""`cascade`: list stages, validate and draw pipelines, run them.
+
+Every error a user can cause prints one line on stderr and exits non-zero; `--debug` shows the
+traceback as well.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from typing import Any
+
+from .errors import CascadeError
+
+EXIT_USAGE, EXIT_INVALID, EXIT_FAILED = 2, 3, 1
+
+
+def _parse_assignments(items: list[str], flag: str) -> dict[str, Any]:
+    """`k=v` pairs; a repeated key collects a list (`--input images=a.jpg --input images=b.jpg`)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise CascadeError(f"{flag} '{item}': expected NAME=VALUE")
+        if key in out:
+            out[key] = (out[key] if isinstance(out[key], list) else [out[key]]) + [value]
+        else:
+            out[key] = value
+    return out
+
+
+def _yaml_values(assignments: dict[str, Any]) -> dict[str, Any]:
+    import yaml
+
+    return {k: yaml.safe_load(v) if isinstance(v, str) else v for k, v in assignments.items()}
+
+
+def cmd_stages(args: argparse.Namespace) -> int:
+    from .registry import stage_types
+
+    described = [cls.describe() for cls in stage_types().values()]
+    if args.json:
+        print(json.dumps(described, indent=2, default=str))
+        return 0
+    for d in described:
+        kind = f"router -> {', '.join(d['branches'])}" if "branches" in d else "stage"
+        print(f"{d['type']}  ({kind})\n    {d['description']}")
+        ins = ", ".join(f"{k}: {v['type']}" + ("" if v["required"] else "?") for k, v in d["inputs"].items())
+        outs = ", ".join(f"{k}: {v['type']}" for k, v in d["outputs"].items())
+        print(f"    in:  {ins or '-'}\n    out: {outs}")
+        for name, p in d["params"].items():
+            print(f"    param {name}: {p['type']} = {p['default']!r}  {p['description']}")
+        print()
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .pipeline import Pipeline
+
+    failed = 0
+    for f in args.files:
+        try:
+            p = Pipeline.load(f)
+        except CascadeError as e:
+            print(f"error: {e}", file=sys.stderr)
+            failed += 1
+        else:
+            print(f"ok: {f} ({p.name}: {len(p.stages)} stages)")
+    return EXIT_INVALID if failed else 0
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    from .pipeline import Pipeline
+
+    p = Pipeline.load(args.file)
+    print(p.to_dot() if args.format == "dot" else p.to_mermaid())
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .pipeline import Pipeline
+
+    overrides = _yaml_values(_parse_assignments(args.set, "--set"))
+    pipeline = Pipeline.load(args.pipeline, overrides=overrides)
+    result = pipeline.run(**_parse_assignments(args.input, "--input"))
+    if args.json:
+        print(json.dumps(result.to_dict(), default=str))
+        return 0
+    from .serialize import to_jsonable
+
+    for name, value in result.outputs.items():
+        print(f"{name}: {json.dumps(to_jsonable(value), default=str)}")
+    print(f"\n{'stage':<20}{'type':<24}{'status':<9}{'seconds':>9}  detail")
+    for rec in result.trace.stages:
+        print(f"{rec.name:<20}{rec.type:<24}{rec.status:<9}{rec.seconds:>9.3f}  {rec.detail}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cascade", description="vlm-cascade: coarse-to-fine pipelines that send a VLM only "
+        "the pixels a question needs.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("stages", help="list registered stage types with ports and params")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_stages)
+
+    p = sub.add_parser("validate", help="check pipeline files without loading any model")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("graph", help="draw a pipeline's DAG")
+    p.add_argument("file", metavar="PIPELINE", help="YAML path or shipped pipeline name")
+    p.add_argument("--format", choices=["mermaid", "dot"], default="mermaid")
+    p.set_defaults(func=cmd_graph)
+
+    p = sub.add_parser("run", help="run a pipeline on inputs",
+                       description="Run a pipeline. PIPELINE is a YAML path or the name of a "
+                       "shipped pipeline (e.g. route_demo).")
+    p.add_argument("pipeline", metavar="PIPELINE")
+    p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=VALUE",
+                   help="a pipeline input; repeat a name to pass a list")
+    p.add_argument("--set", action="append", default=[], metavar="STAGE.PARAM=VALUE",
+                   help="override a stage param (value parsed as YAML)")
+    p.add_argument("--json", action="store_true",
+                   help='print one JSON object {"outputs": ..., "trace": ...}')
+    p.set_defaults(func=cmd_run)
+
+    for register in _EXTRA_COMMANDS:
+        register(sub)
+    return parser
+
+
+# Other modules (bench, serve, demo) add subcommands here without cli.py importing them eagerly.
+_EXTRA_COMMANDS: list = []
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except CascadeError as e:
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_INVALID if type(e).__name__ in ("SpecError", "ConnectError") else EXIT_FAILED
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug, not a user error: still one line unless --debug
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: unexpected {type(e).__name__}: {e} (rerun with --debug for the traceback)",
+              file=sys.stderr)
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

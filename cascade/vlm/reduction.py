@@ -1,0 +1,188 @@
+"""Training-free visual token reduction, applied to the vision tower's merged output embeddings.
+
+Every pre-LLM method here sees only the image's own tokens, never the question, so the reduced
+visual prefix (and its KV cache) is the same for every question about the same media; that is what
+lets the prefix cache pay on turn 2 (DESIGN.md §4). Question-dependent selection belongs upstream
+(retrieval, tiles). The one exception is `fastv` (cascade.vlm.fastv): it ranks visual tokens by
+the attention they get from the *last prompt token* inside the LLM, so it depends on the question
+and is never cached.
+
+A method returns the kept embeddings and, for each, the index of the original token whose M-RoPE
+position it takes: positions are computed for the full sequence and the dropped columns removed, so
+a kept token sits exactly where it sat in the unpruned model.
+
+Methods (all attention-free, so the LLM keeps SDPA/FlashAttention):
+- none:      keep everything (keep_ratio must be 1.0).
+- pool:      grid-aware average pooling of the merged token grid to round(h*sqrt(r)) x
+             round(w*sqrt(r)) bins (r = 0.25 on an even grid is exactly 2x2 averaging); each pooled
+             token takes the position of its bin's centre token. Its count follows the grid, so it
+             can differ from round(r*n) by a row or column.
+- divprune:  DivPrune-style diversity: greedy max-min (farthest point) selection in cosine
+             distance, seeded with the token least like the mean.
+- visionzip: VisionZip-style: "dominant" tokens by an attention-free distinctiveness score
+             (1 - cos to the mean token; VisionZip uses [CLS] attention, which Qwen's tower lacks),
+             plus a few "contextual" tokens, each the average of the remaining tokens most similar
+             to it.
+- dart:      DART-style duplicate removal: a few pivot tokens (largest norm), then the tokens least
+             similar to any pivot; near-duplicates of the pivots are dropped.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ..errors import InputError, did_you_mean
+
+__all__ = ["ReductionConfig", "METHODS", "PRE_LLM_METHODS", "Reduced", "reduce_tokens", "keep_count"]
+
+METHODS = ("none", "pool", "divprune", "visionzip", "dart", "fastv")
+PRE_LLM_METHODS = ("pool", "divprune", "visionzip", "dart")
+
+
+@dataclass(frozen=True)
+class ReductionConfig:
+    """How many visual tokens the LLM sees, and how they are chosen.
+
+    method: one of METHODS. keep_ratio: fraction of merged visual tokens kept, in (0, 1].
+    fastv_layer: FastV's K, the decoder layer after which visual tokens are dropped.
+    visionzip_contextual: fraction of the kept budget spent on merged contextual tokens.
+    dart_pivots: number of pivot tokens per image for `dart`.
+    """
+
+    method: str = "none"
+    keep_ratio: float = 1.0
+    fastv_layer: int = 2
+    visionzip_contextual: float = 0.15
+    dart_pivots: int = 8
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise InputError(f"unknown reduction method '{self.method}'"
+                             f"{did_you_mean(self.method, METHODS)}; choose one of {list(METHODS)}")
+        r = self.keep_ratio
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0.0 < r <= 1.0:
+            raise InputError(f"keep_ratio must be a number in (0, 1], got {r!r}")
+        if self.method == "none" and r != 1.0:
+            raise InputError(f"method 'none' keeps every token; keep_ratio {r} needs a method such "
+                             f"as {list(PRE_LLM_METHODS)} or 'fastv'")
+        if self.fastv_layer < 1:
+            raise InputError(f"fastv_layer must be >= 1, got {self.fastv_layer}")
+        if not 0.0 <= self.visionzip_contextual < 1.0:
+            raise InputError(f"visionzip_contextual must be in [0, 1), got {self.visionzip_contextual}")
+        if self.dart_pivots < 1:
+            raise InputError(f"dart_pivots must be >= 1, got {self.dart_pivots}")
+
+    @property
+    def is_identity(self) -> bool:
+        """True when the LLM sees every visual token (keep 1.0 reproduces the unpruned model)."""
+        return self.method == "none" or self.keep_ratio == 1.0
+
+    @property
+    def question_dependent(self) -> bool:
+        """FastV ranks tokens by the question's attention: its prefix cannot be cached."""
+        return self.method == "fastv" and not self.is_identity
+
+    def cache_key(self) -> tuple:
+        """The part of a KV prefix cache key that depends on the reduction (identity collapses)."""
+        if self.is_identity:
+            return ("none",)
+        return (self.method, float(self.keep_ratio), self.visionzip_contextual, self.dart_pivots)
+
+
+@dataclass(frozen=True)
+class Reduced:
+    """Kept embeddings [k, D] and the original index [k] (ascending) whose position each takes."""
+
+    embeds: torch.Tensor
+    index: torch.Tensor
+
+
+def keep_count(n: int, keep_ratio: float) -> int:
+    """Tokens kept out of n by the count-exact methods: round(n * r), at least 1."""
+    return max(1, min(n, int(round(n * keep_ratio))))
+
+
+def _pool(x: torch.Tensor, grid: tuple[int, int, int], r: float) -> Reduced:
+    t, h, w = grid
+    oh, ow = max(1, round(h * math.sqrt(r))), max(1, round(w * math.sqrt(r)))
+    img = x.reshape(t, h, w, -1).permute(0, 3, 1, 2).float()  # [t, D, h, w]
+    pooled = F.adaptive_avg_pool2d(img, (oh, ow)).permute(0, 2, 3, 1).reshape(-1, x.shape[-1])
+    # adaptive pooling bin i spans [floor(i*h/oh), ceil((i+1)*h/oh)); take its centre token.
+    rows = [(math.floor(i * h / oh) + math.ceil((i + 1) * h / oh) - 1) // 2 for i in range(oh)]
+    cols = [(math.floor(j * w / ow) + math.ceil((j + 1) * w / ow) - 1) // 2 for j in range(ow)]
+    index = torch.tensor([f * h * w + i * w + j for f in range(t) for i in rows for j in cols],
+                         device=x.device)
+    return Reduced(pooled.to(x.dtype), index)
+
+
+def _unit(x: torch.Tensor) -> torch.Tensor:
+    return F.normalize(x.float(), dim=-1, eps=1e-8)
+
+
+def _divprune(x: torch.Tensor, k: int) -> torch.Tensor:
+    u = _unit(x)
+    first = int((u @ _unit(x.mean(0, keepdim=True)).T).squeeze(1).argmin())
+    chosen = [first]
+    # min cosine distance of every token to the chosen set, updated one pick at a time (O(k*n)).
+    min_dist = 1.0 - u @ u[first]
+    min_dist[first] = -1.0
+    for _ in range(k - 1):
+        nxt = int(min_dist.argmax())
+        chosen.append(nxt)
+        min_dist = torch.minimum(min_dist, 1.0 - u @ u[nxt])
+        min_dist[chosen] = -1.0
+    return torch.tensor(sorted(chosen), device=x.device)
+
+
+def _visionzip(x: torch.Tensor, k: int, contextual_frac: float) -> Reduced:
+    n = x.shape[0]
+    n_ctx = min(int(round(k * contextual_frac)), k - 1, n - k) if k < n else 0
+    u = _unit(x)
+    distinct = 1.0 - u @ _unit(x.mean(0, keepdim=True)).squeeze(0)
+    dominant = torch.argsort(distinct, descending=True, stable=True)[: k - n_ctx]
+    if n_ctx == 0:
+        index = torch.sort(dominant).values
+        return Reduced(x.index_select(0, index), index)
+    rest_mask = torch.ones(n, dtype=torch.bool, device=x.device)
+    rest_mask[dominant] = False
+    rest = rest_mask.nonzero().squeeze(1)
+    # Contextual targets evenly spaced over the remaining tokens (VisionZip's uniform sampling);
+    # every remaining token joins the target it is most similar to, and the group is averaged.
+    targets = rest[torch.linspace(0, len(rest) - 1, n_ctx, device=x.device).round().long()]
+    assign = (u[rest] @ u[targets].T).argmax(1)
+    merged = torch.zeros(n_ctx, x.shape[1], dtype=torch.float32, device=x.device)
+    merged.index_add_(0, assign, x[rest].float())
+    merged /= torch.bincount(assign, minlength=n_ctx).clamp(min=1).unsqueeze(1).float()
+    index = torch.cat([dominant, targets])
+    embeds = torch.cat([x[dominant], merged.to(x.dtype)])
+    order = torch.argsort(index)
+    return Reduced(embeds[order], index[order])
+
+
+def _dart(x: torch.Tensor, k: int, pivots: int) -> torch.Tensor:
+    p = min(pivots, k)
+    pivot = torch.argsort(x.float().norm(dim=-1), descending=True, stable=True)[:p]
+    u = _unit(x)
+    sim = (u @ u[pivot].T).max(1).values
+    sim[pivot] = float("inf")  # pivots are kept; rank the rest by how unlike the pivots they are
+    others = torch.argsort(sim, stable=True)[: k - p]
+    return torch.sort(torch.cat([pivot, others])).values
+
+
+def reduce_tokens(x: torch.Tensor, grid: tuple[int, int, int], config: ReductionConfig) -> Reduced:
+    """Reduce one image's merged visual tokens x [n, D] laid out on grid (t, h, w), n = t*h*w."""
+    n = x.shape[0]
+    if config.is_identity or config.method == "fastv":
+        return Reduced(x, torch.arange(n, device=x.device))
+    if config.method == "pool":
+        return _pool(x, grid, config.keep_ratio)
+    k = keep_count(n, config.keep_ratio)
+    if k == n:
+        return Reduced(x, torch.arange(n, device=x.device))
+    if config.method == "visionzip":
+        return _visionzip(x, k, config.visionzip_contextual)
+    index = _divprune(x, k) if config.method == "divprune" else _dart(x, k, config.dart_pivots)
+    return Reduced(x.index_select(0, index), index)

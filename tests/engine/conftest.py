@@ -1,0 +1,12 @@
+from pathlib import Path
+
+import pytest
+
+from . import engine_stages  # noqa: F401  (registers the test_* stages)
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "pipelines"
+
+
+@pytest.fixture
+def fixture_path():
+    return lambda name: FIXTURES / f"{name}.yaml"

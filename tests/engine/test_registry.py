@@ -1,0 +1,79 @@
+"""The registry: duplicates are errors, unknown names get suggestions, plugins load by entry point."""
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+
+import pytest
+
+from cascade import RegistryError, Stage, StageParams, stage
+from cascade.registry import get_stage_class, stage_types, unregister
+
+
+def test_duplicate_name_is_an_error():
+    with pytest.raises(RegistryError, match="'thumbnail' is already registered by cascade.stages.resize"):
+        @stage("thumbnail")
+        class Another(Stage):
+            @dataclass(frozen=True)
+            class Outputs:
+                x: int
+
+            def run(self, x: int) -> Outputs:
+                return self.Outputs(x)
+
+
+def test_unknown_name_suggests():
+    with pytest.raises(RegistryError, match=r"unknown stage type 'thumbnial' \(did you mean 'thumbnail'\?\)"):
+        get_stage_class("thumbnial")
+
+
+def test_ports_must_be_typed():
+    with pytest.raises(TypeError, match="must be annotated to return a dataclass"):
+        @stage("test_untyped")
+        class Untyped(Stage):
+            def run(self, x: int):
+                return x
+    unregister("test_untyped")
+
+
+def test_params_forbid_unknown_fields():
+    cls = get_stage_class("thumbnail")
+    with pytest.raises(Exception, match="sise"):
+        cls({"sise": 3})
+    assert cls({"size": 64}).params.size == 64
+    assert issubclass(cls.Params, StageParams)
+
+
+def test_describe_lists_ports_and_params():
+    d = get_stage_class("thumbnail").describe()
+    assert d["inputs"] == {"image": {"type": "Image", "required": True}}
+    assert d["params"]["size"]["default"] == 448 and d["params"]["size"]["description"]
+    assert "edge_density_router" in stage_types()
+
+
+def test_third_party_stage_registers_through_entry_point(tmp_path):
+    pkg = tmp_path / "site"
+    (pkg / "my_stages").mkdir(parents=True)
+    (pkg / "my_stages" / "__init__.py").write_text(textwrap.dedent("""
+        from dataclasses import dataclass
+        from cascade import Stage, stage
+
+        @stage("shout")
+        class Shout(Stage):
+            '''Upper-case text.'''
+            @dataclass(frozen=True)
+            class Outputs:
+                text: str
+
+            def run(self, text: str) -> Outputs:
+                return self.Outputs(text.upper())
+    """))
+    dist = pkg / "my_stages-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-stages\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[cascade.stages]\nshout = my_stages\n")
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from cascade.registry import get_stage_class; "
+            "print(get_stage_class('shout')()(text='hi').text)")
+    out = subprocess.run([sys.executable, "-c", code, str(pkg)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "HI"
