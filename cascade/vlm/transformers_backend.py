@@ -1,0 +1,344 @@
+"""The in-process backend: a transformers VLM driven chunk by chunk.
+
+One call runs: chat template -> split at the question into a question-free prefix (system prompt +
+images) and a suffix (question + assistant header) -> prefix state from the KV prefix cache, or
+vision tower -> token reduction -> prefix prefill -> suffix prefill -> greedy decoding. The prefix
+is always prefilled as its own chunk, cached or not, so a cache hit computes bit-for-bit what a
+miss computes (fp storage) and answers with the same tokens.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from ..cost import ModelShape, decode_flops, prefill_flops
+from ..errors import CascadeError, InputError
+from .families import Family, family_for
+from .fastv import fastv_prefill, layerwise_step
+from .kv_cache import KVPrefixCache, PrefixState, cache_layers
+from .media import as_images
+from .reduction import ReductionConfig, keep_count, reduce_tokens
+from .result import VLMResult, peak_memory
+
+__all__ = ["TransformersBackend", "resolve_device", "resolve_dtype"]
+
+# Private-use characters: no template escapes them and no question contains them.
+_Q, _A = "\ue000Q{}\ue000", "\ue000A{}\ue000"
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: Any, device: torch.device) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "auto":
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    try:
+        return {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+                "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}[dtype]
+    except KeyError:
+        raise InputError(f"unknown dtype '{dtype}'; use auto, float32, bfloat16 or float16") from None
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class TransformersBackend:
+    """A loaded VLM plus its family adapter, prefix cache and counters.
+
+    vision_tower_calls counts vision-tower runs (a prefix-cache hit or a later session turn runs
+    none). context_window caps prompt + generated tokens (default: the model's
+    max_position_embeddings).
+    """
+
+    name = "transformers"
+
+    def __init__(self, model: Any, processor: Any, model_id: str, *,
+                 kv_cache: KVPrefixCache | None = None, context_window: int | None = None):
+        self.model, self.processor, self.model_id = model, processor, model_id
+        self.family: Family = family_for(model.config.model_type)(model, processor)
+        self.kv_cache = kv_cache
+        text = self.family.text_config
+        self.context_window = int(context_window or text.max_position_embeddings)
+        # Cost-model P: decoder layers + LM head. Embedding lookups are not matmuls, and the
+        # vision tower is timed separately (vision_s), as in the seed's formulas.
+        lm = self.family.text_model
+        params = sum(p.numel() for n, p in lm.named_parameters() if not n.startswith("embed_tokens"))
+        params += sum(p.numel() for p in self.family.lm_head.parameters())
+        self.shape = ModelShape(params=params, layers=int(text.num_hidden_layers),
+                                hidden=int(text.hidden_size))
+        eos = model.generation_config.eos_token_id
+        eos = [eos] if isinstance(eos, int) else list(eos or [])
+        if processor.tokenizer.eos_token_id is not None:
+            eos.append(processor.tokenizer.eos_token_id)
+        self.eos_ids = frozenset(eos)
+        self.vision_tower_calls = 0
+
+    @classmethod
+    def load(cls, model: str, *, device: str = "auto", dtype: Any = "auto",
+             kv_cache: KVPrefixCache | None = None, kv_cache_bytes: int = 0, kv_int8: bool = False,
+             attn_implementation: str | None = None, context_window: int | None = None,
+             **model_kwargs: Any) -> "TransformersBackend":
+        """Load from a hub id or a local folder. kv_cache_bytes > 0 creates a KVPrefixCache of that
+        budget (or pass a shared `kv_cache`); the model type is checked before any weight loads."""
+        from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
+
+        try:
+            config = AutoConfig.from_pretrained(model)
+        except (OSError, ValueError) as e:
+            raise InputError(f"cannot load VLM '{model}': {e}") from e
+        family_for(config.model_type)
+        dev = resolve_device(device)
+        kwargs = dict(model_kwargs, dtype=resolve_dtype(dtype, dev))
+        if attn_implementation:
+            kwargs["attn_implementation"] = attn_implementation
+        processor = AutoProcessor.from_pretrained(model)
+        net = AutoModelForImageTextToText.from_pretrained(model, **kwargs).to(dev).eval()
+        if kv_cache is None and kv_cache_bytes > 0:
+            kv_cache = KVPrefixCache(kv_cache_bytes, int8=kv_int8)
+        return cls(net, processor, str(model), kv_cache=kv_cache, context_window=context_window)
+
+    @property
+    def device(self) -> torch.device:
+        return self.family.device
+
+    # -- prompt text ------------------------------------------------------------------------------
+    def render(self, n_images: int, system_prompt: str | None, n_turns: int) -> str:
+        """The chat template with sentinel questions/answers, n_turns user turns, generation prompt."""
+        msgs: list[dict] = []
+        if system_prompt is not None:
+            msgs.append({"role": "system", "content": [{"type": "text", "text": system_prompt}]})
+        for t in range(n_turns):
+            content = [{"type": "image"}] * (n_images if t == 0 else 0)
+            msgs.append({"role": "user", "content": content + [{"type": "text", "text": _Q.format(t)}]})
+            if t < n_turns - 1:
+                msgs.append({"role": "assistant", "content": [{"type": "text", "text": _A.format(t)}]})
+        return self.processor.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+
+    def first_turn_texts(self, n_images: int, system_prompt: str | None, question: str) -> tuple[str, str]:
+        """(prefix, suffix): prefix = everything before the question; suffix = question onward."""
+        text = self.render(n_images, system_prompt, 1)
+        prefix, _, rest = text.partition(_Q.format(0))
+        if self.processor.image_token not in prefix and n_images:
+            raise CascadeError("this chat template puts the question before the images; the "
+                               "visual prefix cannot be separated from the question")
+        return prefix, question + rest
+
+    def later_turn_text(self, n_images: int, system_prompt: str | None, turn: int, question: str) -> str:
+        """Text that follows answer `turn - 1` and asks `question` (turn counts from 0)."""
+        text = self.render(n_images, system_prompt, turn + 1)
+        after = text.split(_A.format(turn - 1), 1)[1]
+        return after.replace(_Q.format(turn), question)
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.processor.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def check_question(self, question: Any) -> str:
+        if not isinstance(question, str) or not question.strip():
+            raise InputError(f"the question must be a non-empty string, got {question!r}")
+        for tok in (self.processor.image_token, getattr(self.processor, "video_token", None)):
+            if tok and tok in question:
+                raise InputError(f"the question contains the placeholder '{tok}'; pass images as "
+                                 "`images`, the runtime inserts their placeholders")
+        return question
+
+    def check_context(self, n_prompt: int, max_new_tokens: int) -> None:
+        if n_prompt + max_new_tokens > self.context_window:
+            raise InputError(f"prompt of {n_prompt} tokens + max_new_tokens {max_new_tokens} exceeds "
+                             f"the context window of {self.context_window} tokens; use fewer or "
+                             "smaller images, a lower keep_ratio, or a shorter question")
+
+    # -- prefix -----------------------------------------------------------------------------------
+    def prefix_state(self, images: list, prefix_text: str, red: ReductionConfig
+                     ) -> tuple[PrefixState, str, float, float]:
+        """(state, cache status, vision seconds, prefill seconds) of the question-free prefix."""
+        key = None
+        if self.kv_cache is not None:
+            key = KVPrefixCache.key(self.model_id, self.family.preprocessing_key(), red.cache_key(),
+                                    [im.__content_hash__() for im in images], prefix_text)
+            hit = self.kv_cache.get(key)
+            if hit is not None:
+                return hit, "hit", 0.0, 0.0
+        state, vision_s, prefill_s = self.compute_prefix(images, prefix_text, red)
+        if key is not None:
+            self.kv_cache.put(key, state)  # this call keeps its fp state; later hits read the entry
+            return state, "miss", vision_s, prefill_s
+        return state, "off", vision_s, prefill_s
+
+    def assemble(self, images: list, prefix_text: str, red: ReductionConfig):
+        """Vision tower + reduction: (ids [L'], positions [R, L'], embeds [L', D], n_before,
+        next_pos, vision seconds) of the reduced prefix."""
+        fam = self.family
+        pre = fam.prepare_prefix(prefix_text, [im.to_pil() for im in images])
+        t = time.perf_counter()
+        with torch.inference_mode():
+            feats = fam.encode_images(pre)
+        _sync(self.device)
+        vision_s = time.perf_counter() - t
+        self.vision_tower_calls += 1
+        keep = torch.ones(pre.input_ids.numel(), dtype=torch.bool, device=self.device)
+        kept_feats = []
+        for (s, e), grid, f in zip(pre.spans, pre.grids, feats):
+            r = reduce_tokens(f, grid, red)
+            span = torch.zeros(e - s, dtype=torch.bool, device=self.device)
+            span[r.index] = True
+            keep[s:e] = span
+            kept_feats.append(r.embeds)
+        ids, pos = pre.input_ids[keep], pre.positions[:, keep]
+        with torch.inference_mode():
+            emb = fam.embed(ids)
+            vis = (ids == fam.image_token_id).unsqueeze(-1)
+            emb = emb.masked_scatter(vis, torch.cat(kept_feats).to(emb.dtype))
+        n_before = sum(e - s for s, e in pre.spans)
+        return ids, pos, emb, n_before, int(pre.positions.max()) + 1, vision_s
+
+    def compute_prefix(self, images: list, prefix_text: str, red: ReductionConfig
+                       ) -> tuple[PrefixState, float, float]:
+        ids, pos, emb, n_before, next_pos, vision_s = self.assemble(images, prefix_text, red)
+        self.check_context(ids.numel(), 0)
+        t = time.perf_counter()
+        cache = self.new_cache()
+        with torch.inference_mode():
+            self.family.forward(emb[None], pos, cache)
+        _sync(self.device)
+        n_vis = int((ids == self.family.image_token_id).sum())
+        state = PrefixState(cache_layers(cache), ids.numel(), next_pos, n_vis, n_before,
+                            ids.numel() - n_vis)
+        return state, vision_s, time.perf_counter() - t
+
+    def new_cache(self) -> Any:
+        from transformers import DynamicCache
+
+        try:
+            return DynamicCache(config=self.family.text_config)
+        except TypeError:
+            return DynamicCache()
+
+    # -- decoding ---------------------------------------------------------------------------------
+    def greedy(self, hidden_last: torch.Tensor, cache: Any, next_pos: int, max_new_tokens: int,
+               step=None) -> tuple[list[int], str, float]:
+        """Greedy tokens from the last prompt hidden state; returns (tokens, finish, first-token
+        time). `next_pos` is the position the first generated token takes when fed back."""
+        fam = self.family
+        step = step or fam.forward
+        tokens: list[int] = []
+        t_first = 0.0
+        with torch.inference_mode():
+            h = hidden_last
+            while True:
+                tok = int(fam.lm_head(h[:, -1]).argmax(-1))
+                if not tokens:
+                    t_first = time.perf_counter()
+                tokens.append(tok)
+                if tok in self.eos_ids or len(tokens) >= max_new_tokens:
+                    break
+                emb = fam.embed(torch.tensor([[tok]], device=self.device))
+                h = step(emb, fam.text_positions(next_pos, 1), cache)
+                next_pos += 1
+        finish = "stop" if tokens[-1] in self.eos_ids else "length"
+        return tokens, finish, t_first
+
+    def prefill_suffix(self, cache: Any, next_pos: int, ids: list[int]) -> torch.Tensor:
+        fam = self.family
+        with torch.inference_mode():
+            emb = fam.embed(torch.tensor([ids], device=self.device))
+            return fam.forward(emb, fam.text_positions(next_pos, len(ids)), cache)
+
+    # -- public -----------------------------------------------------------------------------------
+    def generate(self, images: Any, question: str, *, max_new_tokens: int = 64,
+                 reduction: ReductionConfig | None = None, system_prompt: str | None = None) -> VLMResult:
+        t0 = time.perf_counter()
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        images = as_images(images)
+        if not images:
+            raise InputError("no image given: this VLM call needs at least one image")
+        question = self.check_question(question)
+        if max_new_tokens < 1:
+            raise InputError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        red = reduction or ReductionConfig()
+        prefix_text, suffix_text = self.first_turn_texts(len(images), system_prompt, question)
+        suffix = self.tokenize(suffix_text)
+        if red.question_dependent:
+            return self._generate_fastv(images, prefix_text, suffix, red, max_new_tokens, t0)
+        state, status, vision_s, prefix_s = self.prefix_state(images, prefix_text, red)
+        self.check_context(state.length + len(suffix), max_new_tokens)
+        cache = state.to_cache(self.family.text_config)
+        t = time.perf_counter()
+        hidden = self.prefill_suffix(cache, state.next_pos, suffix)
+        tokens, finish, t_first = self.greedy(hidden, cache, state.next_pos + len(suffix), max_new_tokens)
+        _sync(self.device)
+        prefill_s = prefix_s + (t_first - t)
+        n_prompt = state.text_tokens + len(suffix)
+        computed = (self.prefill_cost(state.visual_tokens, n_prompt)
+                    - (self.prefill_cost(state.visual_tokens, state.text_tokens) if status == "hit" else 0.0))
+        return self.result(tokens, finish, state.visual_tokens, state.visual_tokens_before, n_prompt,
+                           computed, vision_s, prefill_s, t0, t_first, status, red)
+
+    def _generate_fastv(self, images, prefix_text, suffix, red, max_new_tokens, t0) -> VLMResult:
+        layers = self.shape.layers
+        if not 1 <= red.fastv_layer < layers:
+            raise InputError(f"fastv_layer must be in [1, {layers - 1}] for this {layers}-layer model, "
+                             f"got {red.fastv_layer}")
+        ids, pos, emb, n_before, next_pos, vision_s = self.assemble(images, prefix_text, ReductionConfig())
+        self.check_context(ids.numel() + len(suffix), max_new_tokens)
+        sids = torch.tensor(suffix, device=self.device)
+        t = time.perf_counter()
+        with torch.inference_mode():
+            emb = torch.cat([emb, self.family.embed(sids)])[None]
+            pos = torch.cat([pos, self.family.text_positions(next_pos, len(suffix))], dim=1)
+            visual_index = (ids == self.family.image_token_id).nonzero().squeeze(1)
+            keep = keep_count(n_before, red.keep_ratio)
+            cache = self.new_cache()
+            hidden, _ = fastv_prefill(self.family, emb, pos, visual_index, keep, red.fastv_layer, cache)
+        step = lambda e, p, c: layerwise_step(self.family, e, p, c)  # noqa: E731
+        tokens, finish, t_first = self.greedy(hidden, cache, next_pos + len(suffix), max_new_tokens, step)
+        _sync(self.device)
+        n_prompt = ids.numel() - n_before + len(suffix)
+        k = red.fastv_layer
+        full = ModelShape(self.shape.params * k // layers, k, self.shape.hidden)
+        rest = ModelShape(self.shape.params - full.params, layers - k, self.shape.hidden)
+        flops = prefill_flops(full, n_before, n_prompt) + prefill_flops(rest, keep, n_prompt)
+        return self.result(tokens, finish, keep, n_before, n_prompt, flops, vision_s,
+                           t_first - t, t0, t_first, "off", red, prefill_override=flops)
+
+    def prefill_cost(self, n_visual: int, n_prompt: int) -> float:
+        return prefill_flops(self.shape, n_visual, n_prompt)
+
+    def result(self, tokens: list[int], finish: str, n_vis: int, n_before: int, n_prompt: int,
+               computed: float, vision_s: float, prefill_s: float, t0: float, t_first: float,
+               status: str, red: ReductionConfig, prefill_override: float | None = None) -> VLMResult:
+        t_end = time.perf_counter()
+        mem, kind = peak_memory(self.device)
+        text = self.processor.tokenizer.decode(tokens, skip_special_tokens=True)
+        n = len(tokens)
+        return VLMResult(
+            text=text, token_ids=tuple(tokens), finish_reason=finish, model=self.model_id,
+            backend=self.name, visual_tokens=n_vis, visual_tokens_before=n_before,
+            prompt_tokens=n_prompt, generated_tokens=n,
+            prefill_flops=prefill_override if prefill_override is not None
+            else self.prefill_cost(n_vis, n_prompt),
+            baseline_prefill_flops=self.prefill_cost(n_before, n_prompt),
+            computed_prefill_flops=computed,
+            decode_flops=decode_flops(self.shape, n_vis, n_prompt, n),
+            ttft_s=t_first - t0, tpot_s=(t_end - t_first) / (n - 1) if n > 1 else None,
+            total_s=t_end - t0, vision_s=vision_s, prefill_s=prefill_s, cache=status,
+            reduction={"method": red.method, "keep_ratio": red.keep_ratio},
+            peak_memory_bytes=mem, peak_memory_kind=kind)
+
+    def session(self, images: Any, *, system_prompt: str | None = None,
+                reduction: ReductionConfig | None = None, max_new_tokens: int = 64):
+        from .session import Session
+
+        return Session(self, images, system_prompt=system_prompt, reduction=reduction,
+                       max_new_tokens=max_new_tokens)
