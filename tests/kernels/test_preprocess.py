@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 import torch
-from _kernel_helpers import DEVICE, assert_close_first_mismatch, gpu, needs_gpu, poisoned
+from ._kernel_helpers import DEVICE, assert_close_first_mismatch, gpu, needs_gpu, poisoned
 from transformers import Qwen2VLImageProcessor
 
 from cascade.kernels.preprocess import patchify_normalize, reference
