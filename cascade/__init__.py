@@ -4,6 +4,7 @@
     result = Pipeline.load("route_demo").run(image="photo.jpg")
     result.outputs, result.trace
 """
+from .api import QA, DocQA, MultiImageQA, Session, VideoQA
 from .artifacts import Answer, Box, Detection, Evidence, Frame, Image, OcrLine, Route
 from .errors import (CascadeError, ConnectError, InputError, RegistryError, SpecError,
                      StageError)
@@ -14,6 +15,6 @@ from .trace import Trace
 
 __version__ = "0.1.0"
 
-__all__ = ["Answer", "Box", "CascadeError", "ConnectError", "Detection", "Evidence", "Frame",
+__all__ = ["QA", "DocQA", "MultiImageQA", "Session", "VideoQA", "Answer", "Box", "CascadeError", "ConnectError", "Detection", "Evidence", "Frame",
            "Image", "InputError", "OcrLine", "Pipeline", "PipelineResult", "RegistryError",
            "Route", "Router", "SpecError", "Stage", "StageError", "StageParams", "Trace", "stage"]

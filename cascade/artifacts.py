@@ -264,13 +264,17 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Answer:
-    """The pipeline's reply: text, how it was produced, the evidence and the bill."""
+    """The pipeline's reply: text, who produced it (the VLM or a tool), the evidence and the bill."""
 
     text: str
     produced_by: Literal["vlm", "tool"] = "vlm"
     evidence: Evidence = field(default_factory=Evidence)
     usage: dict[str, Any] = field(default_factory=dict)
+    trace: Any = None  # the run's cascade.trace.Trace, attached by the Python API
 
     def to_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "produced_by": self.produced_by,
-                "evidence": self.evidence.to_dict(), "usage": dict(self.usage)}
+        d = {"text": self.text, "produced_by": self.produced_by,
+             "evidence": self.evidence.to_dict(), "usage": dict(self.usage)}
+        if self.trace is not None:
+            d["trace"] = self.trace.to_dict()
+        return d

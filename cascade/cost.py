@@ -78,3 +78,26 @@ class TokenBill:
     def to_dict(self) -> dict:
         return {**asdict(self), "prefill_token_share": self.prefill_token_share,
                 "prefill_savings": self.prefill_savings}
+
+
+def qwen2vl_visual_tokens(width: int, height: int, *, patch: int = 14, merge: int = 2,
+                          min_pixels: int = 56 * 56, max_pixels: int = 28 * 28 * 1280) -> int:
+    """Visual tokens Qwen2-VL spends on one image after its `smart_resize` (defaults = the model's).
+
+    Each side is rounded to a multiple of patch*merge (28 px) and the area kept within
+    [min_pixels, max_pixels]; every 28x28 block becomes one token after the 2x2 merger.
+    """
+    import math
+
+    factor = patch * merge
+    h = max(factor, round(height / factor) * factor)
+    w = max(factor, round(width / factor) * factor)
+    if h * w > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h = max(factor, math.floor(height / beta / factor) * factor)
+        w = max(factor, math.floor(width / beta / factor) * factor)
+    elif h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h = math.ceil(height * beta / factor) * factor
+        w = math.ceil(width * beta / factor) * factor
+    return (h // factor) * (w // factor)

@@ -4,7 +4,8 @@ Each stage becomes an asyncio task that waits for the stages it depends on, then
 thread (stages are synchronous compute; torch, numpy, PyAV and onnxruntime release the GIL). A stage
 is skipped when it waits on a branch its router did not take, or when a required input comes only
 from skipped stages; a list of references takes the first that ran, which is how a coarse and a fine
-path join.
+path join. A reference that ran but produced None (a tool that could not answer) also falls
+through to the next one.
 """
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ async def execute(pipeline: "Pipeline", inputs: dict[str, Any]) -> PipelineResul
         src, port = parse_ref(ref)
         if src is None:
             return inputs[port]
-        return getattr(outputs[src], port) if src in outputs else _MISSING
+        value = getattr(outputs[src], port) if src in outputs else _MISSING
+        return _MISSING if value is None else value
 
     async def run_stage(name: str) -> None:
         for dep in pipeline.graph.deps[name]:

@@ -1,0 +1,76 @@
+"""Decide from the thumbnail and the question whether high resolution is needed at all.
+
+The seed's rule: process a low-resolution thumbnail first to determine whether high-resolution
+tiles are strictly necessary. Three cheap signals, each reported in the route's scores and reason:
+the question's intent (rules + a sentence-embedding zero-shot score), the text density the OCR
+detector found on the thumbnail, and, when a thumbnail-only VLM pass ran, its confidence.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import Field
+
+from cascade.artifacts import Image, OcrLine, Route
+from cascade.stage import Router, StageParams, stage
+
+from ._intent import IntentScorer, default_text_model
+
+
+def text_density(lines: list[OcrLine], images: list[Image]) -> float:
+    """Fraction of the thumbnails' source area covered by text boxes (boxes are in source pixels)."""
+    area = sum(im.source_size[0] * im.source_size[1] for im in images) or 1
+    return min(1.0, sum(line.box.area for line in lines) / area)
+
+
+@stage("resolution_router")
+class ResolutionRouter(Router):
+    """Route to `high_res` when the question and the thumbnail say fine pixels matter, else `thumbnail`."""
+
+    branches = ("thumbnail", "high_res")
+
+    class Params(StageParams):
+        threshold: float = Field(0.5, ge=0, le=1, description="need score at which to go high_res")
+        intent_weight: float = Field(0.6, ge=0, description="weight of the question-intent signal")
+        text_weight: float = Field(0.4, ge=0, description="weight of the thumbnail text-density signal")
+        confidence_weight: float = Field(0.5, ge=0, description="weight of (1 - VLM thumbnail confidence)")
+        text_density_saturation: float = Field(
+            0.02, gt=0, description="text area fraction counted as fully text-heavy")
+        text_model: str | None = Field(
+            "auto", description="sentence-transformers model for zero-shot intent; 'auto' = bundled "
+            "all-MiniLM-L6-v2 when installed, null = rules only")
+        zero_shot_weight: float = Field(0.5, ge=0, le=1, description="share of zero-shot vs rules")
+
+    @dataclass(frozen=True)
+    class Outputs:
+        route: Route
+
+    def setup(self) -> None:
+        model = default_text_model() if self.params.text_model == "auto" else self.params.text_model
+        self.intent = IntentScorer(model, self.params.zero_shot_weight)
+
+    def run(self, question: str, images: list[Image], text_lines: list[OcrLine] | None = None,
+            confidence: float | None = None) -> Outputs:
+        p = self.params
+        intent = self.intent(question)
+        signals = {"intent": (p.intent_weight, intent.needs_high_res)}
+        reasons = [f"intent {intent.top} ({', '.join(intent.matched) or 'no rule'}) "
+                   f"-> {intent.needs_high_res:.2f}"]
+        scores = {f"intent_{k}": v for k, v in intent.scores.items()}
+        if text_lines is not None:
+            density = text_density(text_lines, images)
+            signal = min(1.0, density / p.text_density_saturation)
+            signals["text"] = (p.text_weight, signal)
+            scores |= {"text_density": density, "text_lines": float(len(text_lines))}
+            reasons.append(f"text density {density:.4f} ({len(text_lines)} lines) -> {signal:.2f}")
+        if confidence is not None:
+            signals["confidence"] = (p.confidence_weight, 1.0 - confidence)
+            scores["vlm_confidence"] = confidence
+            reasons.append(f"thumbnail confidence {confidence:.2f} -> {1 - confidence:.2f}")
+        # A weighted mean over the signals that exist: a missing OCR pass neither helps nor hurts.
+        need = sum(w * s for w, s in signals.values()) / (sum(w for w, _ in signals.values()) or 1.0)
+        scores["need"] = need
+        branch = "high_res" if need >= p.threshold else "thumbnail"
+        cmp = ">=" if branch == "high_res" else "<"
+        reason = "; ".join(reasons) + f"; need {need:.2f} {cmp} {p.threshold}"
+        return self.Outputs(Route(branch, reason, scores))

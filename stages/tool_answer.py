@@ -1,0 +1,105 @@
+"""Let a specialist answer when it can: OCR reads text, the detector counts.
+
+"What does the sign say?" with confident OCR lines, or "how many people?" with detections, needs no
+VLM. In `answer` mode the stage answers and routes to `tool`; in `hint` mode it always routes to
+`vlm` and passes what the tools found as a hint for the prompt; `off` always routes to `vlm`.
+The answer says which happened (`produced_by`).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field
+
+from cascade.artifacts import Answer, Detection, Evidence, OcrLine, Route
+from cascade.routers._intent import rule_intent
+from cascade.stage import Router, StageParams, stage
+
+# Plural and everyday words for COCO labels a question may use.
+LABEL_WORDS = {"person": ("person", "people", "persons", "man", "men", "woman", "women", "pedestrian",
+                          "pedestrians", "kid", "kids", "child", "children"),
+               "car": ("car", "cars"), "bus": ("bus", "buses"), "truck": ("truck", "trucks"),
+               "bicycle": ("bicycle", "bicycles", "bike", "bikes"), "dog": ("dog", "dogs"),
+               "cat": ("cat", "cats"), "cup": ("cup", "cups", "mug", "mugs")}
+
+
+def counted_label(question: str, labels: set[str]) -> str | None:
+    """Which detected label a counting question asks about, if any."""
+    q = set(re.findall(r"[a-z]+", question.lower()))
+    for label in sorted(labels):
+        names = LABEL_WORDS.get(label, (label, label + "s", label + "es"))
+        if q & set(names):
+            return label
+    return None
+
+
+def read_text(lines: list[OcrLine]) -> str:
+    """The distinct lines, in reading order (top to bottom, then left to right)."""
+    seen, out = set(), []
+    for line in sorted(lines, key=lambda l: (l.media_index, l.timestamp or 0.0, l.box.y0, l.box.x0)):
+        key = line.text.strip().lower()
+        if key and key not in seen:
+            seen.add(key)
+            out.append(line.text.strip())
+    return " ".join(out)
+
+
+def count_objects(dets: list[Detection], label: str) -> int:
+    """Objects of `label` in the frame/image that shows the most of them (a video count)."""
+    per_place: dict[tuple[int, float | None], int] = {}
+    for d in dets:
+        if d.label == label:
+            key = (d.media_index, d.timestamp)
+            per_place[key] = per_place.get(key, 0) + 1
+    return max(per_place.values(), default=0)
+
+
+@stage("tool_answer")
+class ToolAnswer(Router):
+    """Answer reading and counting questions from OCR/detections when confident; else hand to the VLM."""
+
+    branches = ("tool", "vlm")
+
+    class Params(StageParams):
+        mode: Literal["answer", "hint", "off"] = Field(
+            "answer", description="answer from the tool, pass its output as a VLM hint, or neither")
+        min_confidence: float = Field(0.8, ge=0, le=1, description="mean tool confidence needed")
+
+    @dataclass(frozen=True)
+    class Outputs:
+        route: Route
+        answer: Answer | None
+        hint: str
+
+    def run(self, question: str, ocr_lines: list[OcrLine] | None = None,
+            detections: list[Detection] | None = None) -> Outputs:
+        intent = rule_intent(question)
+        text, confidence, kind = "", 0.0, ""
+        used_lines: tuple[OcrLine, ...] = ()
+        used_dets: tuple[Detection, ...] = ()
+        if "count" in intent.matched and detections:
+            label = counted_label(question, {d.label for d in detections})
+            if label:
+                used_dets = tuple(d for d in detections if d.label == label)
+                n = count_objects(list(used_dets), label)
+                text, kind = str(n), f"detector counted {n} {label}"
+                confidence = sum(d.confidence for d in used_dets) / len(used_dets)
+        elif "read" in intent.matched and ocr_lines:
+            used_lines = tuple(ocr_lines)
+            text, kind = read_text(ocr_lines), f"OCR read {len(ocr_lines)} line(s)"
+            confidence = sum(l.confidence for l in ocr_lines) / len(ocr_lines)
+        scores = {"tool_confidence": confidence}
+        if not text:
+            return self.Outputs(Route("vlm", "no tool output fits the question", scores), None, "")
+        hint = f"{kind}: {text}"
+        if self.params.mode == "answer" and confidence >= self.params.min_confidence:
+            evidence = Evidence(ocr_lines=used_lines, detections=used_dets)
+            usage = {"visual_tokens": 0, "prefill_flops": 0.0, "tool_confidence": confidence}
+            return self.Outputs(Route("tool", f"{kind} (confidence {confidence:.2f})", scores),
+                                Answer(text, "tool", evidence, usage), hint)
+        why = {"answer": f"confidence {confidence:.2f} < {self.params.min_confidence}",
+               "hint": "hint mode", "off": "tool answers off"}[self.params.mode]
+        return self.Outputs(Route("vlm", f"{kind}; {why}", scores), None,
+                            hint if self.params.mode != "off" else "")
