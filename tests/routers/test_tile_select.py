@@ -1,0 +1,37 @@
+"""Tile selection: relevant tiles first, within the visual-token budget, in source order."""
+import numpy as np
+
+from cascade import Box, Detection, Image, OcrLine
+from cascade.cost import qwen2vl_visual_tokens
+from cascade.registry import get_stage_class
+
+FULL = Image(np.zeros((448, 1344, 3), np.uint8), source="wide.png")
+TILES = [FULL.crop(Box(x, 0, x + 448, 448)) for x in (0, 448, 896)]
+PER_TILE = qwen2vl_visual_tokens(448, 448)
+
+
+def select(**params):
+    return get_stage_class("select_tiles")(params)
+
+
+def test_tile_holding_the_text_wins_under_a_one_tile_budget():
+    lines = [OcrLine("STOP", 0.99, Box(1000, 100, 1100, 150))]
+    out = select(max_visual_tokens=PER_TILE).run(tiles=TILES, question="What does the sign say?",
+                                                  ocr_lines=lines)
+    assert [t.box for t in out.tiles] == [TILES[2].box]
+    assert out.visual_tokens == PER_TILE
+
+
+def test_question_named_detections_and_budget_order():
+    dets = [Detection("bus", 0.9, Box(10, 10, 400, 400)), Detection("dog", 0.9, Box(500, 10, 600, 80))]
+    out = select(max_visual_tokens=2 * PER_TILE).run(
+        tiles=TILES, question="what colour is the bus?", detections=dets,
+        retrieval_scores=[0.0, 0.0, 0.5])
+    assert [t.box.x0 for t in out.tiles] == [0, 896]  # bus tile + best retrieval, source order
+    assert out.scores[0] == 1.0
+
+
+def test_other_frames_do_not_count():
+    lines = [OcrLine("STOP", 0.99, Box(1000, 100, 1100, 150), media_index=1)]
+    out = select(max_visual_tokens=PER_TILE).run(tiles=TILES, question="read the sign", ocr_lines=lines)
+    assert out.tiles[0].box == TILES[0].box and out.scores == [0.0]
