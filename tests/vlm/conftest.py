@@ -1,0 +1,57 @@
+"""Fixtures for the VLM runtime tests: tiny random-weight models built once per test session."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import numpy as np
+import pytest
+import torch
+
+from cascade.artifacts import Image
+
+
+@pytest.fixture(scope="session")
+def tiny_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("tiny_vlm")
+
+
+@pytest.fixture(scope="session")
+def tiny_path(tiny_root):
+    from cascade.vlm import build_tiny_vlm
+
+    return build_tiny_vlm(tiny_root, family="qwen2_vl", size="test")
+
+
+@pytest.fixture(scope="session")
+def tiny_path_25(tiny_root):
+    from cascade.vlm import build_tiny_vlm
+
+    return build_tiny_vlm(tiny_root, family="qwen2_5_vl", size="test")
+
+
+@pytest.fixture(scope="session")
+def vlm(tiny_path):
+    """A shared VLM without a prefix cache (tests that need one make their own)."""
+    from cascade.vlm import VLM
+
+    torch.set_num_threads(1)
+    return VLM.load(str(tiny_path), device="cpu")
+
+
+def random_image(seed: int = 0, h: int = 150, w: int = 200) -> Image:
+    rng = np.random.default_rng(seed)
+    return Image((rng.random((h, w, 3)) * 255).astype(np.uint8), source=f"random{seed}")
+
+
+@pytest.fixture
+def image():
+    return random_image(0)
+
+
+@pytest.fixture(scope="session")
+def make_image():
+    """random_image(seed, h, w) for tests that need several distinct images."""
+    return random_image

@@ -1,0 +1,57 @@
+"""With reduction off, the runtime is the plain model: same logits, same greedy tokens."""
+import pytest
+import torch
+
+from cascade.vlm import VLM, ReductionConfig
+
+
+def _plain(backend, images, question, max_new_tokens):
+    msgs = [{"role": "user", "content": [{"type": "image"}] * len(images)
+             + [{"type": "text", "text": question}]}]
+    text = backend.processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+    inp = backend.processor(text=[text], images=[im.to_pil() for im in images], return_tensors="pt")
+    return inp
+
+
+@pytest.mark.parametrize("fixture", ["tiny_path", "tiny_path_25"])
+def test_greedy_tokens_equal_model_generate(request, fixture, make_image):
+    vlm = VLM.load(str(request.getfixturevalue(fixture)), device="cpu")
+    b = vlm.backend
+    images = [make_image(1), make_image(2, 120, 90)]
+    q = "What is in the picture?"
+    inp = _plain(b, images, q, 12)
+    with torch.inference_mode():
+        out = b.model.generate(**inp, max_new_tokens=12, do_sample=False)
+    expected = out[0, inp["input_ids"].shape[1]:].tolist()
+    r = vlm.generate(images, q, max_new_tokens=12)
+    assert list(r.token_ids) == expected
+    assert r.visual_tokens == r.visual_tokens_before == int((inp["input_ids"] == b.family.image_token_id).sum())
+    assert r.visual_tokens + r.prompt_tokens == inp["input_ids"].shape[1]
+
+
+def test_first_token_logits_match_full_forward(vlm, make_image):
+    b = vlm.backend
+    img = make_image(3)
+    q = "Describe the image."
+    inp = _plain(b, [img], q, 1)
+    with torch.inference_mode():
+        ref = b.model(**inp).logits[0, -1]
+    prefix, suffix = b.first_turn_texts(1, None, q)
+    state, *_ = b.compute_prefix([img], prefix, ReductionConfig())
+    cache = state.to_cache(b.family.text_config)
+    hidden = b.prefill_suffix(cache, state.next_pos, b.tokenize(suffix))
+    with torch.inference_mode():
+        got = b.family.lm_head(hidden[0, -1])
+    torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_result_accounting(vlm, image):
+    r = vlm.generate([image], "What is this?", max_new_tokens=5)
+    u = r.usage
+    assert r.generated_tokens == len(r.token_ids) <= 5
+    assert r.prefill_flops == r.baseline_prefill_flops == r.computed_prefill_flops > 0
+    assert r.ttft_s <= r.total_s and r.vision_s > 0 and r.prefill_s > 0
+    assert r.cache == "off" and u["kv_cache_hit"] is False
+    assert u["input_tokens"] == r.visual_tokens + r.prompt_tokens
+    assert r.peak_memory_bytes and r.peak_memory_kind == "process_peak_rss"
+    assert r.bill.prefill_savings == pytest.approx(1.0)

@@ -1,0 +1,100 @@
+import pytest
+import torch
+
+from cascade.errors import InputError
+from cascade.vlm import PRE_LLM_METHODS, ReductionConfig
+from cascade.vlm.reduction import keep_count, reduce_tokens
+
+
+def _tokens(n=48, d=16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, d, generator=g)
+
+
+@pytest.mark.parametrize("method", ["divprune", "visionzip", "dart"])
+@pytest.mark.parametrize("ratio", [1.0, 0.5, 0.25, 0.1])
+def test_count_exact_methods_keep_the_requested_count(method, ratio):
+    x = _tokens()
+    r = reduce_tokens(x, (1, 6, 8), ReductionConfig(method, ratio))
+    assert r.embeds.shape == (keep_count(48, ratio), 16)
+    assert r.index.tolist() == sorted(set(r.index.tolist()))  # unique, ascending
+    if ratio == 1.0:
+        assert torch.equal(r.embeds, x)
+
+
+def test_pool_is_2x2_average_at_quarter():
+    x = _tokens(48)
+    r = reduce_tokens(x, (1, 6, 8), ReductionConfig("pool", 0.25))
+    assert r.embeds.shape == (12, 16)
+    grid = x.reshape(6, 8, 16)
+    torch.testing.assert_close(r.embeds[0], grid[:2, :2].reshape(4, 16).mean(0))
+    torch.testing.assert_close(r.embeds[-1], grid[4:, 6:].reshape(4, 16).mean(0))
+    # each pooled token takes the position of a token inside its own 2x2 bin
+    rows, cols = r.index // 8, r.index % 8
+    assert (rows // 2 * 4 + cols // 2).tolist() == list(range(12))
+
+
+def test_divprune_prefers_diverse_tokens():
+    base = _tokens(4, 16, seed=1)
+    x = torch.cat([base[:1].repeat(20, 1), base[1:]])  # 20 copies of one token + 3 distinct
+    r = reduce_tokens(x, (1, 1, 23), ReductionConfig("divprune", 4 / 23))
+    assert set(r.index.tolist()) >= {20, 21, 22}
+
+
+def test_dart_drops_duplicates_of_pivots():
+    base = _tokens(8, 16, seed=2) * torch.linspace(1, 2, 8).unsqueeze(1)
+    dupes = base[-1:] * 0.5 + 1e-3 * _tokens(8, 16, seed=3)  # near-copies of the largest token
+    x = torch.cat([base, dupes])
+    r = reduce_tokens(x, (1, 1, 16), ReductionConfig("dart", 0.5, dart_pivots=1))
+    assert 7 in r.index.tolist() and not set(r.index.tolist()) & set(range(8, 16))
+
+
+def test_visionzip_contextual_tokens_are_group_means():
+    x = _tokens(40)
+    r = reduce_tokens(x, (1, 5, 8), ReductionConfig("visionzip", 0.25, visionzip_contextual=0.5))
+    assert r.embeds.shape[0] == 10
+    kept_as_is = sum(any(torch.equal(e, row) for row in x) for e in r.embeds)
+    assert kept_as_is == 5  # 5 dominant tokens unchanged, 5 merged contextual tokens
+
+
+@pytest.mark.parametrize("method", PRE_LLM_METHODS + ("fastv",))
+def test_each_method_generates_with_fewer_tokens(vlm, image, method):
+    red = ReductionConfig(method, 0.25, fastv_layer=1)
+    r = vlm.generate([image], "What is this?", max_new_tokens=4, reduction=red)
+    assert 1 <= len(r.token_ids) <= 4
+    n = r.visual_tokens_before
+    if method == "pool":  # grid 5x7 merged tokens -> round(5/2) x round(7/2) bins
+        assert r.visual_tokens == 2 * 4
+    else:
+        assert r.visual_tokens == keep_count(n, 0.25)
+    assert r.prefill_flops < r.baseline_prefill_flops
+
+
+@pytest.mark.parametrize("method", PRE_LLM_METHODS)
+def test_kept_tokens_keep_original_positions(vlm, image, method):
+    b = vlm.backend
+    prefix, _ = b.first_turn_texts(1, None, "q")
+    red = ReductionConfig(method, 0.25)
+    ids, pos, emb, n_before, next_pos, _ = b.assemble([image], prefix, red)
+    pre = b.family.prepare_prefix(prefix, [image.to_pil()])
+    n_img = int((ids == b.family.image_token_id).sum())
+    assert emb.shape[0] == ids.numel() and n_img < n_before
+    # every kept column is a column of the full position table, in order, and the text after
+    # the image continues where the unpruned prompt continues
+    full = pre.positions.T.tolist()
+    cols = [tuple(c) for c in pos.T.tolist()]
+    it = iter(map(tuple, full))
+    assert all(any(c == f for f in it) for c in cols)
+    assert next_pos == int(pre.positions.max()) + 1
+    assert cols[-1] == tuple(full[-1])
+
+
+def test_config_errors():
+    with pytest.raises(InputError, match="did you mean 'divprune'"):
+        ReductionConfig("divprun", 0.5)
+    with pytest.raises(InputError, match="keep_ratio"):
+        ReductionConfig("pool", 0.0)
+    with pytest.raises(InputError, match="keeps every token"):
+        ReductionConfig("none", 0.5)
+    assert ReductionConfig("pool", 1.0).cache_key() == ReductionConfig().cache_key()
+    assert ReductionConfig("fastv", 0.5).question_dependent
