@@ -26,15 +26,15 @@ def _quant_per_channel(x_ptr, q_ptr, scale_ptr, H, S, Dh, sb, sh, ss, sd,
         m = (rows[:, None] < S) & (cols[None, :] < Dh)
         x = tl.load(base + rows[:, None].to(tl.int64) * ss, mask=m, other=0.0).to(tl.float32)
         amax = tl.maximum(amax, tl.max(tl.abs(x), axis=0))
-    # div_rn: Triton's fp32 "/" is approximate on GPU; exact division keeps q equal to torch's
-    scale = tl.div_rn(amax, 127.0)
+    # div_rn: Triton's fp32 "/" is approximate on GPU; exact division keeps q equal to torch's.
+    scale = tl.div_rn(amax, tl.zeros_like(amax) + 127.0)
     safe = tl.where(scale > 0, scale, 1.0)
     tl.store(scale_ptr + bh.to(tl.int64) * Dh + cols, scale, mask=cols < Dh)
     for s0 in range(0, S, BLOCK_S):
         rows = s0 + tl.arange(0, BLOCK_S)
         m = (rows[:, None] < S) & (cols[None, :] < Dh)
         x = tl.load(base + rows[:, None].to(tl.int64) * ss, mask=m, other=0.0).to(tl.float32)
-        y = tl.where(scale[None, :] > 0, tl.div_rn(x, safe[None, :]), 0.0)
+        y = tl.where(scale[None, :] > 0, tl.div_rn(x, safe[None, :] + tl.zeros_like(x)), 0.0)
         q = tl.minimum(tl.maximum(_round_half_away(y), -127.0), 127.0).to(tl.int8)
         tl.store(qbase + rows[:, None].to(tl.int64) * Dh, q, mask=m)
 
@@ -49,9 +49,10 @@ def _quant_per_token(x_ptr, q_ptr, scale_ptr, H, S, Dh, sb, sh, ss, sd,
     base = x_ptr + (bh // H).to(tl.int64) * sb + (bh % H).to(tl.int64) * sh
     x = tl.load(base + rows[:, None].to(tl.int64) * ss + cols[None, :] * sd, mask=m,
                 other=0.0).to(tl.float32)
-    scale = tl.div_rn(tl.max(tl.abs(x), axis=1), 127.0)
+    amax = tl.max(tl.abs(x), axis=1)
+    scale = tl.div_rn(amax, tl.zeros_like(amax) + 127.0)
     safe = tl.where(scale > 0, scale, 1.0)
-    y = tl.where(scale[:, None] > 0, tl.div_rn(x, safe[:, None]), 0.0)
+    y = tl.where(scale[:, None] > 0, tl.div_rn(x, safe[:, None] + tl.zeros_like(x)), 0.0)
     q = tl.minimum(tl.maximum(_round_half_away(y), -127.0), 127.0).to(tl.int8)
     tl.store(scale_ptr + bh.to(tl.int64) * S + rows, scale, mask=rows < S)
     tl.store(q_ptr + bh.to(tl.int64) * S * Dh + rows[:, None] * Dh + cols[None, :], q, mask=m)
