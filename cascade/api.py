@@ -23,7 +23,8 @@ from .pipeline import Pipeline
 __all__ = ["QA", "VideoQA", "MultiImageQA", "DocQA", "Session"]
 
 # Which pipeline input receives the media, in order of preference.
-_MEDIA_INPUTS = ("video", "images", "image", "page")
+_MEDIA_INPUTS = ("video", "images", "image")
+_VIDEO_SUFFIXES = {".mp4", ".mkv", ".mov", ".avi", ".webm", ".m4v", ".mpg", ".mpeg", ".ts", ".flv"}
 
 
 class QA:
@@ -33,38 +34,66 @@ class QA:
     model: VLM to use (hub id or local dir); sets `model` on every `vlm_answer` stage.
     device: "cpu", "cuda", ...; set on every stage that has a `device` param.
     overrides: more params by dotted path, e.g. {"retrieve.top_k": 4}.
+    type_overrides: params for every stage of a type, e.g. {"clip_embed": {"pretrained": None}}.
     """
 
     default_pipeline = "video_qa"
 
     def __init__(self, pipeline: str | Path | None = None, *, model: str | None = None,
-                 device: str | None = None, overrides: dict[str, Any] | None = None):
+                 device: str | None = None, overrides: dict[str, Any] | None = None,
+                 type_overrides: dict[str, dict[str, Any]] | None = None):
         source = pipeline or self.default_pipeline
         probe = Pipeline.load(source)  # validate first; no model is loaded here
+        by_type = {k: dict(v) for k, v in (type_overrides or {}).items()}
+        if model is not None:
+            by_type.setdefault("vlm_answer", {})["model"] = model
         extra: dict[str, Any] = {}
         for name, st in probe.stages.items():
-            fields = type(st).Params.model_fields
-            if model is not None and st.type_name == "vlm_answer":
-                extra[f"{name}.model"] = model
-            if device is not None and "device" in fields:
+            for param, value in by_type.get(st.type_name, {}).items():
+                extra[f"{name}.{param}"] = value
+            if device is not None and "device" in type(st).Params.model_fields:
                 extra[f"{name}.device"] = device
         self.pipeline = Pipeline.load(source, overrides={**extra, **(overrides or {})})
         if "answer" not in self.pipeline.spec.outputs:
             raise SpecError(f"pipeline '{self.pipeline.name}' has no 'answer' output; QA needs one",
                             file=self.pipeline.file)
-        media = [n for n in _MEDIA_INPUTS if n in self.pipeline.spec.inputs]
-        if not media or "question" not in self.pipeline.spec.inputs:
+        self.media_inputs = [n for n in _MEDIA_INPUTS if n in self.pipeline.spec.inputs]
+        if not self.media_inputs or "question" not in self.pipeline.spec.inputs:
             raise SpecError(f"pipeline '{self.pipeline.name}' needs a 'question' input and one of "
                             f"{', '.join(_MEDIA_INPUTS)}", file=self.pipeline.file)
-        self.media_input = media[0]
+
+    def _media_input(self, media: Any) -> str:
+        """Which input `media` goes to, for pipelines (the baselines) that take a video or images."""
+        if len(self.media_inputs) == 1:
+            return self.media_inputs[0]
+        is_video = isinstance(media, (str, Path)) and Path(media).suffix.lower() in _VIDEO_SUFFIXES
+        wanted = "video" if is_video else "images"
+        return wanted if wanted in self.media_inputs else self.media_inputs[0]
+
+    @classmethod
+    def offline(cls, pipeline: str | Path | None = None, size: str = "test", **kwargs: Any) -> "QA":
+        """Random-weight models, for machines without a model hub (tests, demos, benchmarks).
+
+        The VLM is a tiny Qwen2-VL built from a config (`cascade.vlm.build_tiny_vlm`) and CLIP is
+        randomly initialised: costs, token counts and timings are real for the architectures, the
+        VLM's answers are noise. OCR and detection stay real models.
+        """
+        from .vlm import build_tiny_vlm
+
+        by_type = {"vlm_answer": {"model": str(build_tiny_vlm(size=size))},
+                   "clip_embed": {"pretrained": None}}
+        for k, v in (kwargs.pop("type_overrides", None) or {}).items():
+            by_type.setdefault(k, {}).update(v)
+        return cls(pipeline, type_overrides=by_type, **kwargs)
 
     def ask(self, media: Any, question: str, **inputs: Any) -> Answer:
         """Answer `question` about `media` (a video path, image paths/arrays/PIL images, or one image)."""
         if not isinstance(question, str) or not question.strip():
             raise InputError("question must be a non-empty string")
-        if self.media_input == "images" and not isinstance(media, (list, tuple)):
+        target = self._media_input(media)
+        if target == "images" and not isinstance(media, (list, tuple)):
             media = [media]
-        result = self.pipeline.run(**{self.media_input: media, "question": question, **inputs})
+        result = self.pipeline.run(**{target: media, "question": question, **inputs})
         answer = result["answer"]
         if answer is None:
             raise InputError(f"pipeline '{self.pipeline.name}' produced no answer; see the trace: "
@@ -81,7 +110,7 @@ class QA:
         return self
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(pipeline={self.pipeline.name!r}, media_input={self.media_input!r})"
+        return f"{type(self).__name__}(pipeline={self.pipeline.name!r}, media={self.media_inputs})"
 
 
 class VideoQA(QA):

@@ -97,6 +97,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import run_bench
+
+    result = run_bench(args.out, args.media_dir, size=args.size, limit=args.limit,
+                       max_new_tokens=args.max_new_tokens, progress=not args.quiet)
+    print(json.dumps({"device": result["device"], "summary": result["summary"],
+                      "ratios": result["ratios"]}, indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cascade", description="vlm-cascade: coarse-to-fine pipelines that send a VLM only "
@@ -128,6 +138,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true",
                    help='print one JSON object {"outputs": ..., "trace": ...}')
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("bench", help="cascade vs full_res vs thumbnail_only on the built-in eval set",
+                       description="Generate the evaluation set (videos and image sets with text "
+                       "and objects at known places), run every pipeline on it with random-weight "
+                       "VLM/CLIP and real OCR/YOLO, and write JSON + a PNG plot.")
+    p.add_argument("--out", default="benchmarks/results", help="folder for cascade_<device>.json/.png")
+    p.add_argument("--media-dir", default=None, help="where to generate/reuse the eval media")
+    p.add_argument("--size", choices=["test", "bench"], default="bench",
+                   help="random-weight VLM shape: test (tiny) or bench (~200M-param LM)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    p.add_argument("--max-new-tokens", type=int, default=8)
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_bench)
 
     for register in _EXTRA_COMMANDS:
         register(sub)

@@ -71,7 +71,7 @@ async def execute(pipeline: "Pipeline", inputs: dict[str, Any]) -> PipelineResul
                 if value is not _MISSING:
                     kwargs[port] = value
                 elif ports[port].required and not reason:
-                    reason = f"input '{port}' comes only from skipped stages ({ref})"
+                    reason = f"input '{port}' has no value: {ref} was skipped or empty"
             if reason:
                 rec.detail = reason
                 return
