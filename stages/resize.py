@@ -31,3 +31,18 @@ class Thumbnail(Stage):
 
     def run(self, image: Image) -> Outputs:
         return self.Outputs(fit_longest_side(image, self.params.size))
+
+
+@stage("thumbnails")
+class Thumbnails(Stage):
+    """`thumbnail` for a list (video frames, multi-image input): each image's longest side -> `size`."""
+
+    class Params(StageParams):
+        size: int = Field(224, gt=0, le=8192, description="longest side of each thumbnail, pixels")
+
+    @dataclass(frozen=True)
+    class Outputs:
+        images: list[Image]
+
+    def run(self, images: list[Image]) -> Outputs:
+        return self.Outputs([fit_longest_side(im, self.params.size) for im in images])

@@ -1,0 +1,137 @@
+"""CLIP image and text embeddings (open_clip), batched, cached by content hash across questions."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+import numpy as np
+from pydantic import Field
+
+from cascade.artifacts import Image
+from cascade.errors import InputError
+from cascade.media import VideoSource
+from cascade.stage import Stage, StageParams, stage
+from cascade.trace import record
+
+from ._retrieval import Embeddings, index_dir_for, load_vectors, normalize
+from ._shared import as_image_list, pick_device, shared_model
+
+
+def load_clip(model: str, pretrained: str | None, device: str):
+    """(model, preprocess, tokenizer). `pretrained=None` builds the architecture with random
+    weights from a fixed seed, so every process gets the same random model."""
+    import open_clip
+    import torch
+
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            net, _, preprocess = open_clip.create_model_and_transforms(
+                model, pretrained=pretrained, device=device)
+        tokenizer = open_clip.get_tokenizer(model)
+    except Exception as e:
+        known = open_clip.list_models()
+        hint = "" if model in known else f"; known architectures include {', '.join(known[:8])} ..."
+        raise RuntimeError(f"cannot load CLIP model '{model}' (pretrained={pretrained!r}): {e}"
+                           f"{hint}. Without a model hub use pretrained: null (random weights) "
+                           "or a local checkpoint path") from e
+    net.eval()
+    return net, preprocess, tokenizer
+
+
+@stage("clip_embed")
+class ClipEmbed(Stage):
+    """Embed images (and optionally the question) with an open_clip model, in batches.
+
+    Image embeddings are cached by pixel content in a process-wide LRU shared by every stage using
+    the same model, so a second question about the same video embeds nothing again; with a `video`
+    input, vectors saved by `retrieve(persist=true)` next to the video are reused too. Defaults
+    are ViT-B-32 with OpenAI weights (downloaded by open_clip on first use). `pretrained: null`
+    gives random weights: real costs and mechanics, meaningless similarities; tests and benchmarks
+    here use it because no CLIP weights can be downloaded on those machines.
+    """
+
+    class Params(StageParams):
+        model: str = Field("ViT-B-32", description="open_clip architecture name")
+        pretrained: str | None = Field("openai", description="open_clip weights tag or checkpoint "
+                                       "path; null = random init (mechanics only)")
+        device: str = Field("auto", description="'auto', 'cpu', 'cuda', 'cuda:1' ...")
+        batch_size: int = Field(32, gt=0, le=4096, description="images per forward pass")
+        cache_mb: int = Field(256, gt=0, description="embedding cache budget (per model)")
+        index_path: str | None = Field(None, description="saved index folder to reuse vectors "
+                                       "from (default: <video>.cascade-index when video is given)")
+
+    @dataclass(frozen=True)
+    class Outputs:
+        embeddings: Embeddings
+
+    def setup(self) -> None:
+        from cascade.cache import LRUCache
+
+        p = self.params
+        self.device = pick_device(p.device)
+        key = ("open_clip", p.model, p.pretrained, self.device)
+        self.shared = shared_model(key, lambda: load_clip(p.model, p.pretrained, self.device))
+        self.shared.extra.setdefault("embed_cache", LRUCache(p.cache_mb * 2**20))
+        self.model_id = f"open_clip:{p.model}:{p.pretrained or 'random-seed0'}"
+
+    def embed_images(self, images: list[Image]) -> tuple[np.ndarray, int, int]:
+        """Unit vectors for `images` ([N, D] float32), how many came from the cache and how many
+        were computed (identical images in one call are computed once)."""
+        import torch
+
+        net, preprocess, _ = self.shared.model
+        cache = self.shared.extra["embed_cache"]
+        keys = [im.__content_hash__() for im in images]
+        out: dict[str, np.ndarray] = {}
+        for k in dict.fromkeys(keys):
+            v = cache.get(k)
+            if v is not None:
+                out[k] = v
+        hits = sum(1 for k in keys if k in out)
+        todo = [(k, im) for k, im in dict(zip(keys, images)).items() if k not in out]
+        bs = self.params.batch_size
+        for start in range(0, len(todo), bs):
+            chunk = todo[start:start + bs]
+            batch = torch.stack([preprocess(im.to_pil()) for _, im in chunk]).to(self.device)
+            with self.shared.lock, torch.inference_mode():
+                feats = net.encode_image(batch).float().cpu().numpy()
+            for (k, _), v in zip(chunk, normalize(feats)):
+                out[k] = v
+                cache.put(k, v)
+        dim = int(net.visual.output_dim) if hasattr(net.visual, "output_dim") else None
+        vecs = np.stack([out[k] for k in keys]) if keys else np.zeros((0, dim or 0), np.float32)
+        return vecs, hits, len(todo)
+
+    def embed_text(self, texts: list[str]) -> np.ndarray:
+        import torch
+
+        net, _, tokenizer = self.shared.model
+        with self.shared.lock, torch.inference_mode():
+            feats = net.encode_text(tokenizer(texts).to(self.device)).float().cpu().numpy()
+        return normalize(feats)
+
+    def _seed_from_saved(self, video: Path | VideoSource | None) -> None:
+        path = video.path if isinstance(video, VideoSource) else video
+        folder = index_dir_for(path, self.params.index_path)
+        if folder is None:
+            return
+        cache = self.shared.extra["embed_cache"]
+        saved = load_vectors(folder, self.model_id)
+        for k, v in saved.items():
+            if k not in cache:
+                cache.put(k, v)
+        if saved:
+            record(saved_vectors_loaded=len(saved))
+
+    def run(self, images: list[Image] | Image, text: str | None = None,
+            video: Path | VideoSource | None = None) -> Outputs:
+        items = as_image_list(images)
+        if not items:
+            raise InputError("clip_embed: no images to embed")
+        if video is not None or self.params.index_path:
+            self._seed_from_saved(video)
+        vecs, hits, computed = self.embed_images(items)
+        record(embed_images=computed, embed_cache_hits=hits)
+        query = self.embed_text([text])[0] if text else None
+        keys = tuple(im.__content_hash__() for im in items)
+        return self.Outputs(Embeddings(vecs, tuple(items), self.model_id, query, keys))

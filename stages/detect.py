@@ -1,0 +1,107 @@
+"""Object detection with Ultralytics YOLO, batched over images, boxes in source coordinates."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import Field
+
+from cascade.artifacts import Box, Detection, Image
+from cascade.errors import did_you_mean
+from cascade.stage import Stage, StageParams, stage
+from cascade.trace import record
+
+from ._shared import as_image_list, pick_device, result_cache, shared_model
+
+
+def load_yolo(weights: str):
+    from ultralytics import YOLO
+
+    try:
+        return YOLO(weights, task="detect")
+    except Exception as e:
+        raise RuntimeError(f"cannot load YOLO weights '{weights}': {type(e).__name__}: {e}. "
+                           "Give a local .pt/.onnx path when no model hub is reachable") from e
+
+
+@stage("detect")
+class Detect(Stage):
+    """Detect objects with an Ultralytics YOLO model in a list of images (batched).
+
+    `weights` is any Ultralytics weights name or path, including ONNX exports (default
+    `yolo11n.pt`, downloaded by Ultralytics on first use). Boxes are mapped to source coordinates,
+    so detections on a tile or crop land where they are in the original. Cached by pixel content.
+    """
+
+    class Params(StageParams):
+        weights: str = Field("yolo11n.pt", description="Ultralytics weights name or path (.pt/.onnx)")
+        conf: float = Field(0.25, ge=0, le=1, description="confidence threshold")
+        iou: float = Field(0.7, ge=0, le=1, description="NMS IoU threshold")
+        classes: list[str | int] | None = Field(None, description="keep only these class names/ids")
+        imgsz: int = Field(640, gt=0, le=4096, description="inference size (fixed for ONNX exports)")
+        max_det: int = Field(300, gt=0, description="most detections per image")
+        batch_size: int = Field(16, gt=0, le=1024, description="images per predict call")
+        device: str = Field("auto", description="'auto', 'cpu', 'cuda', '0' ...")
+        cache_items: int = Field(4096, gt=0, description="images whose results are kept")
+
+    @dataclass(frozen=True)
+    class Outputs:
+        detections: list[Detection]
+        counts: dict[str, int]
+
+    def setup(self) -> None:
+        p = self.params
+        self.device = pick_device(p.device)
+        self.shared = shared_model(("yolo", p.weights), lambda: load_yolo(p.weights))
+        names: dict[int, str] = dict(self.shared.model.names)
+        self.names = names
+        self.class_ids = None
+        if p.classes is not None:
+            by_name = {v: k for k, v in names.items()}
+            ids = []
+            for c in p.classes:
+                if isinstance(c, int) and c in names:
+                    ids.append(c)
+                elif isinstance(c, str) and c in by_name:
+                    ids.append(by_name[c])
+                else:
+                    raise ValueError(f"detect: unknown class {c!r}{did_you_mean(str(c), by_name)} "
+                                     f"for weights '{p.weights}'")
+            self.class_ids = sorted(set(ids))
+        key = f"results:{p.conf}:{p.iou}:{self.class_ids}:{p.imgsz}:{p.max_det}"
+        self.cache = result_cache(self.shared, key, p.cache_items)
+
+    def _predict(self, images: list[Image]) -> list[list[tuple[int, float, Box]]]:
+        p = self.params
+        batch = [np.ascontiguousarray(im.pixels[:, :, ::-1]) for im in images]  # YOLO reads BGR
+        with self.shared.lock:
+            results = self.shared.model.predict(
+                batch, conf=p.conf, iou=p.iou, classes=self.class_ids, imgsz=p.imgsz,
+                max_det=p.max_det, device=self.device, verbose=False)
+        out = []
+        for res in results:
+            b = res.boxes
+            xyxy, conf, cls = b.xyxy.cpu().numpy(), b.conf.cpu().numpy(), b.cls.cpu().numpy()
+            out.append([(int(c), float(s), Box(*map(float, xy))) for xy, s, c in zip(xyxy, conf, cls)])
+        return out
+
+    def run(self, images: list[Image] | Image) -> Outputs:
+        items = as_image_list(images)
+        keys = [im.__content_hash__() for im in items]
+        local = {k: v for k in dict.fromkeys(keys) if (v := self.cache.get(k)) is not None}
+        hits = sum(k in local for k in keys)
+        todo = [(k, im) for k, im in dict(zip(keys, items)).items() if k not in local]
+        for start in range(0, len(todo), self.params.batch_size):
+            chunk = todo[start:start + self.params.batch_size]
+            for (k, _), found in zip(chunk, self._predict([im for _, im in chunk])):
+                local[k] = found
+                self.cache.put(k, found)
+        dets, counts = [], {}
+        for k, im in zip(keys, items):
+            ts = getattr(im, "timestamp", None)
+            for cid, conf, box in local[k]:
+                label = self.names.get(cid, str(cid))
+                dets.append(Detection(label, conf, im.to_source(box), cid, im.media_index, ts))
+                counts[label] = counts.get(label, 0) + 1
+        record(detect_images=len(todo), detect_cache_hits=hits, detections=len(dets))
+        return self.Outputs(dets, counts)

@@ -1,0 +1,155 @@
+"""OCR: read text lines (rapidocr's bundled PP-OCR ONNX models, or PaddleOCR), or just find text.
+
+Boxes come back in source coordinates (`image.to_source`), so text read on a tile or a crop lands
+where it is in the original. `mode: detect` skips recognition and reports how much of each image
+is text (area fraction covered by text boxes, line count): a cheap signal for routers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from cascade.artifacts import Box, Image, OcrLine
+from cascade.stage import Stage, StageParams, stage
+from cascade.trace import record
+
+from ._shared import as_image_list, result_cache, shared_model
+
+PADDLE_HINT = ("the 'paddleocr' OCR backend needs the optional extra: pip install "
+               "'vlm-cascade[paddle]'")
+
+
+def _rapidocr_engine(p: "Ocr.Params"):
+    from rapidocr import RapidOCR
+
+    # Everything rapidocr needs by default (PP-OCRv6 det/rec small, ONNX) ships inside its wheel;
+    # model_dir points it at other local models instead of a download.
+    params: dict[str, Any] = {"Global.log_level": "error", "Global.max_side_len": p.max_side,
+                              "Global.use_cls": p.use_angle_cls,
+                              "Det.limit_side_len": p.det_limit_side_len,
+                              "Det.limit_type": p.det_limit_type}
+    if p.model_dir:
+        params["Global.model_root_dir"] = p.model_dir
+    return RapidOCR(params=params)
+
+
+def _paddle_engine(p: "Ocr.Params"):
+    try:
+        from paddleocr import PaddleOCR
+    except ImportError as e:
+        raise RuntimeError(f"{PADDLE_HINT} (import failed: {e})") from e
+    kwargs: dict[str, Any] = {"use_doc_orientation_classify": False, "use_doc_unwarping": False,
+                              "use_textline_orientation": p.use_angle_cls}
+    if p.model_dir:
+        kwargs["text_detection_model_dir"] = f"{p.model_dir}/det"
+        kwargs["text_recognition_model_dir"] = f"{p.model_dir}/rec"
+    try:
+        return PaddleOCR(**kwargs)
+    except Exception as e:
+        raise RuntimeError(f"PaddleOCR could not load its models ({type(e).__name__}: {e}). "
+                           "PaddleOCR downloads them from a model hub; offline, set the ocr "
+                           "param model_dir to a folder holding det/ and rec/ Paddle inference "
+                           "model dirs") from e
+
+
+def text_density(boxes: list[Box], width: int, height: int) -> float:
+    """Fraction of the image area covered by the union of `boxes` (in that image's pixels)."""
+    if not boxes:
+        return 0.0
+    mask = np.zeros((height, width), bool)
+    for b in boxes:
+        b = b.clip(width, height)
+        mask[int(b.y0):int(np.ceil(b.y1)), int(b.x0):int(np.ceil(b.x1))] = True
+    return float(mask.mean())
+
+
+@stage("ocr")
+class Ocr(Stage):
+    """Read text lines in a list of images (or, with mode=detect, only find where text is).
+
+    Backends: `rapidocr` (default; PP-OCR ONNX models bundled in the wheel, offline) and
+    `paddleocr` (optional extra `vlm-cascade[paddle]`; needs its models, see `model_dir`).
+    Results are cached by pixel content; lines carry media index and frame timestamp.
+    """
+
+    class Params(StageParams):
+        backend: Literal["rapidocr", "paddleocr"] = Field("rapidocr", description="OCR engine")
+        mode: Literal["read", "detect"] = Field("read", description="read = detect + recognise; "
+                                                "detect = text boxes and density only (cheaper)")
+        min_confidence: float = Field(0.5, ge=0, le=1, description="drop lines scored lower")
+        use_angle_cls: bool = Field(False, description="classify upside-down lines (slower)")
+        det_limit_side_len: int = Field(960, gt=0, description="detector input scale (rapidocr)")
+        det_limit_type: Literal["max", "min"] = Field(
+            "max", description="max: shrink so the longest side <= det_limit_side_len (fast); "
+                               "min: grow so the shortest side >= it (rapidocr's default, slow)")
+        max_side: int = Field(2000, gt=0, description="images are shrunk to this longest side")
+        model_dir: str | None = Field(None, description="local model folder (rapidocr: model root; "
+                                      "paddleocr: folder with det/ and rec/ model dirs)")
+        cache_items: int = Field(4096, gt=0, description="images whose results are kept")
+
+    @dataclass(frozen=True)
+    class Outputs:
+        lines: list[OcrLine]
+        text: str
+        density: list[float]
+        line_counts: list[int]
+
+    def setup(self) -> None:
+        p = self.params
+        key = ("ocr", p.backend, p.use_angle_cls, p.det_limit_side_len, p.det_limit_type,
+               p.max_side, p.model_dir)
+        load = _rapidocr_engine if p.backend == "rapidocr" else _paddle_engine
+        self.shared = shared_model(key, lambda: load(p))
+        self.cache = result_cache(self.shared, f"results:{p.mode}:{p.min_confidence}",
+                                  p.cache_items)
+
+    def _read(self, pixels: np.ndarray) -> list[tuple[str, float, Box]]:
+        """(text, confidence, box in these pixels) per line; text is '' in detect mode."""
+        p = self.params
+        bgr = np.ascontiguousarray(pixels[:, :, ::-1])
+        with self.shared.lock:
+            if p.backend == "rapidocr":
+                if p.mode == "detect":
+                    res = self.shared.model(bgr, use_det=True, use_cls=False, use_rec=False)
+                    texts, scores = None, res.scores
+                else:
+                    res = self.shared.model(bgr, text_score=p.min_confidence)
+                    texts, scores = res.txts, res.scores
+                polys = res.boxes
+            else:
+                res = list(self.shared.model.predict(bgr))[0]
+                texts = None if p.mode == "detect" else res["rec_texts"]
+                scores, polys = res["rec_scores"], res["rec_polys"]
+        out = []
+        for i, poly in enumerate([] if polys is None else polys):
+            poly = np.asarray(poly, np.float32).reshape(-1, 2)
+            conf = float(scores[i]) if scores is not None else 1.0
+            if conf < p.min_confidence:
+                continue
+            box = Box(float(poly[:, 0].min()), float(poly[:, 1].min()),
+                      float(poly[:, 0].max()), float(poly[:, 1].max()))
+            out.append(("" if texts is None else str(texts[i]), conf, box))
+        return out
+
+    def run(self, images: list[Image] | Image) -> Outputs:
+        lines, density, counts = [], [], []
+        hits = 0
+        for im in as_image_list(images):
+            key = im.__content_hash__()
+            local = self.cache.get(key)
+            if local is None:
+                local = self._read(im.pixels)
+                self.cache.put(key, local)
+            else:
+                hits += 1
+            ts = getattr(im, "timestamp", None)
+            lines += [OcrLine(text, conf, im.to_source(box), im.media_index, ts)
+                      for text, conf, box in local]
+            density.append(text_density([b for _, _, b in local], im.width, im.height))
+            counts.append(len(local))
+        record(ocr_images=len(counts) - hits, ocr_cache_hits=hits, ocr_lines=len(lines))
+        text = "\n".join(line.text for line in lines if line.text)
+        return self.Outputs(lines, text, density, counts)

@@ -1,0 +1,103 @@
+"""Source stages: sample a video cheaply, fetch chosen frames at full resolution, load image lists."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from cascade.artifacts import Frame, Image
+from cascade.errors import InputError
+from cascade.media import VideoSource, load_image
+from cascade.stage import Stage, StageParams, stage
+from cascade.trace import record
+
+
+@stage("video_frames")
+class VideoFrames(Stage):
+    """Decode sampled video frames at low resolution (PyAV): by fps, uniformly, or keyframes only.
+
+    Frames keep their timestamp, frame number and a box covering the whole source frame, so
+    `fetch_frames` can later return the same frames at full resolution and boxes found on the
+    small ones map onto the large ones.
+    """
+
+    class Params(StageParams):
+        mode: Literal["fps", "uniform", "keyframes", "all"] = Field(
+            "fps", description="fps: every 1/fps s; uniform: max_frames spread evenly; "
+                               "keyframes: key frames only (cheapest); all: every frame")
+        fps: float = Field(1.0, gt=0, le=240, description="frames per second for mode=fps")
+        max_frames: int | None = Field(32, gt=0, description="cap (uniform thinning); None = no cap")
+        size: int | None = Field(448, gt=0, le=8192,
+                                 description="longest side of decoded frames; None = full size")
+        max_side: int = Field(8192, gt=0, description="refuse videos whose frames are larger")
+
+    @dataclass(frozen=True)
+    class Outputs:
+        frames: list[Frame]
+        video: VideoSource
+
+    def run(self, video: Path | VideoSource) -> Outputs:
+        p = self.params
+        src = video if isinstance(video, VideoSource) else VideoSource(video, p.max_side)
+        frames = src.sample(p.mode, p.fps, p.max_frames, p.size)
+        record(frames_decoded=len(frames))
+        return self.Outputs(frames, src)
+
+
+@stage("fetch_frames")
+class FetchFrames(Stage):
+    """Fetch the given (low-resolution) frames again at full resolution, by timestamp.
+
+    Seeks to the keyframe before each requested frame instead of decoding the whole video. Output
+    frames keep the inputs' order, timestamps and frame numbers; their boxes cover the source.
+    """
+
+    class Params(StageParams):
+        size: int | None = Field(None, gt=0, le=16384,
+                                 description="cap on the longest side; None = native resolution")
+        max_side: int = Field(8192, gt=0, description="refuse videos whose frames are larger")
+        seek_threshold: float = Field(1.0, ge=0, description="seek instead of decoding forward "
+                                      "when the next frame is more than this many seconds ahead")
+
+    @dataclass(frozen=True)
+    class Outputs:
+        frames: list[Frame]
+
+    def run(self, video: Path | VideoSource, frames: list[Image]) -> Outputs:
+        p = self.params
+        src = video if isinstance(video, VideoSource) else VideoSource(video, p.max_side)
+        for i, f in enumerate(frames):
+            if not isinstance(f, Frame):
+                raise InputError(f"frames[{i}] is a {type(f).__name__}, not a video Frame "
+                                 "(fetch_frames needs timestamps)")
+        got = src.fetch([f.timestamp for f in frames], p.size, p.seek_threshold)
+        out = [dataclasses.replace(got[float(f.timestamp)], media_index=f.media_index)
+               for f in frames]
+        record(frames_fetched=len(out))
+        return self.Outputs(out)
+
+
+@stage("images")
+class Images(Stage):
+    """Multi-image input: paths, PIL images, arrays or Images -> Images numbered by position."""
+
+    class Params(StageParams):
+        max_images: int = Field(64, gt=0, description="refuse more images than this")
+        max_side: int = Field(16384, gt=0, description="refuse images with a larger side")
+
+    @dataclass(frozen=True)
+    class Outputs:
+        images: list[Image]
+
+    def run(self, images: list[Any]) -> Outputs:
+        items = list(images) if isinstance(images, (list, tuple)) else [images]
+        if not items:
+            raise InputError("images: got an empty list")
+        if len(items) > self.params.max_images:
+            raise InputError(f"images: got {len(items)} images, more than max_images="
+                             f"{self.params.max_images}")
+        return self.Outputs([load_image(v, i, self.params.max_side, "images")
+                             for i, v in enumerate(items)])
