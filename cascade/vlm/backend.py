@@ -67,7 +67,8 @@ class VLM:
     def load(cls, model: str, backend: str = "transformers", device: str = "auto",
              dtype: Any = "auto", **opts: Any) -> "VLM":
         """model: hub id, local folder, or (openai) the served model name; opts go to the backend
-        (transformers: kv_cache_bytes, kv_int8, kv_cache, attn_implementation, context_window;
+        (transformers: kv_cache_bytes, kv_int8, kv_cache, attn_implementation, context_window,
+        min_pixels, max_pixels;
         openai: base_url, api_key, timeout)."""
         if backend not in BACKENDS:
             raise InputError(f"unknown VLM backend '{backend}'{did_you_mean(backend, BACKENDS)}; "

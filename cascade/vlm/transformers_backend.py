@@ -88,9 +88,11 @@ class TransformersBackend:
     def load(cls, model: str, *, device: str = "auto", dtype: Any = "auto",
              kv_cache: KVPrefixCache | None = None, kv_cache_bytes: int = 0, kv_int8: bool = False,
              attn_implementation: str | None = None, context_window: int | None = None,
+             min_pixels: int | None = None, max_pixels: int | None = None,
              **model_kwargs: Any) -> "TransformersBackend":
         """Load from a hub id or a local folder. kv_cache_bytes > 0 creates a KVPrefixCache of that
-        budget (or pass a shared `kv_cache`); the model type is checked before any weight loads."""
+        budget (or pass a shared `kv_cache`); min/max_pixels override the image processor's
+        per-image pixel budget. The model type is checked before any weight loads."""
         from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
 
         try:
@@ -106,7 +108,10 @@ class TransformersBackend:
         net = AutoModelForImageTextToText.from_pretrained(model, **kwargs).to(dev).eval()
         if kv_cache is None and kv_cache_bytes > 0:
             kv_cache = KVPrefixCache(kv_cache_bytes, int8=kv_int8)
-        return cls(net, processor, str(model), kv_cache=kv_cache, context_window=context_window)
+        backend = cls(net, processor, str(model), kv_cache=kv_cache, context_window=context_window)
+        if min_pixels or max_pixels:
+            backend.family.set_pixel_budget(min_pixels, max_pixels)
+        return backend
 
     @property
     def device(self) -> torch.device:

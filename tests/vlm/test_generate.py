@@ -55,3 +55,11 @@ def test_result_accounting(vlm, image):
     assert u["input_tokens"] == r.visual_tokens + r.prompt_tokens
     assert r.peak_memory_bytes and r.peak_memory_kind == "process_peak_rss"
     assert r.bill.prefill_savings == pytest.approx(1.0)
+
+
+def test_pixel_budget_changes_tokens_and_cache_key(tiny_path, image):
+    small = VLM.load(str(tiny_path), device="cpu", max_pixels=28 * 28 * 4)
+    r = small.generate([image], "What?", max_new_tokens=1)
+    assert r.visual_tokens_before <= 4
+    assert small.backend.family.preprocessing_key() != VLM.load(
+        str(tiny_path), device="cpu").backend.family.preprocessing_key()

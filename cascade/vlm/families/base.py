@@ -71,6 +71,12 @@ class Family(ABC):
     def encode_images(self, prefix: PrefixInputs) -> list[torch.Tensor]:
         """Run the vision tower (+ merger): one [n_i, D] tensor per image."""
 
+    def set_pixel_budget(self, min_pixels: int | None = None, max_pixels: int | None = None) -> None:
+        """Cap (and floor) the pixels per image, where the family resizes images dynamically."""
+        from ...errors import InputError
+
+        raise InputError(f"{type(self).__name__} has no per-image pixel budget to set")
+
     @abstractmethod
     def preprocessing_key(self) -> tuple:
         """Image-processor settings that change the visual tokens (part of the KV cache key)."""

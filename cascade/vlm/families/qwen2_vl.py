@@ -26,17 +26,34 @@ class Qwen2VLFamily(Family):
     def lm_head(self) -> torch.nn.Module:
         return self.model.lm_head
 
+    _size: dict[str, int] | None = None
+
+    def pixel_budget(self) -> tuple[int, int]:
+        """(min_pixels, max_pixels) each image is resized into (keeping its aspect ratio)."""
+        if self._size:
+            return self._size["shortest_edge"], self._size["longest_edge"]
+        ip = self.processor.image_processor
+        size = ip.size
+        get = size.get if isinstance(size, dict) else lambda k: getattr(size, k, None)
+        return (getattr(ip, "min_pixels", None) or get("shortest_edge"),
+                getattr(ip, "max_pixels", None) or get("longest_edge"))
+
+    def set_pixel_budget(self, min_pixels: int | None = None, max_pixels: int | None = None) -> None:
+        lo, hi = self.pixel_budget()
+        lo, hi = int(min_pixels or lo), int(max_pixels or hi)
+        if not 0 < lo <= hi:
+            raise InputError(f"need 0 < min_pixels <= max_pixels, got {lo} and {hi}")
+        self._size = {"shortest_edge": lo, "longest_edge": hi}
+
     def preprocessing_key(self) -> tuple:
         ip = self.processor.image_processor
-        size = getattr(ip, "size", None) or {}
-        return ("qwen2_vl", getattr(ip, "min_pixels", None) or size.get("shortest_edge"),
-                getattr(ip, "max_pixels", None) or size.get("longest_edge"),
-                ip.patch_size, ip.merge_size, ip.temporal_patch_size,
-                tuple(ip.image_mean), tuple(ip.image_std))
+        return ("qwen2_vl", *self.pixel_budget(), ip.patch_size, ip.merge_size,
+                ip.temporal_patch_size, tuple(ip.image_mean), tuple(ip.image_std))
 
     def prepare_prefix(self, prefix_text: str, images: list[Any]) -> PrefixInputs:
+        extra = {"size": dict(self._size)} if self._size else {}
         try:
-            enc = self.processor(text=[prefix_text], images=images, return_tensors="pt")
+            enc = self.processor(text=[prefix_text], images=images, return_tensors="pt", **extra)
         except (ValueError, OSError, TypeError) as e:  # e.g. an image smaller than one patch
             raise InputError(f"the image processor rejected the input: {e}") from e
         ids = enc["input_ids"][0].to(self.device)
