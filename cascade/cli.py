@@ -152,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_bench)
 
+    from .serve.cli import add_serve_commands  # argparse only; FastAPI/Gradio load on use
+
+    add_serve_commands(sub)
     for register in _EXTRA_COMMANDS:
         register(sub)
     return parser
