@@ -1,0 +1,90 @@
+"""The vlm_answer stage on the tiny random-weight Qwen2-VL: loading, accounting, trace, pipelines."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image as PILImage
+
+from cascade.artifacts import Image
+from cascade.stages.vlm_answer import VLMAnswer
+from cascade.trace import StageRecord, stage_scope
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    from cascade.vlm import build_tiny_vlm
+
+    return str(build_tiny_vlm(tmp_path_factory.mktemp("tiny"), family="qwen2_vl", size="test"))
+
+
+def _image(seed: int) -> Image:
+    rng = np.random.default_rng(seed)
+    return Image((rng.random((120, 160, 3)) * 255).astype(np.uint8), source=f"img{seed}")
+
+
+def test_answers_and_records_the_bill(tiny_model):
+    st = VLMAnswer({"model": tiny_model, "device": "cpu", "max_new_tokens": 4,
+                    "reduction": "divprune", "keep_ratio": 0.5}, name="vlm")
+    img = _image(0)
+    rec = StageRecord("vlm", "vlm_answer")
+    with stage_scope(rec):
+        out = st(images=[img], question="What is this?")
+    a = out.answer
+    assert a.produced_by == "vlm" and a.evidence.images == (img,)
+    assert a.usage["visual_tokens"] < a.usage["visual_tokens_before"]
+    assert a.usage["model_shape"]["layers"] == 2
+    c = rec.counters
+    assert c["visual_tokens"] == a.usage["visual_tokens"] and c["kv_cache_misses"] == 1
+    assert c["prefill_flops"] < c["baseline_prefill_flops"] and c["vision_tower_calls"] == 1
+
+    # a second question about the same image hits the shared model's prefix cache
+    again = VLMAnswer({"model": tiny_model, "device": "cpu", "max_new_tokens": 4,
+                       "reduction": "divprune", "keep_ratio": 0.5}, name="vlm2")
+    rec2 = StageRecord("vlm2", "vlm_answer")
+    with stage_scope(rec2):
+        again(images=img, question="Something else?", hint="OCR read: EXIT")
+    assert again.shared is st.shared
+    assert rec2.counters["kv_cache_hits"] == 1 and rec2.counters["vision_tower_calls"] == 0
+
+
+def test_params_are_validated():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        VLMAnswer({"reduction": "prune_everything"})
+    with pytest.raises(ValidationError):
+        VLMAnswer({"keep_ratio": 0})
+    with pytest.raises(ValidationError):
+        VLMAnswer({"modle": "x"})
+
+
+def test_runs_inside_a_yaml_pipeline(tiny_model, tmp_path):
+    from cascade.pipeline import Pipeline
+
+    paths = []
+    for i in range(2):
+        p = tmp_path / f"img{i}.png"
+        PILImage.fromarray(_image(i).pixels).save(p)
+        paths.append(str(p))
+    yaml = f"""
+name: vlm_only
+inputs:
+  images: {{type: images}}
+  question: {{type: str}}
+stages:
+  imgs:
+    type: images
+    inputs: {{images: $images}}
+  vlm:
+    type: vlm_answer
+    params: {{model: "{tiny_model}", device: cpu, max_new_tokens: 3, max_pixels: 12544,
+             reduction: pool, keep_ratio: 0.25}}
+    inputs: {{images: imgs.images, question: $question}}
+outputs:
+  answer: vlm.answer
+"""
+    result = Pipeline.from_yaml(yaml).run(images=paths, question="What differs between them?")
+    answer = result["answer"]
+    assert answer.produced_by == "vlm" and answer.usage["generated_tokens"] >= 1
+    assert len(answer.evidence.images) == 2
+    assert result.trace["vlm"].counters["visual_tokens"] == answer.usage["visual_tokens"]
