@@ -1,0 +1,151 @@
+"""The web demo: upload a video or images, ask, and see the answer with its evidence and bill.
+
+Built on the server's `Engine` (same live pipelines, same caches, same limits), mounted at /demo by
+`cascade demo` / `cascade serve --demo`. Examples are generated offline from `cascade.media_gen`
+(a video with a sign, a rendered receipt, the ultralytics bus photo) so one click works anywhere.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ..errors import CascadeError
+from .bill import bill_of, cache_events
+from .engine import Engine
+from .errors import APIError
+from .media import media_from_file
+from .render import (bill_figure, bill_markdown, evidence_gallery, overview, route_markdown,
+                     tools_markdown)
+
+__all__ = ["build_demo", "demo_examples", "DEMO_CSS"]
+
+DEMO_CSS = "#answer {font-size: 1.15em} .tiny-note {background: #fff3bf; padding: 6px 10px}"
+RECEIPT = "CORNER CAFE\nLatte        4.50\nBagel        3.25\nTOTAL        7.75"
+
+
+def _examples_dir() -> Path:
+    root = os.environ.get("VLM_CASCADE_CACHE") or Path.home() / ".cache" / "vlm-cascade"
+    return Path(root) / "demo-examples"
+
+
+def demo_examples(models: list[str], folder: Path | None = None) -> list[list[Any]]:
+    """[[files], question, model] rows for the models being served; media made once, offline."""
+    from PIL import Image as PILImage
+
+    from ..media_gen import bus_image_path, make_sign_video, render_text_image
+
+    folder = Path(folder or _examples_dir())
+    folder.mkdir(parents=True, exist_ok=True)
+    video, receipt = folder / "sign_video.mp4", folder / "receipt.png"
+    if not video.is_file():
+        make_sign_video(folder / "sign_video.tmp.mp4")
+        os.replace(folder / "sign_video.tmp.mp4", video)
+    if not receipt.is_file():
+        PILImage.fromarray(render_text_image(RECEIPT, font_size=36, padding=40)).save(receipt)
+    rows = []
+
+    def pick(*names: str) -> str | None:
+        return next((f"cascade/{n}" for n in names if f"cascade/{n}" in models), None)
+
+    video_model = pick("video_qa") or next((m for m in models if "video" in m), None)
+    image_model = pick("multi_image_qa") or next((m for m in models if "image" in m), None)
+    doc_model = pick("doc_qa") or image_model
+    if video_model:
+        rows.append([[str(video)], "What does the sign say?", video_model])
+        rows.append([[str(video)], "What animal appears in the video?", video_model])
+    if image_model:
+        rows.append([[bus_image_path()], "How many people are in the picture?", image_model])
+    if doc_model:
+        rows.append([[str(receipt)], "What is the total on the receipt?", doc_model])
+    return rows
+
+
+def _files(value: Any) -> list[str]:
+    if not value:
+        return []
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return [getattr(v, "name", None) or (v.get("path") if isinstance(v, dict) else str(v)) for v in items]
+
+
+def _cache_markdown(turn: int, answer) -> str:
+    events = cache_events(answer)
+    if not events:
+        return f"**Turn {turn}.** No cache lookups reported by this pipeline."
+    parts = []
+    for name, (hits, lookups) in sorted(events.items()):
+        label = {"kv_prefix": "VLM KV prefix", "embed": "CLIP embeddings", "ocr": "OCR",
+                 "detect": "detections"}.get(name, name)
+        parts.append(f"{label} {'**hit**' if hits == lookups else f'{hits}/{lookups} hits'}")
+    return f"**Turn {turn}** of this session: " + ", ".join(parts)
+
+
+def build_demo(engine: Engine):
+    import gradio as gr
+
+    models = list(engine.models)
+    default = next((m for m in ("cascade/video_qa", "cascade/multi_image_qa") if m in models), models[0])
+    tiny = engine.config.random_weights
+
+    def ask(files: Any, question: str, model: str, state: dict | None):
+        paths = _files(files)
+        if not paths:
+            raise gr.Error("Upload a video or one or more images first (or click an example).")
+        if not question or not question.strip():
+            raise gr.Error("Type a question.")
+        try:
+            served = engine.get(model)
+            media = [media_from_file(p, engine.config) for p in paths]
+            answer = engine.answer(served, media, question.strip())
+        except (APIError, CascadeError) as e:
+            raise gr.Error(str(getattr(e, "message", e))) from None
+        key = [model] + [m.digest for m in media]
+        state = state if state and state.get("key") == key else {"key": key, "turns": 0}
+        state["turns"] += 1
+        ev, bill = answer.evidence, bill_of(answer)
+        sources = {i: m.pixels for i, m in enumerate(media) if m.pixels is not None}
+        text = answer.text or "_(empty answer)_"
+        if tiny and answer.produced_by == "vlm":
+            text += "\n\n<small>(random-weight tiny VLM: this text is noise)</small>"
+        return (f"### {text}", route_markdown(ev, answer.produced_by),
+                _cache_markdown(state["turns"], answer), evidence_gallery(ev),
+                overview(ev, sources), bill_figure(bill), bill_markdown(bill), tools_markdown(ev),
+                state)
+
+    with gr.Blocks(title="vlm-cascade demo") as demo:
+        gr.Markdown("# vlm-cascade\nLook cheaply first, then send the VLM only the pixels the "
+                    "question needs. Every answer shows its evidence and its bill against the "
+                    "full-resolution baseline.")
+        if tiny:
+            gr.Markdown("**Offline mode (`--tiny`)**: the VLM is a tiny Qwen2-VL with *random "
+                        "weights* and CLIP is randomly initialised, so VLM answers are random text. "
+                        "OCR and detector answers are real models, and the evidence and the bill "
+                        "(visual tokens, FLOPs, time) are real for the architecture.",
+                        elem_classes=["tiny-note"])
+        state = gr.State(None)
+        with gr.Row():
+            with gr.Column(scale=1):
+                files = gr.File(label="Video or images", file_count="multiple",
+                                file_types=["image", "video"], elem_id="media-input")
+                model = gr.Dropdown(models, value=default, label="Pipeline", elem_id="pipeline")
+                question = gr.Textbox(label="Question", placeholder="What does the sign say?",
+                                      elem_id="question")
+                button = gr.Button("Ask", variant="primary", elem_id="ask")
+                gr.Examples(demo_examples(models), inputs=[files, question, model],
+                            label="Examples (generated offline)", elem_id="examples")
+            with gr.Column(scale=2):
+                answer = gr.Markdown(elem_id="answer")
+                route = gr.Markdown(elem_id="route")
+                cache = gr.Markdown(elem_id="cache")
+                gallery = gr.Gallery(label="Evidence: what the VLM saw (time, tile, score)",
+                                     columns=4, height=220, elem_id="evidence-gallery")
+                where = gr.Gallery(label="Where it looked: high-res tiles (orange), OCR (blue), "
+                                   "detections (red)", columns=2, height=300, elem_id="overview")
+                gr.Markdown("#### The bill: this answer vs the full-resolution baseline")
+                plot = gr.Plot(show_label=False, elem_id="bill-plot")
+                table = gr.Markdown(elem_id="bill-table")
+                tools = gr.Markdown(elem_id="tools")
+        outputs = [answer, route, cache, gallery, where, plot, table, tools, state]
+        button.click(ask, [files, question, model, state], outputs)
+        question.submit(ask, [files, question, model, state], outputs)
+    return demo
