@@ -1,0 +1,228 @@
+"""The HTTP server end to end on a real uvicorn: formats, limits, errors, concurrency, metrics.
+
+Uses stand-in pipelines (`serve_test_vlm`) so each request takes milliseconds; the shipped
+pipelines with the tiny VLM are exercised in test_shipped.py.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import numpy as np
+import pytest
+
+from .conftest import (chat, data_url, fake_config, image_part, png_bytes, running_server,
+                       video_part)
+
+VIDEO, IMAGES = "cascade/video_fake", "cascade/images_fake"
+
+
+@pytest.fixture(scope="module")
+def server(media_dir, tmp_path_factory):
+    from cascade.serve.app import create_app
+
+    d, truth = media_dir
+    cfg = fake_config(media_root=d, upload_dir=tmp_path_factory.mktemp("uploads"),
+                      max_upload_bytes=3 << 20, max_pixels=1_000_000, max_frames=500,
+                      request_timeout_s=2.0, max_concurrent=8, workers=4)
+    app = create_app(cfg)
+    with running_server(app) as url, httpx.Client(base_url=url, timeout=60) as client:
+        yield client, app, d, truth
+
+
+@pytest.fixture(scope="module")
+def video_url(media_dir):
+    d, _ = media_dir
+    return data_url((d / "sign.mp4").read_bytes(), "video/mp4")
+
+
+def _error(r: httpx.Response, status: int, code: str | None = None) -> dict:
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"} and err["message"]
+    if code:
+        assert err["code"] == code, err
+    return err
+
+
+def test_models_health_and_index(server):
+    client, *_ = server
+    models = client.get("/v1/models").json()
+    assert models["object"] == "list"
+    assert {m["id"] for m in models["data"]} == {VIDEO, IMAGES}
+    assert all(m["object"] == "model" for m in models["data"])
+    h = client.get("/health").json()
+    assert h["status"] == "ok" and VIDEO in h["models"]
+    _error(client.get("/no/such/route"), 404)
+
+
+def test_video_completion_has_usage_and_cascade_extra(server, video_url):
+    client, *_ = server
+    r = client.post("/v1/chat/completions", json=chat(VIDEO, "What does the sign say?",
+                                                      video_part(video_url)))
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["object"] == "chat.completion" and body["id"].startswith("chatcmpl-")
+    assert body["model"] == VIDEO
+    msg = body["choices"][0]
+    assert msg["message"]["role"] == "assistant" and msg["message"]["content"].startswith("I looked at 6")
+    assert msg["finish_reason"] == "stop"
+    cas = body["cascade"]
+    bill = cas["bill"]
+    usage = body["usage"]
+    assert usage["prompt_tokens"] == bill["visual_tokens"] + bill["text_tokens"] > 0
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert bill["baseline_visual_tokens"] > bill["visual_tokens"] > 0
+    assert bill["prefill_savings"] > 1
+    assert len(cas["evidence"]["images"]) == 6
+    assert all("timestamp" in im for im in cas["evidence"]["images"])
+    assert [s["name"] for s in cas["trace"]["stages"]] == ["frames", "thumbs", "vlm", "answer"]
+
+
+def test_follow_up_turn_hits_the_cache(server, media_dir):
+    client, *_ = server
+    d, _ = media_dir
+    url = data_url(png_bytes(np.full((64, 96, 3), 7, np.uint8)), "image/png")
+    first = chat(IMAGES, "What is this?", image_part(url))
+    r1 = client.post("/v1/chat/completions", json=first).json()
+    follow = {"model": IMAGES, "messages": first["messages"] + [
+        {"role": "assistant", "content": r1["choices"][0]["message"]["content"]},
+        {"role": "user", "content": "And what colour is it?"}]}
+    r2 = client.post("/v1/chat/completions", json=follow).json()
+    assert r1["cascade"]["bill"]["kv_cache"] == "miss" and r2["cascade"]["bill"]["kv_cache"] == "hit"
+    assert r2["usage"]["prompt_tokens_details"]["cached_tokens"] == r2["cascade"]["bill"]["visual_tokens"]
+    metrics = client.get("/metrics").text
+    assert 'cascade_cache_hits_total{cache="kv_prefix"}' in metrics
+    assert 'cascade_cache_hit_ratio{cache="kv_prefix"}' in metrics
+
+
+def test_streaming_chunks_and_done(server, video_url):
+    client, *_ = server
+    body = chat(VIDEO, "What does the sign say?", video_part(video_url), stream=True,
+                stream_options={"include_usage": True})
+    with client.stream("POST", "/v1/chat/completions", json=body) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        lines = [ln for ln in r.iter_lines() if ln]
+    assert all(ln.startswith("data: ") for ln in lines) and lines[-1] == "data: [DONE]"
+    chunks = [json.loads(ln[6:]) for ln in lines[:-1]]
+    assert {c["object"] for c in chunks} == {"chat.completion.chunk"}
+    assert len({c["id"] for c in chunks}) == 1
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    assert text.startswith("I looked at 6 image(s)")
+    finish = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
+    assert len(finish) == 1 and finish[0]["choices"][0]["finish_reason"] == "stop"
+    assert "bill" in finish[0]["cascade"]
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] > 0
+
+
+def test_file_url_under_media_root(server):
+    client, _, d, _ = server
+    r = client.post("/v1/chat/completions", json=chat(IMAGES, "Read it", image_part((d / "text.png").as_uri())))
+    assert r.status_code == 200, r.text
+    r = client.post("/v1/chat/completions", json=chat(VIDEO, "Sign?", video_part((d / "sign.mp4").as_uri())))
+    assert r.status_code == 200, r.text
+
+
+def _bad_requests(d, video_url) -> list[tuple[str, dict | bytes, int, str]]:
+    img = data_url((d / "text.png").read_bytes(), "image/png")
+    big = png_bytes(np.zeros((1001, 1000, 3), np.uint8))
+    return [
+        ("bad json", b'{"model": ', 400, "invalid_json"),
+        ("not an object", b"[1, 2]", 400, "invalid_json"),
+        ("unknown model", chat("cascade/nope", "q?", image_part(img)), 404, "model_not_found"),
+        ("no question", chat(IMAGES, "", image_part(img)), 400, "no_question"),
+        ("no media", chat(IMAGES, "what?"), 400, "missing_media"),
+        ("video to an image pipeline", chat(IMAGES, "what?", video_part(video_url)), 400, "wrong_media"),
+        ("corrupt image", chat(IMAGES, "q?", image_part(data_url((d / "corrupt.png").read_bytes(), "image/png"))),
+         400, "invalid_image"),
+        ("corrupt video", chat(VIDEO, "q?", video_part(data_url((d / "corrupt.mp4").read_bytes(), "video/mp4"))),
+         400, "invalid_video"),
+        ("outside media root", chat(IMAGES, "q?", image_part("file:///etc/hostname")), 400, "file_url_not_allowed"),
+        ("traversal", chat(IMAGES, "q?", image_part(f"file://{d}/../../etc/hostname")), 400, "file_url_not_allowed"),
+        ("remote url", chat(IMAGES, "q?", image_part("http://127.0.0.1:1/x.png")), 400, "invalid_url"),
+        ("too many pixels", chat(IMAGES, "q?", image_part(data_url(big, "image/png"))), 413, "image_too_large"),
+        ("oversized upload", chat(IMAGES, "q?", image_part("data:image/png;base64," + "A" * (5 << 20))),
+         413, "upload_too_large"),
+        ("stage crash", chat(IMAGES, "CRASH now", image_part(img)), 500, "pipeline_error"),
+    ]
+
+
+def test_each_bad_request_gets_a_clear_error(server, video_url):
+    client, _, d, _ = server
+    for name, body, status, code in _bad_requests(d, video_url):
+        kw = {"content": body} if isinstance(body, bytes) else {"json": body}
+        err = _error(client.post("/v1/chat/completions", **kw), status, code)
+        assert "Traceback" not in err["message"], name
+    assert client.get("/health").json()["status"] == "ok"
+
+
+def test_concurrent_good_and_bad_requests(server, video_url):
+    client, _, d, _ = server
+    img = data_url((d / "text.png").read_bytes(), "image/png")
+    good = [("good video", chat(VIDEO, "What does the sign say?", video_part(video_url)), 200, None),
+            ("good image", chat(IMAGES, "What is written?", image_part(img)), 200, None)] * 3
+    cases = good + _bad_requests(d, video_url)
+
+    def send(case):
+        name, body, status, code = case
+        kw = {"content": body} if isinstance(body, bytes) else {"json": body}
+        with httpx.Client(base_url=str(client.base_url), timeout=60) as c:
+            return case, c.post("/v1/chat/completions", **kw)
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(send, cases))
+    for (name, _, status, code), r in results:
+        assert r.status_code == status, (name, r.text)
+        if status == 200:
+            assert r.json()["choices"][0]["message"]["content"].startswith("I looked at"), name
+        else:
+            assert r.json()["error"]["code"] == code, name
+    metrics = client.get("/metrics").text
+    assert f'cascade_requests_total{{model="{VIDEO}",status="200"}}' in metrics
+    assert 'cascade_requests_total{model="unknown",status="400"}' in metrics
+    assert "cascade_request_latency_seconds_count" in metrics
+    assert f'cascade_visual_tokens_saved_total{{model="{VIDEO}"}}' in metrics
+
+
+def test_timeout_gives_504_and_the_server_keeps_serving(server, video_url):
+    client, app, d, _ = server
+    img = data_url((d / "text.png").read_bytes(), "image/png")
+    _error(client.post("/v1/chat/completions", json=chat(IMAGES, "SLEEP 3 then answer", image_part(img))),
+           504, "timeout")
+    r = client.post("/v1/chat/completions", json=chat(VIDEO, "Sign?", video_part(video_url)))
+    assert r.status_code == 200
+
+
+def test_busy_server_answers_429(media_dir):
+    from fastapi.testclient import TestClient
+
+    from cascade.serve.app import create_app
+
+    d, _ = media_dir
+    app = create_app(fake_config(max_concurrent=1, workers=2))
+    img = data_url((d / "text.png").read_bytes(), "image/png")
+    with TestClient(app) as client:
+        started = threading.Event()
+        box = {}
+
+        def slow():
+            started.set()
+            box["r"] = client.post("/v1/chat/completions", json=chat(IMAGES, "SLEEP 1.5", image_part(img)))
+
+        t = threading.Thread(target=slow)
+        t.start()
+        started.wait()
+        for _ in range(100):  # until the slow request holds the only slot
+            if app.state.engine.busy:
+                break
+            threading.Event().wait(0.02)
+        err = _error(client.post("/v1/chat/completions", json=chat(IMAGES, "quick?", image_part(img))),
+                     429, "too_many_requests")
+        assert err["type"] == "rate_limit_error"
+        t.join()
+        assert box["r"].status_code == 200
+        assert client.post("/v1/chat/completions",
+                           json=chat(IMAGES, "quick?", image_part(img))).status_code == 200
