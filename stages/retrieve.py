@@ -21,6 +21,18 @@ from ._retrieval import Embeddings, VectorIndex, index_dir_for, mmr_select, save
 _INDEXES = LRUCache(2 * 2**30, size_of=lambda idx: idx.vectors.nbytes * 2)
 
 
+def _saved_set_key(folder: Path | None) -> str | None:
+    import json
+
+    meta = folder / "meta.json" if folder is not None else None
+    if meta is None or not meta.is_file():
+        return None
+    try:
+        return json.loads(meta.read_text()).get("set_key")
+    except (OSError, ValueError):
+        return None  # a damaged index folder is rebuilt and overwritten
+
+
 @stage("retrieve")
 class Retrieve(Stage):
     """Pick the top-k items (frames, tiles, regions) for the question.
@@ -60,23 +72,21 @@ class Retrieve(Stage):
     def _index(self, emb: Embeddings, video: Path | None) -> VectorIndex:
         p = self.params
         key = (emb.set_key(), p.index, p.hnsw_threshold, p.hnsw_m, p.device)
+        folder = index_dir_for(video, p.index_path) if p.persist else None
+        saved = _saved_set_key(folder) == emb.set_key()
         idx = _INDEXES.get(key)
         if idx is not None:
             record(index_cache_hits=1)
-            return idx
-        folder = index_dir_for(video, p.index_path) if p.persist else None
-        if folder is not None and (folder / "meta.json").is_file():
-            loaded, meta = VectorIndex.load(folder, p.device)
-            if meta.get("set_key") == emb.set_key():
-                _INDEXES.put(key, loaded)
-                record(index_loaded=1)
-                return loaded
-        idx = VectorIndex.build(emb.vectors, p.index, p.hnsw_threshold, p.hnsw_m,
-                                ef_search=p.ef_search, device=p.device)
-        if folder is not None:
+        elif saved:
+            idx, _ = VectorIndex.load(folder, p.device)
+            record(index_loaded=1)
+        else:
+            idx = VectorIndex.build(emb.vectors, p.index, p.hnsw_threshold, p.hnsw_m,
+                                    ef_search=p.ef_search, device=p.device)
+        _INDEXES.put(key, idx)
+        if folder is not None and not saved:
             save_vectors(folder, emb, idx)
             record(index_saved=1)
-        _INDEXES.put(key, idx)
         return idx
 
     def run(self, embeddings: Embeddings | None = None, text_embeddings: Embeddings | None = None,
