@@ -1,0 +1,61 @@
+"""The web demo in a real Chromium: click an example, ask, see the answer, evidence and bill.
+
+Needs Debian's chromium (`apt-get install -y chromium`); skipped with the reason when it is missing.
+The screenshot is saved in the test's tmp dir and its path printed (run with -s to see it).
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from .conftest import fake_config, running_server
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update"]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                       reason=f"{CHROMIUM} missing: install Debian's chromium (apt-get install -y chromium)"),
+]
+
+
+def test_demo_example_ask_shows_answer_evidence_and_bill(tmp_path, monkeypatch):
+    pytest.importorskip("gradio")
+    from playwright.sync_api import sync_playwright
+
+    from cascade.serve.app import create_app
+
+    monkeypatch.setenv("VLM_CASCADE_CACHE", str(tmp_path / "cache"))  # examples generated fresh
+    app = create_app(fake_config(), demo=True)
+    with running_server(app) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1500})
+            page.goto(url + "/", wait_until="domcontentloaded")  # / redirects to /demo/
+            page.locator("#ask").wait_for(timeout=60_000)
+            page.locator("#examples").get_by_text("What does the sign say?").first.click()
+            page.wait_for_function(
+                "() => document.querySelector('#question textarea').value.includes('sign')",
+                timeout=20_000)
+            page.locator("#ask").click()
+            page.locator("#answer").get_by_text("I looked at 6 image(s)").wait_for(timeout=90_000)
+            gallery = page.locator("#evidence-gallery img")
+            gallery.first.wait_for(timeout=30_000)
+            assert gallery.count() >= 6
+            page.locator("#overview img").first.wait_for(timeout=30_000)
+            page.locator("#bill-plot").get_by_role("img").first.wait_for(timeout=30_000)
+            assert "visual tokens" in page.locator("#bill-table").inner_text()
+            assert "Turn 1" in page.locator("#cache").inner_text()
+
+            page.locator("#ask").click()  # a follow-up about the same video: the cache hits
+            page.locator("#cache").get_by_text("Turn 2").wait_for(timeout=60_000)
+            assert "hit" in page.locator("#cache").inner_text()
+            shot = tmp_path / "demo_screenshot.png"
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+    assert shot.stat().st_size > 10_000
+    print(f"\ndemo screenshot: {shot}")
