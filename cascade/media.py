@@ -39,7 +39,7 @@ def load_image(value: Any, index: int = 0, max_side: int = 16384, name: str = "i
     if isinstance(value, Image):
         img = value if value.media_index == index else dataclasses.replace(value, media_index=index)
     elif isinstance(value, (str, Path)):
-        from PIL import Image as PILImage, UnidentifiedImageError
+        from PIL import Image as PILImage
 
         p = Path(value)
         if not p.is_file():
@@ -48,8 +48,12 @@ def load_image(value: Any, index: int = 0, max_side: int = 16384, name: str = "i
             with PILImage.open(p) as im:
                 _check_size(*im.size, max_side, f"{name} {index} '{p}'")
                 rgb = np.asarray(im.convert("RGB"))
-        except (UnidentifiedImageError, OSError, PILImage.DecompressionBombError) as e:
-            raise InputError(f"{name} {index}: cannot decode image '{p}': {e}") from e
+        except InputError:
+            raise
+        except Exception as e:  # noqa: BLE001  (ultralytics patches Image.open: ModuleNotFoundError
+            # for pi_heif on undecodable files once it is imported, besides PIL's own errors)
+            raise InputError(f"{name} {index}: cannot decode image '{p}': "
+                             f"{type(e).__name__}: {e}") from e
         img = Image(np.ascontiguousarray(rgb), source=str(p), media_index=index)
     elif isinstance(value, np.ndarray):
         arr = value

@@ -116,7 +116,9 @@ class Ocr(Stage):
                     res = self.shared.model(bgr, use_det=True, use_cls=False, use_rec=False)
                     texts, scores = None, res.scores
                 else:
-                    res = self.shared.model(bgr, text_score=p.min_confidence)
+                    # rapidocr keeps use_* flags from the last call: always pass all of them
+                    res = self.shared.model(bgr, use_det=True, use_cls=p.use_angle_cls,
+                                            use_rec=True, text_score=p.min_confidence)
                     texts, scores = res.txts, res.scores
                 polys = res.boxes
             else:
