@@ -176,8 +176,11 @@ def bill_markdown(bill: dict[str, Any]) -> str:
              bill.get("prefill_savings"))]
     lines = ["| | cascade | full-res baseline | saving |", "|---|---:|---:|---:|"]
     for name, ours, base, saving in rows:
-        lines.append(f"| {name} | {cell(ours)} | {cell(base)} | "
-                     f"{'—' if not saving else f'{saving:.1f}x'} |")
+        if base and not ours:  # a tool answered: the VLM never ran
+            shown = "no VLM call"
+        else:
+            shown = "—" if not saving else f"{saving:.1f}x"
+        lines.append(f"| {name} | {cell(ours)} | {cell(base)} | {shown} |")
     est = bill.get("baseline_seconds") or bill.get("baseline_seconds_estimate")
     lines.append(f"| seconds | {bill.get('seconds', 0):.2f} | "
                  f"{'—' if est is None else f'{est:.2f}'}"

@@ -53,6 +53,8 @@ def test_bill_figure_and_tables():
     assert fig.axes[2].patches[1].get_hatch() == "//"  # the time baseline is an estimate
     md = bill_markdown(bill)
     assert "8.0x" in md and "9.0x" in md and "(est.)" in md
+    assert "no VLM call" in bill_markdown({"visual_tokens": 0, "baseline_visual_tokens": 900,
+                                           "visual_token_savings": 900.0, "seconds": 0.2})
     tool = bill_figure({"visual_tokens": 0, "prefill_flops": 0.0, "seconds": 0.2})
     assert [len(ax.patches) for ax in tool.axes] == [1, 1, 1]
 
