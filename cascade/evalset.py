@@ -36,8 +36,11 @@ class EvalItem:
         return self.media[0] if self.media_kind == "video" else list(self.media)
 
 
-# (sign text, font size): large text survives a thumbnail, small text does not.
-VIDEO_SIGNS = (("OPEN 24 HOURS", 44), ("GATE 12", 16), ("EXIT 7", 14), ("FRESH BREAD", 40))
+# (sign text, font size, question): large text survives a thumbnail, small text does not.
+VIDEO_SIGNS = (("OPEN 24 HOURS", 44, "What are the opening hours on the sign?"),
+               ("GATE 12", 16, "Which gate number does the sign show?"),
+               ("EXIT 7", 14, "What exit number is written on the sign?"),
+               ("FRESH BREAD", 40, "What does the bakery sign say?"))
 
 
 def _paste_text(photo: np.ndarray, text: str, font_size: int, at: tuple[int, int]) -> np.ndarray:
@@ -63,13 +66,13 @@ def build_eval_set(folder: str | Path, n_videos: int = len(VIDEO_SIGNS)) -> list
                 sum(it.media_kind == "video" for it in items) >= n_videos:
             return items
     items: list[EvalItem] = []
-    for i, (text, size) in enumerate(VIDEO_SIGNS[:n_videos]):
+    for i, (text, size, question) in enumerate(VIDEO_SIGNS[:n_videos]):
         start = 6 + 9 * i  # the sign shows up at a different moment in every video
         truth = make_sign_video(folder / f"video_{i}.mp4", sign_text=text, sign_font_size=size,
                                 sign_frames=range(start, start + 10), frames_per_scene=12, fps=4)
         media = (str(truth.path),)
-        items.append(EvalItem(f"video_{i}_read", "video", media, "What does the sign say?", text,
-                              "read", size, truth.sign_frames))
+        items.append(EvalItem(f"video_{i}_read", "video", media, question, text, "read", size,
+                              truth.sign_frames))
         if i == 0:
             bus = tuple(k for k, s in enumerate(truth.scenes) if s == "bus")
             items.append(EvalItem(f"video_{i}_count", "video", media,

@@ -21,7 +21,7 @@ from .inputs import coerce_inputs
 from .registry import get_stage_class
 from .spec import PipelineSpec, SourceDoc, load_spec, parse_ref
 from .stage import Port, Router, Stage
-from .types import INPUT_TYPES, is_assignable, type_name
+from .types import INPUT_TYPES, is_assignable, strip_none, type_name
 
 __all__ = ["Pipeline", "resolve_pipeline_path"]
 
@@ -187,7 +187,9 @@ def _check_inputs(doc: SourceDoc, spec: PipelineSpec, stages: dict[str, Stage], 
             path = ("stages", name, "inputs", port) + ((i,) if isinstance(ref, list) else ())
             what, src_type = _resolve_ref(doc, spec, stages, r, path)
             dst_type = ports[port].type
-            if not is_assignable(src_type, dst_type):
+            # A None value is never delivered (the stage is skipped, a join falls through), so an
+            # optional output may feed a required input.
+            if not is_assignable(strip_none(src_type), dst_type):
                 raise doc.error(path, f"type mismatch: {what} is {type_name(src_type)} but input "
                                 f"'{name}.{port}' ({st.type}) expects {type_name(dst_type)}",
                                 ConnectError)

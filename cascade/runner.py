@@ -54,8 +54,9 @@ async def execute(pipeline: "Pipeline", inputs: dict[str, Any]) -> PipelineResul
     def lookup(ref: str) -> Any:
         src, port = parse_ref(ref)
         if src is None:
-            return inputs[port]
-        value = getattr(outputs[src], port) if src in outputs else _MISSING
+            value = inputs[port]
+        else:
+            value = getattr(outputs[src], port) if src in outputs else _MISSING
         return _MISSING if value is None else value
 
     async def run_stage(name: str) -> None:

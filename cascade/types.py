@@ -65,6 +65,14 @@ def is_assignable(src: Any, dst: Any) -> bool:
     return isinstance(src, type) and isinstance(dst, type) and issubclass(src, dst)
 
 
+def strip_none(t: Any) -> Any:
+    """`Answer | None` -> `Answer`; other types unchanged."""
+    if not _is_union(t):
+        return t
+    args = tuple(a for a in typing.get_args(t) if a is not type(None))
+    return Union[args] if len(args) > 1 else (args[0] if args else t)
+
+
 def _item(t: Any) -> Any:
     args = [a for a in typing.get_args(t) if a is not Ellipsis]
     if not args:
@@ -72,5 +80,5 @@ def _item(t: Any) -> Any:
     return args[0] if len(args) == 1 or typing.get_origin(t) is not tuple else Union[tuple(args)]
 
 
-__all__ = ["INPUT_TYPES", "type_name", "is_assignable", "Answer", "Detection", "Evidence", "Frame",
+__all__ = ["INPUT_TYPES", "type_name", "is_assignable", "strip_none", "Answer", "Detection", "Evidence", "Frame",
            "Image", "OcrLine", "Route"]

@@ -15,6 +15,12 @@ from cascade.artifacts import Image, OcrLine, Route
 from cascade.stage import Router, StageParams, stage
 
 from ._intent import IntentScorer, default_text_model
+from .tile_select import same_place
+
+
+def shows(image: Image, line: OcrLine) -> bool:
+    """The line was read on this image's source (same media and frame) inside its box."""
+    return same_place(image, line.media_index, line.timestamp) and image.box.intersects(line.box)
 
 
 def text_density(lines: list[OcrLine], images: list[Image]) -> float:
@@ -58,6 +64,7 @@ class ResolutionRouter(Router):
                    f"-> {intent.needs_high_res:.2f}"]
         scores = {f"intent_{k}": v for k, v in intent.scores.items()}
         if text_lines is not None:
+            text_lines = [l for l in text_lines if any(shows(im, l) for im in images)]
             density = text_density(text_lines, images)
             signal = min(1.0, density / p.text_density_saturation)
             signals["text"] = (p.text_weight, signal)

