@@ -106,7 +106,7 @@ class Image:
     @classmethod
     def open(cls, path: str | Path, media_index: int = 0) -> "Image":
         """Load an image file as RGB; a missing or undecodable file raises `InputError`."""
-        from PIL import Image as PILImage, UnidentifiedImageError
+        from PIL import Image as PILImage
 
         p = Path(path)
         if not p.is_file():
@@ -114,8 +114,8 @@ class Image:
         try:
             with PILImage.open(p) as im:
                 rgb = np.asarray(im.convert("RGB"))
-        except (UnidentifiedImageError, OSError) as e:
-            raise InputError(f"cannot decode image '{p}': {e}") from e
+        except Exception as e:  # Ultralytics patches Image.open, so not only PIL's own errors
+            raise InputError(f"cannot decode image '{p}': {type(e).__name__}: {e}") from e
         return cls(np.ascontiguousarray(rgb), source=str(p), media_index=media_index)
 
     @classmethod
