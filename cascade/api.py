@@ -43,16 +43,10 @@ class QA:
                  device: str | None = None, overrides: dict[str, Any] | None = None,
                  type_overrides: dict[str, dict[str, Any]] | None = None):
         source = pipeline or self.default_pipeline
-        probe = Pipeline.load(source)  # validate first; no model is loaded here
         by_type = {k: dict(v) for k, v in (type_overrides or {}).items()}
         if model is not None:
             by_type.setdefault("vlm_answer", {})["model"] = model
-        extra: dict[str, Any] = {}
-        for name, st in probe.stages.items():
-            for param, value in by_type.get(st.type_name, {}).items():
-                extra[f"{name}.{param}"] = value
-            if device is not None and "device" in type(st).Params.model_fields:
-                extra[f"{name}.device"] = device
+        extra = expand_type_overrides(source, by_type, device)
         self.pipeline = Pipeline.load(source, overrides={**extra, **(overrides or {})})
         if "answer" not in self.pipeline.spec.outputs:
             raise SpecError(f"pipeline '{self.pipeline.name}' has no 'answer' output; QA needs one",
@@ -78,14 +72,7 @@ class QA:
         randomly initialised: costs, token counts and timings are real for the architectures, the
         VLM's answers are noise. OCR and detection stay real models.
         """
-        from .stages.detect import bundled_yolo11n
-        from .vlm import build_tiny_vlm
-
-        by_type = {"vlm_answer": {"model": str(build_tiny_vlm(size=size))},
-                   "clip_embed": {"pretrained": None},
-                   # Random CLIP ranks frames by noise: let the text side (real OCR + MiniLM) rank.
-                   "retrieve": {"clip_weight": 0.0},
-                   "detect": {"weights": bundled_yolo11n() or "yolo11n.pt"}}
+        by_type = offline_type_overrides(size)
         for k, v in (kwargs.pop("type_overrides", None) or {}).items():
             by_type.setdefault(k, {}).update(v)
         return cls(pipeline, type_overrides=by_type, **kwargs)
@@ -115,6 +102,31 @@ class QA:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(pipeline={self.pipeline.name!r}, media={self.media_inputs})"
+
+
+def offline_type_overrides(size: str = "test") -> dict[str, dict[str, Any]]:
+    """Per stage type, the params that make a pipeline run with no model hub (see `QA.offline`)."""
+    from .stages.detect import bundled_yolo11n
+    from .vlm import build_tiny_vlm
+
+    return {"vlm_answer": {"model": str(build_tiny_vlm(size=size))},
+            "clip_embed": {"pretrained": None},
+            # Random CLIP ranks frames by noise: let the text side (real OCR + MiniLM) rank.
+            "retrieve": {"clip_weight": 0.0},
+            "detect": {"weights": bundled_yolo11n() or "yolo11n.pt"}}
+
+
+def expand_type_overrides(source: str | Path, by_type: dict[str, dict[str, Any]],
+                          device: str | None = None) -> dict[str, Any]:
+    """Turn per-type params (and a device for every stage that has one) into `stage.param` keys."""
+    extra: dict[str, Any] = {}
+    for name, st in Pipeline.load(source).stages.items():  # validation only: no model loads
+        for param, value in by_type.get(st.type_name, {}).items():
+            if param in type(st).Params.model_fields:
+                extra[f"{name}.{param}"] = value
+        if device is not None and "device" in type(st).Params.model_fields:
+            extra[f"{name}.device"] = device
+    return extra
 
 
 class VideoQA(QA):

@@ -6,7 +6,9 @@ traceback as well.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 import traceback
 from typing import Any
@@ -34,6 +36,20 @@ def _yaml_values(assignments: dict[str, Any]) -> dict[str, Any]:
     import yaml
 
     return {k: yaml.safe_load(v) if isinstance(v, str) else v for k, v in assignments.items()}
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """Point file descriptor 1 at stderr (catches prints from C extensions and cached handlers)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def cmd_stages(args: argparse.Namespace) -> int:
@@ -82,11 +98,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .pipeline import Pipeline
 
     overrides = _yaml_values(_parse_assignments(args.set, "--set"))
+    if args.offline:
+        from .api import expand_type_overrides, offline_type_overrides
+
+        overrides = {**expand_type_overrides(args.pipeline, offline_type_overrides()), **overrides}
     pipeline = Pipeline.load(args.pipeline, overrides=overrides)
-    result = pipeline.run(**_parse_assignments(args.input, "--input"))
+    inputs = _parse_assignments(args.input, "--input")
     if args.json:
+        with _stdout_to_stderr():  # model libraries print progress to stdout; keep it pure JSON
+            result = pipeline.run(**inputs)
         print(json.dumps(result.to_dict(), default=str))
         return 0
+    result = pipeline.run(**inputs)
     from .serialize import to_jsonable
 
     for name, value in result.outputs.items():
@@ -137,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a stage param (value parsed as YAML)")
     p.add_argument("--json", action="store_true",
                    help='print one JSON object {"outputs": ..., "trace": ...}')
+    p.add_argument("--offline", action="store_true",
+                   help="no model hub: random-weight tiny VLM and CLIP (costs real, VLM answers "
+                   "noise), bundled YOLO11n ONNX and RapidOCR (real)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("bench", help="cascade vs full_res vs thumbnail_only on the built-in eval set",

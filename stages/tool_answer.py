@@ -55,15 +55,18 @@ def best_place(lines: list[OcrLine], question: str) -> list[OcrLine]:
     A video can show several texts (a sign, lettering on a bus): reading them all out would answer
     a question nobody asked. Ties keep the first place, which is the retrieval order upstream.
     """
-    q = set(re.findall(r"[a-z0-9]+", question.lower()))
     places: dict[tuple[int, float | None], list[OcrLine]] = {}
     for line in lines:
         places.setdefault((line.media_index, line.timestamp), []).append(line)
+    group = max(places.values(), key=lambda g: _overlap(question, " ".join(l.text for l in g)))
+    # On a busy page, the lines that share words with the question are the answer, not the page.
+    matching = [l for l in group if _overlap(question, l.text)]
+    return matching or group
 
-    def overlap(group: list[OcrLine]) -> int:
-        return len(q & set(re.findall(r"[a-z0-9]+", " ".join(l.text for l in group).lower())))
 
-    return max(places.values(), key=overlap)
+def _overlap(question: str, text: str) -> int:
+    words = lambda t: {w for w in re.findall(r"[a-z0-9]+", t.lower()) if len(w) > 2 or w.isdigit()}
+    return len(words(question) & words(text))
 
 
 def read_text(lines: list[OcrLine]) -> str:
@@ -97,6 +100,8 @@ class ToolAnswer(Router):
         mode: Literal["answer", "hint", "off"] = Field(
             "answer", description="answer from the tool, pass its output as a VLM hint, or neither")
         min_confidence: float = Field(0.7, ge=0, le=1, description="mean tool confidence needed")
+        always_read: bool = Field(False, description="treat every question as a reading question "
+                                  "(documents: the answer is in the text)")
 
     @dataclass(frozen=True)
     class Outputs:
@@ -117,7 +122,7 @@ class ToolAnswer(Router):
                 n = count_objects(list(used_dets), label)
                 text, kind = str(n), f"detector counted {n} {label}"
                 confidence = sum(d.confidence for d in used_dets) / len(used_dets)
-        elif "read" in intent.matched and ocr_lines:
+        if not text and ("read" in intent.matched or self.params.always_read) and ocr_lines:
             used_lines = tuple(best_place(ocr_lines, question))
             text, kind = read_text(list(used_lines)), f"OCR read {len(used_lines)} line(s)"
             confidence = sum(l.confidence for l in used_lines) / len(used_lines)
