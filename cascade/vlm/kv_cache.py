@@ -20,7 +20,8 @@ import torch
 
 from ..cache import LRUCache, content_hash
 
-__all__ = ["KVPrefixCache", "PrefixState", "cache_layers", "quantize_kv", "dequantize_kv"]
+__all__ = ["KVPrefixCache", "PrefixState", "cache_layers", "new_dynamic_cache", "quantize_kv",
+           "dequantize_kv"]
 
 
 @dataclass
@@ -64,6 +65,16 @@ def dequantize_kv(q: Any) -> tuple[torch.Tensor, torch.Tensor]:
     return kernel_dequantize(q)
 
 
+def new_dynamic_cache(config: Any) -> Any:
+    """An empty transformers DynamicCache for a decoder config."""
+    from transformers import DynamicCache
+
+    try:
+        return DynamicCache(config=config)
+    except TypeError:  # transformers < 4.56 has no config argument
+        return DynamicCache()
+
+
 def cache_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Per-layer (keys, values) of a transformers DynamicCache (old and new layouts)."""
     if hasattr(cache, "layers"):
@@ -91,12 +102,7 @@ class PrefixState:
     def to_cache(self, config: Any) -> Any:
         """A fresh DynamicCache holding this prefix. DynamicCache appends with torch.cat, so the
         stored tensors are never written to and the entry stays valid for the next question."""
-        from transformers import DynamicCache
-
-        try:
-            cache = DynamicCache(config=config)
-        except TypeError:  # transformers < 4.56 has no config argument
-            cache = DynamicCache()
+        cache = new_dynamic_cache(config)
         for i, (k, v) in enumerate(self.kv()):
             cache.update(k, v, i)
         return cache

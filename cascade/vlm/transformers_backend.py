@@ -17,7 +17,7 @@ from ..cost import ModelShape, decode_flops, prefill_flops
 from ..errors import CascadeError, InputError
 from .families import Family, family_for
 from .fastv import fastv_prefill, layerwise_step
-from .kv_cache import KVPrefixCache, PrefixState, cache_layers
+from .kv_cache import KVPrefixCache, PrefixState, cache_layers, new_dynamic_cache
 from .media import as_images
 from .reduction import ReductionConfig, keep_count, reduce_tokens
 from .result import VLMResult, peak_memory
@@ -58,7 +58,8 @@ class TransformersBackend:
 
     vision_tower_calls counts vision-tower runs (a prefix-cache hit or a later session turn runs
     none). context_window caps prompt + generated tokens (default: the model's
-    max_position_embeddings).
+    max_position_embeddings). Not thread-safe: callers sharing one backend across threads
+    serialize `generate` (the vlm_answer stage holds a per-model lock).
     """
 
     name = "transformers"
@@ -222,12 +223,7 @@ class TransformersBackend:
         return state, vision_s, time.perf_counter() - t
 
     def new_cache(self) -> Any:
-        from transformers import DynamicCache
-
-        try:
-            return DynamicCache(config=self.family.text_config)
-        except TypeError:
-            return DynamicCache()
+        return new_dynamic_cache(self.family.text_config)
 
     # -- decoding ---------------------------------------------------------------------------------
     def greedy(self, hidden_last: torch.Tensor, cache: Any, next_pos: int, max_new_tokens: int,
