@@ -123,18 +123,21 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "evidence_recall": (sum(r["evidence_readable"] for r in reads) / len(reads)) if reads else None,
                 "router_agreement": (sum(r["routed_high_res"] == r["oracle_high_res"] for r in routed)
                                      / len(routed)) if routed else None,
+                # Missing a needed high-res look loses the answer; an extra one only costs tokens.
+                "router_missed_high_res": sum(r["oracle_high_res"] and not r["routed_high_res"]
+                                              for r in routed),
+                "router_extra_high_res": sum(r["routed_high_res"] and not r["oracle_high_res"]
+                                             for r in routed),
                 "tool_answers": len(tools),
                 "tool_accuracy": (sum(r["tool_correct"] for r in tools) / len(tools)) if tools else None}
     return out
 
 
 def plot(summary: dict[str, Any], path: Path) -> None:
-    import matplotlib
+    from matplotlib.figure import Figure  # no pyplot: leaves a notebook's backend alone
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig = Figure(figsize=(6.4, 4.2))
+    ax = fig.subplots()
     for key, s in summary.items():
         if s["evidence_recall"] is None or not s["visual_tokens"]:
             continue
@@ -150,7 +153,6 @@ def plot(summary: dict[str, Any], path: Path) -> None:
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def run_bench(out_dir: str | Path = "benchmarks/results", media_dir: str | Path | None = None,
@@ -172,7 +174,7 @@ def run_bench(out_dir: str | Path = "benchmarks/results", media_dir: str | Path 
     for media in ("video", "images"):
         subset = [it for it in items if it.media_kind == media]
         for pipe in PIPELINES[media] if subset else ():
-            qa = QA.offline(pipe, size=size, type_overrides={"vlm_answer": vlm_params})
+            qa = QA.offline(pipe, size=size, type_overrides={"vlm_answer": vlm_params}).setup()
             for it in tqdm(subset, desc=f"{media}/{pipe}", disable=not progress):
                 t0 = time.perf_counter()
                 answer = qa.ask(it.media_arg(), it.question)

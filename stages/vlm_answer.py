@@ -79,7 +79,7 @@ class VLMAnswer(Stage):
             calls = (vlm.vision_tower_calls or 0) - calls
         record(visual_tokens=r.visual_tokens, visual_tokens_before_reduction=r.visual_tokens_before,
                prompt_tokens=r.prompt_tokens, generated_tokens=r.generated_tokens,
-               prefill_flops=r.prefill_flops, baseline_prefill_flops=r.baseline_prefill_flops,
+               prefill_flops=r.prefill_flops, unreduced_prefill_flops=r.baseline_prefill_flops,
                computed_prefill_flops=r.computed_prefill_flops, decode_flops=r.decode_flops,
                kv_cache_hits=int(r.cache == "hit"), kv_cache_misses=int(r.cache == "miss"),
                vision_tower_calls=calls, ttft_s=r.ttft_s, vision_s=r.vision_s)

@@ -75,7 +75,7 @@ def cache_events(answer: Answer) -> dict[str, tuple[int, int]]:
     if trace is not None:
         counters = trace.counters
         for key, hits in counters.items():
-            if key.endswith("_cache_hits"):
+            if key.endswith("_cache_hits") and key != "kv_cache_hits":  # KV: from the usage below
                 name = key[: -len("_cache_hits")]
                 computed = counters.get(f"{name}_images", 0)
                 if hits + computed:

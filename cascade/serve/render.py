@@ -134,10 +134,7 @@ def _human(x: float) -> str:
 def bill_figure(bill: dict[str, Any]):
     """Three small bar pairs: visual tokens, prefill FLOPs, seconds — cascade vs full-res baseline.
     A baseline that was not measured is drawn hatched and labelled as an estimate; unknown: absent."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # no pyplot: leaves a notebook's backend alone
 
     panels = [("visual tokens", bill.get("visual_tokens"), bill.get("baseline_visual_tokens"), False),
               ("prefill FLOPs", bill.get("prefill_flops"), bill.get("baseline_prefill_flops"), False),
