@@ -41,6 +41,9 @@ class VLMAnswer(Stage):
         min_pixels: int | None = Field(None, gt=0, description="per-image pixel floor")
         max_pixels: int | None = Field(None, gt=0, description="per-image pixel cap")
         system_prompt: str | None = None
+        kernels: Literal["auto", "triton", "torch"] = Field(
+            "auto", description="transformers backend: fused Triton ops ('auto': on CUDA) or their "
+            "torch references")
 
     @dataclass(frozen=True)
     class Outputs:
@@ -56,9 +59,9 @@ class VLMAnswer(Stage):
             opts = {"base_url": p.base_url} if p.base_url else {}
         else:
             opts = {"kv_cache_bytes": p.kv_cache_bytes, "kv_int8": p.kv_int8,
-                    "min_pixels": p.min_pixels, "max_pixels": p.max_pixels}
+                    "min_pixels": p.min_pixels, "max_pixels": p.max_pixels, "kernels": p.kernels}
         key = ("vlm", p.model, p.backend, p.base_url, device, p.dtype, p.kv_cache_bytes,
-               p.kv_int8, p.min_pixels, p.max_pixels)
+               p.kv_int8, p.min_pixels, p.max_pixels, p.kernels)
         self.shared = shared_model(key, lambda: VLM.load(p.model, backend=p.backend, device=device,
                                                          dtype=p.dtype, **opts))
 

@@ -6,7 +6,7 @@ Backends register by short name; `VLM.load(model, backend="transformers")` picks
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..errors import InputError, did_you_mean
 from .reduction import ReductionConfig
@@ -38,6 +38,9 @@ def _load_openai(model: str, **opts: Any) -> Backend:
     from .openai_backend import OpenAIBackend
 
     opts.pop("device", None), opts.pop("dtype", None)  # the server decides those
+    if "kernels" in opts:
+        raise InputError("`kernels` picks the in-process Triton/torch ops of the transformers "
+                         "backend; an openai-compatible server runs its own kernels")
     return OpenAIBackend(model, **opts)
 
 
@@ -65,14 +68,20 @@ class VLM:
 
     @classmethod
     def load(cls, model: str, backend: str = "transformers", device: str = "auto",
-             dtype: Any = "auto", **opts: Any) -> "VLM":
+             dtype: Any = "auto", kernels: Literal["auto", "triton", "torch"] = "auto",
+             **opts: Any) -> "VLM":
         """model: hub id, local folder, or (openai) the served model name; opts go to the backend
         (transformers: kv_cache_bytes, kv_int8, kv_cache, attn_implementation, context_window,
-        min_pixels, max_pixels;
-        openai: base_url, api_key, timeout)."""
+        min_pixels, max_pixels; openai: base_url, api_key, timeout).
+
+        kernels (transformers backend): "auto" runs the cascade.kernels Triton ops on CUDA and
+        their torch references on CPU; "triton" forces Triton (on CPU only under
+        TRITON_INTERPRET=1); "torch" the references. Passed to the backend only when not "auto"."""
         if backend not in BACKENDS:
             raise InputError(f"unknown VLM backend '{backend}'{did_you_mean(backend, BACKENDS)}; "
                              f"choose one of {sorted(BACKENDS)}")
+        if kernels != "auto":
+            opts["kernels"] = kernels
         return cls(BACKENDS[backend](model, device=device, dtype=dtype, **opts))
 
     @property

@@ -7,9 +7,9 @@ media hits. Entries live on the model's device, in a byte-bounded LRU (`cascade.
 
 With `int8=True` an entry is stored quantized: keys per channel (outlier channels in keys are
 stable across tokens), values per token (KIVI's split), symmetric int8 with fp scales, ~2x (bf16)
-to ~4x (fp32) smaller. `cascade.kernels.kv_quant` does the work when it is installed; otherwise a
-torch implementation here does the same math. int8 entries give close, not identical, answers;
-fp entries give exactly the tokens of recomputation.
+to ~4x (fp32) smaller. `cascade.kernels.kv_quant` does the work (Triton or its torch reference, per
+the cache's `kernels` option and the caller's `impl`). int8 entries give close, not identical,
+answers; fp entries give exactly the tokens of recomputation.
 """
 from __future__ import annotations
 
@@ -19,50 +19,10 @@ from typing import Any
 import torch
 
 from ..cache import LRUCache, content_hash
+from ..kernels.kv_quant import QuantizedKV, dequantize_kv, quantize_kv
 
 __all__ = ["KVPrefixCache", "PrefixState", "cache_layers", "new_dynamic_cache", "quantize_kv",
-           "dequantize_kv"]
-
-
-@dataclass
-class TorchQuantizedKV:
-    """int8 keys (per-channel scales) and values (per-token scales), plus the original dtype."""
-
-    k: torch.Tensor
-    k_scale: torch.Tensor
-    v: torch.Tensor
-    v_scale: torch.Tensor
-    dtype: torch.dtype
-
-
-def _torch_quantize_kv(k: torch.Tensor, v: torch.Tensor) -> TorchQuantizedKV:
-    """k, v: [batch, heads, seq, head_dim]. Keys scaled per (head, channel), values per token."""
-    k_scale = k.float().abs().amax(dim=-2, keepdim=True).clamp(min=1e-8) / 127.0
-    v_scale = v.float().abs().amax(dim=-1, keepdim=True).clamp(min=1e-8) / 127.0
-    qk = torch.round(k.float() / k_scale).clamp(-127, 127).to(torch.int8)
-    qv = torch.round(v.float() / v_scale).clamp(-127, 127).to(torch.int8)
-    return TorchQuantizedKV(qk, k_scale, qv, v_scale, k.dtype)
-
-
-def _torch_dequantize_kv(q: TorchQuantizedKV) -> tuple[torch.Tensor, torch.Tensor]:
-    return (q.k.float() * q.k_scale).to(q.dtype), (q.v.float() * q.v_scale).to(q.dtype)
-
-
-def quantize_kv(k: torch.Tensor, v: torch.Tensor) -> Any:
-    """int8-quantize one layer's K/V with cascade.kernels.kv_quant if present, else in torch."""
-    try:
-        from cascade.kernels.kv_quant import quantize_kv as kernel_quantize
-    except ImportError:
-        return _torch_quantize_kv(k, v)
-    return kernel_quantize(k, v, impl="auto")
-
-
-def dequantize_kv(q: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    if isinstance(q, TorchQuantizedKV):
-        return _torch_dequantize_kv(q)
-    from cascade.kernels.kv_quant import dequantize_kv as kernel_dequantize
-
-    return kernel_dequantize(q)
+           "dequantize_kv", "QuantizedKV"]
 
 
 def new_dynamic_cache(config: Any) -> Any:
@@ -95,15 +55,17 @@ class PrefixState:
     text_tokens: int
     quantized: bool = False
 
-    def kv(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """fp (k, v) per layer; dequantized for int8 entries."""
-        return [dequantize_kv(x) for x in self.layers] if self.quantized else list(self.layers)
+    def kv(self, impl: str = "auto") -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """fp (k, v) per layer; int8 entries are dequantized with kernels impl `impl`."""
+        if self.quantized:
+            return [dequantize_kv(x, impl=impl) for x in self.layers]
+        return list(self.layers)
 
-    def to_cache(self, config: Any) -> Any:
+    def to_cache(self, config: Any, impl: str = "auto") -> Any:
         """A fresh DynamicCache holding this prefix. DynamicCache appends with torch.cat, so the
         stored tensors are never written to and the entry stays valid for the next question."""
         cache = new_dynamic_cache(config)
-        for i, (k, v) in enumerate(self.kv()):
+        for i, (k, v) in enumerate(self.kv(impl)):
             cache.update(k, v, i)
         return cache
 
@@ -112,6 +74,8 @@ class PrefixState:
         def size(x: Any) -> int:
             if isinstance(x, torch.Tensor):
                 return x.element_size() * x.numel()
+            if isinstance(x, QuantizedKV):
+                return x.nbytes
             if isinstance(x, (list, tuple)):
                 return sum(size(y) for y in x)
             if hasattr(x, "__dict__"):
@@ -126,10 +90,12 @@ class KVPrefixCache:
 
     max_bytes: budget for all entries together (an entry larger than the budget is not stored).
     int8: store entries quantized (see module docstring).
+    kernels: impl ("auto" | "triton" | "torch") of the int8 quantization kernel used by `put`.
     """
 
-    def __init__(self, max_bytes: int = 2 << 30, int8: bool = False):
+    def __init__(self, max_bytes: int = 2 << 30, int8: bool = False, kernels: str = "auto"):
         self.int8 = bool(int8)
+        self.kernels = kernels
         self._lru = LRUCache(max_bytes, size_of=lambda s: s.nbytes)
 
     @staticmethod
@@ -146,7 +112,7 @@ class KVPrefixCache:
     def put(self, key: str, state: PrefixState) -> PrefixState:
         """Store `state` (quantized first when int8) and return the stored form."""
         if self.int8 and not state.quantized:
-            state = PrefixState([quantize_kv(k, v) for k, v in state.layers], state.length,
+            state = PrefixState([quantize_kv(k, v, impl=self.kernels) for k, v in state.layers], state.length,
                                 state.next_pos, state.visual_tokens, state.visual_tokens_before,
                                 state.text_tokens, quantized=True)
         self._lru.put(key, state)

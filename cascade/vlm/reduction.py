@@ -20,7 +20,8 @@ Methods (all attention-free, so the LLM keeps SDPA/FlashAttention):
 - divprune:  DivPrune-style diversity: greedy max-min (farthest point) selection in cosine
              distance, seeded with the token least like the mean.
 - visionzip: VisionZip-style: "dominant" tokens by an attention-free distinctiveness score
-             (1 - cos to the mean token; VisionZip uses [CLS] attention, which Qwen's tower lacks),
+             (1 - cos to the mean token, via cascade.kernels.prune's "dominant" score; VisionZip
+             uses [CLS] attention, which Qwen's tower lacks),
              plus a few "contextual" tokens, each the average of the remaining tokens most similar
              to it.
 - dart:      DART-style duplicate removal: a few pivot tokens (largest norm), then the tokens least
@@ -35,6 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import InputError, did_you_mean
+from ..kernels.prune import score_and_gather
 
 __all__ = ["ReductionConfig", "METHODS", "PRE_LLM_METHODS", "Reduced", "reduce_tokens", "keep_count"]
 
@@ -137,15 +139,17 @@ def _divprune(x: torch.Tensor, k: int) -> torch.Tensor:
     return torch.tensor(sorted(chosen), device=x.device)
 
 
-def _visionzip(x: torch.Tensor, k: int, contextual_frac: float) -> Reduced:
+def _visionzip(x: torch.Tensor, k: int, contextual_frac: float, impl: str) -> Reduced:
     n = x.shape[0]
     n_ctx = min(int(round(k * contextual_frac)), k - 1, n - k) if k < n else 0
-    u = _unit(x)
-    distinct = 1.0 - u @ _unit(x.mean(0, keepdim=True)).squeeze(0)
-    dominant = torch.argsort(distinct, descending=True, stable=True)[: k - n_ctx]
+    # The dominant part is the kernel op's "dominant" method: keep the k - n_ctx tokens least
+    # like the mean token (score -cos(x, sum), ties to the earlier token, index ascending). This
+    # ranking equals the former argsort of 1 - cos(x, mean) in exact arithmetic; the two float
+    # formulas can round a near-tie differently, so rare picks may differ at the last ulp.
+    dominant_x, dominant = score_and_gather(x, k - n_ctx, method="dominant", impl=impl)
     if n_ctx == 0:
-        index = torch.sort(dominant).values
-        return Reduced(x.index_select(0, index), index)
+        return Reduced(dominant_x, dominant)
+    u = _unit(x)
     rest_mask = torch.ones(n, dtype=torch.bool, device=x.device)
     rest_mask[dominant] = False
     rest = rest_mask.nonzero().squeeze(1)
@@ -157,12 +161,14 @@ def _visionzip(x: torch.Tensor, k: int, contextual_frac: float) -> Reduced:
     merged.index_add_(0, assign, x[rest].float())
     merged /= torch.bincount(assign, minlength=n_ctx).clamp(min=1).unsqueeze(1).float()
     index = torch.cat([dominant, targets])
-    embeds = torch.cat([x[dominant], merged.to(x.dtype)])
+    embeds = torch.cat([dominant_x, merged.to(x.dtype)])
     order = torch.argsort(index)
     return Reduced(embeds[order], index[order])
 
 
 def _dart(x: torch.Tensor, k: int, pivots: int) -> torch.Tensor:
+    # Not the kernel op's "duplicate" method: that scores a token by its cosine to its immediate
+    # neighbours, DART by its cosine to the pivot tokens; wiring it here would change the method.
     p = min(pivots, k)
     pivot = torch.argsort(x.float().norm(dim=-1), descending=True, stable=True)[:p]
     u = _unit(x)
@@ -172,8 +178,10 @@ def _dart(x: torch.Tensor, k: int, pivots: int) -> torch.Tensor:
     return torch.sort(torch.cat([pivot, others])).values
 
 
-def reduce_tokens(x: torch.Tensor, grid: tuple[int, int, int], config: ReductionConfig) -> Reduced:
-    """Reduce one image's merged visual tokens x [n, D] laid out on grid (t, h, w), n = t*h*w."""
+def reduce_tokens(x: torch.Tensor, grid: tuple[int, int, int], config: ReductionConfig,
+                  impl: str = "auto") -> Reduced:
+    """Reduce one image's merged visual tokens x [n, D] laid out on grid (t, h, w), n = t*h*w.
+    `impl` ("auto" | "triton" | "torch") picks the cascade.kernels prune op's implementation."""
     n = x.shape[0]
     if config.is_identity or config.method == "fastv":
         return Reduced(x, torch.arange(n, device=x.device))
@@ -183,6 +191,6 @@ def reduce_tokens(x: torch.Tensor, grid: tuple[int, int, int], config: Reduction
     if k == n:
         return Reduced(x, torch.arange(n, device=x.device))
     if config.method == "visionzip":
-        return _visionzip(x, k, config.visionzip_contextual)
+        return _visionzip(x, k, config.visionzip_contextual, impl)
     index = _divprune(x, k) if config.method == "divprune" else _dart(x, k, config.dart_pivots)
     return Reduced(x.index_select(0, index), index)

@@ -64,7 +64,7 @@ class Session:
             calls = b.vision_tower_calls
             state, status, vision_s, prefix_s = b.prefix_state(self.images, prefix_text, self.reduction)
             self.vision_tower_calls += b.vision_tower_calls - calls
-            self._cache = state.to_cache(b.family.text_config)
+            self._cache = state.to_cache(b.family.text_config, impl=b.kernels)
             self._next_pos, self._length = state.next_pos, state.length
             self._text_tokens = state.text_tokens
             self._visual, self._visual_before = state.visual_tokens, state.visual_tokens_before

@@ -5,16 +5,23 @@ images) and a suffix (question + assistant header) -> prefix state from the KV p
 vision tower -> token reduction -> prefix prefill -> suffix prefill -> greedy decoding. The prefix
 is always prefilled as its own chunk, cached or not, so a cache hit computes bit-for-bit what a
 miss computes (fp storage) and answers with the same tokens.
+
+`kernels` ("auto" | "triton" | "torch") picks the implementation of every cascade.kernels op the
+runtime uses: image preprocessing (families), RMSNorm (patched into the model at construction),
+VisionZip's dominant-token scoring (reduction) and int8 KV storage (kv_cache). "auto" runs Triton
+on CUDA and the torch reference on CPU; "triton" on CPU needs TRITON_INTERPRET=1.
 """
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
 from ..cost import ModelShape, decode_flops, prefill_flops
 from ..errors import CascadeError, InputError
+from ..kernels._dispatch import IMPLS, choose_impl
+from ..kernels.rmsnorm import patch_rmsnorm
 from .families import Family, family_for
 from .fastv import fastv_prefill, layerwise_step
 from .kv_cache import KVPrefixCache, PrefixState, cache_layers, new_dynamic_cache
@@ -60,14 +67,26 @@ class TransformersBackend:
     none). context_window caps prompt + generated tokens (default: the model's
     max_position_embeddings). Not thread-safe: callers sharing one backend across threads
     serialize `generate` (the vlm_answer stage holds a per-model lock).
+
+    kernels: see the module docstring. RMSNorm modules are patched only where the choice resolves
+    to Triton ("triton", or "auto" on CUDA with triton installed); otherwise the model keeps transformers' own RMSNorm,
+    which the torch reference reproduces, so "torch" is exactly the unmodified model and pays no
+    dispatch per call. `rmsnorm_patch` is the handle (None when unpatched); `.undo()` restores.
     """
 
     name = "transformers"
 
     def __init__(self, model: Any, processor: Any, model_id: str, *,
-                 kv_cache: KVPrefixCache | None = None, context_window: int | None = None):
+                 kv_cache: KVPrefixCache | None = None, context_window: int | None = None,
+                 kernels: Literal["auto", "triton", "torch"] = "auto"):
+        if kernels not in IMPLS:
+            raise InputError(f"kernels must be one of {list(IMPLS)}, got {kernels!r}")
         self.model, self.processor, self.model_id = model, processor, model_id
-        self.family: Family = family_for(model.config.model_type)(model, processor)
+        self.kernels = kernels
+        self.family: Family = family_for(model.config.model_type)(model, processor, kernels)
+        # Fails here, with the kernels' own message, if Triton cannot run on this device.
+        resolved = choose_impl(kernels, torch.empty(0, device=self.device))
+        self.rmsnorm_patch = patch_rmsnorm(model, impl=kernels) if resolved == "triton" else None
         self.kv_cache = kv_cache
         text = self.family.text_config
         self.context_window = int(context_window or text.max_position_embeddings)
@@ -90,10 +109,12 @@ class TransformersBackend:
              kv_cache: KVPrefixCache | None = None, kv_cache_bytes: int = 0, kv_int8: bool = False,
              attn_implementation: str | None = None, context_window: int | None = None,
              min_pixels: int | None = None, max_pixels: int | None = None,
+             kernels: Literal["auto", "triton", "torch"] = "auto",
              **model_kwargs: Any) -> "TransformersBackend":
         """Load from a hub id or a local folder. kv_cache_bytes > 0 creates a KVPrefixCache of that
         budget (or pass a shared `kv_cache`); min/max_pixels override the image processor's
-        per-image pixel budget. The model type is checked before any weight loads."""
+        per-image pixel budget; `kernels` picks Triton or torch for the fused ops (class
+        docstring). The model type is checked before any weight loads."""
         from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
 
         try:
@@ -101,6 +122,8 @@ class TransformersBackend:
         except (OSError, ValueError) as e:
             raise InputError(f"cannot load VLM '{model}': {e}") from e
         family_for(config.model_type)
+        if kernels not in IMPLS:
+            raise InputError(f"kernels must be one of {list(IMPLS)}, got {kernels!r}")
         dev = resolve_device(device)
         kwargs = dict(model_kwargs, dtype=resolve_dtype(dtype, dev))
         if attn_implementation:
@@ -108,8 +131,9 @@ class TransformersBackend:
         processor = AutoProcessor.from_pretrained(model)
         net = AutoModelForImageTextToText.from_pretrained(model, **kwargs).to(dev).eval()
         if kv_cache is None and kv_cache_bytes > 0:
-            kv_cache = KVPrefixCache(kv_cache_bytes, int8=kv_int8)
-        backend = cls(net, processor, str(model), kv_cache=kv_cache, context_window=context_window)
+            kv_cache = KVPrefixCache(kv_cache_bytes, int8=kv_int8, kernels=kernels)
+        backend = cls(net, processor, str(model), kv_cache=kv_cache, context_window=context_window,
+                      kernels=kernels)
         if min_pixels or max_pixels:
             backend.family.set_pixel_budget(min_pixels, max_pixels)
         return backend
@@ -170,7 +194,10 @@ class TransformersBackend:
         """(state, cache status, vision seconds, prefill seconds) of the question-free prefix."""
         key = None
         if self.kv_cache is not None:
-            key = KVPrefixCache.key(self.model_id, self.family.preprocessing_key(), red.cache_key(),
+            # kernels is in the key: Triton and torch may differ in the last bits, and a cache
+            # shared by two backends must still give each the tokens of its own recomputation.
+            pre = (*self.family.preprocessing_key(), f"kernels={self.kernels}")
+            key = KVPrefixCache.key(self.model_id, pre, red.cache_key(),
                                     [im.__content_hash__() for im in images], prefix_text)
             hit = self.kv_cache.get(key)
             if hit is not None:
@@ -195,7 +222,7 @@ class TransformersBackend:
         keep = torch.ones(pre.input_ids.numel(), dtype=torch.bool, device=self.device)
         kept_feats = []
         for (s, e), grid, f in zip(pre.spans, pre.grids, feats):
-            r = reduce_tokens(f, grid, red)
+            r = reduce_tokens(f, grid, red, impl=self.kernels)
             span = torch.zeros(e - s, dtype=torch.bool, device=self.device)
             span[r.index] = True
             keep[s:e] = span
@@ -274,7 +301,7 @@ class TransformersBackend:
             return self._generate_fastv(images, prefix_text, suffix, red, max_new_tokens, t0)
         state, status, vision_s, prefix_s = self.prefix_state(images, prefix_text, red)
         self.check_context(state.length + len(suffix), max_new_tokens)
-        cache = state.to_cache(self.family.text_config)
+        cache = state.to_cache(self.family.text_config, impl=self.kernels)
         t = time.perf_counter()
         hidden = self.prefill_suffix(cache, state.next_pos, suffix)
         tokens, finish, t_first = self.greedy(hidden, cache, state.next_pos + len(suffix), max_new_tokens)

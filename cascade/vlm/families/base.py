@@ -36,8 +36,9 @@ class Family(ABC):
 
     model_types: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, model: Any, processor: Any):
+    def __init__(self, model: Any, processor: Any, kernels: str = "auto"):
         self.model, self.processor = model, processor
+        self.kernels = kernels  # impl of the cascade.kernels ops a family uses (preprocessing)
         self.tokenizer = processor.tokenizer
         # transformers 5 renamed `past_key_values` to `cache`; accept both so the pinned
         # transformers>=4.57 range keeps working.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from ...errors import InputError
@@ -51,28 +52,79 @@ class Qwen2VLFamily(Family):
                 ip.temporal_patch_size, tuple(ip.image_mean), tuple(ip.image_std))
 
     def prepare_prefix(self, prefix_text: str, images: list[Any]) -> PrefixInputs:
-        extra = {"size": dict(self._size)} if self._size else {}
         try:
-            enc = self.processor(text=[prefix_text], images=images, return_tensors="pt", **extra)
-        except (ValueError, OSError, TypeError) as e:  # e.g. an image smaller than one patch
+            pixel_values, grid_thw = self.image_inputs(images)
+            text = self.expand_placeholders(prefix_text, grid_thw)
+        except (ValueError, OSError, TypeError) as e:  # e.g. an extreme aspect ratio
             raise InputError(f"the image processor rejected the input: {e}") from e
-        ids = enc["input_ids"][0].to(self.device)
-        grid_thw = enc["image_grid_thw"].to(self.device)
-        types = enc.get("mm_token_type_ids")
-        if types is None:  # older processors do not return it; images are token type 1
-            types = (enc["input_ids"] == self.image_token_id).int()
-        pos, _ = self.model.model.get_rope_index(ids[None], mm_token_type_ids=types.to(self.device),
+        # Tokenized as the processor tokenizes its expanded text (tokenizer defaults).
+        ids = self.tokenizer(text, return_tensors="pt")["input_ids"][0].to(self.device)
+        grid_thw = grid_thw.to(self.device)
+        types = (ids == self.image_token_id).int()  # the processor's mm_token_type_ids (images: 1)
+        pos, _ = self.model.model.get_rope_index(ids[None], mm_token_type_ids=types[None],
                                                   image_grid_thw=grid_thw)
         merge = self.model.config.vision_config.spatial_merge_size
         grids = [(int(t), int(h) // merge, int(w) // merge) for t, h, w in grid_thw.tolist()]
-        is_img = (ids == self.image_token_id).int()
-        starts = ((is_img[1:] - is_img[:-1]) == 1).nonzero().squeeze(1) + 1
-        if bool(is_img[0]):
+        starts = ((types[1:] - types[:-1]) == 1).nonzero().squeeze(1) + 1
+        if bool(types[0]):
             starts = torch.cat([starts.new_zeros(1), starts])
         spans = [(int(s), int(s) + g[0] * g[1] * g[2]) for s, g in zip(starts.tolist(), grids)]
-        vision_inputs = {"pixel_values": enc["pixel_values"].to(self.device),
-                         "image_grid_thw": grid_thw}
+        vision_inputs = {"pixel_values": pixel_values, "image_grid_thw": grid_thw}
         return PrefixInputs(ids, pos[:, 0], spans, grids, vision_inputs)
+
+    def expand_placeholders(self, text: str, grid_thw: torch.Tensor) -> str:
+        """Repeat each image placeholder once per merged visual token, as the processor does."""
+        tok = self.processor.image_token
+        parts = text.split(tok)
+        if len(parts) - 1 != len(grid_thw):
+            raise ValueError(f"{len(parts) - 1} image placeholders for {len(grid_thw)} images")
+        merge = self.processor.image_processor.merge_size
+        counts = [int(g.prod()) // merge**2 for g in grid_thw]
+        return parts[0] + "".join(tok * n + rest for n, rest in zip(counts, parts[1:]))
+
+    @property
+    def kernel_preprocessing(self) -> bool:
+        """True when `patchify_normalize` reproduces this image processor exactly: it resizes with
+        torchvision (as transformers' torchvision backend does), then rescales and normalizes."""
+        try:
+            from transformers.image_processing_backends import TorchvisionBackend as Fast
+        except ImportError:  # transformers 4.x
+            from transformers.image_processing_utils_fast import BaseImageProcessorFast as Fast
+        ip = self.processor.image_processor
+        return isinstance(ip, Fast) and bool(ip.do_resize and ip.do_rescale and ip.do_normalize)
+
+    def image_inputs(self, images: list[Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(pixel_values [N, 3*T*ps*ps] on the device, image_grid_thw [n_images, 3]) of PIL images.
+
+        The fused cascade.kernels op (impl = the backend's `kernels` option) when it reproduces
+        the processor; the image processor itself otherwise (another resize backend, a non-RGB
+        image). Either way the result equals the processor's."""
+        ip = self.processor.image_processor
+        if not (self.kernel_preprocessing and all(im.mode == "RGB" for im in images)):
+            extra = {"size": dict(self._size)} if self._size else {}
+            enc = ip(images=images, return_tensors="pt", **extra)
+            return enc["pixel_values"].to(self.device), enc["image_grid_thw"]
+        from torchvision.transforms.v2 import functional as tvF
+        from transformers.image_utils import pil_torch_interpolation_mapping
+        from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+
+        from ...kernels.preprocess import patchify_normalize
+
+        lo, hi = self.pixel_budget()
+        factor = ip.patch_size * ip.merge_size
+        patches, grids = [], []
+        for im in images:
+            chw = torch.from_numpy(np.array(im)).permute(2, 0, 1)
+            h, w = smart_resize(chw.shape[1], chw.shape[2], factor=factor, min_pixels=lo, max_pixels=hi)
+            # Resized on the CPU as the processor resizes; only uint8 pixels go to the device.
+            chw = tvF.resize(chw, [h, w], interpolation=pil_torch_interpolation_mapping[ip.resample],
+                             antialias=True)
+            p, grid = patchify_normalize(chw.to(self.device).permute(1, 2, 0), ip.image_mean,
+                                         ip.image_std, ip.patch_size, ip.temporal_patch_size,
+                                         ip.merge_size, ip.rescale_factor, impl=self.kernels)
+            patches.append(p)
+            grids.append(grid)
+        return torch.cat(patches), torch.tensor(grids, dtype=torch.long)
 
     def encode_images(self, prefix: PrefixInputs) -> list[torch.Tensor]:
         vi = prefix.vision_inputs
