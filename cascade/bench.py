@@ -25,8 +25,15 @@ from .api import QA
 from .artifacts import Answer, Image
 from .evalset import EvalItem, build_eval_set
 
-PIPELINES = {"video": ("video_qa", "full_res", "thumbnail_only"),
-             "images": ("multi_image_qa", "full_res", "thumbnail_only")}
+# label -> (pipeline, overrides). The `[hint]` variants never let a tool answer: the VLM always
+# reads the selected tiles, with the tools' findings in the prompt, so their tokens are the cost of
+# the fine path itself.
+PIPELINES = {
+    "video": {"video_qa": ("video_qa", {}), "video_qa[hint]": ("video_qa", {"tool.mode": "hint"}),
+              "full_res": ("full_res", {}), "thumbnail_only": ("thumbnail_only", {})},
+    "images": {"multi_image_qa": ("multi_image_qa", {}),
+               "multi_image_qa[hint]": ("multi_image_qa", {"tool.mode": "hint"}),
+               "full_res": ("full_res", {}), "thumbnail_only": ("thumbnail_only", {})}}
 
 
 def normalize(text: str) -> str:
@@ -173,12 +180,13 @@ def run_bench(out_dir: str | Path = "benchmarks/results", media_dir: str | Path 
     vlm_params = {"max_new_tokens": max_new_tokens}
     for media in ("video", "images"):
         subset = [it for it in items if it.media_kind == media]
-        for pipe in PIPELINES[media] if subset else ():
-            qa = QA.offline(pipe, size=size, type_overrides={"vlm_answer": vlm_params}).setup()
-            for it in tqdm(subset, desc=f"{media}/{pipe}", disable=not progress):
+        for label, (pipe, overrides) in PIPELINES[media].items() if subset else ():
+            qa = QA.offline(pipe, size=size, overrides=overrides,
+                            type_overrides={"vlm_answer": vlm_params}).setup()
+            for it in tqdm(subset, desc=f"{media}/{label}", disable=not progress):
                 t0 = time.perf_counter()
                 answer = qa.ask(it.media_arg(), it.question)
-                row = row_for(it, pipe, answer, time.perf_counter() - t0, readers, oracles[it.id])
+                row = row_for(it, label, answer, time.perf_counter() - t0, readers, oracles[it.id])
                 rows.append({"media": media, **row})
     summary = summarize(rows)
     import torch
@@ -199,11 +207,12 @@ def run_bench(out_dir: str | Path = "benchmarks/results", media_dir: str | Path 
 def ratios(summary: dict[str, Any]) -> dict[str, Any]:
     """The headline comparisons, measured in this run."""
     out = {}
-    for media, cascade in (("video", "video_qa"), ("images", "multi_image_qa")):
+    for media, cascade in (("video", "video_qa"), ("video", "video_qa[hint]"),
+                           ("images", "multi_image_qa"), ("images", "multi_image_qa[hint]")):
         c, f, t = (summary.get(f"{media}/{p}") for p in (cascade, "full_res", "thumbnail_only"))
         if not (c and f and t):
             continue
-        out[media] = {
+        out[f"{media}/{cascade}"] = {
             "token_reduction_vs_full_res": (f["visual_tokens"] or 0) / max(c["visual_tokens"] or 0, 1),
             "evidence_recall_points_vs_full_res": 100 * ((c["evidence_recall"] or 0) - (f["evidence_recall"] or 0)),
             "evidence_recall_points_vs_thumbnail_only": 100 * ((c["evidence_recall"] or 0) - (t["evidence_recall"] or 0)),

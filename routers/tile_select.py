@@ -2,7 +2,8 @@
 
 A tile earns its place by holding what the question is about: OCR lines (more when they share words
 with the question), detections whose label the question names, and its retrieval score. Tiles are
-taken best-first until the budget is spent; ties keep the source order.
+taken best-first until the budget is spent, ties in source order; when any tile is relevant, tiles
+that are not stay out even if the budget has room (with nothing relevant, the best-ranked fill it).
 """
 from __future__ import annotations
 
@@ -43,6 +44,8 @@ class SelectTiles(Stage):
         object_weight: float = Field(1.0, ge=0, description="score per question-named detection")
         retrieval_weight: float = Field(1.0, ge=0, description="weight of the retrieval score")
         max_pixels: int = Field(28 * 28 * 1280, gt=0, description="VLM per-image pixel cap (tokens)")
+        only_relevant: bool = Field(True, description="when some tile scores above zero, send only "
+                                    "those; the budget is a ceiling, not a target")
 
     @dataclass(frozen=True)
     class Outputs:
@@ -70,6 +73,8 @@ class SelectTiles(Stage):
                 score += p.retrieval_weight * retrieval_scores[i]
             scores.append(score)
         order = sorted(range(len(tiles)), key=lambda i: (-scores[i], i))
+        if p.only_relevant and scores and max(scores) > 0:
+            order = [i for i in order if scores[i] > 0]
         chosen, spent = [], 0
         for i in order:
             cost = qwen2vl_visual_tokens(tiles[i].width, tiles[i].height, max_pixels=p.max_pixels)

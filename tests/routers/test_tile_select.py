@@ -31,6 +31,15 @@ def test_question_named_detections_and_budget_order():
     assert out.scores[0] == 1.0
 
 
+def test_budget_is_a_ceiling_when_something_is_relevant():
+    lines = [OcrLine("STOP", 0.99, Box(1000, 100, 1100, 150))]
+    out = select(max_visual_tokens=3 * PER_TILE).run(tiles=TILES, question="read the sign", ocr_lines=lines)
+    assert [t.box for t in out.tiles] == [TILES[2].box]
+    filled = select(max_visual_tokens=3 * PER_TILE, only_relevant=False).run(
+        tiles=TILES, question="read the sign", ocr_lines=lines)
+    assert len(filled.tiles) == 3
+
+
 def test_other_frames_do_not_count():
     lines = [OcrLine("STOP", 0.99, Box(1000, 100, 1100, 150), media_index=1)]
     out = select(max_visual_tokens=PER_TILE).run(tiles=TILES, question="read the sign", ocr_lines=lines)
