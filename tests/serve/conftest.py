@@ -1,4 +1,11 @@
-"""Server test fixtures: stand-in pipelines, generated media, and a real uvicorn on 127.0.0.1."""
+"""Server test fixtures: small test pipelines on the real tiny VLM, generated media, and a real
+uvicorn on 127.0.0.1.
+
+The test pipelines (`pipelines/*_small.yaml`) run the real `vlm_answer` stage; the model is the
+random-weight tiny Qwen2-VL (`build_tiny_vlm(size="test")`), built once per session and handed to
+the server the way a user would: `ServeConfig(model=<its folder>)`, i.e. `cascade serve --model`.
+A `test_fault` stage in front of the VLM injects delays and crashes on request (fault_stage.py).
+"""
 from __future__ import annotations
 
 import base64
@@ -11,17 +18,28 @@ from pathlib import Path
 
 import pytest
 
-from . import serve_stages  # noqa: F401  (registers serve_test_vlm)
+from . import fault_stage  # noqa: F401  (registers test_fault)
 
 PIPELINES = Path(__file__).resolve().parent / "pipelines"
+SMALL = {"video_small": str(PIPELINES / "video_small.yaml"),
+         "images_small": str(PIPELINES / "images_small.yaml")}
+VIDEO, IMAGES = "cascade/video_small", "cascade/images_small"
+VLM_MAX_PIXELS = 28 * 28 * 64  # the `max_pixels` of the VLM stage in the small pipelines
 
 
-def fake_config(**kw):
+@pytest.fixture(scope="session")
+def tiny_vlm() -> str:
+    """The random-weight tiny Qwen2-VL's folder (built once; cached under ~/.cache/vlm-cascade)."""
+    from cascade.vlm import build_tiny_vlm
+
+    return str(build_tiny_vlm(size="test"))
+
+
+def small_config(model: str, **kw):
+    """Serve only the small test pipelines, with `model` on their `vlm_answer` stage."""
     from cascade.serve.config import ServeConfig
 
-    return ServeConfig(shipped=False, pipelines={"video_fake": str(PIPELINES / "video_fake.yaml"),
-                                                 "images_fake": str(PIPELINES / "images_fake.yaml")},
-                       **kw)
+    return ServeConfig(model=model, shipped=False, pipelines=dict(SMALL), **kw)
 
 
 def data_url(data: bytes, mime: str) -> str:
@@ -87,3 +105,9 @@ def running_server(app):
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def warm(app) -> None:
+    """Load every served pipeline's models now (`QA.setup`), so no request pays the model load."""
+    for served in app.state.engine.models.values():
+        served.qa.setup()

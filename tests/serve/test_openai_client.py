@@ -5,14 +5,16 @@ import openai
 import pytest
 from openai import OpenAI
 
-from .conftest import data_url, fake_config, running_server
+from .conftest import IMAGES, VIDEO, data_url, running_server, small_config, warm
 
 
 @pytest.fixture(scope="module")
-def client(media_dir):
+def client(media_dir, tiny_vlm):
     from cascade.serve.app import create_app
 
-    with running_server(create_app(fake_config())) as url:
+    app = create_app(small_config(tiny_vlm))
+    warm(app)
+    with running_server(app) as url:
         yield OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=60)
 
 
@@ -25,25 +27,29 @@ def messages(media_dir):
 
 
 def test_models_list(client):
-    assert {m.id for m in client.models.list()} == {"cascade/video_fake", "cascade/images_fake"}
+    assert {m.id for m in client.models.list()} == {VIDEO, IMAGES}
 
 
-def test_non_streaming(client, messages):
-    r = client.chat.completions.create(model="cascade/video_fake", messages=messages)
-    assert r.choices[0].message.content.startswith("I looked at 6 image(s)")
-    assert r.choices[0].finish_reason == "stop"
-    assert r.usage.prompt_tokens > 0 and r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+def test_non_streaming_and_streaming_agree(client, messages):
+    r = client.chat.completions.create(model=VIDEO, messages=messages)
+    text = r.choices[0].message.content  # random-weight VLM: any non-empty text
+    assert isinstance(text, str) and text
+    assert r.choices[0].finish_reason in ("stop", "length")
     extra = r.model_extra["cascade"]  # the extra field survives the client's parsing
-    assert extra["bill"]["baseline_visual_tokens"] > extra["bill"]["visual_tokens"]
+    bill = extra["bill"]
+    assert r.usage.prompt_tokens == bill["visual_tokens"] + bill["text_tokens"] > 0
+    assert r.usage.completion_tokens == bill["completion_tokens"] > 0
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+    assert bill["baseline_visual_tokens"] > bill["visual_tokens"] > 0
 
-
-def test_streaming(client, messages):
-    stream = client.chat.completions.create(model="cascade/video_fake", messages=messages,
+    stream = client.chat.completions.create(model=VIDEO, messages=messages,
                                             stream=True, stream_options={"include_usage": True})
     chunks = list(stream)
-    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    assert text.startswith("I looked at 6 image(s)")
-    assert chunks[-1].usage is not None and chunks[-1].usage.prompt_tokens > 0
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == text  # greedy decoding: the same answer either way
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.prompt_tokens == r.usage.prompt_tokens
+    assert chunks[-1].usage.completion_tokens == r.usage.completion_tokens
 
 
 def test_errors_raise_the_right_exceptions(client, messages):
@@ -51,5 +57,5 @@ def test_errors_raise_the_right_exceptions(client, messages):
         client.chat.completions.create(model="cascade/nope", messages=messages)
     assert e.value.body["code"] == "model_not_found"
     with pytest.raises(openai.BadRequestError) as e:
-        client.chat.completions.create(model="cascade/images_fake", messages=messages)
+        client.chat.completions.create(model=IMAGES, messages=messages)
     assert "video" in e.value.message
