@@ -31,10 +31,14 @@ def choose_grid(width: float, height: float, tile_size: int, min_tiles: int = 1,
     return best
 
 
-def tile_image(image: Image, tile_size: int, min_tiles: int = 1, max_tiles: int = 12
-               ) -> tuple[list[Image], tuple[int, int]]:
+def tile_image(image: Image, tile_size: int, min_tiles: int = 1, max_tiles: int = 12,
+               upscale: bool = True) -> tuple[list[Image], tuple[int, int]]:
     """Resize `image` to the chosen grid and cut it into tile_size x tile_size tiles; each tile's
-    `box` is the rectangle of the source it shows."""
+    `box` is the rectangle of the source it shows. With `upscale=False` the grid holds at most
+    ~1.25x the pixels the image has (a 640x480 frame is not blown up into six 448-px tiles)."""
+    if not upscale:
+        fits = int(1.25 * image.width * image.height / tile_size**2)
+        max_tiles = max(min_tiles, min(max_tiles, fits))
     cols, rows = choose_grid(image.box.width, image.box.height, tile_size, min_tiles, max_tiles)
     big = image.resized(cols * tile_size, rows * tile_size)
     tiles = []
@@ -59,6 +63,8 @@ class Tiles(Stage):
         max_tiles: int = Field(12, gt=0, le=64, description="most tiles per image")
         min_tiles: int = Field(1, gt=0, le=64, description="fewest tiles per image")
         thumbnail: bool = Field(True, description="add a global thumbnail to multi-tile images")
+        upscale: bool = Field(False, description="allow grids with more pixels than the image "
+                              "(InternVL does; it spends tokens on interpolated pixels)")
 
     @dataclass(frozen=True)
     class Outputs:
@@ -73,7 +79,7 @@ class Tiles(Stage):
             raise ValueError(f"min_tiles={p.min_tiles} is larger than max_tiles={p.max_tiles}")
         all_tiles, thumbs, ordered, grids = [], [], [], []
         for im in as_image_list(images):
-            tiles, grid = tile_image(im, p.tile_size, p.min_tiles, p.max_tiles)
+            tiles, grid = tile_image(im, p.tile_size, p.min_tiles, p.max_tiles, p.upscale)
             all_tiles += tiles
             ordered += tiles
             grids.append(grid)

@@ -1,5 +1,6 @@
 """A built wheel installs stages/, routers/, kernels/ as cascade.* subpackages, with the YAML files."""
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -8,8 +9,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_wheel_imports_mapped_subpackages(tmp_path):
-    wheel_dir, target = tmp_path / "wheel", tmp_path / "site"
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps",
+    # Build from a copy of the tracked files: setuptools writes build/ next to the sources.
+    src, wheel_dir, target = tmp_path / "src", tmp_path / "wheel", tmp_path / "site"
+    tracked = subprocess.run(["git", "ls-files"], capture_output=True, text=True, cwd=ROOT, check=True)
+    for rel in tracked.stdout.splitlines():
+        if (ROOT / rel).is_file():
+            (src / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, src / rel)
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps",
                             "--no-build-isolation", "-q", "-w", str(wheel_dir)],
                            capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert build.returncode == 0, build.stderr
