@@ -16,6 +16,7 @@ import numpy as np
 
 from .artifacts import Box, Frame, Image
 from .errors import InputError
+from .progress import progress
 
 __all__ = ["VideoSource", "load_image", "SampleMode"]
 
@@ -171,7 +172,8 @@ class VideoSource:
             if mode == "keyframes":
                 stream.codec_context.skip_frame = "NONKEY"
             next_t, count = None, -1
-            for f in container.decode(stream):
+            for f in progress(container.decode(stream), total=info.frames, unit="frame",
+                              desc=f"decode {self.path.name}", min_total=300):
                 count += 1
                 t = float(f.time) if f.time is not None else count / info.fps
                 if mode == "fps":

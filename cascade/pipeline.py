@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from .inputs import coerce_inputs
 from .registry import get_stage_class
 from .spec import PipelineSpec, SourceDoc, load_spec, parse_ref
 from .stage import Port, Router, Stage
+from .trace import StageHook
 from .types import INPUT_TYPES, is_assignable, strip_none, type_name
 
 __all__ = ["Pipeline", "resolve_pipeline_path"]
@@ -50,6 +51,7 @@ class Pipeline:
     stages: dict[str, Stage]
     graph: Graph
     file: str = "<memory>"
+    hooks: list[StageHook] = field(default_factory=list)  # observers of every run's stages
 
     # -- loading ------------------------------------------------------------------------------
     @classmethod

@@ -74,14 +74,18 @@ async def execute(pipeline: "Pipeline", inputs: dict[str, Any]) -> PipelineResul
                 elif ports[port].required and not reason:
                     reason = f"input '{port}' has no value: {ref} was skipped or empty"
             if reason:
-                rec.detail = reason
+                rec.status, rec.detail = "skipped", reason
                 return
+            for hook in pipeline.hooks:
+                hook.before_stage(rec)
             out = await asyncio.to_thread(_call, stage_obj, rec, kwargs)
             outputs[name] = out
             if isinstance(stage_obj, Router):
                 rec.detail = f"branch={out.route.branch}: {out.route.reason}".rstrip(": ")
         finally:
             finished.append(name)
+            for hook in pipeline.hooks:
+                hook.after_stage(rec)
             done[name].set()
 
     t0 = time.perf_counter()

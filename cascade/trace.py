@@ -9,9 +9,9 @@ from __future__ import annotations
 import contextvars
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
-Status = Literal["ran", "skipped", "cached", "failed"]
+Status = Literal["pending", "ran", "skipped", "cached", "failed"]
 
 
 @dataclass
@@ -20,7 +20,7 @@ class StageRecord:
 
     name: str
     type: str
-    status: Status = "skipped"
+    status: Status = "pending"  # still "pending" in a trace if the run failed before it
     seconds: float = 0.0
     counters: dict[str, float] = field(default_factory=dict)
     detail: str = ""  # why it was skipped, the branch a router took, or the error
@@ -57,6 +57,20 @@ class Trace:
     def to_dict(self) -> dict[str, Any]:
         return {"pipeline": self.pipeline, "seconds": round(self.seconds, 6),
                 "counters": self.counters, "stages": [r.to_dict() for r in self.stages]}
+
+
+@runtime_checkable
+class StageHook(Protocol):
+    """Observes every stage of a run, e.g. for metrics or logging (`Pipeline.hooks`).
+
+    `before_stage` is called when a stage is about to run (not for skipped stages);
+    `after_stage` for every stage once its record is final: ran, cached, skipped or failed.
+    Hooks run in the stage's worker thread; an exception in a hook fails the run.
+    """
+
+    def before_stage(self, record: StageRecord) -> None: ...
+
+    def after_stage(self, record: StageRecord) -> None: ...
 
 
 _current: contextvars.ContextVar[StageRecord | None] = contextvars.ContextVar("cascade_stage",

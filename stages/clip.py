@@ -9,6 +9,7 @@ from pydantic import Field
 from cascade.artifacts import Image
 from cascade.errors import InputError
 from cascade.media import VideoSource
+from cascade.progress import progress
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
@@ -90,7 +91,8 @@ class ClipEmbed(Stage):
         hits = sum(1 for k in keys if k in out)
         todo = [(k, im) for k, im in dict(zip(keys, images)).items() if k not in out]
         bs = self.params.batch_size
-        for start in range(0, len(todo), bs):
+        for start in progress(range(0, len(todo), bs), desc=f"{self.name}: CLIP", unit="batch",
+                              min_total=4):
             chunk = todo[start:start + bs]
             batch = torch.stack([preprocess(im.to_pil()) for _, im in chunk]).to(self.device)
             with self.shared.lock, torch.inference_mode():

@@ -13,6 +13,7 @@ import numpy as np
 from pydantic import Field
 
 from cascade.artifacts import Box, Image, OcrLine
+from cascade.progress import progress
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
@@ -139,7 +140,7 @@ class Ocr(Stage):
     def run(self, images: list[Image] | Image) -> Outputs:
         lines, density, counts = [], [], []
         hits = 0
-        for im in as_image_list(images):
+        for im in progress(as_image_list(images), desc=f"{self.name}: OCR", unit="image"):
             key = im.__content_hash__()
             local = self.cache.get(key)
             if local is None:

@@ -100,3 +100,28 @@ def test_graph_rendering(fixture_path):
     dot = p.to_dot()
     assert dot.startswith('digraph "router_join"') and '"sign" -> "keep" [style=dashed' in dot
     assert p.graph.topological_order().index("sign") < p.graph.topological_order().index("keep")
+
+
+def test_hooks_see_every_stage_including_skipped_and_failed(fixture_path):
+    events = []
+
+    class Recorder:
+        def before_stage(self, rec):
+            events.append(("before", rec.name, rec.status))
+
+        def after_stage(self, rec):
+            events.append(("after", rec.name, rec.status))
+
+    p = Pipeline.load(fixture_path("router_join"))
+    p.hooks.append(Recorder())
+    p.run(x=5)
+    assert ("after", "flip", "skipped") in events and not any(e[:2] == ("before", "flip") for e in events)
+    assert events.index(("before", "sign", "pending")) < events.index(("after", "sign", "ran"))
+    assert {e[1] for e in events if e[0] == "after"} == set(p.stages)
+
+    failing = Pipeline.from_yaml("name: f\ninputs: {x: int}\nstages:\n  boom: {type: test_fail, inputs: {value: $x}}\noutputs: {y: boom.value}\n")
+    failing.hooks.append(Recorder())
+    events.clear()
+    with pytest.raises(StageError):
+        failing.run(x=1)
+    assert events[-1] == ("after", "boom", "failed")
