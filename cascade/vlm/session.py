@@ -36,7 +36,7 @@ class Session:
         if not self.images:
             raise InputError("a session needs at least one image")
         self.system_prompt = system_prompt
-        self.reduction = reduction or ReductionConfig()
+        self.reduction = backend.check_reduction(reduction)
         if self.reduction.question_dependent:
             raise InputError("fastv depends on each question, so a session cannot share its prefix; "
                              "use a pre-LLM method (pool, divprune, visionzip, dart) in sessions")

@@ -1,8 +1,9 @@
-"""Tiny Qwen2-VL / Qwen2.5-VL models with random weights, built offline from a config.
+"""Tiny Qwen2-VL / Qwen2.5-VL / Idefics3 (SmolVLM) models with random weights, built offline.
 
 Model hubs are unreachable where this project is tested, so tests, benchmarks, notebooks and the
-demo use real *architectures* (vision tower, patch merger, M-RoPE language model, chat template,
-byte-level BPE tokenizer, image processor) with **random weights**: every cost, token count and
+demo use real *architectures* (vision tower, patch merger or pixel-shuffle connector, the family's
+language model, chat template, byte-level BPE tokenizer with the family's special tokens, image
+processor) with **random weights**: every cost, token count and
 timing is real for the architecture, the generated answers are noise. The result is an ordinary
 checkpoint folder, loaded the normal way::
 
@@ -25,7 +26,7 @@ from ..errors import InputError
 
 __all__ = ["build_tiny_vlm", "default_tiny_dir", "TINY_FAMILIES", "TINY_SIZES"]
 
-TINY_FAMILIES = ("qwen2_vl", "qwen2_5_vl")
+TINY_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "idefics3")
 TINY_SIZES = ("test", "bench")
 # Bump when the recipe changes, so stale cached folders are rebuilt rather than trusted.
 _RECIPE_VERSION = 1
@@ -56,18 +57,40 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 
+# Idefics3 / SmolVLM: `<image>` placeholders inside `<fake_token_around_image>`, one `<row_i_col_j>`
+# tag per tile of a split image and `<global-img>` before the downscaled whole image (the processor
+# looks up all 36 row/col tags), `<end_of_utterance>` ends every turn.
+IDEFICS3_SPECIAL_TOKENS = (["<|endoftext|>", "<|im_start|>", "<end_of_utterance>", "<image>",
+                            "<fake_token_around_image>", "<global-img>"]
+                           + [f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)])
+
+# SmolVLM-Instruct's own chat template ("User:<image>question<end_of_utterance>\nAssistant:").
+IDEFICS3_CHAT_TEMPLATE = (
+    "<|im_start|>{% for message in messages %}{{message['role'] | capitalize}}"
+    "{% if message['content'][0]['type'] == 'image' %}{{':'}}{% else %}{{': '}}{% endif %}"
+    "{% for line in message['content'] %}{% if line['type'] == 'text' %}{{line['text']}}"
+    "{% elif line['type'] == 'image' %}{{ '<image>' }}{% endif %}{% endfor %}"
+    "<end_of_utterance>\n{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
+)
+
 # Shapes. "test": a few M parameters, a forward in milliseconds on CPU. "bench": a ~200M-parameter
 # language model (hidden 1024, 12 layers, GQA 16/4 heads) and a real-ish 8-block vision tower, so
 # prefill cost scales like a small production VLM. mrope_section must sum to head_dim / 2.
+# Idefics3 extras: tile (= vision image_size) and patch size, pixel-shuffle scale (tokens per tile
+# = (tile / patch / scale)^2) and the longest edge images are resized to before splitting into
+# tiles: "test" 64 px tiles of 16 tokens, up to 2x2 tiles + the global image; "bench" SmolVLM's
+# 512 px tiles of 64 tokens, up to 3x3 + global.
 _SHAPES = {
     "test": dict(
         vocab=640, hidden=64, layers=2, heads=4, kv_heads=2, inter=128, mrope=[4, 2, 2],
         v_embed=32, v_depth=2, v_heads=2, v_inter=64,
-        min_pixels=28 * 28 * 4, max_pixels=28 * 28 * 64),
+        min_pixels=28 * 28 * 4, max_pixels=28 * 28 * 64,
+        tile=64, patch=8, scale=2, longest_edge=128),
     "bench": dict(
         vocab=8192, hidden=1024, layers=12, heads=16, kv_heads=4, inter=4096, mrope=[16, 8, 8],
         v_embed=384, v_depth=8, v_heads=6, v_inter=1536,
-        min_pixels=28 * 28 * 4, max_pixels=28 * 28 * 1280),
+        min_pixels=28 * 28 * 4, max_pixels=28 * 28 * 1280,
+        tile=512, patch=16, scale=4, longest_edge=1536),
 }
 
 
@@ -92,26 +115,69 @@ def _training_text() -> list[str]:
     return docs
 
 
-def _train_tokenizer(vocab_size: int):
+def _train_tokenizer(vocab_size: int, special: list[str], eos: str, template: str):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
     tok.train_from_iterator(_training_text(), trainer=trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>",
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=eos,
                                    pad_token="<|endoftext|>", unk_token=None,
-                                   additional_special_tokens=SPECIAL_TOKENS[1:])
-    fast.chat_template = CHAT_TEMPLATE
+                                   additional_special_tokens=special[1:])
+    fast.chat_template = template
     fast.model_max_length = 32768
     return fast
 
 
+def _idefics3_config(s: dict, tok):
+    from transformers import Idefics3Config
+
+    ids = {t: tok.convert_tokens_to_ids(t) for t in IDEFICS3_SPECIAL_TOKENS}
+    text = dict(model_type="llama", vocab_size=len(tok), hidden_size=s["hidden"],
+                intermediate_size=s["inter"], num_hidden_layers=s["layers"],
+                num_attention_heads=s["heads"], num_key_value_heads=s["kv_heads"],
+                max_position_embeddings=16384, rms_norm_eps=1e-5,
+                rope_parameters={"rope_type": "default", "rope_theta": 100_000.0},
+                bos_token_id=ids["<|im_start|>"], eos_token_id=ids["<end_of_utterance>"],
+                pad_token_id=ids["<|endoftext|>"], tie_word_embeddings=False)
+    vision = dict(hidden_size=s["v_embed"], intermediate_size=s["v_inter"],
+                  num_hidden_layers=s["v_depth"], num_attention_heads=s["v_heads"],
+                  image_size=s["tile"], patch_size=s["patch"])
+    return Idefics3Config(text_config=text, vision_config=vision, scale_factor=s["scale"],
+                          image_token_id=ids["<image>"], pad_token_id=ids["<|endoftext|>"],
+                          tie_word_embeddings=False)
+
+
+def _idefics3_processor(s: dict, tok):
+    from transformers import Idefics3ImageProcessor, Idefics3Processor
+
+    image_processor = Idefics3ImageProcessor(size={"longest_edge": s["longest_edge"]},
+                                             max_image_size={"longest_edge": s["tile"]})
+    seq_len = (s["tile"] // s["patch"] // s["scale"]) ** 2
+    return Idefics3Processor(image_processor=image_processor, tokenizer=tok, image_seq_len=seq_len,
+                             chat_template=IDEFICS3_CHAT_TEMPLATE)
+
+
+def _qwen_processor(family: str, s: dict, tok):
+    from transformers import (Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLProcessor,
+                              Qwen2VLVideoProcessor)
+
+    image_processor = Qwen2VLImageProcessor(min_pixels=s["min_pixels"], max_pixels=s["max_pixels"])
+    # The processor insists on a video processor; videos reach the runtime as frames (images).
+    video_processor = Qwen2VLVideoProcessor(min_pixels=s["min_pixels"], max_pixels=s["max_pixels"])
+    processor_cls = Qwen2VLProcessor if family == "qwen2_vl" else Qwen2_5_VLProcessor
+    return processor_cls(image_processor=image_processor, tokenizer=tok,
+                         video_processor=video_processor, chat_template=CHAT_TEMPLATE)
+
+
 def _config(family: str, s: dict, tok):
+    if family == "idefics3":
+        return _idefics3_config(s, tok)
     ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
     text = dict(vocab_size=len(tok), hidden_size=s["hidden"], intermediate_size=s["inter"],
                 num_hidden_layers=s["layers"], num_attention_heads=s["heads"],
@@ -147,7 +213,7 @@ def _is_built(path: Path) -> bool:
 
 
 def build_tiny_vlm(out_dir: str | Path | None = None,
-                   family: Literal["qwen2_vl", "qwen2_5_vl"] = "qwen2_vl",
+                   family: Literal["qwen2_vl", "qwen2_5_vl", "idefics3"] = "qwen2_vl",
                    size: Literal["test", "bench"] = "test", seed: int = 0) -> Path:
     """Build (or reuse) a random-weight VLM checkpoint and return its folder.
 
@@ -164,24 +230,22 @@ def build_tiny_vlm(out_dir: str | Path | None = None,
         return target
 
     import torch
-    from transformers import (AutoModelForImageTextToText, GenerationConfig,
-                              Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLProcessor,
-                              Qwen2VLVideoProcessor)
+    from transformers import AutoModelForImageTextToText, GenerationConfig
 
     s = _SHAPES[size]
-    tok = _train_tokenizer(s["vocab"])
+    if family == "idefics3":
+        tok = _train_tokenizer(s["vocab"], IDEFICS3_SPECIAL_TOKENS, "<end_of_utterance>",
+                               IDEFICS3_CHAT_TEMPLATE)
+    else:
+        tok = _train_tokenizer(s["vocab"], SPECIAL_TOKENS, "<|im_end|>", CHAT_TEMPLATE)
     config = _config(family, s, tok)
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32).eval()
     model.generation_config = GenerationConfig(
         do_sample=False, eos_token_id=config.text_config.eos_token_id,
         pad_token_id=config.text_config.pad_token_id, bos_token_id=config.text_config.bos_token_id)
-    image_processor = Qwen2VLImageProcessor(min_pixels=s["min_pixels"], max_pixels=s["max_pixels"])
-    # The processor insists on a video processor; videos reach the runtime as frames (images).
-    video_processor = Qwen2VLVideoProcessor(min_pixels=s["min_pixels"], max_pixels=s["max_pixels"])
-    processor_cls = Qwen2VLProcessor if family == "qwen2_vl" else Qwen2_5_VLProcessor
-    processor = processor_cls(image_processor=image_processor, tokenizer=tok,
-                              video_processor=video_processor, chat_template=CHAT_TEMPLATE)
+    processor = (_idefics3_processor(s, tok) if family == "idefics3"
+                 else _qwen_processor(family, s, tok))
 
     # Build in a sibling temp folder and rename, so a crash or a concurrent builder never leaves a
     # half-written folder that looks finished.

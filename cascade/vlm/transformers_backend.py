@@ -22,7 +22,7 @@ from ..cost import ModelShape, decode_flops, prefill_flops
 from ..errors import CascadeError, InputError
 from ..kernels._dispatch import IMPLS, choose_impl
 from ..kernels.rmsnorm import patch_rmsnorm
-from .families import Family, family_for
+from .families import Family, PrefixInputs, family_for
 from .fastv import fastv_prefill, layerwise_step
 from .kv_cache import KVPrefixCache, PrefixState, cache_layers, new_dynamic_cache
 from .media import as_images
@@ -64,7 +64,8 @@ class TransformersBackend:
     """A loaded VLM plus its family adapter, prefix cache and counters.
 
     vision_tower_calls counts vision-tower runs (a prefix-cache hit or a later session turn runs
-    none). context_window caps prompt + generated tokens (default: the model's
+    none); vision_images_encoded counts the images those runs encoded (`generate_batch` encodes
+    each distinct image of a batch once). context_window caps prompt + generated tokens (default: the model's
     max_position_embeddings). Not thread-safe: callers sharing one backend across threads
     serialize `generate` (the vlm_answer stage holds a per-model lock).
 
@@ -103,6 +104,7 @@ class TransformersBackend:
             eos.append(processor.tokenizer.eos_token_id)
         self.eos_ids = frozenset(eos)
         self.vision_tower_calls = 0
+        self.vision_images_encoded = 0
 
     @classmethod
     def load(cls, model: str, *, device: str = "auto", dtype: Any = "auto",
@@ -182,6 +184,15 @@ class TransformersBackend:
                                  "`images`, the runtime inserts their placeholders")
         return question
 
+    def check_reduction(self, reduction: ReductionConfig | None) -> ReductionConfig:
+        """The reduction to use (default: none); methods the family lacks raise InputError."""
+        red = reduction or ReductionConfig()
+        supported = self.family.reductions
+        if red.method not in supported and not red.is_identity:
+            raise InputError(f"reduction '{red.method}' is not supported for "
+                             f"{self.model.config.model_type} models; supported: {list(supported)}")
+        return red
+
     def check_context(self, n_prompt: int, max_new_tokens: int) -> None:
         if n_prompt + max_new_tokens > self.context_window:
             raise InputError(f"prompt of {n_prompt} tokens + max_new_tokens {max_new_tokens} exceeds "
@@ -211,14 +222,25 @@ class TransformersBackend:
     def assemble(self, images: list, prefix_text: str, red: ReductionConfig):
         """Vision tower + reduction: (ids [L'], positions [R, L'], embeds [L', D], n_before,
         next_pos, vision seconds) of the reduced prefix."""
-        fam = self.family
-        pre = fam.prepare_prefix(prefix_text, [im.to_pil() for im in images])
+        pre = self.family.prepare_prefix(prefix_text, [im.to_pil() for im in images])
+        feats, vision_s = self.run_tower(pre.vision_inputs, len(images))
+        return (*self.reduce_prefix(pre, feats, red), vision_s)
+
+    def run_tower(self, vision_inputs: dict, n_images: int) -> tuple[list[torch.Tensor], float]:
+        """One vision-tower call: (features per visual block, seconds); counts the call and the
+        images it encoded."""
         t = time.perf_counter()
         with torch.inference_mode():
-            feats = fam.encode_images(pre)
+            feats = self.family.encode(vision_inputs)
         _sync(self.device)
-        vision_s = time.perf_counter() - t
         self.vision_tower_calls += 1
+        self.vision_images_encoded += n_images
+        return feats, time.perf_counter() - t
+
+    def reduce_prefix(self, pre: PrefixInputs, feats: list[torch.Tensor], red: ReductionConfig):
+        """Reduce each visual block and embed: (ids [L'], positions [R, L'], embeds [L', D],
+        n_before, next_pos) of the reduced prefix."""
+        fam = self.family
         keep = torch.ones(pre.input_ids.numel(), dtype=torch.bool, device=self.device)
         kept_feats = []
         for (s, e), grid, f in zip(pre.spans, pre.grids, feats):
@@ -227,13 +249,14 @@ class TransformersBackend:
             span[r.index] = True
             keep[s:e] = span
             kept_feats.append(r.embeds)
-        ids, pos = pre.input_ids[keep], pre.positions[:, keep]
+        ids = pre.input_ids[keep]
+        pos, next_pos = fam.reduced_positions(pre.positions, keep)
         with torch.inference_mode():
             emb = fam.embed(ids)
             vis = (ids == fam.image_token_id).unsqueeze(-1)
             emb = emb.masked_scatter(vis, torch.cat(kept_feats).to(emb.dtype))
         n_before = sum(e - s for s, e in pre.spans)
-        return ids, pos, emb, n_before, int(pre.positions.max()) + 1, vision_s
+        return ids, pos, emb, n_before, next_pos
 
     def compute_prefix(self, images: list, prefix_text: str, red: ReductionConfig
                        ) -> tuple[PrefixState, float, float]:
@@ -294,7 +317,7 @@ class TransformersBackend:
         question = self.check_question(question)
         if max_new_tokens < 1:
             raise InputError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        red = reduction or ReductionConfig()
+        red = self.check_reduction(reduction)
         prefix_text, suffix_text = self.first_turn_texts(len(images), system_prompt, question)
         suffix = self.tokenize(suffix_text)
         if red.question_dependent:

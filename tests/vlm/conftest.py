@@ -33,6 +33,22 @@ def tiny_path_25(tiny_root):
 
 
 @pytest.fixture(scope="session")
+def tiny_path_idefics3(tiny_root):
+    from cascade.vlm import build_tiny_vlm
+
+    return build_tiny_vlm(tiny_root, family="idefics3", size="test")
+
+
+@pytest.fixture(scope="session")
+def vlm_idefics3(tiny_path_idefics3):
+    """A shared tiny Idefics3 VLM without a prefix cache."""
+    from cascade.vlm import VLM
+
+    torch.set_num_threads(1)
+    return VLM.load(str(tiny_path_idefics3), device="cpu")
+
+
+@pytest.fixture(scope="session")
 def vlm(tiny_path):
     """A shared VLM without a prefix cache (tests that need one make their own)."""
     from cascade.vlm import VLM

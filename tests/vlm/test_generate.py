@@ -13,7 +13,7 @@ def _plain(backend, images, question, max_new_tokens):
     return inp
 
 
-@pytest.mark.parametrize("fixture", ["tiny_path", "tiny_path_25"])
+@pytest.mark.parametrize("fixture", ["tiny_path", "tiny_path_25", "tiny_path_idefics3"])
 def test_greedy_tokens_equal_model_generate(request, fixture, make_image):
     vlm = VLM.load(str(request.getfixturevalue(fixture)), device="cpu")
     b = vlm.backend

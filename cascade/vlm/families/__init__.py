@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 from ...errors import CascadeError
-from .base import Family, PrefixInputs
+from .base import Family, ImageInputs, PrefixInputs
+from .idefics3 import Idefics3Family
 from .qwen2_vl import Qwen2VLFamily
 
-FAMILIES: dict[str, type[Family]] = {t: cls for cls in (Qwen2VLFamily,) for t in cls.model_types}
+FAMILIES: dict[str, type[Family]] = {t: cls for cls in (Qwen2VLFamily, Idefics3Family)
+                                     for t in cls.model_types}
 
 
 def family_for(model_type: str) -> type[Family]:
@@ -17,4 +19,4 @@ def family_for(model_type: str) -> type[Family]:
                            f"backend; supported model types: {sorted(FAMILIES)}") from None
 
 
-__all__ = ["FAMILIES", "Family", "PrefixInputs", "family_for"]
+__all__ = ["FAMILIES", "Family", "ImageInputs", "PrefixInputs", "family_for"]

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from ...errors import InputError
-from .base import Family, PrefixInputs
+from .base import Family, ImageInputs, PrefixInputs
 
 
 class Qwen2VLFamily(Family):
@@ -51,26 +51,45 @@ class Qwen2VLFamily(Family):
         return ("qwen2_vl", *self.pixel_budget(), ip.patch_size, ip.merge_size,
                 ip.temporal_patch_size, tuple(ip.image_mean), tuple(ip.image_std))
 
-    def prepare_prefix(self, prefix_text: str, images: list[Any]) -> PrefixInputs:
+    def preprocess(self, images: list[Any]) -> list[ImageInputs]:
         try:
             pixel_values, grid_thw = self.image_inputs(images)
-            text = self.expand_placeholders(prefix_text, grid_thw)
         except (ValueError, OSError, TypeError) as e:  # e.g. an extreme aspect ratio
             raise InputError(f"the image processor rejected the input: {e}") from e
+        merge = self.model.config.vision_config.spatial_merge_size
+        out, start = [], 0
+        for t, h, w in grid_thw.tolist():  # pixel_values rows: t*h*w patches per image, in order
+            n = t * h * w
+            out.append(ImageInputs({"pixel_values": pixel_values[start:start + n],
+                                    "image_grid_thw": torch.tensor([[t, h, w]])},
+                                   [(t, h // merge, w // merge)]))
+            start += n
+        return out
+
+    def collate(self, images: list[ImageInputs]) -> dict[str, Any]:
+        return {"pixel_values": torch.cat([im.tensors["pixel_values"] for im in images]),
+                "image_grid_thw": torch.cat([im.tensors["image_grid_thw"] for im in images])}
+
+    def build_prefix(self, prefix_text: str, images: list[ImageInputs]) -> PrefixInputs:
+        vision_inputs = self.collate(images)
+        grid_thw = vision_inputs["image_grid_thw"]
+        try:
+            text = self.expand_placeholders(prefix_text, grid_thw)
+        except ValueError as e:
+            raise InputError(str(e)) from e
         # Tokenized as the processor tokenizes its expanded text (tokenizer defaults).
         ids = self.tokenizer(text, return_tensors="pt")["input_ids"][0].to(self.device)
         grid_thw = grid_thw.to(self.device)
+        vision_inputs["image_grid_thw"] = grid_thw
         types = (ids == self.image_token_id).int()  # the processor's mm_token_type_ids (images: 1)
         pos, _ = self.model.model.get_rope_index(ids[None], mm_token_type_ids=types[None],
                                                   image_grid_thw=grid_thw)
-        merge = self.model.config.vision_config.spatial_merge_size
-        grids = [(int(t), int(h) // merge, int(w) // merge) for t, h, w in grid_thw.tolist()]
+        grids = [g for im in images for g in im.blocks]
         starts = ((types[1:] - types[:-1]) == 1).nonzero().squeeze(1) + 1
         if bool(types[0]):
             starts = torch.cat([starts.new_zeros(1), starts])
         spans = [(int(s), int(s) + g[0] * g[1] * g[2]) for s, g in zip(starts.tolist(), grids)]
-        vision_inputs = {"pixel_values": pixel_values, "image_grid_thw": grid_thw}
-        return PrefixInputs(ids, pos[:, 0], spans, grids, vision_inputs)
+        return PrefixInputs(ids, pos[:, 0], spans, grids, vision_inputs, list(images))
 
     def expand_placeholders(self, text: str, grid_thw: torch.Tensor) -> str:
         """Repeat each image placeholder once per merged visual token, as the processor does."""
@@ -126,8 +145,8 @@ class Qwen2VLFamily(Family):
             grids.append(grid)
         return torch.cat(patches), torch.tensor(grids, dtype=torch.long)
 
-    def encode_images(self, prefix: PrefixInputs) -> list[torch.Tensor]:
-        vi = prefix.vision_inputs
-        out = self.model.model.get_image_features(vi["pixel_values"], vi["image_grid_thw"])
+    def encode(self, vision_inputs: dict[str, Any]) -> list[torch.Tensor]:
+        vi = vision_inputs
+        out = self.model.model.get_image_features(vi["pixel_values"], vi["image_grid_thw"].to(self.device))
         feats = out.pooler_output if hasattr(out, "pooler_output") else out
         return list(feats)
