@@ -5,7 +5,7 @@ Backends register by short name; `VLM.load(model, backend="transformers")` picks
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..errors import InputError, did_you_mean
@@ -96,11 +96,32 @@ class VLM:
     def vision_tower_calls(self) -> int | None:
         return getattr(self.backend, "vision_tower_calls", None)
 
+    @property
+    def vision_images_encoded(self) -> int | None:
+        """Images run through the vision tower so far (None where the backend cannot tell)."""
+        return getattr(self.backend, "vision_images_encoded", None)
+
     def generate(self, images: Any, question: str, max_new_tokens: int = 64,
                  reduction: ReductionConfig | None = None, system_prompt: str | None = None) -> VLMResult:
         """Answer `question` about `images` greedily; the result carries text, tokens and the bill."""
         return self.backend.generate(images, question, max_new_tokens=max_new_tokens,
                                      reduction=reduction, system_prompt=system_prompt)
+
+    def generate_batch(self, requests: Sequence[tuple[Any, str]], max_new_tokens: int = 64,
+                       reduction: ReductionConfig | None = None,
+                       system_prompt: str | None = None) -> list[VLMResult]:
+        """Answer (images, question) requests together, one result per request in order.
+
+        The transformers backend batches the prefills (left padding + attention mask), decodes
+        greedily in lockstep and encodes each distinct image of the batch once; it bypasses the
+        KV prefix cache (`TransformersBackend.generate_batch`). Backends without batching (the
+        openai one: the server batches on its own) answer the requests one by one."""
+        batch = getattr(self.backend, "generate_batch", None)
+        if batch is not None:
+            return batch(requests, max_new_tokens=max_new_tokens, reduction=reduction,
+                          system_prompt=system_prompt)
+        return [self.generate(images, question, max_new_tokens, reduction, system_prompt)
+                for images, question in requests]
 
     def session(self, images: Any, system_prompt: str | None = None,
                 reduction: ReductionConfig | None = None, max_new_tokens: int = 64) -> Any:

@@ -6,6 +6,10 @@ vision tower -> token reduction -> prefix prefill -> suffix prefill -> greedy de
 is always prefilled as its own chunk, cached or not, so a cache hit computes bit-for-bit what a
 miss computes (fp storage) and answers with the same tokens.
 
+`generate_batch` answers several requests at once: each distinct image encoded once in one tower
+call, left-padded prompts prefilled together, greedy decoding in lockstep; it bypasses the prefix
+cache (see its docstring).
+
 `kernels` ("auto" | "triton" | "torch") picks the implementation of every cascade.kernels op the
 runtime uses: image preprocessing (families), RMSNorm (patched into the model at construction),
 VisionZip's dominant-token scoring (reduction) and int8 KV storage (kv_cache). "auto" runs Triton
@@ -14,6 +18,7 @@ on CUDA and the torch reference on CPU; "triton" on CPU needs TRITON_INTERPRET=1
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import torch
@@ -26,7 +31,7 @@ from .families import Family, PrefixInputs, family_for
 from .fastv import fastv_prefill, layerwise_step
 from .kv_cache import KVPrefixCache, PrefixState, cache_layers, new_dynamic_cache
 from .media import as_images
-from .reduction import ReductionConfig, keep_count, reduce_tokens
+from .reduction import PRE_LLM_METHODS, ReductionConfig, keep_count, reduce_tokens
 from .result import VLMResult, peak_memory
 
 __all__ = ["TransformersBackend", "resolve_device", "resolve_dtype"]
@@ -368,8 +373,9 @@ class TransformersBackend:
 
     def result(self, tokens: list[int], finish: str, n_vis: int, n_before: int, n_prompt: int,
                computed: float, vision_s: float, prefill_s: float, t0: float, t_first: float,
-               status: str, red: ReductionConfig, prefill_override: float | None = None) -> VLMResult:
-        t_end = time.perf_counter()
+               status: str, red: ReductionConfig, prefill_override: float | None = None,
+               t_end: float | None = None) -> VLMResult:
+        t_end = t_end or time.perf_counter()
         mem, kind = peak_memory(self.device)
         text = self.processor.tokenizer.decode(tokens, skip_special_tokens=True)
         n = len(tokens)
@@ -386,6 +392,128 @@ class TransformersBackend:
             total_s=t_end - t0, vision_s=vision_s, prefill_s=prefill_s, cache=status,
             reduction={"method": red.method, "keep_ratio": red.keep_ratio},
             peak_memory_bytes=mem, peak_memory_kind=kind)
+
+    def generate_batch(self, requests: Sequence[tuple[Any, str]], *, max_new_tokens: int = 64,
+                       reduction: ReductionConfig | None = None,
+                       system_prompt: str | None = None) -> list[VLMResult]:
+        """Answer several (images, question) requests together; results in request order.
+
+        - Vision: every distinct image of the batch (by content hash) is preprocessed and encoded
+          once, in one vision-tower call; two requests about the same image share its features.
+          `vision_images_encoded` grows by the number of distinct images, `vision_tower_calls`
+          by one.
+        - Prefill: each request's whole prompt (prefix, reduced visual tokens, question) is
+          assembled exactly as `generate` assembles it, with its own positions (M-RoPE positions
+          from `get_rope_index` on that request alone, which equals `get_rope_index` on the
+          left-padded batch with its attention mask), then the prompts are left-padded into one
+          [B, L] batch with an attention mask and prefilled in one forward.
+        - Decode: greedy, one batched step per token; a request stops at its own end-of-turn token
+          or `max_new_tokens`, the batch when all have stopped.
+        - The KV prefix cache is bypassed (neither read nor written; `cache` is "off"): a batch
+          prefills each prompt in one chunk, which a cached prefix would split. Use `generate` or
+          sessions to reuse a prefix across calls.
+        - FastV (question-dependent, layer by layer) is not batched: InputError.
+
+        Accounting is per request (tokens, FLOPs of its own unpadded prompt). Times are the
+        batch's: vision_s is the shared tower call, prefill_s / ttft_s run to the batch's first
+        token, total_s and tpot_s end when that request stopped. With reduction off the tokens
+        equal those of one `generate` call per request (up to float rounding in batched kernels).
+        """
+        t0 = time.perf_counter()
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        if isinstance(requests, (str, bytes)) or not isinstance(requests, Sequence):
+            raise InputError("requests must be a list of (images, question) pairs")
+        if not requests:
+            return []
+        if max_new_tokens < 1:
+            raise InputError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        red = self.check_reduction(reduction)
+        if red.question_dependent:
+            raise InputError("fastv prunes inside the decoder per question and is not batched; call "
+                             "`generate` per request or use a pre-LLM method "
+                             f"{list(PRE_LLM_METHODS)}")
+        fam = self.family
+        parsed = []
+        for i, req in enumerate(requests):
+            if not isinstance(req, (tuple, list)) or len(req) != 2:
+                raise InputError(f"request {i}: expected an (images, question) pair, got {req!r:.80}")
+            images = as_images(req[0])
+            if not images:
+                raise InputError(f"request {i}: no image given; every request needs at least one")
+            question = self.check_question(req[1])
+            prefix_text, suffix_text = self.first_turn_texts(len(images), system_prompt, question)
+            parsed.append(([im.__content_hash__() for im in images], images, prefix_text,
+                           self.tokenize(suffix_text)))
+
+        # Vision: each distinct image once, all in one tower call.
+        unique: dict[str, Any] = {}
+        for hashes, images, _, _ in parsed:
+            for h, im in zip(hashes, images):
+                unique.setdefault(h, im)
+        items = dict(zip(unique, fam.preprocess([im.to_pil() for im in unique.values()])))
+        feats, vision_s = self.run_tower(fam.collate(list(items.values())), len(items))
+        per_image, k = {}, 0
+        for h, item in items.items():
+            per_image[h] = feats[k:k + len(item.blocks)]
+            k += len(item.blocks)
+
+        # Per-request prompts, assembled as `generate` assembles them.
+        seqs = []
+        for hashes, _, prefix_text, suffix in parsed:
+            pre = fam.build_prefix(prefix_text, [items[h] for h in hashes])
+            ids, pos, emb, n_before, next_pos = self.reduce_prefix(
+                pre, [f for h in hashes for f in per_image[h]], red)
+            self.check_context(ids.numel() + len(suffix), max_new_tokens)
+            with torch.inference_mode():
+                emb = torch.cat([emb, fam.embed(torch.tensor(suffix, device=self.device))])
+            pos = torch.cat([pos, fam.text_positions(next_pos, len(suffix))], dim=1)
+            n_vis = int((ids == fam.image_token_id).sum())
+            seqs.append((emb, pos, next_pos + len(suffix), n_vis, n_before, ids.numel() - n_vis + len(suffix)))
+
+        # Left-padded batch prefill.
+        B, L = len(seqs), max(e.shape[0] for e, *_ in seqs)
+        first = seqs[0][0]
+        embeds = first.new_zeros(B, L, first.shape[-1])
+        positions = torch.ones(fam.position_rows, B, L, dtype=torch.long, device=self.device)
+        mask = torch.zeros(B, L, dtype=torch.long, device=self.device)
+        for b, (emb, pos, *_) in enumerate(seqs):
+            n = emb.shape[0]
+            embeds[b, L - n:], positions[:, b, L - n:], mask[b, L - n:] = emb, pos, 1
+        next_pos = torch.tensor([sq[2] for sq in seqs], device=self.device)
+        t = time.perf_counter()
+        cache = self.new_cache()
+        tokens: list[list[int]] = [[] for _ in range(B)]
+        t_end: list[float | None] = [None] * B
+        t_first = 0.0
+        with torch.inference_mode():
+            h = fam.forward(embeds, positions, cache, attention_mask=mask)
+            while True:
+                step = fam.lm_head(h[:, -1]).argmax(-1).tolist()
+                now = time.perf_counter()
+                if not t_first:
+                    t_first = now
+                for b, tok in enumerate(step):
+                    if t_end[b] is None:
+                        tokens[b].append(tok)
+                        if tok in self.eos_ids or len(tokens[b]) >= max_new_tokens:
+                            t_end[b] = now
+                if all(e is not None for e in t_end):
+                    break
+                # Stopped requests keep decoding their last token; their outputs are discarded.
+                feed = torch.tensor([[tk[-1]] for tk in tokens], device=self.device)
+                mask = torch.cat([mask, mask.new_ones(B, 1)], dim=1)
+                pos = next_pos.view(1, B, 1).expand(fam.position_rows, B, 1)
+                h = fam.forward(fam.embed(feed), pos, cache, attention_mask=mask)
+                next_pos = next_pos + 1
+        _sync(self.device)
+        results = []
+        for b, (_, _, _, n_vis, n_before, n_prompt) in enumerate(seqs):
+            finish = "stop" if tokens[b][-1] in self.eos_ids else "length"
+            flops = self.prefill_cost(n_vis, n_prompt)
+            results.append(self.result(tokens[b], finish, n_vis, n_before, n_prompt, flops, vision_s,
+                                       t_first - t, t0, t_first, "off", red, t_end=t_end[b]))
+        return results
 
     def session(self, images: Any, *, system_prompt: str | None = None,
                 reduction: ReductionConfig | None = None, max_new_tokens: int = 64):
