@@ -471,22 +471,21 @@ class TransformersBackend:
             n_vis = int((ids == fam.image_token_id).sum())
             seqs.append((emb, pos, next_pos + len(suffix), n_vis, n_before, ids.numel() - n_vis + len(suffix)))
 
-        # Left-padded batch prefill.
-        B, L = len(seqs), max(e.shape[0] for e, *_ in seqs)
-        first = seqs[0][0]
-        embeds = first.new_zeros(B, L, first.shape[-1])
-        positions = torch.ones(fam.position_rows, B, L, dtype=torch.long, device=self.device)
-        mask = torch.zeros(B, L, dtype=torch.long, device=self.device)
-        for b, (emb, pos, *_) in enumerate(seqs):
-            n = emb.shape[0]
-            embeds[b, L - n:], positions[:, b, L - n:], mask[b, L - n:] = emb, pos, 1
-        next_pos = torch.tensor([sq[2] for sq in seqs], device=self.device)
+        # Left-padded batch prefill (padding: zero embeddings at position 1, masked out).
         t = time.perf_counter()
-        cache = self.new_cache()
+        B, L = len(seqs), max(e.shape[0] for e, *_ in seqs)
         tokens: list[list[int]] = [[] for _ in range(B)]
         t_end: list[float | None] = [None] * B
         t_first = 0.0
         with torch.inference_mode():
+            embeds = seqs[0][0].new_zeros(B, L, seqs[0][0].shape[-1])
+            positions = torch.ones(fam.position_rows, B, L, dtype=torch.long, device=self.device)
+            mask = torch.zeros(B, L, dtype=torch.long, device=self.device)
+            for b, (emb, pos, *_) in enumerate(seqs):
+                n = emb.shape[0]
+                embeds[b, L - n:], positions[:, b, L - n:], mask[b, L - n:] = emb, pos, 1
+            next_pos = torch.tensor([sq[2] for sq in seqs], device=self.device)
+            cache = self.new_cache()
             h = fam.forward(embeds, positions, cache, attention_mask=mask)
             while True:
                 step = fam.lm_head(h[:, -1]).argmax(-1).tolist()
