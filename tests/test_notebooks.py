@@ -29,7 +29,7 @@ EXPECTED = {
                            "has no branch 'reading' (did you mean 'read'?)",
                            "flowchart", "OCR text: 'PRICE 3.50'",
                            "branch 'read' not taken (router 'route' chose 'glance')"],
-    "03_costs": ["prefill share of tokens:  96.7%", "12 runs", "video/video_qa", "video/full_res",
+    "03_costs": ["prefill share of tokens:  96.7%", "16 runs", "video/video_qa", "video/full_res",
                  "images/thumbnail_only", "token_reduction_vs_full_res"],
 }
 MIN_FIGURES = {"01_quickstart": 4, "02_custom_pipeline": 2, "03_costs": 3}
