@@ -149,7 +149,13 @@ class DocQA(QA):
 
 @dataclasses.dataclass
 class Session:
-    """Follow-up questions about the same media; `turns` keeps every answer with its trace."""
+    """Follow-up questions about the same media; `turns` keeps every answer with its trace.
+
+    Each turn runs the pipeline on the fixed media, so everything keyed by the media's content is
+    reused (decoded frames' embeddings, OCR and detections, the VLM's KV prefix when the same
+    pixels reach it). Earlier questions are not put into the prompt: a pipeline turn is a fresh
+    question about the media. `cascade.vlm.VLM.session` is the conversation-with-history layer.
+    """
 
     qa: QA
     media: Any
