@@ -1,10 +1,9 @@
 """The dependency graph of a pipeline: topological order, cycle detection, Mermaid/DOT drawings."""
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .spec import PipelineSpec, parse_ref
+from .spec import PipelineSpec, flatten_refs, parse_ref
 
 
 @dataclass
@@ -18,7 +17,7 @@ class Graph:
     def from_spec(cls, spec: PipelineSpec) -> "Graph":
         deps: dict[str, set[str]] = {}
         for name, st in spec.stages.items():
-            d = {parse_ref(r)[0] for r in _refs(st.inputs.values())} - {None}
+            d = {parse_ref(r)[0] for r in flatten_refs(st.inputs.values())} - {None}
             if st.when:
                 d.add(st.when.partition(".")[0])
             deps[name] = {x for x in d if x in spec.stages}
@@ -68,7 +67,7 @@ class Graph:
             lines.append(f"    {name}[\"{name}<br/><i>{st.type}</i>\"]")
         for name, st in self.spec.stages.items():
             for port, ref in st.inputs.items():
-                for r in _refs([ref]):
+                for r in flatten_refs([ref]):
                     src, out_port = parse_ref(r)
                     lines.append(f"    {src or 'in_' + out_port} -->|{port}| {name}")
             if st.when:
@@ -76,7 +75,7 @@ class Graph:
                 lines.append(f"    {router} -.->|{branch}| {name}")
         for out, ref in self.spec.outputs.items():
             lines.append(f"    out_{out}[/\"{out}\"/]")
-            for r in _refs([ref]):
+            for r in flatten_refs([ref]):
                 src, _ = parse_ref(r)
                 lines.append(f"    {src or 'in_' + r[1:]} --> out_{out}")
         return "\n".join(lines)
@@ -88,7 +87,7 @@ class Graph:
         for name, st in self.spec.stages.items():
             lines.append(f'    "{name}" [shape=box, label="{name}\\n({st.type})"];')
             for port, ref in st.inputs.items():
-                for r in _refs([ref]):
+                for r in flatten_refs([ref]):
                     src, _ = parse_ref(r)
                     lines.append(f'    "{src or r}" -> "{name}" [label="{port}"];')
             if st.when:
@@ -96,15 +95,9 @@ class Graph:
                 lines.append(f'    "{router}" -> "{name}" [style=dashed, label="{branch}"];')
         for out, ref in self.spec.outputs.items():
             lines.append(f'    "out:{out}" [shape=parallelogram];')
-            for r in _refs([ref]):
+            for r in flatten_refs([ref]):
                 src, _ = parse_ref(r)
                 lines.append(f'    "{src or r}" -> "out:{out}";')
         lines.append("}")
         return "\n".join(lines)
 
-
-def _refs(values: Iterable[str | list[str]]) -> list[str]:
-    out: list[str] = []
-    for v in values:
-        out.extend(v if isinstance(v, list) else [v])
-    return out

@@ -16,10 +16,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import ConnectError, RegistryError, SpecError, did_you_mean
-from .graph import Graph, _refs
+from .graph import Graph
 from .inputs import coerce_inputs
 from .registry import get_stage_class
-from .spec import PipelineSpec, SourceDoc, load_spec, parse_ref
+from .spec import PipelineSpec, SourceDoc, flatten_refs, load_spec, parse_ref
 from .stage import Port, Router, Stage
 from .trace import StageHook
 from .types import INPUT_TYPES, is_assignable, strip_none, type_name
@@ -81,7 +81,7 @@ class Pipeline:
             if st.when:
                 _check_when(doc, stages, name, st.when)
         for out, ref in spec.outputs.items():
-            for i, r in enumerate(_refs([ref])):
+            for i, r in enumerate(flatten_refs([ref])):
                 _resolve_ref(doc, spec, stages, r, ("outputs", out) + ((i,) if isinstance(ref, list) else ()))
         graph = Graph.from_spec(spec)
         cycle = graph.find_cycle()
@@ -185,7 +185,7 @@ def _check_inputs(doc: SourceDoc, spec: PipelineSpec, stages: dict[str, Stage], 
             raise doc.error(("stages", name, "inputs", port),
                             f"stage type '{st.type}' has no input '{port}'"
                             f"{did_you_mean(port, ports)}; inputs: {_ports(ports)}", ConnectError)
-        for i, r in enumerate(_refs([ref])):
+        for i, r in enumerate(flatten_refs([ref])):
             path = ("stages", name, "inputs", port) + ((i,) if isinstance(ref, list) else ())
             what, src_type = _resolve_ref(doc, spec, stages, r, path)
             dst_type = ports[port].type
@@ -219,7 +219,7 @@ def _check_when(doc: SourceDoc, stages: dict[str, Stage], name: str, when: str) 
 def _check_reachable(doc: SourceDoc, spec: PipelineSpec, graph: Graph) -> None:
     """Every stage must feed an output (directly, through other stages, or as a router)."""
     needed: set[str] = set()
-    frontier = [parse_ref(r)[0] for r in _refs(spec.outputs.values())]
+    frontier = [parse_ref(r)[0] for r in flatten_refs(spec.outputs.values())]
     while frontier:
         n = frontier.pop()
         if n is None or n in needed:

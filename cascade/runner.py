@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .artifacts import Route
 from .errors import StageError
-from .graph import _refs
-from .spec import parse_ref
+from .spec import flatten_refs, parse_ref
 from .stage import Router
 from .trace import StageRecord, Trace, stage_scope
 
@@ -68,7 +67,7 @@ async def execute(pipeline: "Pipeline", inputs: dict[str, Any]) -> PipelineResul
             kwargs: dict[str, Any] = {}
             ports = stage_obj.input_ports()
             for port, ref in st.inputs.items():
-                value = next((v for r in _refs([ref]) if (v := lookup(r)) is not _MISSING), _MISSING)
+                value = next((v for r in flatten_refs([ref]) if (v := lookup(r)) is not _MISSING), _MISSING)
                 if value is not _MISSING:
                     kwargs[port] = value
                 elif ports[port].required and not reason:
@@ -104,7 +103,7 @@ async def execute(pipeline: "Pipeline", inputs: dict[str, Any]) -> PipelineResul
 
     result = {}
     for out_name, ref in spec.outputs.items():
-        value = next((v for r in _refs([ref]) if (v := lookup(r)) is not _MISSING), None)
+        value = next((v for r in flatten_refs([ref]) if (v := lookup(r)) is not _MISSING), None)
         result[out_name] = value
     return PipelineResult(result, trace)
 

@@ -7,6 +7,7 @@ stage types (params, ports, edge types, branches) and `cascade.graph` checks cyc
 from __future__ import annotations
 
 import typing
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import SpecError, did_you_mean
 
-__all__ = ["PipelineSpec", "StageSpec", "InputSpec", "SourceDoc", "load_spec", "parse_ref"]
+__all__ = ["PipelineSpec", "StageSpec", "InputSpec", "SourceDoc", "load_spec", "parse_ref",
+           "flatten_refs"]
 
 Ref = str | list[str]
 
@@ -68,6 +70,14 @@ def parse_ref(ref: str) -> tuple[str | None, str]:
     if not dot or not stage_name or not port:
         raise ValueError(f"reference '{ref}' must be '$input_name' or 'stage.port'")
     return stage_name, port
+
+
+def flatten_refs(values: Iterable[str | list[str]]) -> list[str]:
+    """Every reference in `values`, a list (a join: "first that ran") counting as its members."""
+    out: list[str] = []
+    for v in values:
+        out.extend(v if isinstance(v, list) else [v])
+    return out
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

@@ -7,7 +7,7 @@ import typing
 from pathlib import Path
 from typing import Any, Union
 
-from .artifacts import Answer, Detection, Evidence, Frame, Image, OcrLine, Route
+from .artifacts import Image
 
 # Types a pipeline's `inputs:` may name in YAML, and the Python type each becomes.
 INPUT_TYPES: dict[str, Any] = {
@@ -80,5 +80,4 @@ def _item(t: Any) -> Any:
     return args[0] if len(args) == 1 or typing.get_origin(t) is not tuple else Union[tuple(args)]
 
 
-__all__ = ["INPUT_TYPES", "type_name", "is_assignable", "strip_none", "Answer", "Detection", "Evidence", "Frame",
-           "Image", "OcrLine", "Route"]
+__all__ = ["INPUT_TYPES", "type_name", "is_assignable", "strip_none"]
