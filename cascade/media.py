@@ -8,6 +8,7 @@ source frame, so boxes found at low resolution map onto the full-resolution fram
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -166,9 +167,8 @@ class VideoSource:
         if mode == "uniform":
             n = min(max_frames or info.frames, info.frames)
             wanted = set(np.linspace(0, info.frames - 1, n).round().astype(int).tolist())
-        container, stream = self._open()
         frames: list[Frame] = []
-        try:
+        with self._decoding() as (container, stream):
             if mode == "keyframes":
                 stream.codec_context.skip_frame = "NONKEY"
             next_t, count = None, -1
@@ -184,18 +184,25 @@ class VideoSource:
                     continue
                 index = round(t * info.fps) if mode == "keyframes" else count
                 frames.append(self._to_frame(f, w, h, t, index))
-        except InputError:
-            raise
-        except Exception as e:
-            raise InputError(f"cannot decode video '{self.path}': {type(e).__name__}: {e}") from e
-        finally:
-            container.close()
         if not frames:
             raise InputError(f"video '{self.path}': no frames decoded (mode={mode})")
         if max_frames and len(frames) > max_frames:
             keep = np.linspace(0, len(frames) - 1, max_frames).round().astype(int)
             frames = [frames[i] for i in keep]
         return frames
+
+    @contextlib.contextmanager
+    def _decoding(self):
+        """Open the video; any decoder failure inside becomes an InputError naming the file."""
+        container, stream = self._open()
+        try:
+            yield container, stream
+        except InputError:
+            raise
+        except Exception as e:  # PyAV raises its own types on truncated or odd streams
+            raise InputError(f"cannot decode video '{self.path}': {type(e).__name__}: {e}") from e
+        finally:
+            container.close()
 
     # -- fine path --------------------------------------------------------------------------------
     def fetch(self, timestamps: list[float], size: int | None = None,
@@ -212,8 +219,7 @@ class VideoSource:
         tol = 0.5 / info.fps
         targets = sorted(set(float(t) for t in timestamps))
         out: dict[float, Frame] = {}
-        container, stream = self._open()
-        try:
+        with self._decoding() as (container, stream):
             frames_iter, last_t = None, None
             for target in targets:
                 if frames_iter is None or last_t is None or target - last_t > seek_threshold:
@@ -228,12 +234,6 @@ class VideoSource:
                 else:
                     raise InputError(f"video '{self.path}' has no frame at {target:.3f} s "
                                      f"(duration {info.duration:.3f} s)")
-        except InputError:
-            raise
-        except Exception as e:
-            raise InputError(f"cannot decode video '{self.path}': {type(e).__name__}: {e}") from e
-        finally:
-            container.close()
         return out
 
     def _to_frame(self, f, w: int, h: int, t: float, index: int) -> Frame:

