@@ -4,7 +4,9 @@ The model loads once per process (shared by every stage and pipeline with the sa
 its KV prefix cache is shared with it, so a second question about the same images skips the vision
 tower and the visual prefill. Every answer's usage carries the runtime's accounting (visual tokens
 before/after reduction, prefill FLOPs vs the unreduced baseline, TTFT, cache hit) plus the model
-shape, so `compose_answer` can bill it against the full-resolution baseline.
+shape, so `compose_answer` can bill it against the full-resolution baseline. `confidence` is the
+model's geometric-mean token probability for its answer (None when the backend cannot tell); a
+router can read it (`resolution_router`'s `confidence` input) to escalate an unsure thumbnail answer.
 """
 from __future__ import annotations
 
@@ -48,6 +50,7 @@ class VLMAnswer(Stage):
     @dataclass(frozen=True)
     class Outputs:
         answer: Answer
+        confidence: float | None
 
     def setup(self) -> None:
         from cascade.vlm import VLM
@@ -86,8 +89,10 @@ class VLMAnswer(Stage):
                computed_prefill_flops=r.computed_prefill_flops, decode_flops=r.decode_flops,
                kv_cache_hits=int(r.cache == "hit"), kv_cache_misses=int(r.cache == "miss"),
                vision_tower_calls=calls, ttft_s=r.ttft_s, vision_s=r.vision_s)
+        if r.confidence is not None:
+            record(vlm_confidence=r.confidence)
         usage = r.usage
         shape = getattr(vlm.backend, "shape", None) or getattr(vlm.backend, "model_shape", None)
         if shape is not None:
             usage["model_shape"] = dataclasses.asdict(shape)
-        return self.Outputs(Answer(r.text, "vlm", Evidence(images=tuple(items)), usage))
+        return self.Outputs(Answer(r.text, "vlm", Evidence(images=tuple(items)), usage), r.confidence)

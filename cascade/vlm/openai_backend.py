@@ -5,7 +5,9 @@ layout the in-process backend uses, so a server's automatic prefix caching can r
 prefix across questions). Token accounting comes from the response's `usage`: prompt_tokens counts
 visual + text tokens together; when the server also reports the visual share
 (`usage.prompt_tokens_details.image_tokens`, or `usage.visual_tokens`) it is split out. The cost
-model only needs their sum, so FLOPs are right either way once `model_shape` is given.
+model only needs their sum, so FLOPs are right either way once `model_shape` is given. Requests ask
+for `logprobs`; when the server returns them (`choices[0].logprobs.content[*].logprob`) the result's
+`confidence` is their geometric-mean probability, as in the in-process backend, else None.
 
 Reduction, the KV prefix cache and sessions run inside the serving engine, not here: a reduction
 other than `none` raises, and sessions are refused.
@@ -21,7 +23,7 @@ from ..cost import ModelShape, decode_flops, prefill_flops
 from ..errors import CascadeError, InputError
 from .media import as_images
 from .reduction import ReductionConfig
-from .result import VLMResult
+from .result import VLMResult, geometric_confidence
 
 __all__ = ["OpenAIBackend", "image_data_url"]
 
@@ -31,6 +33,15 @@ def image_data_url(image: Any) -> str:
     buf = io.BytesIO()
     image.to_pil().save(buf, format="PNG")
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def response_confidence(choice: dict) -> float | None:
+    """Geometric-mean token probability from a chat choice's `logprobs`; None when absent."""
+    content = (choice.get("logprobs") or {}).get("content") or []
+    lps = [c.get("logprob") for c in content if isinstance(c, dict)]
+    if not lps or any(not isinstance(lp, (int, float)) for lp in lps):
+        return None
+    return geometric_confidence([float(lp) for lp in lps])
 
 
 class OpenAIBackend:
@@ -71,7 +82,7 @@ class OpenAIBackend:
             raise InputError(f"the openai backend cannot apply reduction '{red.method}': token "
                              "pruning runs inside the serving engine; configure it there")
         body = {"model": self.model_id, "messages": self.messages(images, question, system_prompt),
-                "max_tokens": max_new_tokens, "temperature": 0.0}
+                "max_tokens": max_new_tokens, "temperature": 0.0, "logprobs": True}
         t0 = time.perf_counter()
         try:
             resp = self._client.post(f"{self.base_url}/chat/completions", json=body)
@@ -100,7 +111,8 @@ class OpenAIBackend:
             decode_flops=decode_flops(shape, n_vis, n_text, n_out) if shape else 0.0,
             # Without streaming the first token is only seen with the last: ttft is an upper bound.
             ttft_s=total, tpot_s=None, total_s=total, vision_s=0.0, prefill_s=0.0, cache="off",
-            reduction={"method": red.method, "keep_ratio": red.keep_ratio})
+            reduction={"method": red.method, "keep_ratio": red.keep_ratio},
+            confidence=response_confidence(choice))
 
     def session(self, images: Any, **_: Any) -> Any:
         raise CascadeError("sessions need the transformers backend; against a server, send each "

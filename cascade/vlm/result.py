@@ -1,6 +1,7 @@
 """What one VLM call returns: the text, the tokens, and its bill (tokens, FLOPs, time, memory)."""
 from __future__ import annotations
 
+import math
 import resource
 import sys
 from dataclasses import asdict, dataclass, field
@@ -8,7 +9,7 @@ from typing import Any, Literal
 
 from ..cost import TokenBill
 
-__all__ = ["VLMResult", "peak_memory"]
+__all__ = ["VLMResult", "peak_memory", "geometric_confidence"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,10 @@ class VLMResult:
     vision tower and prefill; tpot_s is the mean time per output token after the first.
     peak_memory_bytes: torch.cuda.max_memory_allocated on GPU, the process' peak RSS on CPU
     (peak_memory_kind says which), None when unknown.
+    confidence: the model's own confidence in its answer, the geometric-mean probability of the
+    generated tokens, exp(mean log p(token)), from the logits greedy decoding picked them from
+    (log-softmax in fp32); in (0, 1], None where the backend cannot tell (a server that returns no
+    logprobs). Routers read it as "the thumbnail was enough" (`resolution_router`).
     """
 
     text: str
@@ -49,6 +54,7 @@ class VLMResult:
     reduction: dict[str, Any] = field(default_factory=dict)
     peak_memory_bytes: int | None = None
     peak_memory_kind: str | None = None
+    confidence: float | None = None
 
     @property
     def bill(self) -> TokenBill:
@@ -78,3 +84,8 @@ def peak_memory(device: Any) -> tuple[int | None, str | None]:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     # ru_maxrss is KiB on Linux, bytes on macOS.
     return int(rss if sys.platform == "darwin" else rss * 1024), "process_peak_rss"
+
+
+def geometric_confidence(logprobs: list[float]) -> float | None:
+    """exp(mean log p) of the generated tokens; None when there are none."""
+    return math.exp(math.fsum(logprobs) / len(logprobs)) if logprobs else None

@@ -17,7 +17,7 @@ import torch
 from ..errors import InputError
 from .media import as_images
 from .reduction import ReductionConfig
-from .result import VLMResult
+from .result import VLMResult, geometric_confidence
 
 __all__ = ["Session"]
 
@@ -81,7 +81,9 @@ class Session:
         self._next_pos += len(new)
         self._length += len(new)
         self._text_tokens += len(new)
-        tokens, finish, t_first = b.greedy(hidden, self._cache, self._next_pos, max_new)
+        logprobs: list[float] = []
+        tokens, finish, t_first = b.greedy(hidden, self._cache, self._next_pos, max_new,
+                                           logprobs=logprobs)
         # Every generated token but the last was fed back; the last is fed with the next turn,
         # except an end-of-turn token, which the template's own end marker replaces.
         fed = len(tokens) - 1
@@ -93,6 +95,7 @@ class Session:
         computed = b.prefill_cost(self._visual, n_prompt) - (
             b.prefill_cost(self._visual, cached_text) if status != "off" and status != "miss" else 0.0)
         result = b.result(tokens, finish, self._visual, self._visual_before, n_prompt, computed,
-                          vision_s, prefix_s + (t_first - t), t0, t_first, status, self.reduction)
+                          vision_s, prefix_s + (t_first - t), t0, t_first, status, self.reduction,
+                          confidence=geometric_confidence(logprobs))
         self.turns.append((question, result))
         return result

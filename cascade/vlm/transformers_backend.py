@@ -32,7 +32,7 @@ from .fastv import fastv_prefill, layerwise_step
 from .kv_cache import KVPrefixCache, PrefixState, cache_layers, new_dynamic_cache
 from .media import as_images
 from .reduction import PRE_LLM_METHODS, ReductionConfig, keep_count, reduce_tokens
-from .result import VLMResult, peak_memory
+from .result import VLMResult, geometric_confidence, peak_memory
 
 __all__ = ["TransformersBackend", "resolve_device", "resolve_dtype"]
 
@@ -282,9 +282,11 @@ class TransformersBackend:
 
     # -- decoding ---------------------------------------------------------------------------------
     def greedy(self, hidden_last: torch.Tensor, cache: Any, next_pos: int, max_new_tokens: int,
-               step=None) -> tuple[list[int], str, float]:
+               step=None, logprobs: list[float] | None = None) -> tuple[list[int], str, float]:
         """Greedy tokens from the last prompt hidden state; returns (tokens, finish, first-token
-        time). `next_pos` is the position the first generated token takes when fed back."""
+        time). `next_pos` is the position the first generated token takes when fed back. When a
+        `logprobs` list is given, each token's log-probability (log-softmax in fp32 of the logits
+        the argmax picked it from) is appended to it: `geometric_confidence(logprobs)`."""
         fam = self.family
         step = step or fam.forward
         tokens: list[int] = []
@@ -292,10 +294,13 @@ class TransformersBackend:
         with torch.inference_mode():
             h = hidden_last
             while True:
-                tok = int(fam.lm_head(h[:, -1]).argmax(-1))
+                logits = fam.lm_head(h[:, -1])
+                tok = int(logits.argmax(-1))
                 if not tokens:
                     t_first = time.perf_counter()
                 tokens.append(tok)
+                if logprobs is not None:
+                    logprobs.append(float(torch.log_softmax(logits[0].float(), -1)[tok]))
                 if tok in self.eos_ids or len(tokens) >= max_new_tokens:
                     break
                 emb = fam.embed(torch.tensor([[tok]], device=self.device))
@@ -332,14 +337,17 @@ class TransformersBackend:
         cache = state.to_cache(self.family.text_config, impl=self.kernels)
         t = time.perf_counter()
         hidden = self.prefill_suffix(cache, state.next_pos, suffix)
-        tokens, finish, t_first = self.greedy(hidden, cache, state.next_pos + len(suffix), max_new_tokens)
+        logprobs: list[float] = []
+        tokens, finish, t_first = self.greedy(hidden, cache, state.next_pos + len(suffix),
+                                              max_new_tokens, logprobs=logprobs)
         _sync(self.device)
         prefill_s = prefix_s + (t_first - t)
         n_prompt = state.text_tokens + len(suffix)
         computed = (self.prefill_cost(state.visual_tokens, n_prompt)
                     - (self.prefill_cost(state.visual_tokens, state.text_tokens) if status == "hit" else 0.0))
         return self.result(tokens, finish, state.visual_tokens, state.visual_tokens_before, n_prompt,
-                           computed, vision_s, prefill_s, t0, t_first, status, red)
+                           computed, vision_s, prefill_s, t0, t_first, status, red,
+                           confidence=geometric_confidence(logprobs))
 
     def _generate_fastv(self, images, prefix_text, suffix, red, max_new_tokens, t0) -> VLMResult:
         layers = self.shape.layers
@@ -358,7 +366,9 @@ class TransformersBackend:
             cache = self.new_cache()
             hidden, _ = fastv_prefill(self.family, emb, pos, visual_index, keep, red.fastv_layer, cache)
         step = lambda e, p, c: layerwise_step(self.family, e, p, c)  # noqa: E731
-        tokens, finish, t_first = self.greedy(hidden, cache, next_pos + len(suffix), max_new_tokens, step)
+        logprobs: list[float] = []
+        tokens, finish, t_first = self.greedy(hidden, cache, next_pos + len(suffix), max_new_tokens,
+                                              step, logprobs=logprobs)
         _sync(self.device)
         n_prompt = ids.numel() - n_before + len(suffix)
         k = red.fastv_layer
@@ -366,7 +376,8 @@ class TransformersBackend:
         rest = ModelShape(self.shape.params - full.params, layers - k, self.shape.hidden)
         flops = prefill_flops(full, n_before, n_prompt) + prefill_flops(rest, keep, n_prompt)
         return self.result(tokens, finish, keep, n_before, n_prompt, flops, vision_s,
-                           t_first - t, t0, t_first, "off", red, prefill_override=flops)
+                           t_first - t, t0, t_first, "off", red, prefill_override=flops,
+                           confidence=geometric_confidence(logprobs))
 
     def prefill_cost(self, n_visual: int, n_prompt: int) -> float:
         return prefill_flops(self.shape, n_visual, n_prompt)
@@ -374,7 +385,7 @@ class TransformersBackend:
     def result(self, tokens: list[int], finish: str, n_vis: int, n_before: int, n_prompt: int,
                computed: float, vision_s: float, prefill_s: float, t0: float, t_first: float,
                status: str, red: ReductionConfig, prefill_override: float | None = None,
-               t_end: float | None = None) -> VLMResult:
+               t_end: float | None = None, confidence: float | None = None) -> VLMResult:
         t_end = t_end or time.perf_counter()
         mem, kind = peak_memory(self.device)
         text = self.processor.tokenizer.decode(tokens, skip_special_tokens=True)
@@ -391,7 +402,7 @@ class TransformersBackend:
             ttft_s=t_first - t0, tpot_s=(t_end - t_first) / (n - 1) if n > 1 else None,
             total_s=t_end - t0, vision_s=vision_s, prefill_s=prefill_s, cache=status,
             reduction={"method": red.method, "keep_ratio": red.keep_ratio},
-            peak_memory_bytes=mem, peak_memory_kind=kind)
+            peak_memory_bytes=mem, peak_memory_kind=kind, confidence=confidence)
 
     def generate_batch(self, requests: Sequence[tuple[Any, str]], *, max_new_tokens: int = 64,
                        reduction: ReductionConfig | None = None,
@@ -408,7 +419,8 @@ class TransformersBackend:
           left-padded batch with its attention mask), then the prompts are left-padded into one
           [B, L] batch with an attention mask and prefilled in one forward.
         - Decode: greedy, one batched step per token; a request stops at its own end-of-turn token
-          or `max_new_tokens`, the batch when all have stopped.
+          or `max_new_tokens`, the batch when all have stopped. Each request's `confidence` is
+          over its own tokens only (the steps after it stopped are not counted).
         - The KV prefix cache is bypassed (neither read nor written; `cache` is "off"): a batch
           prefills each prompt in one chunk, which a cached prefix would split. Use `generate` or
           sessions to reuse a prefix across calls.
@@ -475,6 +487,7 @@ class TransformersBackend:
         t = time.perf_counter()
         B, L = len(seqs), max(e.shape[0] for e, *_ in seqs)
         tokens: list[list[int]] = [[] for _ in range(B)]
+        logprobs: list[list[float]] = [[] for _ in range(B)]
         t_end: list[float | None] = [None] * B
         t_first = 0.0
         with torch.inference_mode():
@@ -488,13 +501,17 @@ class TransformersBackend:
             cache = self.new_cache()
             h = fam.forward(embeds, positions, cache, attention_mask=mask)
             while True:
-                step = fam.lm_head(h[:, -1]).argmax(-1).tolist()
+                logits = fam.lm_head(h[:, -1])
+                chosen = logits.argmax(-1)
+                chosen_lp = torch.log_softmax(logits.float(), -1).gather(-1, chosen[:, None])[:, 0].tolist()
+                step = chosen.tolist()
                 now = time.perf_counter()
                 if not t_first:
                     t_first = now
                 for b, tok in enumerate(step):
-                    if t_end[b] is None:
+                    if t_end[b] is None:  # a stopped request's later steps are not its tokens
                         tokens[b].append(tok)
+                        logprobs[b].append(chosen_lp[b])
                         if tok in self.eos_ids or len(tokens[b]) >= max_new_tokens:
                             t_end[b] = now
                 if all(e is not None for e in t_end):
@@ -511,7 +528,8 @@ class TransformersBackend:
             finish = "stop" if tokens[b][-1] in self.eos_ids else "length"
             flops = self.prefill_cost(n_vis, n_prompt)
             results.append(self.result(tokens[b], finish, n_vis, n_before, n_prompt, flops, vision_s,
-                                       t_first - t, t0, t_first, "off", red, t_end=t_end[b]))
+                                       t_first - t, t0, t_first, "off", red, t_end=t_end[b],
+                                       confidence=geometric_confidence(logprobs[b])))
         return results
 
     def session(self, images: Any, *, system_prompt: str | None = None,
