@@ -89,8 +89,6 @@ class VLMAnswer(Stage):
                computed_prefill_flops=r.computed_prefill_flops, decode_flops=r.decode_flops,
                kv_cache_hits=int(r.cache == "hit"), kv_cache_misses=int(r.cache == "miss"),
                vision_tower_calls=calls, ttft_s=r.ttft_s, vision_s=r.vision_s)
-        if r.confidence is not None:
-            record(vlm_confidence=r.confidence)
         usage = r.usage
         shape = getattr(vlm.backend, "shape", None) or getattr(vlm.backend, "model_shape", None)
         if shape is not None:

