@@ -52,7 +52,7 @@ def demo_examples(models: list[str], folder: Path | None = None) -> list[list[An
     image_model = pick("multi_image_qa") or next((m for m in models if "image" in m), None)
     doc_model = pick("doc_qa") or image_model
     if video_model:
-        rows.append([[str(video)], "What does the sign say?", video_model])
+        rows.append([[str(video)], "What are the opening hours on the sign?", video_model])
         rows.append([[str(video)], "What animal appears in the video?", video_model])
     if image_model:
         rows.append([[bus_image_path()], "How many people are in the picture?", image_model])

@@ -37,7 +37,7 @@ def test_demo_example_ask_shows_answer_evidence_and_bill(tmp_path, monkeypatch, 
             page = browser.new_page(viewport={"width": 1400, "height": 1500})
             page.goto(url + "/", wait_until="domcontentloaded")  # / redirects to /demo/
             page.locator("#ask").wait_for(timeout=60_000)
-            page.locator("#examples").get_by_text("What does the sign say?").first.click()
+            page.locator("#examples").get_by_text("What are the opening hours on the sign?").first.click()
             page.wait_for_function(
                 "() => document.querySelector('#question textarea').value.includes('sign')",
                 timeout=20_000)
