@@ -54,6 +54,15 @@ def load_plugins() -> None:
         _loaded = True
 
 
+def import_submodules(package: str, path: list[str]) -> None:
+    """Import every public module of a package folder (how stages/ and routers/ register)."""
+    import pkgutil
+
+    for module in pkgutil.iter_modules(path):
+        if not module.name.startswith("_"):
+            importlib.import_module(f"{package}.{module.name}")
+
+
 def _import_all() -> None:
     importlib.import_module("cascade.stages")
     importlib.import_module("cascade.routers")

@@ -4,9 +4,6 @@ Every public module in this folder registers its stages on import; importing the
 them all, so adding a stage is adding a file. Modules import heavy libraries (torch, PyAV, YOLO)
 inside `setup()`/`run()`, never at module level, so listing and validating stay fast.
 """
-import importlib
-import pkgutil
+from cascade.registry import import_submodules
 
-for _module in pkgutil.iter_modules(__path__):
-    if not _module.name.startswith("_"):
-        importlib.import_module(f"{__name__}.{_module.name}")
+import_submodules(__name__, __path__)
