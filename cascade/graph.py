@@ -59,45 +59,43 @@ class Graph:
             pending = [n for n in pending if n not in placed]
         return order
 
-    def to_mermaid(self) -> str:
-        lines = ["flowchart TD"]
-        for name in self.spec.inputs:
-            lines.append(f"    in_{name}([\"${name}\"])")
-        for name, st in self.spec.stages.items():
-            lines.append(f"    {name}[\"{name}<br/><i>{st.type}</i>\"]")
+    def edges(self) -> list[tuple[str, str, str, bool]]:
+        """(source, target, label, is_branch) for every data edge and `when:` edge. Sources are
+        stage names or `$input`; targets are stage names or `out:name` for pipeline outputs."""
+        out = []
         for name, st in self.spec.stages.items():
             for port, ref in st.inputs.items():
-                for r in flatten_refs([ref]):
-                    src, out_port = parse_ref(r)
-                    lines.append(f"    {src or 'in_' + out_port} -->|{port}| {name}")
+                out += [(parse_ref(r)[0] or r, name, port, False) for r in flatten_refs([ref])]
             if st.when:
                 router, _, branch = st.when.partition(".")
-                lines.append(f"    {router} -.->|{branch}| {name}")
-        for out, ref in self.spec.outputs.items():
-            lines.append(f"    out_{out}[/\"{out}\"/]")
-            for r in flatten_refs([ref]):
-                src, _ = parse_ref(r)
-                lines.append(f"    {src or 'in_' + r[1:]} --> out_{out}")
+                out.append((router, name, branch, True))
+        for name, ref in self.spec.outputs.items():
+            out += [(parse_ref(r)[0] or r, f"out:{name}", "", False) for r in flatten_refs([ref])]
+        return out
+
+    def to_mermaid(self) -> str:
+        def node(n: str) -> str:
+            return "in_" + n[1:] if n.startswith("$") else n.replace("out:", "out_", 1)
+
+        lines = ["flowchart TD"]
+        lines += [f"    in_{name}([\"${name}\"])" for name in self.spec.inputs]
+        lines += [f"    {name}[\"{name}<br/><i>{st.type}</i>\"]" for name, st in self.spec.stages.items()]
+        lines += [f"    out_{name}[/\"{name}\"/]" for name in self.spec.outputs]
+        for src, dst, label, branch in self.edges():
+            arrow = "-.->" if branch else "-->"
+            lines.append(f"    {node(src)} {arrow}{f'|{label}|' if label else ''} {node(dst)}")
         return "\n".join(lines)
 
     def to_dot(self) -> str:
         lines = [f'digraph "{self.spec.name}" {{', "    rankdir=TB;"]
-        for name in self.spec.inputs:
-            lines.append(f'    "${name}" [shape=ellipse];')
-        for name, st in self.spec.stages.items():
-            lines.append(f'    "{name}" [shape=box, label="{name}\\n({st.type})"];')
-            for port, ref in st.inputs.items():
-                for r in flatten_refs([ref]):
-                    src, _ = parse_ref(r)
-                    lines.append(f'    "{src or r}" -> "{name}" [label="{port}"];')
-            if st.when:
-                router, _, branch = st.when.partition(".")
-                lines.append(f'    "{router}" -> "{name}" [style=dashed, label="{branch}"];')
-        for out, ref in self.spec.outputs.items():
-            lines.append(f'    "out:{out}" [shape=parallelogram];')
-            for r in flatten_refs([ref]):
-                src, _ = parse_ref(r)
-                lines.append(f'    "{src or r}" -> "out:{out}";')
+        lines += [f'    "${name}" [shape=ellipse];' for name in self.spec.inputs]
+        lines += [f'    "{name}" [shape=box, label="{name}\\n({st.type})"];'
+                  for name, st in self.spec.stages.items()]
+        lines += [f'    "out:{name}" [shape=parallelogram];' for name in self.spec.outputs]
+        for src, dst, label, branch in self.edges():
+            attrs = ", ".join(a for a in ("style=dashed" if branch else "",
+                                          f'label="{label}"' if label else "") if a)
+            lines.append(f'    "{src}" -> "{dst}"' + (f" [{attrs}]" if attrs else "") + ";")
         lines.append("}")
         return "\n".join(lines)
 
