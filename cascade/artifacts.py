@@ -75,6 +75,16 @@ class Box:
         return {"x0": self.x0, "y0": self.y0, "x1": self.x1, "y1": self.y1}
 
 
+# Frame timestamps are decoded PTS * time_base: equal frames agree far closer than this, and
+# frames of any real video (<= 1000 fps) are further apart.
+FRAME_TIME_TOLERANCE = 5e-4
+
+
+def same_time(a: float | None, b: float | None) -> bool:
+    """Two timestamps name the same video frame (None: not a video frame, matches anything)."""
+    return a is None or b is None or abs(a - b) <= FRAME_TIME_TOLERANCE
+
+
 @dataclass(frozen=True, eq=False)
 class Image:
     """RGB pixels (H x W x 3, uint8) plus where they came from.
@@ -167,6 +177,12 @@ class Image:
         x0, y0 = min(x0, x1 - 1), min(y0, y1 - 1)
         return dataclasses.replace(self, pixels=np.ascontiguousarray(self.pixels[y0:y1, x0:x1]),
                                    box=self.to_source(Box(x0, y0, x1, y1)))
+
+    def is_from(self, media_index: int, timestamp: float | None) -> bool:
+        """True when something found at (media_index, timestamp) belongs to this image's source:
+        the same media and, for video frames, the same frame (a timestamp of None matches any)."""
+        return self.media_index == media_index and same_time(getattr(self, "timestamp", None),
+                                                             timestamp)
 
     def to_pil(self):
         from PIL import Image as PILImage

@@ -14,13 +14,12 @@ from pydantic import Field
 from cascade.artifacts import Image, OcrLine, Route
 from cascade.stage import Router, StageParams, stage
 
-from ._intent import IntentScorer
-from .tile_select import same_place
+from cascade.stages._intent import IntentScorer
 
 
 def shows(image: Image, line: OcrLine) -> bool:
     """The line was read on this image's source (same media and frame) inside its box."""
-    return same_place(image, line.media_index, line.timestamp) and image.box.intersects(line.box)
+    return image.is_from(line.media_index, line.timestamp) and image.box.intersects(line.box)
 
 
 def text_density(lines: list[OcrLine], images: list[Image]) -> float:

@@ -13,7 +13,7 @@ from cascade.trace import record
 
 from ._retrieval import Embeddings, normalize
 from ._shared import Shared, as_image_list, pick_device, shared_model
-from .tiles import _owner
+from .tiles import owner_of
 
 HUB_MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -59,12 +59,12 @@ def documents(items: list[Image], ocr_lines: list[OcrLine], detections: list[Det
     texts: list[list[str]] = [[] for _ in items]
     labels: list[dict[str, int]] = [{} for _ in items]
     for line in ocr_lines:
-        i = _owner(items, line.box, line.media_index, line.timestamp)
+        i = owner_of(items, line.box, line.media_index, line.timestamp)
         chars = sum(ch.isalnum() for ch in line.text)
         if i is not None and chars >= min_chars and line.confidence >= min_confidence:
             texts[i].append(line.text.strip())
     for det in detections:
-        i = _owner(items, det.box, det.media_index, det.timestamp)
+        i = owner_of(items, det.box, det.media_index, det.timestamp)
         if i is not None and det.confidence >= min_confidence:
             labels[i][det.label] = labels[i].get(det.label, 0) + 1
     docs = []

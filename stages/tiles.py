@@ -110,14 +110,11 @@ def merge_boxes(boxes: list[Box]) -> list[Box]:
     return sorted(boxes, key=lambda b: (b.y0, b.x0))
 
 
-def _owner(images: list[Image], box: Box, media_index: int, timestamp: float | None) -> int | None:
+def owner_of(images: list[Image], box: Box, media_index: int, timestamp: float | None) -> int | None:
     """Index of the image a box belongs to: same media (and frame time), largest overlap."""
     best, best_area = None, 0.0
     for i, im in enumerate(images):
-        if im.media_index != media_index:
-            continue
-        t = getattr(im, "timestamp", None)
-        if timestamp is not None and t is not None and abs(t - timestamp) > 1e-6:
+        if not im.is_from(media_index, timestamp):
             continue
         ix = max(0.0, min(im.box.x1, box.x1) - max(im.box.x0, box.x0))
         iy = max(0.0, min(im.box.y1, box.y1) - max(im.box.y0, box.y0))
@@ -163,7 +160,7 @@ class CropRegions(Stage):
             found.append((reg.box, reg.media_index, getattr(reg, "timestamp", None)))
         per_image: dict[int, list[Box]] = {}
         for box, media_index, ts in found:
-            owner = _owner(imgs, box, media_index, ts)
+            owner = owner_of(imgs, box, media_index, ts)
             if owner is None:
                 continue
             im = imgs[owner]

@@ -26,13 +26,6 @@ def words(text: str) -> set[str]:
     return {w.rstrip("s") for w in _WORD.findall(text.lower()) if len(w) > 2}
 
 
-def same_place(tile: Image, media_index: int, timestamp: float | None) -> bool:
-    """An OCR line or detection belongs to a tile of the same media (and frame, for video)."""
-    tile_ts = getattr(tile, "timestamp", None)
-    return tile.media_index == media_index and (
-        timestamp is None or tile_ts is None or abs(tile_ts - timestamp) < 1e-3)
-
-
 @stage("select_tiles")
 class SelectTiles(Stage):
     """Choose the tiles that hold question-relevant text, objects or retrieval hits, within a token budget."""
@@ -62,11 +55,11 @@ class SelectTiles(Stage):
         for i, tile in enumerate(tiles):
             score = 0.0
             for line in ocr_lines or ():
-                if same_place(tile, line.media_index, line.timestamp) and tile.box.intersects(line.box):
+                if tile.is_from(line.media_index, line.timestamp) and tile.box.intersects(line.box):
                     overlap = len(words(line.text) & q_words)
                     score += p.text_weight * ((1.0 if "read" in intent.matched else 0.25) + overlap)
             for det in detections or ():
-                if same_place(tile, det.media_index, det.timestamp) and tile.box.intersects(det.box) \
+                if tile.is_from(det.media_index, det.timestamp) and tile.box.intersects(det.box) \
                         and words(det.label) & q_words:
                     score += p.object_weight
             if retrieval_scores is not None and i < len(retrieval_scores):

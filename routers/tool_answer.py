@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field
 
 from cascade.artifacts import Answer, Detection, Evidence, OcrLine, Route
-from cascade.routers._intent import rule_intent
+from cascade.stages._intent import rule_intent
 from cascade.stage import Router, StageParams, stage
 
 # Plural and everyday words for COCO labels a question may use.
