@@ -130,45 +130,57 @@ def _unit(x: torch.Tensor) -> torch.Tensor:
     return F.normalize(x.float(), dim=-1, eps=1e-8)
 
 
-# Distance rows computed per matrix product in `_divprune` (see there).
-DIVPRUNE_BATCH = 32
+# Tokens per round of `_divprune` (see there).
+DIVPRUNE_POOL = 128
 
 
 def _divprune(x: torch.Tensor, k: int) -> torch.Tensor:
     """Greedy max-min (farthest point) selection in cosine distance, seeded with the token least
-    like the mean: each pick is the token farthest from everything picked so far.
+    like the mean: each pick is the token farthest from everything picked so far (ties to the
+    lower index).
 
-    A pick needs its cosine distance to every token. One matrix-vector product per pick reads all
-    n x D embeddings per pick (memory-bound: ~1 s for 1,024 picks out of 4,096 tokens on one CPU
-    core). Instead one matrix product computes the rows of the DIVPRUNE_BATCH tokens most likely
-    to be picked next (the largest current min-distances, or at first the tokens least like the
-    mean) and the greedy steps use them while picks land among them; a pick outside starts the
-    next batch. The picks are those of the one-row-at-a-time greedy (tested): only where the rows
-    come from changes, and a matrix product may round a distance differently in the last bit.
-    Ties go to the lower index (argmax returns the first maximum).
+    Picking one token at a time costs a matrix-vector product over all n x D embeddings per pick
+    (memory-bound: ~1 s for 1,024 of 4,096 tokens on one CPU core). Instead the greedy runs in
+    rounds. A round takes the DIVPRUNE_POOL tokens farthest from the kept set (the overall
+    farthest always among them) and runs the greedy on that pool alone, with the pool's pairwise
+    distances. A pick made there is the true next pick as long as it still beats the best token
+    outside the pool: outside tokens' distances can only shrink, so their values at the start of
+    the round bound them. When a pool pick no longer beats that bound the round ends, one
+    [picks x n] matrix product brings every token's distance up to date, and the next round
+    starts. Rounds yield ~50 picks each, and each pick's distances to all tokens are computed
+    once. The picks are those of the one-at-a-time greedy (tested), up to float rounding of the
+    distances in matrix products of other shapes.
     """
     u = _unit(x)
     n = u.shape[0]
-    rank = -(u @ _unit(x.mean(0, keepdim=True)).T).squeeze(1)  # distinctiveness: ranks batch 1
-    min_dist = torch.full((n,), float("inf"), device=x.device)
-    chosen = torch.empty(k, dtype=torch.long)
-    rows: dict[int, int] = {}  # token -> its row in `block`
-    block = None
-    nxt = int(rank.argmax())
-    for i in range(k):
-        chosen[i] = nxt
-        if i == k - 1:
-            break
-        if nxt not in rows:
-            top = torch.topk(rank, min(DIVPRUNE_BATCH, n)).indices.tolist()
-            batch = [nxt] + [t for t in top if t != nxt][:DIVPRUNE_BATCH - 1]
-            block = 1.0 - u[batch] @ u.T
-            rows = {t: j for j, t in enumerate(batch)}
-        torch.minimum(min_dist, block[rows[nxt]], out=min_dist)
-        min_dist[nxt] = -1.0  # picked: never the max again (distances are >= 0 up to rounding)
-        rank = min_dist
-        nxt = int(min_dist.argmax())
-    return torch.sort(chosen.to(x.device)).values
+    first = int((u @ _unit(x.mean(0, keepdim=True)).T).squeeze(1).argmin())
+    min_dist = 1.0 - u @ u[first]  # distance of every token to the kept set; kept ones -1
+    min_dist[first] = -1.0
+    chosen = [first]
+    while len(chosen) < k:
+        pool = torch.topk(min_dist, min(DIVPRUNE_POOL, n)).indices
+        best = min_dist.argmax()
+        if not bool((pool == best).any()):  # ties at the top may leave the first index out
+            pool[-1] = best
+        pool = torch.sort(pool).values  # ascending: argmax's first-index ties are token ties
+        outside = min_dist.index_fill(0, pool, -2.0)
+        bound_at = int(outside.argmax())
+        bound = float(outside[bound_at])
+        pool_dist = 1.0 - u[pool] @ u[pool].T
+        vals = min_dist[pool]
+        picks: list[int] = []
+        while len(chosen) + len(picks) < k:
+            i = int(vals.argmax())
+            v = float(vals[i])
+            if v < bound or (v == bound and int(pool[i]) > bound_at):
+                break  # a token outside the pool may now be the farthest
+            picks.append(int(pool[i]))
+            torch.minimum(vals, pool_dist[i], out=vals)
+            vals[i] = -1.0
+        torch.minimum(min_dist, (1.0 - u[picks] @ u.T).amin(0), out=min_dist)
+        min_dist[picks] = -1.0
+        chosen += picks
+    return torch.tensor(sorted(chosen), device=x.device)
 
 
 def _visionzip(x: torch.Tensor, k: int, contextual_frac: float, impl: str) -> Reduced:

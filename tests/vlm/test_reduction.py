@@ -128,20 +128,16 @@ def _image_like(n: int, d: int, seed: int) -> torch.Tensor:
 @pytest.mark.parametrize("n, d, k, data", [
     (48, 16, 12, "random"), (300, 64, 75, "random"), (1024, 128, 256, "random"),
     (1024, 128, 102, "image"), (256, 32, 100, "image"), (37, 8, 36, "random")])
-def test_divprune_keeps_the_tokens_of_the_one_row_greedy(n, d, k, data):
+def test_divprune_keeps_the_tokens_of_the_one_row_greedy(n, d, k, data, monkeypatch):
     from cascade.vlm import reduction
 
     x = torch.randn(n, d, generator=torch.Generator().manual_seed(n)) if data == "random" \
         else _image_like(n, d, seed=k)
     expected = _divprune_one_row_at_a_time(x, k)
     assert reduction._divprune(x, k).tolist() == expected
-    # batches smaller than the gap between picks force many batch misses: same picks
-    old = reduction.DIVPRUNE_BATCH
-    try:
-        reduction.DIVPRUNE_BATCH = 2
-        assert reduction._divprune(x, k).tolist() == expected
-    finally:
-        reduction.DIVPRUNE_BATCH = old
+    # a tiny pool ends rounds after a pick or two: many rounds, same picks
+    monkeypatch.setattr(reduction, "DIVPRUNE_POOL", 3)
+    assert reduction._divprune(x, k).tolist() == expected
 
 
 def test_divprune_past_the_distinct_tokens_keeps_every_distinct_one():
