@@ -11,12 +11,15 @@ CLIP and the tiny VLM (real costs, meaningless answers; OCR and YOLO are the rea
 for long footage: `video_frames` samples keyframes only, drops near-duplicates and saves the frames
 next to the video (`persist`); `retrieve` saves its CLIP index there too. Recorded:
 
-- indexing: the first question on a video, per stage (decode + dedup, CLIP, OCR, detection, text
-  embedding, index build) in seconds per video-minute;
+- indexing: the first question on a video (models already loaded and warmed on a 10-s clip), per
+  stage (decode + dedup, CLIP, OCR, detection, text embedding, index build) in seconds per
+  video-minute;
 - per question, once indexed: the other questions in the same process (the serving case: every
   per-frame result comes from the content-keyed caches), median and per stage;
-- per question in a new process: a second Python process answers with only what is on disk (the
-  saved frames, CLIP vectors and FAISS index); what it recomputed is listed from its trace.
+- per question in a new process: a second Python process (models loaded and warmed on another
+  clip) answers with only what is on disk (the saved frames, CLIP vectors and FAISS index); its
+  first question recomputes what is not saved (OCR and detection of the frames: see its trace
+  counters), later ones are warm.
 
 Writes benchmarks/results/long_video_<device>.json and .png. CPU timings: torch threads pinned
 (--threads, default 1) and recorded.
@@ -52,7 +55,7 @@ SIGNS = ("EXIT 3", "GATE B7", "OPEN 24 HOURS", "PLATFORM 9", "NO PARKING", "CAFE
 QUESTIONS = ("What does the sign say?", "How many people are in the scene?",
              "What animal appears in the video?", "What number is on the segment caption?")
 # video_qa, set up for long footage (see module docstring)
-LONG_VIDEO = {"video_frames": {"mode": "keyframes", "max_frames": None, "size": 448, "dedup": 6.0,
+LONG_VIDEO = {"video_frames": {"mode": "keyframes", "max_frames": None, "size": 448, "dedup": 4.0,
                                "persist": True},
               # the offline default ranks by the text side only; weigh CLIP in so its index is
               # built and saved as with real weights (random CLIP: the cost is real, not the rank)
@@ -150,10 +153,17 @@ def make_footage(minutes: float, folder: Path) -> Path:
 
 
 # -- measuring --------------------------------------------------------------------------------------
-def make_qa():
+def make_qa(warmup: Path):
+    """The long-video pipeline with every model loaded and run once (on `warmup`, whose index is
+    then removed), so no timing below includes a model load or a first-call warm-up."""
+    import shutil
+
     from cascade import VideoQA
 
-    return VideoQA.offline(type_overrides={k: dict(v) for k, v in LONG_VIDEO.items()})
+    qa = VideoQA.offline(type_overrides={k: dict(v) for k, v in LONG_VIDEO.items()}).setup()
+    qa.ask(str(warmup), QUESTIONS[0])
+    shutil.rmtree(f"{warmup}.cascade-index", ignore_errors=True)
+    return qa
 
 
 # video_qa's stages that touch every sampled frame (the index side); the rest work on the top-k
@@ -174,9 +184,7 @@ def ask(qa, video: Path, question: str) -> dict:
     index_side = sum(v for k, v in stages.items() if k in INDEX_STAGES)
     return {"question": question, "seconds": round(wall, 4), "stages": stages,
             "index_side_seconds": round(index_side, 4),
-            "counters": {k: v for k, v in answer.trace.counters.items()
-                         if k.startswith(("frames_", "embed_", "saved_", "index_", "ocr_",
-                                          "detect", "text_embedded"))}}
+            "counters": {r.name: dict(r.counters) for r in answer.trace.stages if r.counters}}
 
 
 def run_video(qa, video: Path, minutes: float) -> dict:
@@ -185,8 +193,8 @@ def run_video(qa, video: Path, minutes: float) -> dict:
     rest = [ask(qa, video, q) for q in QUESTIONS[1:]]
     per_min = {k: round(v / minutes, 4) for k, v in first["stages"].items()}
     out = {"minutes": minutes, "indexing": first, "indexing_seconds_per_video_minute": per_min,
-           "frames_indexed": first["counters"].get("frames_kept"),
-           "frames_decoded": first["counters"].get("frames_decoded"),
+           "frames_indexed": first["counters"]["frames"]["frames_kept"],
+           "frames_decoded": first["counters"]["frames"]["frames_decoded"],
            "questions_same_process": rest,
            "per_question_seconds_same_process": round(statistics.median(r["seconds"] for r in rest), 4),
            "per_question_index_side_seconds_same_process": round(
@@ -196,13 +204,14 @@ def run_video(qa, video: Path, minutes: float) -> dict:
     return out
 
 
-def new_process(video: Path, threads: int) -> list[dict]:
-    """Ask every question in a fresh Python process that finds only the saved index on disk."""
+def new_process(video: Path, warmup: Path, threads: int) -> list[dict]:
+    """Ask every question in a fresh Python process (models loaded and warmed first) that finds
+    only the saved index on disk."""
     code = (f"import json, sys, torch; torch.set_num_threads({threads}); "
-            "sys.path.insert(0, sys.argv[1]); import long_video as lv; qa = lv.make_qa(); "
+            "sys.path.insert(0, sys.argv[1]); import long_video as lv; qa = lv.make_qa(sys.argv[3]); "
             "print('RESULT' + json.dumps([lv.ask(qa, sys.argv[2], q) for q in lv.QUESTIONS]))")
-    run = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), str(video)],
-                         capture_output=True, text=True, check=True)
+    run = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), str(video),
+                          str(warmup)], capture_output=True, text=True, check=True)
     line = next(x for x in run.stdout.splitlines() if x.startswith("RESULT"))
     return json.loads(line[len("RESULT"):])
 
@@ -216,8 +225,7 @@ def plot(result: dict, out: Path) -> None:
     rows = result["videos"]
     minutes = [r["minutes"] for r in rows]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    stages = sorted({k for r in rows for k in r["indexing_seconds_per_video_minute"]},
-                    key=lambda k: -max(r["indexing_seconds_per_video_minute"].get(k, 0) for r in rows))[:6]
+    stages = [k for k in INDEX_STAGES if any(k in r["indexing_seconds_per_video_minute"] for r in rows)]
     x = np.arange(len(rows))
     bottom = np.zeros(len(rows))
     for st in stages:
@@ -226,15 +234,17 @@ def plot(result: dict, out: Path) -> None:
         bottom += vals
     ax1.set_xticks(x, [f"{m:g} min" for m in minutes])
     ax1.set_ylabel("indexing seconds per video-minute")
-    ax1.set_title("Indexing cost by stage (first question)")
+    ax1.set_title("Indexing cost by stage (stages over all frames, first question)")
     ax1.legend(fontsize=8)
     ax2.plot(minutes, [r["per_question_seconds_same_process"] for r in rows], "o-",
              label="same process (indexed, warm)")
     ax2.plot(minutes, [r["per_question_index_side_seconds_same_process"] for r in rows], "^:",
              label="same process: stages over all frames")
-    ax2.plot(minutes, [r["per_question_seconds_new_process"] for r in rows], "s--",
-             label="new process (index from disk)")
+    ax2.plot(minutes, [r["first_question_seconds_new_process"] for r in rows], "s--",
+             label="new process, first question (index from disk)")
     ax2.set_xscale("log")
+    ax2.set_xticks(minutes, [f"{m:g}" for m in minutes])
+    ax2.minorticks_off()
     ax2.set_xlabel("video minutes")
     ax2.set_ylabel("seconds per question (median)")
     ax2.set_ylim(bottom=0)
@@ -264,12 +274,13 @@ def main(argv=None) -> int:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     out = args.out or Path(__file__).parent / "results" / f"long_video_{device}{'_quick' if args.quick else ''}"
 
+    warmup = make_footage(1 / 6, args.footage_dir)  # 10 s
     videos = {}
     for m in minutes:
         t = time.perf_counter()
         videos[m] = make_footage(m, args.footage_dir)
         print(f"footage {m:g} min: {videos[m]} ({time.perf_counter() - t:.1f} s)", flush=True)
-    qa = make_qa()
+    qa = make_qa(warmup)
     rows = []
     for m, video in videos.items():
         # a clean index folder: the first question really indexes
@@ -279,11 +290,13 @@ def main(argv=None) -> int:
 
             shutil.rmtree(index)
         row = run_video(qa, video, m)
-        fresh = new_process(video, args.threads)
+        fresh = new_process(video, warmup, args.threads)
         row["questions_new_process"] = fresh
-        row["per_question_seconds_new_process"] = round(statistics.median(r["seconds"] for r in fresh), 4)
-        print(f"  {m:g} min: new process per question {row['per_question_seconds_new_process']:.2f} s "
-              f"(first {fresh[0]['seconds']:.2f} s)", flush=True)
+        row["first_question_seconds_new_process"] = fresh[0]["seconds"]
+        row["per_question_seconds_new_process"] = round(
+            statistics.median(r["seconds"] for r in fresh[1:]), 4)
+        print(f"  {m:g} min: new process: first question {fresh[0]['seconds']:.2f} s, then "
+              f"{row['per_question_seconds_new_process']:.2f} s per question", flush=True)
         rows.append(row)
     same = [r["per_question_seconds_same_process"] for r in rows]
     index_side = [r["per_question_index_side_seconds_same_process"] for r in rows]
