@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -165,19 +166,20 @@ def _divprune(x: torch.Tensor, k: int) -> torch.Tensor:
         pool = torch.sort(pool).values  # ascending: argmax's first-index ties are token ties
         outside = min_dist.index_fill(0, pool, -2.0)
         bound_at = int(outside.argmax())
-        bound = float(outside[bound_at])
-        pool_dist = 1.0 - u[pool] @ u[pool].T
-        vals = min_dist[pool]
+        bound = outside[bound_at].item()
+        # the pool's greedy is ~50 steps on 128 numbers: on the host, one transfer per round
+        pool_dist = (1.0 - u[pool] @ u[pool].T).cpu().numpy()
+        vals, ids = min_dist[pool].cpu().numpy(), pool.cpu().numpy()
         picks: list[int] = []
         while len(chosen) + len(picks) < k:
             i = int(vals.argmax())
-            v = float(vals[i])
-            if v < bound or (v == bound and int(pool[i]) > bound_at):
+            if vals[i] < bound or (vals[i] == bound and ids[i] > bound_at):
                 break  # a token outside the pool may now be the farthest
-            picks.append(int(pool[i]))
-            torch.minimum(vals, pool_dist[i], out=vals)
+            picks.append(int(ids[i]))
+            np.minimum(vals, pool_dist[i], out=vals)
             vals[i] = -1.0
-        torch.minimum(min_dist, (1.0 - u[picks] @ u.T).amin(0), out=min_dist)
+        # min over picks of (1 - dot) is 1 - max(dot): rounding of 1 - x is monotone
+        torch.minimum(min_dist, 1.0 - (u[picks] @ u.T).amax(0), out=min_dist)
         min_dist[picks] = -1.0
         chosen += picks
     return torch.tensor(sorted(chosen), device=x.device)
