@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import Field
 
 from cascade.artifacts import Frame, Image
@@ -13,6 +14,33 @@ from cascade.errors import InputError
 from cascade.media import VideoSource, load_image
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
+
+from ._frame_store import FrameStore
+from ._retrieval import index_dir_for
+
+
+def drop_near_duplicates(frames: list[Frame], threshold: float) -> list[Frame]:
+    """Keep a frame only when it differs from the last kept one: mean absolute difference of
+    32x32 grayscale thumbnails (0-255 scale) of at least `threshold`. A static shot keeps its
+    first frame; a cut or enough motion keeps the next. threshold 0 keeps every frame."""
+    if threshold <= 0:
+        return frames
+    from PIL import Image as PILImage
+
+    kept, last = [], None
+    for f in frames:
+        small = np.asarray(f.to_pil().convert("L").resize((32, 32), PILImage.BOX), np.float32)
+        if last is None or float(np.abs(small - last).mean()) >= threshold:
+            kept.append(f)
+            last = small
+    return kept
+
+
+def thin(frames: list[Frame], max_frames: int | None) -> list[Frame]:
+    """At most `max_frames`, spread evenly over the list (first and last kept)."""
+    if not max_frames or len(frames) <= max_frames:
+        return frames
+    return [frames[i] for i in np.linspace(0, len(frames) - 1, max_frames).round().astype(int)]
 
 
 @stage("video_frames")
@@ -22,6 +50,12 @@ class VideoFrames(Stage):
     Frames keep their timestamp, frame number and a box covering the whole source frame, so
     `fetch_frames` can later return the same frames at full resolution and boxes found on the
     small ones map onto the large ones.
+
+    For long videos: `dedup` drops near-duplicate frames (a static shot sampled many times) before
+    any model sees them, and `persist` saves the sampled frames next to the video
+    (`<video>.cascade-index/`, where `retrieve` saves its index) so later questions, in this
+    process or another, read them back instead of decoding the video again. The saved set is keyed
+    by the video's size and modification time and by these params.
     """
 
     class Params(StageParams):
@@ -33,6 +67,13 @@ class VideoFrames(Stage):
         size: int | None = Field(448, gt=0, le=8192,
                                  description="longest side of decoded frames; None = full size")
         max_side: int = Field(8192, gt=0, description="refuse videos whose frames are larger")
+        dedup: float = Field(0.0, ge=0, le=255, description="drop frames whose mean absolute "
+                             "difference from the last kept frame (32x32 grayscale, 0-255) is "
+                             "below this; 0 keeps every sampled frame")
+        persist: bool = Field(False, description="save the sampled frames next to the video and "
+                              "reuse them (later questions and processes skip decoding)")
+        index_path: str | None = Field(None, description="folder for the saved frames "
+                                       "(default: <video>.cascade-index)")
 
     @dataclass(frozen=True)
     class Outputs:
@@ -42,8 +83,23 @@ class VideoFrames(Stage):
     def run(self, video: Path | VideoSource) -> Outputs:
         p = self.params
         src = video if isinstance(video, VideoSource) else VideoSource(video, p.max_side)
-        frames = src.sample(p.mode, p.fps, p.max_frames, p.size)
-        record(frames_decoded=len(frames))
+        store = None
+        if p.persist:
+            settings = {"mode": p.mode, "fps": p.fps, "max_frames": p.max_frames, "size": p.size,
+                        "dedup": p.dedup}
+            store = FrameStore(index_dir_for(src.path, p.index_path), src.path, settings)
+            frames = store.load()
+            if frames is not None:
+                record(frames_loaded=len(frames))
+                return self.Outputs(frames, src)
+        # dedup must see every sampled frame before thinning; uniform mode samples max_frames itself
+        cap = p.max_frames if p.dedup == 0 or p.mode == "uniform" else None
+        sampled = src.sample(p.mode, p.fps, cap, p.size)
+        frames = thin(drop_near_duplicates(sampled, p.dedup), p.max_frames)
+        record(frames_decoded=len(sampled), frames_kept=len(frames))
+        if store is not None:
+            store.save(frames)
+            record(frames_saved=len(frames))
         return self.Outputs(frames, src)
 
 

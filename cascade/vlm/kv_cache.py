@@ -6,13 +6,16 @@ config, media content hashes, prefix text) and never the question, so every ques
 media hits. Entries live on the model's device, in a byte-bounded LRU (`cascade.cache.LRUCache`).
 
 With `int8=True` an entry is stored quantized: keys per channel (outlier channels in keys are
-stable across tokens), values per token (KIVI's split), symmetric int8 with fp scales, ~2x (bf16)
-to ~4x (fp32) smaller. `cascade.kernels.kv_quant` does the work (Triton or its torch reference, per
-the cache's `kernels` option and the caller's `impl`). int8 entries give close, not identical,
-answers; fp entries give exactly the tokens of recomputation.
+stable across tokens), values per token (KIVI's split), symmetric int8 with fp scales. Against the
+runtime's own KV dtype that is ~2x smaller for bf16/fp16 (a GPU's usual dtype) and ~4x for fp32
+(the CPU default), less the fp32 scales. `cascade.kernels.kv_quant` does the work
+(Triton or its torch reference, per the cache's `kernels` option and the caller's `impl`), for all
+layers of an entry in one call. int8 entries give close, not identical, answers; fp entries give
+exactly the tokens of recomputation.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,10 +47,11 @@ def cache_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 @dataclass
 class PrefixState:
-    """A prefilled prefix: per-layer KV ([1, kv_heads, length, head_dim]) or its int8 form, and
-    what continuing after it needs (next text position: M-RoPE's max position + 1)."""
+    """A prefilled prefix and what continuing after it needs (next text position: M-RoPE's max
+    position + 1). `layers`: per-layer (k, v) of [1, kv_heads, length, head_dim], or, quantized,
+    one QuantizedKV holding every layer (leading layer axis)."""
 
-    layers: list[Any]
+    layers: list[tuple[torch.Tensor, torch.Tensor]] | QuantizedKV
     length: int
     next_pos: int
     visual_tokens: int
@@ -56,9 +60,11 @@ class PrefixState:
     quantized: bool = False
 
     def kv(self, impl: str = "auto") -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """fp (k, v) per layer; int8 entries are dequantized with kernels impl `impl`."""
+        """fp (k, v) per layer; int8 entries are dequantized (all layers in one call) with kernels
+        impl `impl`."""
         if self.quantized:
-            return [dequantize_kv(x, impl=impl) for x in self.layers]
+            k, v = dequantize_kv(self.layers, impl=impl)
+            return list(zip(k.unbind(0), v.unbind(0)))
         return list(self.layers)
 
     def to_cache(self, config: Any, impl: str = "auto") -> Any:
@@ -112,9 +118,9 @@ class KVPrefixCache:
     def put(self, key: str, state: PrefixState) -> PrefixState:
         """Store `state` (quantized first when int8) and return the stored form."""
         if self.int8 and not state.quantized:
-            state = PrefixState([quantize_kv(k, v, impl=self.kernels) for k, v in state.layers], state.length,
-                                state.next_pos, state.visual_tokens, state.visual_tokens_before,
-                                state.text_tokens, quantized=True)
+            q = quantize_kv([k for k, _ in state.layers], [v for _, v in state.layers],
+                            impl=self.kernels)
+            state = dataclasses.replace(state, layers=q, quantized=True)
         self._lru.put(key, state)
         return state
 

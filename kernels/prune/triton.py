@@ -1,7 +1,11 @@
 """Triton kernels for token pruning: one fused scoring pass and one row gather.
 
-Pipeline: [_column_sum (dominant only)] -> _keep_scores -> argsort in torch -> _gather_rows.
-Selection stays in torch: it touches only N floats, while the kernels touch N*D.
+Pipeline: [_column_partials -> _column_finish (dominant only)] -> _keep_scores -> argsort in torch
+-> _gather_rows. Selection stays in torch: it touches only N floats, while the kernels touch N*D.
+
+The column sum is a two-level reduction: a grid of (row block, column block) programs each sums
+its own ROWS_PER_PARTIAL x BLOCK_D tile into a partial row, then one program per column block adds
+the partial rows in a fixed order (deterministic, no atomics: the same input gives the same bits).
 """
 from __future__ import annotations
 
@@ -11,18 +15,32 @@ import triton.language as tl
 
 _BLOCK_N = 16
 _BLOCK_D = 128
+ROWS_PER_PARTIAL = 256  # rows one _column_partials program sums (16 of its BLOCK_N steps)
+_BLOCK_R = 16
 
 
 @triton.jit
-def _column_sum(x_ptr, s_ptr, N, D, stride, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
-    # each program owns a column block and walks all rows: deterministic, no atomics
-    cols = tl.program_id(0) * BLOCK_D + tl.arange(0, BLOCK_D)
+def _column_partials(x_ptr, p_ptr, N, D, stride, ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
+                     BLOCK_D: tl.constexpr):
+    cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+    first = tl.program_id(0) * ROWS
     acc = tl.zeros((BLOCK_N, BLOCK_D), dtype=tl.float32)
-    for n0 in range(0, N, BLOCK_N):
-        rows = n0 + tl.arange(0, BLOCK_N)
+    for n0 in range(0, ROWS, BLOCK_N):
+        rows = first + n0 + tl.arange(0, BLOCK_N)
         m = (rows[:, None] < N) & (cols[None, :] < D)
         acc += tl.load(x_ptr + rows[:, None].to(tl.int64) * stride + cols[None, :], mask=m,
                        other=0.0).to(tl.float32)
+    tl.store(p_ptr + tl.program_id(0).to(tl.int64) * D + cols, tl.sum(acc, axis=0), mask=cols < D)
+
+
+@triton.jit
+def _column_finish(p_ptr, s_ptr, R, D, BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr):
+    cols = tl.program_id(0) * BLOCK_D + tl.arange(0, BLOCK_D)
+    acc = tl.zeros((BLOCK_R, BLOCK_D), dtype=tl.float32)
+    for r0 in range(0, R, BLOCK_R):
+        rows = r0 + tl.arange(0, BLOCK_R)
+        m = (rows[:, None] < R) & (cols[None, :] < D)
+        acc += tl.load(p_ptr + rows[:, None].to(tl.int64) * D + cols[None, :], mask=m, other=0.0)
     tl.store(s_ptr + cols, tl.sum(acc, axis=0), mask=cols < D)
 
 
@@ -79,6 +97,18 @@ def _gather_rows(x_ptr, idx_ptr, out_ptr, D, stride_x, stride_out, BLOCK_D: tl.c
     tl.store(out_ptr + row.to(tl.int64) * stride_out + cols, v, mask=cols < D)
 
 
+def column_sum(tokens: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """out[D] (float32) = tokens.sum(0), accumulated in float32, in a fixed order."""
+    n, d = tokens.shape
+    r = max(1, triton.cdiv(n, ROWS_PER_PARTIAL))
+    partial = torch.empty((r, d), dtype=torch.float32, device=tokens.device)
+    col_blocks = triton.cdiv(d, _BLOCK_D)
+    _column_partials[(r, col_blocks)](tokens, partial, n, d, tokens.stride(0),
+                                      ROWS=ROWS_PER_PARTIAL, BLOCK_N=_BLOCK_N, BLOCK_D=_BLOCK_D)
+    _column_finish[(col_blocks,)](partial, out, r, d, BLOCK_R=_BLOCK_R, BLOCK_D=_BLOCK_D)
+    return out
+
+
 def keep_scores(tokens: torch.Tensor, method: str, eps: float,
                 out: torch.Tensor | None = None) -> torch.Tensor:
     if tokens.stride(1) != 1:
@@ -88,8 +118,7 @@ def keep_scores(tokens: torch.Tensor, method: str, eps: float,
     dominant = method == "dominant"
     s = torch.empty(d if dominant else 1, dtype=torch.float32, device=tokens.device)
     if dominant:
-        _column_sum[(triton.cdiv(d, _BLOCK_D),)](tokens, s, n, d, tokens.stride(0),
-                                                BLOCK_N=_BLOCK_N, BLOCK_D=_BLOCK_D)
+        column_sum(tokens, s)
     _keep_scores[(triton.cdiv(n, _BLOCK_N),)](tokens, s, out, n, d, tokens.stride(0),
                                               DOMINANT=dominant, EPS=eps, BLOCK_N=_BLOCK_N,
                                               BLOCK_D=_BLOCK_D)

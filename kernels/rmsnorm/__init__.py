@@ -1,4 +1,4 @@
-"""RMSNorm (optionally fused with the residual add) and an in-place patch for HF models."""
+"""RMSNorm and an in-place patch that routes a HF model's RMSNorm modules through it."""
 from __future__ import annotations
 
 import torch
@@ -9,17 +9,13 @@ from .patch import RMSNormPatch, patch_rmsnorm
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
-             residual: torch.Tensor | None = None, impl: str = "auto"):
-    """y = weight * rmsnorm(x) (Qwen2RMSNorm numerics); with `residual`, return (y, x + residual)
-    where y normalizes x + residual (add-then-norm, as Qwen2 decoder layers do)."""
-    reference.validate(x, weight, residual)
-    tensors = (x, weight) if residual is None else (x, weight, residual)
-    if choose_impl(impl, *tensors) == "triton":
+             impl: str = "auto") -> torch.Tensor:
+    """y = weight * rmsnorm(x), with Qwen2RMSNorm numerics."""
+    reference.validate(x, weight)
+    if choose_impl(impl, x, weight) == "triton":
         from . import triton as kernel
-        return kernel.rms_norm(x, weight, eps, residual)
-    if residual is None:
-        return reference.rms_norm(x, weight, eps)
-    return reference.add_rms_norm(x, residual, weight, eps)
+        return kernel.rms_norm(x, weight, eps)
+    return reference.rms_norm(x, weight, eps)
 
 
 __all__ = ["RMSNormPatch", "patch_rmsnorm", "rms_norm"]

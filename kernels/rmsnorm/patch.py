@@ -1,5 +1,9 @@
 """Swap the forward of a model's RMSNorm modules for `rms_norm` (Liger-Kernel style), reversibly.
 
+The implementation (Triton launcher or torch reference) is chosen once per module when patching,
+from the module's weight device: a decode step calls ~2 norms per layer, and choosing per call
+would put the dispatch on the host's critical path every time.
+
 Candidates are modules whose class name ends in "RMSNorm" with a 1-D `weight` and an epsilon
 (`variance_epsilon` or `eps`). A name is not a contract (Gemma's RMSNorm scales by 1 + weight), so
 each candidate class is probed once: its own forward and ours must agree on a random input, or the
@@ -57,9 +61,18 @@ class RMSNormPatch:
         self.undo()
 
 
-def patch_rmsnorm(model: nn.Module, impl: str = "auto") -> RMSNormPatch:
-    from . import rms_norm
+def _implementation(impl: str, weight: torch.Tensor):
+    """The module (Triton launcher or torch reference) whose `rms_norm` the patched forward calls."""
+    from .._dispatch import choose_impl
+    from . import reference
 
+    if choose_impl(impl, weight) == "triton":
+        from . import triton as kernel
+        return kernel
+    return reference
+
+
+def patch_rmsnorm(model: nn.Module, impl: str = "auto") -> RMSNormPatch:
     handle = RMSNormPatch()
     verdict: dict[type, bool] = {}
     for module in model.modules():
@@ -77,8 +90,8 @@ def patch_rmsnorm(model: nn.Module, impl: str = "auto") -> RMSNormPatch:
             handle.skipped[cls.__name__] = "its forward differs from Qwen2RMSNorm numerics"
             continue
 
-        def forward(hidden_states, _m=module, _eps=eps):
-            return rms_norm(hidden_states, _m.weight, _eps, impl=impl)
+        def forward(hidden_states, _m=module, _eps=eps, _impl=_implementation(impl, weight)):
+            return _impl.rms_norm(hidden_states, _m.weight, _eps)
 
         handle._saved.append((module, module.__dict__.get("forward", _MISSING)))
         module.forward = forward  # an instance attribute shadows the class's forward

@@ -1,5 +1,4 @@
-"""Triton RMSNorm (optionally fused with the residual add): one program per row, one HBM read of
-each input and one write of each output."""
+"""Triton RMSNorm: one program per row, one HBM read of the input and one write of the output."""
 from __future__ import annotations
 
 import torch
@@ -10,17 +9,11 @@ MAX_D = 65536  # a whole row lives in registers/SRAM; wider rows would spill
 
 
 @triton.jit
-def _rms_norm(x_ptr, r_ptr, w_ptr, y_ptr, h_ptr, D, eps, s_x, s_r, s_y, s_h,
-              HAS_RESIDUAL: tl.constexpr, BLOCK_D: tl.constexpr):
+def _rms_norm(x_ptr, w_ptr, y_ptr, D, eps, s_x, s_y, BLOCK_D: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_D)
     m = cols < D
     x = tl.load(x_ptr + row * s_x + cols, mask=m, other=0.0)
-    if HAS_RESIDUAL:
-        # add in the input dtype (rounded), like `residual + hidden_states` in the decoder layer
-        x = (x.to(tl.float32) + tl.load(r_ptr + row * s_r + cols, mask=m, other=0.0)
-             .to(tl.float32)).to(x.dtype)
-        tl.store(h_ptr + row * s_h + cols, x, mask=m)
     xf = x.to(tl.float32)
     inv = 1.0 / tl.sqrt(tl.sum(xf * xf, axis=0) / D + eps)
     # round to the input dtype before the weight multiply, as Qwen2RMSNorm does
@@ -35,23 +28,15 @@ def _rows(t: torch.Tensor) -> torch.Tensor:
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
-             residual: torch.Tensor | None = None, out: torch.Tensor | None = None,
-             residual_out: torch.Tensor | None = None):
+             out: torch.Tensor | None = None) -> torch.Tensor:
     d = x.shape[-1]
     if d > MAX_D:
         raise ValueError(f"the Triton RMSNorm keeps a row in one block; D={d} > {MAX_D}")
     x2 = _rows(x)
-    r2 = _rows(residual) if residual is not None else x2
-    out_dtype = torch.promote_types(x.dtype, weight.dtype)
-    y = torch.empty(x.shape, dtype=out_dtype, device=x.device) if out is None else out
-    h = residual_out
-    if residual is not None and h is None:
-        h = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    y = out if out is not None else torch.empty(
+        x.shape, dtype=torch.promote_types(x.dtype, weight.dtype), device=x.device)
     y2 = y.view(-1, d)
-    h2 = h.view(-1, d) if h is not None else y2
     if x2.shape[0]:
-        _rms_norm[(x2.shape[0],)](x2, r2, weight.contiguous(), y2, h2, d, eps, x2.stride(0),
-                                  r2.stride(0), y2.stride(0), h2.stride(0),
-                                  HAS_RESIDUAL=residual is not None,
+        _rms_norm[(x2.shape[0],)](x2, weight.contiguous(), y2, d, eps, x2.stride(0), y2.stride(0),
                                   BLOCK_D=triton.next_power_of_2(d))
-    return y if residual is None else (y, h)
+    return y

@@ -54,6 +54,18 @@ def test_choose_impl():
     assert _dispatch.choose_impl("torch", cpu) == "torch"
 
 
+def test_triton_is_looked_up_once_per_process(monkeypatch):
+    import importlib.util
+
+    calls = []
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: calls.append(name) or real(name, *a))
+    _dispatch.triton_available.cache_clear()
+    for _ in range(5):
+        assert _dispatch.choose_impl("triton", torch.zeros(1)) == "triton"  # interpreter is on
+    assert calls == ["triton"]
+
+
 def test_dequantize_dispatch_on_cpu(monkeypatch):
     q = K.quantize_kv(torch.randn(1, 1, 2, 4), torch.randn(1, 1, 2, 4))
     monkeypatch.setenv("TRITON_INTERPRET", "0")

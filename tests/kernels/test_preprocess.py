@@ -25,11 +25,14 @@ def test_reference_matches_transformers(h, w, ps, tps, ms):
 
 
 # (28, 28): a single merge group; 56x84: several groups and a non-square grid; merge 1 and a
-# temporal size of 3 change the index arithmetic; ps=5 leaves a masked tail in the block.
-@pytest.mark.parametrize("h, w, ps, tps, ms", [(28, 28, 14, 2, 2), (56, 84, 14, 2, 2),
-                                               (20, 30, 5, 3, 1), (16, 24, 4, 1, 2)])
-def test_triton_matches_reference(h, w, ps, tps, ms):
+# temporal size of 3 change the index arithmetic; widths 30 and 24 leave masked lanes in a row's
+# block; max_block_w 32 splits an 84-pixel row over three programs (the last a tail).
+@pytest.mark.parametrize("h, w, ps, tps, ms, max_block_w", [
+    (28, 28, 14, 2, 2, 512), (56, 84, 14, 2, 2, 512), (56, 84, 14, 2, 2, 32),
+    (20, 30, 5, 3, 1, 512), (16, 24, 4, 1, 2, 512)])
+def test_triton_matches_reference(h, w, ps, tps, ms, max_block_w, monkeypatch):
     from cascade.kernels.preprocess import triton as kernel
+    monkeypatch.setattr(kernel, "MAX_BLOCK_W", max_block_w)
     img = _image(h, w, seed=h + w).to(DEVICE)
     mean_t, std_t = reference.fused_mean_std(MEAN, STD, 1 / 255, DEVICE)
     expected = reference.patchify_normalize(img, mean_t, std_t, ps, tps, ms)

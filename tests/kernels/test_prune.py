@@ -28,6 +28,18 @@ def test_triton_scores_match_reference(n, d, dtype, method):
                                 what=f"{method} scores")
 
 
+# 600 rows: three 256-row partial sums (the last a tail); with 16-row partials, 38 of them, so
+# the finishing program loops over three blocks of partial rows, the last a tail.
+@pytest.mark.parametrize("rows_per_partial", [256, 16])
+def test_column_sum_across_programs(rows_per_partial, monkeypatch):
+    from cascade.kernels.prune import triton as kernel
+    monkeypatch.setattr(kernel, "ROWS_PER_PARTIAL", rows_per_partial)
+    x = _tokens(600, 200, torch.float16)
+    got = kernel.column_sum(x, poisoned((200,), torch.float32))
+    assert_close_first_mismatch(got, x.float().sum(0), 1e-5, 1e-4, what="column sum")
+    assert torch.equal(kernel.column_sum(x, torch.empty(200, device=DEVICE)), got)  # fixed order: same bits
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_triton_selection_and_gather_match_reference(method):
     x = _tokens(40, 72, torch.float16)

@@ -1,6 +1,9 @@
 """video_frames / fetch_frames / images: sampling counts, full-res fetch, and bad inputs."""
 from __future__ import annotations
 
+import dataclasses
+import os
+
 import numpy as np
 import pytest
 from pydantic import ValidationError
@@ -8,6 +11,7 @@ from pydantic import ValidationError
 from cascade.artifacts import Box, Frame, Image
 from cascade.errors import InputError, StageError
 from cascade.media import VideoSource
+from cascade.stages.sources import drop_near_duplicates
 
 
 def test_fps_sampling_counts_and_timestamps(stage, sign_video):
@@ -29,6 +33,50 @@ def test_keyframes_only_and_uniform_and_all(stage, sign_video):
     assert len(every) == sign_video.n_frames
     capped = stage("video_frames", mode="all", max_frames=8)(video=sign_video.path).frames
     assert len(capped) == 8 and capped[0].index == 0 and capped[-1].index == 79
+
+
+def test_dedup_keeps_scene_cuts_and_drops_a_static_shot(stage, sign_video):
+    every = stage("video_frames", mode="all", max_frames=None, size=160)(video=sign_video.path).frames
+    kept = stage("video_frames", mode="all", max_frames=None, size=160, dedup=6.0)(
+        video=sign_video.path).frames
+    starts = {0, 20, 40, 60}  # the four scenes: a cut is never a near-duplicate
+    assert starts <= {f.index for f in kept} and len(kept) < len(every) // 3
+    # a shot of identical frames keeps one
+    frame = every[0]
+    same = [dataclasses.replace(frame, timestamp=t, index=i) for i, t in enumerate((0.0, 0.1, 0.2))]
+    assert [f.index for f in drop_near_duplicates(same, 0.5)] == [0]
+    assert drop_near_duplicates(same, 0.0) == same
+    capped = stage("video_frames", mode="all", max_frames=3, size=160, dedup=6.0)(
+        video=sign_video.path).frames
+    assert [f.index for f in capped] == [kept[0].index, kept[len(kept) // 2].index, kept[-1].index]
+
+
+def test_persisted_frames_are_reused_without_decoding(stage, sign_video, tmp_path, monkeypatch):
+    import shutil
+
+    video = tmp_path / "copy.mp4"
+    shutil.copy(sign_video.path, video)
+    params = dict(mode="keyframes", size=160, dedup=2.0, persist=True)
+    first = stage("video_frames", **params)(video=video).frames
+    assert sorted(p.suffix for p in (tmp_path / "copy.mp4.cascade-index").iterdir()) == [".json", ".npy"]
+
+    def no_decoding(*a, **k):
+        raise AssertionError("decoded the video again")
+
+    monkeypatch.setattr(VideoSource, "sample", no_decoding)
+    again = stage("video_frames", **params)(video=video).frames
+    assert [(f.timestamp, f.index, f.box, f.source_size) for f in again] == \
+        [(f.timestamp, f.index, f.box, f.source_size) for f in first]
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a.pixels, b.pixels)
+        assert b.__content_hash__() == a.__content_hash__() == Image(np.array(b.pixels)).__content_hash__()
+    full = stage("fetch_frames")(video=video, frames=again[-1:]).frames  # loaded frames fetch too
+    assert full[0].pixels.shape == (480, 640, 3) and full[0].index == first[-1].index
+    with pytest.raises(AssertionError, match="decoded"):  # other params: another set
+        stage("video_frames", **{**params, "size": 128})(video=video)
+    os.utime(video, ns=(0, 0))  # an edited video is sampled again
+    with pytest.raises(AssertionError, match="decoded"):
+        stage("video_frames", **params)(video=video)
 
 
 def test_fetch_full_resolution_matches_full_decode(stage, sign_video):

@@ -83,3 +83,19 @@ def test_int8_cache_hits_and_generates(tiny_path, make_image):
     assert hit.cache == "hit" and len(hit.token_ids) >= 1
     assert vlm.kv_cache.stats()["int8"] is True
     assert miss.token_ids[0] == hit.token_ids[0]  # tiny int8 error; first token unchanged here
+
+
+def test_int8_put_quantizes_all_layers_in_one_call(monkeypatch):
+    from cascade.kernels.kv_quant import reference
+
+    calls = []
+    real = reference.quantize
+    monkeypatch.setattr(reference, "quantize", lambda ks, vs: calls.append(len(ks)) or real(ks, vs))
+    fp = _state(16, layers=5)
+    q = KVPrefixCache(1 << 30, int8=True).put("x", fp)
+    assert calls == [5] and q.layers.k.shape == (5, 1, 2, 16, 8)
+    restored = q.kv()
+    assert len(restored) == 5
+    for (a, b), (c, d) in zip(fp.kv(), restored):
+        assert c.shape == a.shape and d.shape == b.shape
+        assert (c - a).norm() / a.norm() < 0.02 and (d - b).norm() / b.norm() < 0.02

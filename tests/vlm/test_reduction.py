@@ -98,3 +98,68 @@ def test_config_errors():
         ReductionConfig("none", 0.5)
     assert ReductionConfig("pool", 1.0).cache_key() == ReductionConfig().cache_key()
     assert ReductionConfig("fastv", 0.5).question_dependent
+
+
+def _divprune_one_row_at_a_time(x: torch.Tensor, k: int) -> list[int]:
+    """The plain greedy max-min loop (one matrix-vector product per pick): the spec."""
+    u = torch.nn.functional.normalize(x.float(), dim=-1, eps=1e-8)
+    mean = torch.nn.functional.normalize(x.float().mean(0, keepdim=True), dim=-1, eps=1e-8)
+    chosen = [int((u @ mean.T).squeeze(1).argmin())]
+    min_dist = 1.0 - u @ u[chosen[0]]
+    min_dist[chosen] = -1.0
+    for _ in range(k - 1):
+        chosen.append(int(min_dist.argmax()))
+        min_dist = torch.minimum(min_dist, 1.0 - u @ u[chosen[-1]])
+        min_dist[chosen] = -1.0
+    return sorted(chosen)
+
+
+def _image_like(n: int, d: int, seed: int) -> torch.Tensor:
+    """Spatially smooth tokens with flat regions (exact duplicates), like a photo's patches."""
+    g = torch.Generator().manual_seed(seed)
+    side = int(n ** 0.5)
+    coarse = torch.randn(1, d, side // 8, side // 8, generator=g)
+    x = torch.nn.functional.interpolate(coarse, size=(side, side), mode="nearest")[0]
+    x = x.permute(1, 2, 0).reshape(-1, d)
+    noisy = torch.rand(x.shape[0], generator=g) < 0.5  # half the tokens exact copies
+    return torch.where(noisy[:, None], x + 0.2 * torch.randn(x.shape, generator=g), x)
+
+
+@pytest.mark.parametrize("n, d, k, data", [
+    (48, 16, 12, "random"), (300, 64, 75, "random"), (1024, 128, 256, "random"),
+    (1024, 128, 102, "image"), (256, 32, 100, "image"), (37, 8, 36, "random")])
+def test_divprune_keeps_the_tokens_of_the_one_row_greedy(n, d, k, data, monkeypatch):
+    from cascade.vlm import reduction
+
+    x = torch.randn(n, d, generator=torch.Generator().manual_seed(n)) if data == "random" \
+        else _image_like(n, d, seed=k)
+    expected = _divprune_one_row_at_a_time(x, k)
+    assert reduction._divprune(x, k).tolist() == expected
+    # a tiny pool ends rounds after a pick or two: many rounds, same picks
+    monkeypatch.setattr(reduction, "DIVPRUNE_POOL", 3)
+    assert reduction._divprune(x, k).tolist() == expected
+
+
+def test_divprune_past_the_distinct_tokens_keeps_every_distinct_one():
+    # Once only exact copies of kept tokens remain, their distances are rounding noise around 0
+    # and the order among them is arbitrary (in the one-row greedy too); what must hold is that
+    # every distinct token is kept.
+    from cascade.vlm import reduction
+
+    x = _image_like(256, 32, seed=3)
+    distinct = {tuple(row) for row in x.tolist()}
+    kept = {tuple(x[i].tolist()) for i in reduction._divprune(x, 200).tolist()}
+    assert len(distinct) < 200 and kept == distinct
+
+
+@pytest.mark.parametrize("grid, ratio", [((1, 6, 8), 0.25), ((2, 5, 7), 0.25), ((1, 9, 4), 0.1),
+                                         ((3, 4, 4), 0.5)])
+def test_pool_takes_each_bin_centre_position(grid, ratio):
+    import math
+
+    t, h, w = grid
+    r = reduce_tokens(_tokens(t * h * w), grid, ReductionConfig("pool", ratio))
+    oh, ow = max(1, round(h * math.sqrt(ratio))), max(1, round(w * math.sqrt(ratio)))
+    rows = [(math.floor(i * h / oh) + math.ceil((i + 1) * h / oh) - 1) // 2 for i in range(oh)]
+    cols = [(math.floor(j * w / ow) + math.ceil((j + 1) * w / ow) - 1) // 2 for j in range(ow)]
+    assert r.index.tolist() == [f * h * w + i * w + j for f in range(t) for i in rows for j in cols]
