@@ -221,6 +221,9 @@ class Models(Mapping[str, DeclaredModel]):
             raise CascadeError(f"no model '{name}' is declared{did_you_mean(name, self._models)}; "
                                f"declared models: {declared}") from None
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._models
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._models)
 
