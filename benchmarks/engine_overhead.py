@@ -46,14 +46,14 @@ def _register() -> None:
 def fan_out(n: int) -> str:
     stages = "\n".join(f"  s{i}: {{type: bench_noop, inputs: {{value: src.value}}}}" for i in range(n - 1))
     outputs = "\n".join(f"  o{i}: s{i}.value" for i in range(n - 1))
-    return (f"name: fan_out\ninputs: {{x: int}}\nstages:\n  src: {{type: bench_noop, inputs: {{value: $x}}}}\n"
+    return ("name: fan_out\ninputs: {x: int}\nstages:\n  src: {type: bench_noop, inputs: {value: $x}}\n"
             f"{stages}\noutputs:\n{outputs}\n")
 
 
 def chain(n: int) -> str:
     stages = ["  s0: {type: bench_noop, inputs: {value: $x}}"]
     stages += [f"  s{i}: {{type: bench_noop, inputs: {{value: s{i - 1}.value}}}}" for i in range(1, n)]
-    return f"name: chain\ninputs: {{x: int}}\nstages:\n" + "\n".join(stages) + f"\noutputs:\n  y: s{n - 1}.value\n"
+    return "name: chain\ninputs: {x: int}\nstages:\n" + "\n".join(stages) + f"\noutputs:\n  y: s{n - 1}.value\n"
 
 
 def per_stage_us(pipeline: Pipeline, n_stages: int, runs: int) -> float:

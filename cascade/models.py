@@ -156,7 +156,7 @@ class DeclaredModel:
                 return loaded.vlm.family
             if key in _FAMILIES:
                 return _FAMILIES[key]
-        from .vlm.transformers_backend import load_family
+        from .vlm.families import load_family
 
         try:
             family = load_family(key[0], key[1])

@@ -29,7 +29,7 @@ from typing import Any
 from ..errors import CascadeError, InputError
 from .billing import vlm_bill
 from .decode import GREEDY, Generated, OnToken, Sampling, TokenEvent
-from .families import Family, ImageLimits
+from .families import Family, ImageLimits, load_family
 from .media import as_images
 from .prompt import History
 from .reduction import ReductionConfig
@@ -190,8 +190,6 @@ class OpenAIBackend:
 def _family(model: str, config: str | None, limits: ImageLimits | None) -> Family | None:
     """The served model's family: from `config` (must load), else from the model name when it is
     a loadable checkpoint (a hub id, as vLLM names models), else None (config=None: never)."""
-    from .transformers_backend import load_family
-
     if config:
         return load_family(config, limits)
     if config is None:

@@ -26,7 +26,7 @@ from ..kernels._dispatch import IMPLS, choose_impl
 from ..kernels.rmsnorm import patch_rmsnorm
 from .billing import vlm_bill
 from .decode import GREEDY, Decoder, Generated, OnToken, Sampling
-from .families import Family, ImageLimits, family_for
+from .families import Family, ImageLimits, load_family
 from .fastv import fastv_prefill, layerwise_step
 from .kv_cache import KVPrefixCache
 from .media import as_images
@@ -35,19 +35,7 @@ from .prompt import History, PromptLayout
 from .reduction import PRE_LLM_METHODS, ReductionConfig, keep_count
 from .result import VLMResult, peak_memory
 
-__all__ = ["TransformersBackend", "load_family"]
-
-
-def load_family(model: str, limits: ImageLimits | None = None) -> Family:
-    """The family of a checkpoint (hub id or folder) from its config and processor, no weights."""
-    from transformers import AutoConfig, AutoProcessor
-
-    try:
-        config = AutoConfig.from_pretrained(model)
-    except (OSError, ValueError) as e:
-        raise InputError(f"cannot load VLM '{model}': {e}") from e
-    cls = family_for(config.model_type)
-    return cls(config, AutoProcessor.from_pretrained(model), limits)
+__all__ = ["TransformersBackend"]
 
 
 class TransformersBackend:

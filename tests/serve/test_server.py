@@ -15,8 +15,7 @@ import httpx
 import numpy as np
 import pytest
 
-from cascade.vlm.families import ImageLimits
-from cascade.vlm.transformers_backend import load_family
+from cascade.vlm.families import ImageLimits, load_family
 
 from .conftest import (IMAGES, VIDEO, VLM_MAX_PIXELS, chat, data_url, image_part, png_bytes,
                        running_server, small_config, video_part, warm)

@@ -1,5 +1,4 @@
 import pytest
-import torch
 
 from cascade.errors import InputError
 from cascade.vlm import VLM, ReductionConfig

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from ...registry import import_submodules
 from .base import (FAMILIES, Family, ImageCost, ImageInputs, ImageLimits, ModelShapes, PrefixInputs,
-                   family_for, register_family)
+                   family_for, load_family, register_family)
 
 import_submodules(__name__, __path__)
 
 __all__ = ["FAMILIES", "Family", "ImageCost", "ImageInputs", "ImageLimits", "ModelShapes",
-           "PrefixInputs", "family_for", "register_family"]
+           "PrefixInputs", "family_for", "load_family", "register_family"]

@@ -43,7 +43,7 @@ from ...errors import CascadeError, InputError, RegistryError
 from ..reduction import METHODS
 
 __all__ = ["Family", "ImageInputs", "PrefixInputs", "ImageLimits", "ImageCost", "ModelShapes",
-           "FAMILIES", "register_family", "family_for", "matmul_weights"]
+           "FAMILIES", "register_family", "family_for", "load_family", "matmul_weights"]
 
 FAMILIES: dict[str, type["Family"]] = {}
 
@@ -65,6 +65,17 @@ def family_for(model_type: str) -> type["Family"]:
     except KeyError:
         raise CascadeError(f"model type '{model_type}' is not supported by the transformers "
                            f"backend; supported model types: {sorted(FAMILIES)}") from None
+
+
+def load_family(model: str, limits: "ImageLimits | None" = None) -> "Family":
+    """The family of a checkpoint (hub id or folder), from its config and processor: no weights."""
+    from transformers import AutoConfig, AutoProcessor
+
+    try:
+        config = AutoConfig.from_pretrained(model)
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot load VLM '{model}': {e}") from e
+    return family_for(config.model_type)(config, AutoProcessor.from_pretrained(model), limits)
 
 
 def matmul_weights(*modules: torch.nn.Module) -> int:
