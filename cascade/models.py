@@ -31,7 +31,7 @@ from .errors import CascadeError, did_you_mean
 
 if TYPE_CHECKING:
     from .vlm import VLM, ReductionConfig
-    from .vlm.families import Family
+    from .vlm.families import Family, ImageLimits
 
 __all__ = ["ModelSpec", "ModelName", "Models", "DeclaredModel", "model_params", "release_models"]
 
@@ -93,7 +93,8 @@ class ModelSpec(BaseModel):
         """What makes two declarations the same loaded model (the reduction defaults do not)."""
         return tuple(sorted(self.model_dump(exclude={"reduction", "keep_ratio", "fastv_layer"}).items()))
 
-    def limits(self):
+    def limits(self) -> "ImageLimits":
+        """The image limits the model is declared with (`cascade.vlm.families.ImageLimits`)."""
         from .vlm.families import ImageLimits
 
         return ImageLimits(self.resolution, self.min_pixels, self.max_pixels, self.longest_edge)

@@ -11,9 +11,9 @@ model loads on first use, shared with any other pipeline of the process that dec
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Iterable
 from typing import Any
 
 from pydantic import ValidationError

@@ -86,8 +86,8 @@ class Idefics3Family(Family):
         tiles = max(tiles, 1)  # an image that needs no split is its global image alone
         v = self.config.vision_config
         patches = (v.image_size // v.patch_size) ** 2  # SigLIP attends within each tile
-        return ImageCost(tiles * self.tile_side ** 2, tiles * patches, float(tiles * v.num_hidden_layers
-                                                                              * patches * patches))
+        pairs = float(tiles * v.num_hidden_layers * patches * patches)
+        return ImageCost(tiles * self.tile_side ** 2, tiles * patches, pairs)
 
     def _vision_shape(self, model: Any) -> EncoderShape:
         tower = model.model.vision_model
