@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping
-from functools import cached_property
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -146,7 +145,7 @@ class DeclaredModel:
     def __init__(self, name: str, spec: ModelSpec):
         self.name, self.spec = name, spec
 
-    @cached_property
+    @property
     def family(self) -> "Family":
         """The model's family: visual tokens per image, limits, shapes. Reads the checkpoint's
         config and processor (no weights); for the openai backend, from `config` (or `id`)."""

@@ -7,8 +7,8 @@ branches, model names) and `cascade.graph` checks cycles.
 
 Edits applied to the raw document before validation, in this order: `model_params` (fields set on
 every declared model), `type_params` (params for every stage of a type; type "*": every stage that
-has the param), then dotted `overrides` (`stage.param` or `models.name.field`), so the more
-specific wins.
+has the param, the type's own entry winning), then dotted `overrides` (`stage.param` or
+`models.name.field`), so the more specific wins.
 """
 from __future__ import annotations
 
@@ -242,7 +242,7 @@ def apply_type_params(data: dict[str, Any], by_type: dict[str, dict[str, Any]],
         if not isinstance(st, dict) or not isinstance(st.get("type"), str):
             continue
         known = set(params_of(st["type"]))
-        for type_ in (st["type"], "*"):
+        for type_ in ("*", st["type"]):  # the type's own params win over the wildcard's
             for param, value in by_type.get(type_, {}).items():
                 if param in known:
                     st.setdefault("params", {})[param] = value

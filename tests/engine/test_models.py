@@ -70,7 +70,7 @@ def test_overrides_address_models_and_precedence_is_yaml_then_bulk_then_dotted()
     assert shorthand.models["vlm"].spec == ModelSpec(id="Org/Short")
     by_type = Pipeline.from_yaml(yaml(), type_params={"vlm_answer": {"max_new_tokens": 9},
                                                       "*": {"max_new_tokens": 7, "nope": 1}})
-    assert by_type.stages["ask"].params.max_new_tokens == 7  # "*" after the type, both before dotted
+    assert by_type.stages["ask"].params.max_new_tokens == 9  # the type's own entry beats "*"
     with pytest.raises(SpecError, match="'models' is reserved"):
         Pipeline.from_yaml(yaml().replace("  ask:\n", "  models:\n").replace("ask.answer", "models.answer"))
 
