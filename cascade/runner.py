@@ -7,6 +7,12 @@ concurrently (stages are synchronous compute: torch, numpy, PyAV and onnxruntime
 No event loop is created per run, so the engine's own overhead stays a few tens of microseconds
 per stage (`benchmarks/engine_overhead.py`).
 
+A stage's one-time `setup()` (model loading) never overlaps another stage's run: loading a model
+often changes process-wide library state (ultralytics sets OpenCV's thread count when imported,
+which crashes an OpenCV call running in another thread), so it waits for the runs in flight and
+holds new ones back until it is done (`_SetupGate`). A stage that runs another pipeline inside
+its own run should set that pipeline up first (`Pipeline.setup()`).
+
 A stage is skipped when it waits on a branch its router did not take, or when a required input
 comes only from skipped stages; a list of references takes the first that ran, which is how a
 coarse and a fine path join. A reference that ran but produced None (a tool that could not
@@ -18,6 +24,8 @@ import contextvars
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from .artifacts import Route
 from .errors import StageError
 from .spec import flatten_refs, parse_ref
-from .stage import Router
+from .stage import Router, Stage
 from .trace import StageRecord, Trace, stage_scope
 
 if TYPE_CHECKING:
@@ -47,6 +55,49 @@ def _pool() -> ThreadPoolExecutor:
             _POOL = ThreadPoolExecutor(max_workers=max(32, 4 * (os.cpu_count() or 1)),
                                        thread_name_prefix="cascade-stage")
         return _POOL
+
+
+class _SetupGate:
+    """Stage runs share the gate; a stage's setup holds it alone (runs on the setting-up thread's
+    own stack excepted, so a stage may set up what it runs inline)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._running = 0
+        self._setting_up = False
+        self._mine = threading.local()
+
+    @contextmanager
+    def run(self) -> Iterator[None]:
+        with self._cond:
+            while self._setting_up:
+                self._cond.wait()
+            self._running += 1
+        self._mine.runs = getattr(self._mine, "runs", 0) + 1
+        try:
+            yield
+        finally:
+            self._mine.runs -= 1
+            with self._cond:
+                self._running -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def setup(self) -> Iterator[None]:
+        mine = getattr(self._mine, "runs", 0)
+        with self._cond:
+            while self._setting_up or self._running > mine:
+                self._cond.wait()
+            self._setting_up = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._setting_up = False
+                self._cond.notify_all()
+
+
+_GATE = _SetupGate()
 
 
 @dataclass
@@ -177,11 +228,17 @@ def _call(stage_obj, rec: StageRecord, kwargs: dict[str, Any]) -> Any:
     """Set up (timed separately), run, and check one stage; all failures become StageError."""
     try:
         if not stage_obj._is_setup:
-            t0 = time.perf_counter()
-            stage_obj.ensure_setup()
-            if (setup_s := time.perf_counter() - t0) > 1e-3:  # only model loads are worth a line
+            if type(stage_obj).setup is Stage.setup:  # nothing to load
+                stage_obj.ensure_setup()
+                setup_s = 0.0
+            else:
+                with _GATE.setup():
+                    t0 = time.perf_counter()
+                    stage_obj.ensure_setup()
+                    setup_s = time.perf_counter() - t0
+            if setup_s > 1e-3:  # only model loads are worth a line
                 rec.counters["setup_seconds"] = round(setup_s, 6)
-        with stage_scope(rec):
+        with _GATE.run(), stage_scope(rec):
             out = stage_obj.run(**kwargs)
         expected = stage_obj._hints()["return"]
         if not isinstance(out, expected):
