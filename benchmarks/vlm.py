@@ -67,30 +67,33 @@ class PrefillCase:
         b = self.backend = vlm.backend
         fam = b.family
         self.red = red
-        prefix, suffix = b.first_turn_texts(1, None, question)
-        sfx = b.tokenize(suffix)
+        prefix, suffix = b.layout.first_turn(1, None, question)
+        sfx = b.layout.tokenize(suffix)
         self.fastv = red.method == "fastv"
-        ids, pos, emb, n_before, next_pos, _ = b.assemble([img], prefix,
-                                                          ReductionConfig() if self.fastv else red)
+        a = b.engine.assemble([img], prefix, ReductionConfig() if self.fastv else red)
         with torch.inference_mode():
-            self.emb = torch.cat([emb, fam.embed(torch.tensor(sfx, device=b.device))])[None]
-        self.pos = torch.cat([pos, fam.text_positions(next_pos, len(sfx))], dim=1)
-        self.visual = (ids == fam.image_token_id).nonzero().squeeze(1)
-        self.keep = keep_count(n_before, red.keep_ratio)
+            self.emb = torch.cat([a.embeds, fam.embed(torch.tensor(sfx, device=b.device))])[None]
+        self.pos = torch.cat([a.positions, fam.text_positions(a.next_pos, len(sfx))], dim=1)
+        self.visual = (a.ids == fam.image_token_id).nonzero().squeeze(1)
+        self.extra, self.prefix = a.extra, a
+        self.keep = keep_count(a.unreduced, red.keep_ratio)
         self.times: list[float] = []
 
     def run(self) -> None:
         from cascade.vlm.fastv import fastv_prefill
 
         fam = self.backend.family
-        cache = self.backend.new_cache()
+        cache = self.backend.engine.new_cache()
+        visual = {} if self.extra is None else fam.visual_kwargs(
+            torch.nn.functional.pad(self.prefix.ids == fam.image_token_id,
+                                    (0, self.emb.shape[1] - self.prefix.ids.numel()))[None], self.extra)
         t = time.perf_counter()
         with torch.inference_mode():
             if self.fastv:
                 h, _ = fastv_prefill(fam, self.emb, self.pos, self.visual, self.keep,
-                                     self.red.fastv_layer, cache)
+                                     self.red.fastv_layer, cache, self.extra)
             else:
-                h = fam.forward(self.emb, self.pos, cache)
+                h = fam.forward(self.emb, self.pos, cache, **visual)
             int(fam.lm_head(h[:, -1]).argmax())
         self.times.append(time.perf_counter() - t)
 
@@ -107,18 +110,18 @@ def sweep(vlm: VLM, img: Image, question: str, methods: list[str], ratios: list[
         r = vlm.generate([img], question, max_new_tokens=max_new, reduction=red)
         results.append(r)
         cases.append(PrefillCase(vlm, img, question, red))
-        print(f"  {red.method:9s} keep {red.keep_ratio:4.2f}: {r.visual_tokens:5d} visual tokens, "
-              f"TTFT {r.ttft_s:6.3f} s (vision {r.vision_s:.3f} s)", flush=True)
+        print(f"  {red.method:9s} keep {red.keep_ratio:4.2f}: {r.bill.visual_tokens:5d} visual tokens, "
+              f"TTFT {r.bill.ttft_s:6.3f} s (vision {r.bill.vision_s:.3f} s)", flush=True)
     for i in range(repeats):
         for case in cases:
             case.run()
         print(f"  prefill round {i + 1}/{repeats}: " + ", ".join(
             f"{c.red.method}@{c.red.keep_ratio:g} {c.times[-1]:.2f}s" for c in cases), flush=True)
-    return [{"method": red.method, "keep_ratio": red.keep_ratio, "visual_tokens": r.visual_tokens,
-             "visual_tokens_before": r.visual_tokens_before, "prompt_tokens": r.prompt_tokens,
-             "prefill_s": min(c.times), "prefill_s_all": c.times, "ttft_s": r.ttft_s,
-             "vision_s": r.vision_s, "prefill_flops": r.prefill_flops,
-             "baseline_prefill_flops": r.baseline_prefill_flops}
+    return [{"method": red.method, "keep_ratio": red.keep_ratio, "visual_tokens": r.bill.visual_tokens,
+             "visual_tokens_before": r.bill.unreduced_visual_tokens, "prompt_tokens": r.bill.prompt_tokens,
+             "prefill_s": min(c.times), "prefill_s_all": c.times, "ttft_s": r.bill.ttft_s,
+             "vision_s": r.bill.vision_s, "prefill_flops": r.bill.prefill_flops,
+             "baseline_prefill_flops": r.bill.unreduced_prefill_flops}
             for red, r, c in zip(configs, results, cases)]
 
 
@@ -142,16 +145,16 @@ def turn2(path: str, device: str, img: Image, max_new: int, repeats: int) -> dic
     s = plain.session([img], max_new_tokens=max_new)
     s.ask(q1)
     st2 = s.ask(q2s[0])
-    assert all(h.cache == "hit" for h in hits)
+    assert all(h.bill.cache == "hit" for h in hits)
     same = all(h.token_ids == r.token_ids for h, r in zip(hits, recomputes))
-    hit_s = min(h.ttft_s for h in hits)
-    rec_s = min(r.ttft_s for r in recomputes)
-    out = {"visual_tokens": hits[0].visual_tokens, "ttft_cache_hit_s": hit_s,
-           "ttft_recompute_s": rec_s, "ttft_session_turn2_s": st2.ttft_s,
-           "speedup_cache": rec_s / hit_s, "speedup_session": rec_s / st2.ttft_s,
+    hit_s = min(h.bill.ttft_s for h in hits)
+    rec_s = min(r.bill.ttft_s for r in recomputes)
+    out = {"visual_tokens": hits[0].bill.visual_tokens, "ttft_cache_hit_s": hit_s,
+           "ttft_recompute_s": rec_s, "ttft_session_turn2_s": st2.bill.ttft_s,
+           "speedup_cache": rec_s / hit_s, "speedup_session": rec_s / st2.bill.ttft_s,
            "same_tokens_hit_vs_recompute": same,
            "session_vision_tower_calls_after_2_turns": s.vision_tower_calls}
-    print(f"  turn 2 TTFT: cache hit {hit_s:.3f} s, session {st2.ttft_s:.3f} s, "
+    print(f"  turn 2 TTFT: cache hit {hit_s:.3f} s, session {st2.bill.ttft_s:.3f} s, "
           f"recompute {rec_s:.3f} s -> {out['speedup_cache']:.0f}x (same tokens: {same})", flush=True)
     return out
 
@@ -164,8 +167,8 @@ def int8_storage(path: str, device: str, img: Image, max_new: int) -> dict:
         v.generate([img], question, max_new_tokens=1)  # fill the cache
     a = fp.generate([img], question, max_new_tokens=max_new)
     b = q.generate([img], question, max_new_tokens=max_new)
-    prefix, _ = fp.backend.first_turn_texts(1, None, question)
-    state, _, _ = fp.backend.compute_prefix([img], prefix, ReductionConfig())
+    prefix, _ = fp.backend.layout.first_turn(1, None, question)
+    state, _, _ = fp.backend.engine.compute([img], prefix, ReductionConfig())
     errs = []
     for k, v in state.layers:
         dk, dv = dequantize_kv(quantize_kv(k, v))
@@ -219,7 +222,7 @@ def plot(result: dict, out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--family", default="qwen2_vl", choices=["qwen2_vl", "qwen2_5_vl"])
+    ap.add_argument("--family", default="qwen2_vl", choices=["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
     ap.add_argument("--size", default="bench", choices=["test", "bench"])
     ap.add_argument("--image-size", type=int, default=896,
                     help="square image side in pixels (896 -> 1024 merged visual tokens)")

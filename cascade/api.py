@@ -31,9 +31,9 @@ class QA:
     """Ask questions through a pipeline whose outputs include `answer: Answer`.
 
     pipeline: shipped pipeline name (`cascade run` names) or a YAML path.
-    model: VLM to use (hub id or local dir); sets `model` on every `vlm_answer` stage.
-    device: "cpu", "cuda", ...; set on every stage that has a `device` param.
-    overrides: more params by dotted path, e.g. {"retrieve.top_k": 4}.
+    model: VLM to use (hub id or local dir); sets `id` on every model the pipeline declares.
+    device: "cpu", "cuda", ...; set on every declared model and every stage with a `device` param.
+    overrides: more settings by dotted path, e.g. {"retrieve.top_k": 4, "models.vlm.keep_ratio": 0.5}.
     type_overrides: params for every stage of a type, e.g. {"clip_embed": {"pretrained": None}}.
     """
 
@@ -42,12 +42,15 @@ class QA:
     def __init__(self, pipeline: str | Path | None = None, *, model: str | None = None,
                  device: str | None = None, overrides: dict[str, Any] | None = None,
                  type_overrides: dict[str, dict[str, Any]] | None = None):
-        source = pipeline or self.default_pipeline
         by_type = {k: dict(v) for k, v in (type_overrides or {}).items()}
+        models: dict[str, Any] = {}
         if model is not None:
-            by_type.setdefault("vlm_answer", {})["model"] = model
-        extra = expand_type_overrides(source, by_type, device)
-        self.pipeline = Pipeline.load(source, overrides={**extra, **(overrides or {})})
+            models["id"] = model
+        if device is not None:
+            models["device"] = device
+            by_type.setdefault("*", {})["device"] = device
+        self.pipeline = Pipeline.load(pipeline or self.default_pipeline, overrides,
+                                      type_params=by_type, model_params=models)
         if "answer" not in self.pipeline.spec.outputs:
             raise SpecError(f"pipeline '{self.pipeline.name}' has no 'answer' output; QA needs one",
                             file=self.pipeline.file)
@@ -65,17 +68,22 @@ class QA:
         return wanted if wanted in self.media_inputs else self.media_inputs[0]
 
     @classmethod
-    def offline(cls, pipeline: str | Path | None = None, size: str = "test", **kwargs: Any) -> "QA":
+    def offline(cls, pipeline: str | Path | None = None, size: str = "test", *,
+                model: str | None = None, **kwargs: Any) -> "QA":
         """Random-weight models, for machines without a model hub (tests, demos, benchmarks).
 
-        The VLM is a tiny Qwen2-VL built from a config (`cascade.vlm.build_tiny_vlm`) and CLIP is
-        randomly initialised: costs, token counts and timings are real for the architectures, the
+        The VLM is a tiny Qwen2-VL built from a config (`cascade.vlm.build_tiny_vlm`, `size`
+        "test" or "bench"), or the checkpoint folder `model` (e.g. another tiny family:
+        `QA.offline("multi_image_qa", model=str(build_tiny_vlm(family="qwen3_vl")))`); CLIP is
+        randomly initialised. Costs, token counts and timings are real for the architectures, the
         VLM's answers are noise. OCR and detection stay real models.
         """
-        by_type = offline_type_overrides(size)
+        offline = offline_params(size)
+        by_type = offline["type_params"]
         for k, v in (kwargs.pop("type_overrides", None) or {}).items():
             by_type.setdefault(k, {}).update(v)
-        return cls(pipeline, type_overrides=by_type, **kwargs)
+        return cls(pipeline, model=model or offline["model_params"]["id"], type_overrides=by_type,
+                   **kwargs)
 
     def ask(self, media: Any, question: str, **inputs: Any) -> Answer:
         """Answer `question` about `media` (a video path, image paths/arrays/PIL images, or one image)."""
@@ -104,29 +112,19 @@ class QA:
         return f"{type(self).__name__}(pipeline={self.pipeline.name!r}, media={self.media_inputs})"
 
 
-def offline_type_overrides(size: str = "test") -> dict[str, dict[str, Any]]:
-    """Per stage type, the params that make a pipeline run with no model hub (see `QA.offline`)."""
+def offline_params(size: str = "test") -> dict[str, Any]:
+    """`Pipeline.load` keyword arguments that make a pipeline run with no model hub (`QA.offline`,
+    `cascade run --offline`): every declared model becomes the tiny random-weight Qwen2-VL, CLIP
+    random, retrieval text-led, the detector the bundled YOLO11n."""
     from .stages.detect import bundled_yolo11n
     from .vlm import build_tiny_vlm
 
-    return {"vlm_answer": {"model": str(build_tiny_vlm(size=size))},
-            "clip_embed": {"pretrained": None},
-            # Random CLIP ranks frames by noise: let the text side (real OCR + MiniLM) rank.
-            "retrieve": {"clip_weight": 0.0},
-            "detect": {"weights": bundled_yolo11n() or "yolo11n.pt"}}
-
-
-def expand_type_overrides(source: str | Path, by_type: dict[str, dict[str, Any]],
-                          device: str | None = None) -> dict[str, Any]:
-    """Turn per-type params (and a device for every stage that has one) into `stage.param` keys."""
-    extra: dict[str, Any] = {}
-    for name, st in Pipeline.load(source).stages.items():  # validation only: no model loads
-        for param, value in by_type.get(st.type_name, {}).items():
-            if param in type(st).Params.model_fields:
-                extra[f"{name}.{param}"] = value
-        if device is not None and "device" in type(st).Params.model_fields:
-            extra[f"{name}.device"] = device
-    return extra
+    return {"model_params": {"id": str(build_tiny_vlm(size=size))},
+            "type_params": {"clip_embed": {"pretrained": None},
+                            # Random CLIP ranks frames by noise: let the text side (real OCR +
+                            # MiniLM) rank.
+                            "retrieve": {"clip_weight": 0.0},
+                            "detect": {"weights": bundled_yolo11n() or "yolo11n.pt"}}}
 
 
 class VideoQA(QA):

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .bill import Bill
 from .errors import InputError
 
 __all__ = ["Box", "Image", "Frame", "OcrLine", "Detection", "Route", "Evidence", "Answer"]
@@ -280,17 +281,23 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Answer:
-    """The pipeline's reply: text, who produced it (the VLM or a tool), the evidence and the bill."""
+    """The pipeline's reply: text, who produced it (the VLM or a tool), the evidence and the bill
+    (`cascade.bill.Bill`: what it cost, next to the full-resolution baseline)."""
 
     text: str
     produced_by: Literal["vlm", "tool"] = "vlm"
     evidence: Evidence = field(default_factory=Evidence)
-    usage: dict[str, Any] = field(default_factory=dict)
+    bill: Bill = field(default_factory=Bill)
     trace: Any = None  # the run's cascade.trace.Trace, attached by the Python API
+
+    @property
+    def usage(self) -> dict[str, Any]:
+        """The bill as a flat JSON-friendly dict (what `to_dict` and the server report)."""
+        return {"produced_by": self.produced_by, **self.bill.to_dict()}
 
     def to_dict(self) -> dict[str, Any]:
         d = {"text": self.text, "produced_by": self.produced_by,
-             "evidence": self.evidence.to_dict(), "usage": dict(self.usage)}
+             "evidence": self.evidence.to_dict(), "usage": self.usage}
         if self.trace is not None:
             d["trace"] = self.trace.to_dict()
         return d

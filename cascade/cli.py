@@ -98,11 +98,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .pipeline import Pipeline
 
     overrides = _yaml_values(_parse_assignments(args.set, "--set"))
+    offline: dict[str, Any] = {}
     if args.offline:
-        from .api import expand_type_overrides, offline_type_overrides
+        from .api import offline_params
 
-        overrides = {**expand_type_overrides(args.pipeline, offline_type_overrides()), **overrides}
-    pipeline = Pipeline.load(args.pipeline, overrides=overrides)
+        offline = offline_params()
+    pipeline = Pipeline.load(args.pipeline, overrides=overrides, **offline)
     inputs = _parse_assignments(args.input, "--input")
     if args.json:
         with _stdout_to_stderr():  # model libraries print progress to stdout; keep it pure JSON
@@ -157,7 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=VALUE",
                    help="a pipeline input; repeat a name to pass a list")
     p.add_argument("--set", action="append", default=[], metavar="STAGE.PARAM=VALUE",
-                   help="override a stage param (value parsed as YAML)")
+                   help="override a stage param, or a declared model's field as "
+                   "models.NAME.FIELD=VALUE (value parsed as YAML)")
     p.add_argument("--json", action="store_true",
                    help='print one JSON object {"outputs": ..., "trace": ...}')
     p.add_argument("--offline", action="store_true",
@@ -181,13 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .serve.cli import add_serve_commands  # argparse only; FastAPI/Gradio load on use
 
     add_serve_commands(sub)
-    for register in _EXTRA_COMMANDS:
-        register(sub)
     return parser
-
-
-# Other modules (bench, serve, demo) add subcommands here without cli.py importing them eagerly.
-_EXTRA_COMMANDS: list = []
 
 
 def main(argv: list[str] | None = None) -> int:

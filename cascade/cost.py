@@ -1,103 +1,119 @@
-"""The cost model every trace and benchmark uses (DESIGN.md §3).
+"""The cost model: FLOPs of a VLM call from first principles (DESIGN.md §3, §9).
 
-P = parameters, L = layers, D = hidden size, Nv visual, Np prompt, Ng generated tokens:
-    prefill = 2*P*(Nv+Np) + 4*L*(Nv+Np)^2*D
-    decode  = 2*P*Ng + 4*L*sum_{i=1..Ng}(Nv+Np+i)*D
-The first term is the dense matmuls (2 FLOPs per parameter per token); the second is attention
-(QK^T and AV, 2 FLOPs each per query-key pair per hidden unit, in every layer).
+Only formulas live here; the numbers they take (layer counts, widths, matmul weights, how many
+patches an image becomes and which patches attend to which) come from the model's family
+(`cascade.vlm.families`), which reads them off the architecture.
+
+Conventions: a matmul of an [n, k] input with a [k, m] weight costs 2·n·k·m FLOPs, so a token that
+passes through W matmul weights costs 2·W. Attention costs 4·A FLOPs per (query, key) pair per
+layer, A = heads × head_dim: 2·A for the score q·k and 2·A for the weighted sum of values.
+Norms, activations, softmax, rotary embeddings and embedding lookups are not matmuls and are left
+out (well under 1 % at these shapes).
+
+Language model (L layers, W matmul weights in all layers together, D hidden, V vocabulary):
+    prefill of n new tokens after `past` cached ones
+        = 2·W·n + 4·A·L·(n·past + n(n+1)/2) + 2·D·V
+      causal: new token i sees past + i keys; the LM head runs on the last token only.
+    decode of g generated tokens after a context of c tokens: the first token comes from the
+    prefill's logits, each later one costs a one-token step (the last token is never fed back):
+        = Σ_{j=1..g-1} (2·W + 4·A·L·(c + j) + 2·D·V)
+
+Vision tower (W_v matmul weights per patch: patch embedding and every block; M merger weights per
+output token; P attention pairs summed over blocks):
+        = 2·W_v·patches + 4·A_v·P + 2·M·tokens
+  P is what the family's attention pattern makes it: Σ_images patches² per full-attention block
+  for Qwen2-VL / Qwen3-VL, Σ_windows size² for Qwen2.5-VL's windowed blocks, per tile for
+  Idefics3's SigLIP.
+
+FastV (drops visual tokens after layer k): layers < k run on all n prompt tokens, the others on the
+kept ones; decode attends to the mean context over layers.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+
+__all__ = ["DecoderShape", "EncoderShape", "prefill_flops", "decode_flops", "encoder_flops",
+           "fastv_prefill_flops", "fastv_context", "causal_pairs"]
 
 
 @dataclass(frozen=True)
-class ModelShape:
-    """The three numbers of a language model the cost model needs."""
+class DecoderShape:
+    """A language model as the cost model sees it (read off the architecture by its family).
 
-    params: int
+    layers: decoder layers; hidden: D; attention_width: A = query heads × head_dim; linear_params:
+    W, the matmul weights of all decoder layers together (attention projections and MLP);
+    vocab: rows of the LM head.
+    """
+
     layers: int
     hidden: int
+    attention_width: int
+    linear_params: int
+    vocab: int
 
-    @classmethod
-    def from_config(cls, config, params: int | None = None) -> "ModelShape":
-        """From a transformers config (its `text_config` if it has one); `params` counted if None."""
-        text = getattr(config, "text_config", None) or config
-        if params is None:
-            raise ValueError("ModelShape.from_config needs params= (count them with "
-                             "sum(p.numel() for p in language_model.parameters()))")
-        return cls(params=int(params), layers=int(text.num_hidden_layers), hidden=int(text.hidden_size))
-
-
-def prefill_flops(shape: ModelShape, n_visual: int, n_prompt: int) -> float:
-    """FLOPs to prefill n_visual + n_prompt tokens."""
-    n = n_visual + n_prompt
-    return 2.0 * shape.params * n + 4.0 * shape.layers * n * n * shape.hidden
-
-
-def decode_flops(shape: ModelShape, n_visual: int, n_prompt: int, n_generated: int) -> float:
-    """FLOPs to generate n_generated tokens after a prefill of n_visual + n_prompt."""
-    n0 = n_visual + n_prompt
-    # sum_{i=1..Ng} (n0 + i) = Ng*n0 + Ng(Ng+1)/2
-    context_sum = n_generated * n0 + n_generated * (n_generated + 1) / 2
-    return 2.0 * shape.params * n_generated + 4.0 * shape.layers * context_sum * shape.hidden
+    @property
+    def params(self) -> int:
+        """Matmul weights a token meets: every layer plus the LM head."""
+        return self.linear_params + self.hidden * self.vocab
 
 
 @dataclass(frozen=True)
-class TokenBill:
-    """What one VLM call cost, next to what the full-resolution baseline would have cost."""
+class EncoderShape:
+    """A vision tower: blocks and widths, and the merger that turns patches into LLM tokens.
 
-    visual_tokens: int
-    prompt_tokens: int
-    generated_tokens: int
-    prefill_flops: float
-    decode_flops: float
-    baseline_visual_tokens: int | None = None
-    baseline_prefill_flops: float | None = None
-
-    @classmethod
-    def compute(cls, shape: ModelShape, visual: int, prompt: int, generated: int,
-                baseline_visual: int | None = None) -> "TokenBill":
-        base = None if baseline_visual is None else prefill_flops(shape, baseline_visual, prompt)
-        return cls(visual, prompt, generated, prefill_flops(shape, visual, prompt),
-                   decode_flops(shape, visual, prompt, generated), baseline_visual, base)
-
-    @property
-    def prefill_token_share(self) -> float:
-        """Fraction of all processed tokens that are prefill tokens."""
-        pre = self.visual_tokens + self.prompt_tokens
-        return pre / (pre + self.generated_tokens)
-
-    @property
-    def prefill_savings(self) -> float | None:
-        """Baseline prefill FLOPs divided by this call's (None without a baseline)."""
-        if not self.baseline_prefill_flops:
-            return None
-        return self.baseline_prefill_flops / max(self.prefill_flops, 1.0)
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "prefill_token_share": self.prefill_token_share,
-                "prefill_savings": self.prefill_savings}
-
-
-def qwen2vl_visual_tokens(width: int, height: int, *, patch: int = 14, merge: int = 2,
-                          min_pixels: int = 56 * 56, max_pixels: int = 28 * 28 * 1280) -> int:
-    """Visual tokens Qwen2-VL spends on one image after its `smart_resize` (defaults = the model's).
-
-    Each side is rounded to a multiple of patch*merge (28 px) and the area kept within
-    [min_pixels, max_pixels]; every 28x28 block becomes one token after the 2x2 merger.
+    layers: transformer blocks; attention_width: A_v; linear_params: matmul weights every patch
+    meets (patch embedding + all blocks); merger_params: matmul weights every output token meets
+    (merger / connector, DeepStack mergers included); hidden: the blocks' width.
     """
-    import math
 
-    factor = patch * merge
-    h = max(factor, round(height / factor) * factor)
-    w = max(factor, round(width / factor) * factor)
-    if h * w > max_pixels:
-        beta = math.sqrt(height * width / max_pixels)
-        h = max(factor, math.floor(height / beta / factor) * factor)
-        w = max(factor, math.floor(width / beta / factor) * factor)
-    elif h * w < min_pixels:
-        beta = math.sqrt(min_pixels / (height * width))
-        h = math.ceil(height * beta / factor) * factor
-        w = math.ceil(width * beta / factor) * factor
-    return (h // factor) * (w // factor)
+    layers: int
+    hidden: int
+    attention_width: int
+    linear_params: int
+    merger_params: int
+
+
+def causal_pairs(n: int, past: int = 0) -> float:
+    """(query, key) pairs when n new tokens attend causally to `past` cached ones and each other."""
+    return n * past + n * (n + 1) / 2
+
+
+def prefill_flops(shape: DecoderShape, n: int, past: int = 0) -> float:
+    """FLOPs to prefill n tokens after `past` cached ones, up to the first generated token's logits."""
+    if n <= 0:
+        return 0.0
+    return (2.0 * shape.linear_params * n
+            + 4.0 * shape.attention_width * shape.layers * causal_pairs(n, past)
+            + 2.0 * shape.hidden * shape.vocab)
+
+
+def decode_flops(shape: DecoderShape, context: float, generated: int) -> float:
+    """FLOPs of the one-token steps that generate tokens 2..g after a context of `context` tokens
+    (the first token's logits are the prefill's). `context` may be a mean over layers when layers
+    hold caches of different lengths (FastV)."""
+    steps = max(generated - 1, 0)
+    keys = steps * context + steps * (steps + 1) / 2  # step j attends context + j keys
+    return (2.0 * shape.params * steps
+            + 4.0 * shape.attention_width * shape.layers * keys)
+
+
+def fastv_prefill_flops(shape: DecoderShape, n: int, kept: int, k: int) -> float:
+    """FastV's prefill: layers 0..k-1 on all n tokens, layers k.. on the `kept` ones (layers are
+    identical, so each holds linear_params / layers weights); one LM head."""
+    per_layer = shape.linear_params / shape.layers
+    rest = shape.layers - k
+    return (2.0 * per_layer * (k * n + rest * kept)
+            + 4.0 * shape.attention_width * (k * causal_pairs(n) + rest * causal_pairs(kept))
+            + 2.0 * shape.hidden * shape.vocab)
+
+
+def fastv_context(shape: DecoderShape, n: int, kept: int, k: int) -> float:
+    """The mean context a decode step attends to after FastV (layers < k cache all n tokens)."""
+    return (k * n + (shape.layers - k) * kept) / shape.layers
+
+
+def encoder_flops(shape: EncoderShape, patches: int, attention_pairs: float, tokens: int) -> float:
+    """FLOPs of a vision tower that encodes `patches` patches into `tokens` LLM tokens, with
+    `attention_pairs` (query, key) pairs summed over its blocks."""
+    return (2.0 * shape.linear_params * patches + 4.0 * shape.attention_width * attention_pairs
+            + 2.0 * shape.merger_params * tokens)

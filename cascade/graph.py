@@ -1,7 +1,8 @@
-"""The dependency graph of a pipeline: topological order, cycle detection, Mermaid/DOT drawings."""
+"""The dependency graph of a pipeline: topological order and cycles (`graphlib`), Mermaid/DOT drawings."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from graphlib import CycleError, TopologicalSorter
 
 from .spec import PipelineSpec, flatten_refs, parse_ref
 
@@ -23,40 +24,33 @@ class Graph:
             deps[name] = {x for x in d if x in spec.stages}
         return cls(spec, deps)
 
+    def sorter(self) -> TopologicalSorter:
+        """A `graphlib.TopologicalSorter` over the stages; ready stages come out in YAML order."""
+        ts: TopologicalSorter = TopologicalSorter()
+        for n in self.deps:  # every node first, so insertion (and so readiness) order is YAML order
+            ts.add(n)
+        for n, deps in self.deps.items():
+            ts.add(n, *sorted(deps))
+        return ts
+
     def find_cycle(self) -> list[str] | None:
-        """One cycle as a list of stage names (first repeated at the end), or None."""
-        color: dict[str, int] = {}
-        stack: list[str] = []
-
-        def visit(n: str) -> list[str] | None:
-            color[n] = 1
-            stack.append(n)
-            for d in sorted(self.deps[n]):
-                if color.get(d) == 1:
-                    return stack[stack.index(d):] + [d]
-                if d not in color and (found := visit(d)):
-                    return found
-            stack.pop()
-            color[n] = 2
-            return None
-
-        for n in self.deps:
-            if n not in color and (found := visit(n)):
-                return list(reversed(found))
+        """One cycle as a list of stage names in data-flow order (first repeated at the end), or None."""
+        try:
+            self.sorter().prepare()
+        except CycleError as e:
+            return list(e.args[1])
         return None
 
     def topological_order(self) -> list[str]:
-        """Stages in an order where every stage comes after what it depends on (YAML order kept)."""
-        order, placed = [], set()
-        pending = list(self.deps)
-        while pending:
-            ready = [n for n in pending if self.deps[n] <= placed]
-            if not ready:
-                raise ValueError(f"cycle among {pending}")
-            for n in ready:
-                order.append(n)
-                placed.add(n)
-            pending = [n for n in pending if n not in placed]
+        """Stages in an order where every stage comes after what it depends on (YAML order kept
+        among stages that are ready together)."""
+        ts = self.sorter()
+        ts.prepare()
+        order: list[str] = []
+        while ts.is_active():
+            ready = list(ts.get_ready())
+            order += ready
+            ts.done(*ready)
         return order
 
     def edges(self) -> list[tuple[str, str, str, bool]]:

@@ -1,14 +1,17 @@
 """A loaded, validated pipeline: stage instances wired by checked edges, ready to run.
 
 Validation happens here, at load time, without loading any model: stage types exist, params match
-each stage's `Params`, every port named exists, every edge's types are compatible (both ends are
-named with their types), `when:` names a router's declared branch, no cycles, and every stage
-reaches an output.
+each stage's `Params`, every model a stage names is declared in `models:`, every port named
+exists, every edge's types are compatible (both ends are named with their types), `when:` names a
+router's declared branch, no cycles, and every stage reaches an output.
+
+The pipeline owns its models (`Pipeline.models`, `cascade.models`): every stage gets them, and a
+model loads on first use, shared with any other pipeline of the process that declares it the same.
 """
 from __future__ import annotations
 
 import asyncio
-import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,8 @@ from pydantic import ValidationError
 from .errors import ConnectError, RegistryError, SpecError, did_you_mean
 from .graph import Graph
 from .inputs import coerce_inputs
-from .registry import get_stage_class
+from .models import Models, model_params
+from .registry import get_stage_class, stage_types
 from .spec import PipelineSpec, SourceDoc, flatten_refs, load_spec, parse_ref
 from .stage import Port, Router, Stage
 from .trace import StageHook
@@ -50,22 +54,32 @@ class Pipeline:
     spec: PipelineSpec
     stages: dict[str, Stage]
     graph: Graph
+    models: Models = field(default_factory=Models)
     file: str = "<memory>"
     hooks: list[StageHook] = field(default_factory=list)  # observers of every run's stages
 
     # -- loading ------------------------------------------------------------------------------
     @classmethod
-    def load(cls, source: str | Path, overrides: dict[str, Any] | None = None) -> "Pipeline":
-        """Load a YAML file or shipped pipeline name; `overrides` maps 'stage.param' to values."""
+    def load(cls, source: str | Path, overrides: dict[str, Any] | None = None, *,
+             type_params: dict[str, dict[str, Any]] | None = None,
+             model_params: dict[str, Any] | None = None) -> "Pipeline":
+        """Load a YAML file or shipped pipeline name.
+
+        overrides: dotted 'stage.param' or 'models.name.field' -> value. type_params: stage type
+        (or "*": any type) -> params, set on every stage of that type that has them.
+        model_params: fields set on every declared model (e.g. {"id": <folder>}). Precedence:
+        the YAML, then model_params / type_params, then overrides."""
         path = resolve_pipeline_path(source)
-        spec, doc = load_spec(path, overrides)
-        return cls._build(spec, doc)
+        return cls._build(*load_spec(path, overrides, model_params=model_params,
+                                     type_params=type_params, params_of=_params_of))
 
     @classmethod
     def from_yaml(cls, text: str, label: str = "<string>",
-                  overrides: dict[str, Any] | None = None) -> "Pipeline":
-        spec, doc = load_spec(label, overrides, text=text)
-        return cls._build(spec, doc)
+                  overrides: dict[str, Any] | None = None, *,
+                  type_params: dict[str, dict[str, Any]] | None = None,
+                  model_params: dict[str, Any] | None = None) -> "Pipeline":
+        return cls._build(*load_spec(label, overrides, text=text, model_params=model_params,
+                                     type_params=type_params, params_of=_params_of))
 
     @classmethod
     def _build(cls, spec: PipelineSpec, doc: SourceDoc) -> "Pipeline":
@@ -74,7 +88,8 @@ class Pipeline:
                 raise doc.error(("inputs", name, "type"), f"unknown input type '{inp.type}'"
                                 f"{did_you_mean(inp.type, INPUT_TYPES)}; expected one of: "
                                 f"{', '.join(INPUT_TYPES)}")
-        stages = {name: _instantiate(doc, name, st.type, st.params)
+        models = Models(spec.models)
+        stages = {name: _instantiate(doc, name, st.type, st.params, models)
                   for name, st in spec.stages.items()}
         for name, st in spec.stages.items():
             _check_inputs(doc, spec, stages, name)
@@ -88,36 +103,19 @@ class Pipeline:
         if cycle:
             raise doc.error(("stages", cycle[0]), "cycle: " + " -> ".join(cycle))
         _check_reachable(doc, spec, graph)
-        return cls(spec, stages, graph, doc.file)
+        return cls(spec, stages, graph, models, doc.file)
 
     # -- running ------------------------------------------------------------------------------
-    async def arun(self, **inputs: Any):
-        """Run the pipeline in the running event loop; returns a `PipelineResult`."""
+    def run(self, **inputs: Any):
+        """Run the pipeline to completion; returns a `PipelineResult` (outputs + trace). Works
+        from any thread, inside an event loop or not (`cascade.runner`)."""
         from .runner import execute
 
-        return await execute(self, coerce_inputs(self.spec, inputs))
+        return execute(self, coerce_inputs(self.spec, inputs))
 
-    def run(self, **inputs: Any):
-        """Run the pipeline to completion; returns a `PipelineResult` (outputs + trace)."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.arun(**inputs))
-        # Called from inside an event loop (a notebook, a server handler): run on a fresh loop.
-        box: dict[str, Any] = {}
-
-        def target() -> None:
-            try:
-                box["result"] = asyncio.run(self.arun(**inputs))
-            except BaseException as e:  # re-raised in the caller's thread
-                box["error"] = e
-
-        t = threading.Thread(target=target)
-        t.start()
-        t.join()
-        if "error" in box:
-            raise box["error"]
-        return box["result"]
+    async def arun(self, **inputs: Any):
+        """`run` without blocking the running event loop (the run happens in a worker thread)."""
+        return await asyncio.to_thread(self.run, **inputs)
 
     def setup(self) -> "Pipeline":
         """Load every stage's models now instead of on first use."""
@@ -136,13 +134,20 @@ class Pipeline:
         return self.graph.to_dot()
 
 
-def _instantiate(doc: SourceDoc, name: str, type_: str, params: dict[str, Any]) -> Stage:
+def _params_of(type_: str) -> Iterable[str]:
+    """The params a stage type takes (none for an unknown type: `_instantiate` reports it)."""
+    cls = stage_types().get(type_)
+    return cls.Params.model_fields if cls is not None else ()
+
+
+def _instantiate(doc: SourceDoc, name: str, type_: str, params: dict[str, Any],
+                 models: Models) -> Stage:
     try:
         cls = get_stage_class(type_)
     except RegistryError as e:
         raise doc.error(("stages", name, "type"), str(e)) from None
     try:
-        return cls(params, name=name)
+        stage = cls(params, name=name, models=models)
     except ValidationError as err:
         e = err.errors()[0]
         field = ".".join(str(p) for p in e["loc"]) or "params"
@@ -153,6 +158,14 @@ def _instantiate(doc: SourceDoc, name: str, type_: str, params: dict[str, Any]) 
         else:
             msg = f"{e['msg']} (got {e.get('input')!r})"
         raise doc.error(("stages", name, "params") + tuple(e["loc"]), msg) from None
+    for param in model_params(cls.Params):
+        ref = getattr(stage.params, param)
+        if ref is not None and ref not in models:
+            raise doc.error(("stages", name, "params", param),
+                            f"stage '{name}' ({type_}) names model '{ref}', which the pipeline does "
+                            f"not declare{did_you_mean(ref, models)}; declared models: "
+                            f"{', '.join(models) or 'none (add a `models:` block)'}")
+    return stage
 
 
 def _resolve_ref(doc: SourceDoc, spec: PipelineSpec, stages: dict[str, Stage], ref: str,

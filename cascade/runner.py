@@ -1,29 +1,103 @@
 """Execute a pipeline: dependency-driven, independent branches concurrently, routers honoured.
 
-Each stage becomes an asyncio task that waits for the stages it depends on, then runs in a worker
-thread (stages are synchronous compute; torch, numpy, PyAV and onnxruntime release the GIL). A stage
-is skipped when it waits on a branch its router did not take, or when a required input comes only
-from skipped stages; a list of references takes the first that ran, which is how a coarse and a fine
-path join. A reference that ran but produced None (a tool that could not answer) also falls
-through to the next one.
+A `graphlib.TopologicalSorter` hands out the stages whose dependencies are done. When exactly one
+is ready and none is running, it runs right here in the calling thread (a chain of stages pays no
+thread hand-off); otherwise the ready stages go to one process-wide thread pool and run
+concurrently (stages are synchronous compute: torch, numpy, PyAV and onnxruntime release the GIL).
+No event loop is created per run, so the engine's own overhead stays a few tens of microseconds
+per stage (`benchmarks/engine_overhead.py`).
+
+A stage's one-time `setup()` (model loading) never overlaps another stage's run: loading a model
+often changes process-wide library state (ultralytics sets OpenCV's thread count when imported,
+which crashes an OpenCV call running in another thread), so it waits for the runs in flight and
+holds new ones back until it is done (`_SetupGate`). A stage that runs another pipeline inside
+its own run should set that pipeline up first (`Pipeline.setup()`).
+
+A stage is skipped when it waits on a branch its router did not take, or when a required input
+comes only from skipped stages; a list of references takes the first that ran, which is how a
+coarse and a fine path join. A reference that ran but produced None (a tool that could not
+answer) also falls through to the next one.
 """
 from __future__ import annotations
 
-import asyncio
+import contextvars
+import os
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .artifacts import Route
 from .errors import StageError
 from .spec import flatten_refs, parse_ref
-from .stage import Router
+from .stage import Router, Stage
 from .trace import StageRecord, Trace, stage_scope
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline
 
+__all__ = ["execute", "PipelineResult"]
+
 _MISSING = object()
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The process-wide pool concurrent stages run in (created once, on first need). Sized for
+    stages that wait on each other across nested pipelines, not for CPU count."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=max(32, 4 * (os.cpu_count() or 1)),
+                                       thread_name_prefix="cascade-stage")
+        return _POOL
+
+
+class _SetupGate:
+    """Stage runs share the gate; a stage's setup holds it alone (runs on the setting-up thread's
+    own stack excepted, so a stage may set up what it runs inline)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._running = 0
+        self._setting_up = False
+        self._mine = threading.local()
+
+    @contextmanager
+    def run(self) -> Iterator[None]:
+        with self._cond:
+            while self._setting_up:
+                self._cond.wait()
+            self._running += 1
+        self._mine.runs = getattr(self._mine, "runs", 0) + 1
+        try:
+            yield
+        finally:
+            self._mine.runs -= 1
+            with self._cond:
+                self._running -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def setup(self) -> Iterator[None]:
+        mine = getattr(self._mine, "runs", 0)
+        with self._cond:
+            while self._setting_up or self._running > mine:
+                self._cond.wait()
+            self._setting_up = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._setting_up = False
+                self._cond.notify_all()
+
+
+_GATE = _SetupGate()
 
 
 @dataclass
@@ -42,12 +116,12 @@ class PipelineResult:
         return {"outputs": to_jsonable(self.outputs), "trace": self.trace.to_dict()}
 
 
-async def execute(pipeline: "Pipeline", inputs: dict[str, Any]) -> PipelineResult:
+def execute(pipeline: "Pipeline", inputs: dict[str, Any]) -> PipelineResult:
+    """Run every stage once its dependencies are done; returns the outputs and the trace."""
     spec = pipeline.spec
     trace = Trace(spec.name)
     records = {n: StageRecord(n, s.type) for n, s in spec.stages.items()}
     outputs: dict[str, Any] = {}  # stage name -> its Outputs dataclass (only if it ran)
-    done = {n: asyncio.Event() for n in spec.stages}
     finished: list[str] = []
 
     def lookup(ref: str) -> Any:
@@ -58,43 +132,75 @@ async def execute(pipeline: "Pipeline", inputs: dict[str, Any]) -> PipelineResul
             value = getattr(outputs[src], port) if src in outputs else _MISSING
         return _MISSING if value is None else value
 
-    async def run_stage(name: str) -> None:
-        for dep in pipeline.graph.deps[name]:
-            await done[dep].wait()
-        st, rec, stage_obj = spec.stages[name], records[name], pipeline.stages[name]
-        try:
-            reason = _skip_reason(st.when, outputs, records)
-            kwargs: dict[str, Any] = {}
-            ports = stage_obj.input_ports()
-            for port, ref in st.inputs.items():
-                value = next((v for r in flatten_refs([ref]) if (v := lookup(r)) is not _MISSING), _MISSING)
-                if value is not _MISSING:
-                    kwargs[port] = value
-                elif ports[port].required and not reason:
-                    reason = f"input '{port}' has no value: {ref} was skipped or empty"
-            if reason:
-                rec.status, rec.detail = "skipped", reason
-                return
-            for hook in pipeline.hooks:
-                hook.before_stage(rec)
-            out = await asyncio.to_thread(_call, stage_obj, rec, kwargs)
-            outputs[name] = out
-            if isinstance(stage_obj, Router):
-                rec.detail = f"branch={out.route.branch}: {out.route.reason}".rstrip(": ")
-        finally:
-            finished.append(name)
-            for hook in pipeline.hooks:
-                hook.after_stage(rec)
-            done[name].set()
+    def prepare(name: str) -> dict[str, Any] | None:
+        """The stage's inputs, or None when it is skipped (its record says why)."""
+        st, rec = spec.stages[name], records[name]
+        reason = _skip_reason(st.when, outputs)
+        kwargs: dict[str, Any] = {}
+        ports = pipeline.stages[name].input_ports()
+        for port, ref in st.inputs.items():
+            value = next((v for r in flatten_refs([ref]) if (v := lookup(r)) is not _MISSING), _MISSING)
+            if value is not _MISSING:
+                kwargs[port] = value
+            elif ports[port].required and not reason:
+                reason = f"input '{port}' has no value: {ref} was skipped or empty"
+        if reason:
+            rec.status, rec.detail = "skipped", reason
+            return None
+        return kwargs
 
+    def run_stage(name: str, kwargs: dict[str, Any]) -> None:
+        rec, stage_obj = records[name], pipeline.stages[name]
+        for hook in pipeline.hooks:
+            hook.before_stage(rec)
+        out = _call(stage_obj, rec, kwargs)
+        outputs[name] = out
+        if isinstance(stage_obj, Router):
+            rec.detail = f"branch={out.route.branch}: {out.route.reason}".rstrip(": ")
+
+    def finish(name: str) -> None:
+        finished.append(name)
+        for hook in pipeline.hooks:
+            hook.after_stage(records[name])
+
+    order = pipeline.graph.sorter()
+    order.prepare()
+    running: dict[Future, str] = {}
+    ready: list[str] = []
     t0 = time.perf_counter()
-    tasks = [asyncio.create_task(run_stage(n)) for n in pipeline.graph.topological_order()]
     try:
-        await asyncio.gather(*tasks)
+        while order.is_active():
+            ready += order.get_ready()
+            while ready:
+                name = ready.pop(0)
+                kwargs = prepare(name)
+                if kwargs is None:  # skipped: done at once, its dependents may be ready now
+                    finish(name)
+                    order.done(name)
+                    ready += order.get_ready()
+                elif not running and not ready:  # alone: run it here, no thread hand-off
+                    try:
+                        run_stage(name, kwargs)
+                    finally:
+                        finish(name)
+                    order.done(name)
+                    ready += order.get_ready()
+                else:
+                    ctx = contextvars.copy_context()
+                    running[_pool().submit(ctx.run, run_stage, name, kwargs)] = name
+            if not running:
+                continue
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in done:
+                name = running.pop(fut)
+                finish(name)
+                fut.result()  # re-raises the stage's StageError
+                order.done(name)
     except BaseException:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        # Let what is running finish (threads cannot be killed), then report the first error.
+        wait(running)
+        for fut, name in running.items():
+            finish(name)
         raise
     finally:
         trace.seconds = time.perf_counter() - t0
@@ -108,7 +214,7 @@ async def execute(pipeline: "Pipeline", inputs: dict[str, Any]) -> PipelineResul
     return PipelineResult(result, trace)
 
 
-def _skip_reason(when: str | None, outputs: dict[str, Any], records: dict[str, StageRecord]) -> str:
+def _skip_reason(when: str | None, outputs: dict[str, Any]) -> str:
     if not when:
         return ""
     router, _, branch = when.partition(".")
@@ -122,11 +228,17 @@ def _call(stage_obj, rec: StageRecord, kwargs: dict[str, Any]) -> Any:
     """Set up (timed separately), run, and check one stage; all failures become StageError."""
     try:
         if not stage_obj._is_setup:
-            t0 = time.perf_counter()
-            stage_obj.ensure_setup()
-            if (setup_s := time.perf_counter() - t0) > 1e-3:  # only model loads are worth a line
+            if type(stage_obj).setup is Stage.setup:  # nothing to load
+                stage_obj.ensure_setup()
+                setup_s = 0.0
+            else:
+                with _GATE.setup():
+                    t0 = time.perf_counter()
+                    stage_obj.ensure_setup()
+                    setup_s = time.perf_counter() - t0
+            if setup_s > 1e-3:  # only model loads are worth a line
                 rec.counters["setup_seconds"] = round(setup_s, 6)
-        with stage_scope(rec):
+        with _GATE.run(), stage_scope(rec):
             out = stage_obj.run(**kwargs)
         expected = stage_obj._hints()["return"]
         if not isinstance(out, expected):
@@ -144,6 +256,3 @@ def _call(stage_obj, rec: StageRecord, kwargs: dict[str, Any]) -> Any:
         rec.status = "failed"
         rec.detail = f"{type(e).__name__}: {e}"
         raise StageError(rec.name, rec.type, e) from e
-
-
-__all__ = ["execute", "PipelineResult"]

@@ -1,13 +1,19 @@
 """Pipeline YAML -> a validated `PipelineSpec`, with errors that name the file, line and YAML path.
 
 Only `yaml.safe_load`-level constructs are accepted (a SafeLoader that also rejects duplicate keys).
-This module checks the *shape* of the document; `cascade.pipeline` checks it against the registered
-stage types (params, ports, edge types, branches) and `cascade.graph` checks cycles.
+This module checks the *shape* of the document (the `models:` block included: `cascade.models`);
+`cascade.pipeline` checks it against the registered stage types (params, ports, edge types,
+branches, model names) and `cascade.graph` checks cycles.
+
+Edits applied to the raw document before validation, in this order: `model_params` (fields set on
+every declared model), `type_params` (params for every stage of a type; type "*": every stage that
+has the param, the type's own entry winning), then dotted `overrides` (`stage.param` or
+`models.name.field`), so the more specific wins.
 """
 from __future__ import annotations
 
 import typing
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import SpecError, did_you_mean
+from .models import ModelSpec
 
 __all__ = ["PipelineSpec", "StageSpec", "InputSpec", "SourceDoc", "load_spec", "parse_ref",
            "flatten_refs"]
@@ -43,9 +50,25 @@ class PipelineSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     description: str = ""
+    models: dict[str, ModelSpec] = Field(default_factory=dict)
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
     stages: dict[str, StageSpec]
     outputs: dict[str, Ref]
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _shorthand_models(cls, value: Any) -> Any:
+        # `vlm: Qwen/Qwen2-VL-2B-Instruct` is shorthand for `vlm: {id: Qwen/Qwen2-VL-2B-Instruct}`.
+        if not isinstance(value, dict):
+            return value
+        return {k: {"id": v} if isinstance(v, str) else v for k, v in value.items()}
+
+    @field_validator("stages")
+    @classmethod
+    def _reserved_names(cls, value: dict[str, StageSpec]) -> dict[str, StageSpec]:
+        if "models" in value:  # `models.x.y` overrides address the models block
+            raise ValueError("'models' is reserved (it names the models block); rename the stage")
+        return value
 
     @field_validator("inputs", mode="before")
     @classmethod
@@ -165,22 +188,72 @@ def _pydantic_to_spec_error(doc: SourceDoc, err: ValidationError, model: type[Ba
     return doc.error(loc, msg)
 
 
+def _mapping(data: dict[str, Any], key: str) -> dict[str, Any]:
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], file: str) -> None:
-    """Set `stage.param` (dotted) overrides into the raw document before validation."""
+    """Set dotted overrides into the raw document before validation: `stage.param`, or
+    `models.name.field` for a declared model."""
     for dotted, value in overrides.items():
-        stage_name, dot, param = dotted.partition(".")
-        stages = data.get("stages") or {}
-        if not dot or not param:
-            raise SpecError(f"override '{dotted}' must look like 'stage.param'", file=file)
-        if stage_name not in stages:
-            raise SpecError(f"override '{dotted}': no stage '{stage_name}'"
-                            f"{did_you_mean(stage_name, stages)}", file=file)
-        stages[stage_name].setdefault("params", {})[param] = value
+        head, dot, rest = dotted.partition(".")
+        if head == "models":
+            name, dot, field = rest.partition(".")
+            models = _mapping(data, "models")
+            if not dot or not field:
+                raise SpecError(f"override '{dotted}' must look like 'models.name.field'", file=file)
+            if name not in models:
+                raise SpecError(f"override '{dotted}': no model '{name}'{did_you_mean(name, models)}; "
+                                f"declared models: {', '.join(models) or 'none'}", file=file)
+            _model_entry(models, name)[field] = value
+            continue
+        stages = _mapping(data, "stages")
+        if not dot or not rest:
+            raise SpecError(f"override '{dotted}' must look like 'stage.param' or "
+                            "'models.name.field'", file=file)
+        if head not in stages:
+            raise SpecError(f"override '{dotted}': no stage '{head}'"
+                            f"{did_you_mean(head, stages)}", file=file)
+        stages[head].setdefault("params", {})[rest] = value
+
+
+def _model_entry(models: dict[str, Any], name: str) -> dict[str, Any]:
+    """The raw mapping of a declared model (expanding the `name: id` shorthand)."""
+    if isinstance(models[name], str):
+        models[name] = {"id": models[name]}
+    return models[name]
+
+
+def apply_model_params(data: dict[str, Any], fields: dict[str, Any]) -> None:
+    """Set `fields` on every declared model (`QA(model=...)`, `--offline`); none declared: no-op."""
+    models = _mapping(data, "models")
+    for name in models:
+        if isinstance(models[name], (str, dict)):
+            _model_entry(models, name).update(fields)
+
+
+def apply_type_params(data: dict[str, Any], by_type: dict[str, dict[str, Any]],
+                      params_of: Callable[[str], Iterable[str]]) -> None:
+    """Set params on every stage of a type (type "*": every stage), where its type has them.
+    params_of(type) names the params a stage type takes (none for an unknown type, which the
+    pipeline then reports with its YAML path)."""
+    for st in _mapping(data, "stages").values():
+        if not isinstance(st, dict) or not isinstance(st.get("type"), str):
+            continue
+        known = set(params_of(st["type"]))
+        for type_ in ("*", st["type"]):  # the type's own params win over the wildcard's
+            for param, value in by_type.get(type_, {}).items():
+                if param in known:
+                    st.setdefault("params", {})[param] = value
 
 
 def load_spec(source: str | Path, overrides: dict[str, Any] | None = None,
-              text: str | None = None) -> tuple[PipelineSpec, SourceDoc]:
-    """Read and shape-check a pipeline file (or `text` labelled `source`)."""
+              text: str | None = None, *, model_params: dict[str, Any] | None = None,
+              type_params: dict[str, dict[str, Any]] | None = None,
+              params_of: Callable[[str], Iterable[str]] = lambda t: ()) -> tuple[PipelineSpec, SourceDoc]:
+    """Read and shape-check a pipeline file (or `text` labelled `source`), after the edits of
+    the module docstring."""
     file = str(source)
     if text is None:
         path = Path(source)
@@ -191,6 +264,10 @@ def load_spec(source: str | Path, overrides: dict[str, Any] | None = None,
     if not isinstance(doc.data, dict):
         raise SpecError("a pipeline must be a YAML mapping with name, inputs, stages, outputs",
                         file=file, line=1)
+    if model_params:
+        apply_model_params(doc.data, model_params)
+    if type_params:
+        apply_type_params(doc.data, type_params, params_of)
     if overrides:
         apply_overrides(doc.data, overrides, file)
     try:

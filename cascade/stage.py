@@ -20,19 +20,26 @@ edge are checked when a pipeline loads, before anything runs.
 
 A router is a stage with `branches`: its outputs hold a `route: Route`, and the runner skips the
 stages that wait on the branches it did not take.
+
+A stage that uses a model of the pipeline's `models:` block names it with a `ModelName` param
+(`model: ModelName = "vlm"`) and reaches it with `self.model(self.params.model)`
+(`cascade.models.DeclaredModel`: its family, and the loaded model, shared).
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import threading
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
 from .artifacts import Route
+from .models import DeclaredModel, Models, ModelSpec
 from .registry import register
 
 __all__ = ["Stage", "Router", "StageParams", "Port", "stage"]
@@ -60,11 +67,18 @@ class Stage:
     type_name: ClassVar[str] = ""
     Params: ClassVar[type[StageParams]] = StageParams
 
-    def __init__(self, params: StageParams | dict[str, Any] | None = None, *, name: str = ""):
+    def __init__(self, params: StageParams | dict[str, Any] | None = None, *, name: str = "",
+                 models: Models | Mapping[str, ModelSpec | dict[str, Any]] | None = None):
         self.name = name or self.type_name
         self.params = params if isinstance(params, self.Params) else self.Params(**(params or {}))
+        self.models = models if isinstance(models, Models) else Models(models)
         self._setup_lock = threading.Lock()
         self._is_setup = False
+
+    def model(self, name: str) -> DeclaredModel:
+        """A model the pipeline declares (`models:`), by name. A stage used on its own gets its
+        models at construction: `Stage(params, models={"vlm": {"id": ...}})`."""
+        return self.models[name]
 
     def setup(self) -> None:
         """Load weights and other heavy resources. Called once, before the first `run`."""
@@ -85,6 +99,7 @@ class Stage:
 
     # -- ports, read from the signature --------------------------------------------------------
     @classmethod
+    @functools.cache
     def _hints(cls) -> dict[str, Any]:
         localns: dict[str, Any] = {}
         for klass in reversed(cls.__mro__):
@@ -92,6 +107,7 @@ class Stage:
         return typing.get_type_hints(cls.run, localns=localns)
 
     @classmethod
+    @functools.cache
     def input_ports(cls) -> dict[str, Port]:
         hints = cls._hints()
         ports = {}
@@ -105,6 +121,7 @@ class Stage:
         return ports
 
     @classmethod
+    @functools.cache
     def output_ports(cls) -> dict[str, Port]:
         out = cls._hints().get("return")
         if out is None or not dataclasses.is_dataclass(out):

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field
 
 from cascade.artifacts import Answer, Detection, Evidence, OcrLine, Route
+from cascade.bill import Bill
 from cascade.stages._intent import rule_intent
 from cascade.stage import Router, StageParams, stage
 
@@ -132,9 +133,8 @@ class ToolAnswer(Router):
         hint = f"{kind}: {text}"
         if self.params.mode == "answer" and confidence >= self.params.min_confidence:
             evidence = Evidence(ocr_lines=used_lines, detections=used_dets)
-            usage = {"visual_tokens": 0, "prefill_flops": 0.0, "tool_confidence": confidence}
             return self.Outputs(Route("tool", f"{kind} (confidence {confidence:.2f})", scores),
-                                Answer(text, "tool", evidence, usage), hint)
+                                Answer(text, "tool", evidence, Bill.tool(confidence)), hint)
         why = {"answer": f"confidence {confidence:.2f} < {self.params.min_confidence}",
                "hint": "hint mode", "off": "tool answers off"}[self.params.mode]
         return self.Outputs(Route("vlm", f"{kind}; {why}", scores), None,

@@ -3,6 +3,7 @@
 Two stages (or two pipelines, or two questions) that use the same model with the same params get
 the same loaded object, so a model is never loaded twice in one process. Inference on a shared
 model goes through its lock: ultralytics predictors and rapidocr engines keep per-call state.
+(VLMs are declared in a pipeline's `models:` block and shared by `cascade.models`.)
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cascade.cache import LRUCache
+from cascade.devices import pick_device
 
 __all__ = ["Shared", "shared_model", "clear_shared", "pick_device", "result_cache", "as_image_list"]
 
@@ -51,15 +53,6 @@ def clear_shared() -> None:
     with _GUARD:
         _MODELS.clear()
         _KEY_LOCKS.clear()
-
-
-def pick_device(device: str) -> str:
-    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; anything else is returned as given."""
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def result_cache(shared: Shared, name: str, max_items: int) -> LRUCache:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from cascade.artifacts import Detection, Image, OcrLine
-from cascade.cost import qwen2vl_visual_tokens
+from cascade.models import ModelName
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
@@ -36,7 +36,7 @@ class SelectTiles(Stage):
         text_weight: float = Field(1.0, ge=0, description="score per relevant OCR line in a tile")
         object_weight: float = Field(1.0, ge=0, description="score per question-named detection")
         retrieval_weight: float = Field(1.0, ge=0, description="weight of the retrieval score")
-        max_pixels: int = Field(28 * 28 * 1280, gt=0, description="VLM per-image pixel cap (tokens)")
+        model: ModelName = Field("vlm", description="the model the tiles are for (prices each tile)")
         only_relevant: bool = Field(True, description="when some tile scores above zero, send only "
                                     "those; the budget is a ceiling, not a target")
 
@@ -69,8 +69,9 @@ class SelectTiles(Stage):
         if p.only_relevant and scores and max(scores) > 0:
             order = [i for i in order if scores[i] > 0]
         chosen, spent = [], 0
+        family = self.model(p.model).family
         for i in order:
-            cost = qwen2vl_visual_tokens(tiles[i].width, tiles[i].height, max_pixels=p.max_pixels)
+            cost = family.visual_tokens(tiles[i].width, tiles[i].height)
             if len(chosen) < p.max_tiles and spent + cost <= p.max_visual_tokens:
                 chosen.append(i)
                 spent += cost

@@ -1,8 +1,9 @@
-"""An answer's bill (what it cost next to the full-resolution baseline) and OpenAI `usage`.
+"""An answer's bill as the server and the demo show it, and OpenAI `usage`, from `Answer.bill`.
 
-The numbers come from `Answer.usage` (filled by the VLM stage and `compose_answer`) and the trace.
-A tool answer (OCR read the sign, the detector counted) spent no VLM tokens: its bill is zeros
-against the baseline, which is the point.
+Every number is a field of the typed `cascade.bill.Bill` the VLM call filled and `compose_answer`
+completed with the full-resolution baseline; nothing here recomputes it. A tool answer (OCR read
+the sign, the detector counted) spent no VLM tokens: its bill is zeros against the baseline, which
+is the point.
 """
 from __future__ import annotations
 
@@ -13,74 +14,63 @@ from ..artifacts import Answer
 __all__ = ["bill_of", "openai_usage", "cache_events"]
 
 
-def _num(d: dict[str, Any], *keys: str, default: float = 0) -> float:
-    for k in keys:
-        v = d.get(k)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return v
-    return default
-
-
 def bill_of(answer: Answer) -> dict[str, Any]:
-    """Visual tokens, prefill FLOPs and time of this answer, each with its baseline when known."""
-    u = answer.usage or {}
-    visual = int(_num(u, "visual_tokens"))
-    text = int(_num(u, "prompt_tokens"))
-    base_visual = u.get("baseline_visual_tokens")
-    flops = float(_num(u, "prefill_flops"))
-    base_flops = u.get("baseline_prefill_flops")
+    """Visual tokens, FLOPs (tower, prefill, decode) and time of this answer, each with its
+    baseline when known."""
+    b = answer.bill
     trace = answer.trace
-    seconds = float(trace.seconds) if trace is not None else float(_num(u, "total_s"))
-    vlm_seconds = float(_num(u, "ttft_s", "total_s"))
+    seconds = float(trace.seconds) if trace is not None else b.total_s
+    base_visual = b.baseline_visual_tokens
     bill: dict[str, Any] = {
         "produced_by": answer.produced_by,
-        "visual_tokens": visual,
-        "baseline_visual_tokens": int(base_visual) if base_visual is not None else None,
-        "visual_tokens_saved": int(base_visual) - visual if base_visual is not None else None,
-        "text_tokens": text,
-        "completion_tokens": int(_num(u, "completion_tokens", "generated_tokens")),
-        "prefill_flops": flops,
-        "baseline_prefill_flops": float(base_flops) if base_flops is not None else None,
+        "visual_tokens": b.visual_tokens,
+        "baseline_visual_tokens": base_visual,
+        "visual_tokens_saved": base_visual - b.visual_tokens if base_visual is not None else None,
+        "text_tokens": b.prompt_tokens,
+        "completion_tokens": b.generated_tokens,
+        "vision_flops": b.vision_flops,
+        "prefill_flops": b.prefill_flops,
+        "decode_flops": b.decode_flops,
+        "baseline_vision_flops": b.baseline_vision_flops,
+        "baseline_prefill_flops": b.baseline_prefill_flops,
         "seconds": seconds,
-        "vlm_seconds": vlm_seconds,
-        "kv_cache": u.get("cache", "off" if answer.produced_by == "tool" else None),
+        "vlm_seconds": b.ttft_s,
+        "kv_cache": b.cache if answer.produced_by == "vlm" else "off",
     }
-    if base_visual:
-        bill["visual_token_savings"] = base_visual / max(visual, 1)
-    if base_flops:
-        bill["prefill_savings"] = base_flops / max(flops, 1.0)
-        # Prefill time scales with FLOPs for a fixed model: an estimate, labelled as such.
-        if flops > 0 and vlm_seconds > 0:
-            bill["baseline_seconds_estimate"] = seconds - vlm_seconds + vlm_seconds * base_flops / flops
+    if b.visual_token_savings is not None:
+        bill["visual_token_savings"] = b.visual_token_savings
+    if b.baseline_prefill_flops:
+        bill["prefill_savings"] = b.prefill_savings
+        # Time to first token scales with tower + prefill FLOPs for a fixed model: an estimate,
+        # labelled as such.
+        spent = b.vision_flops + b.prefill_flops
+        if spent > 0 and b.ttft_s > 0:
+            bill["baseline_seconds_estimate"] = seconds - b.ttft_s + b.ttft_s * b.ttft_savings
     return bill
 
 
 def openai_usage(answer: Answer) -> dict[str, Any]:
-    """OpenAI `usage`: prompt = visual + text tokens the VLM prefilled; 0 for a tool answer."""
-    u = answer.usage or {}
-    visual, text = int(_num(u, "visual_tokens")), int(_num(u, "prompt_tokens"))
-    prompt = int(_num(u, "input_tokens", default=visual + text))
-    completion = int(_num(u, "completion_tokens", "generated_tokens"))
-    cached = visual if u.get("cache") in ("hit", "session") else 0
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": cached}}
+    """OpenAI `usage`: prompt = visual + text tokens the VLM prefilled (cached ones counted in
+    `prompt_tokens_details.cached_tokens`); 0 for a tool answer."""
+    b = answer.bill
+    return {"prompt_tokens": b.input_tokens, "completion_tokens": b.generated_tokens,
+            "total_tokens": b.input_tokens + b.generated_tokens,
+            "prompt_tokens_details": {"cached_tokens": b.cached_tokens}}
 
 
 def cache_events(answer: Answer) -> dict[str, tuple[int, int]]:
     """{cache name: (hits, lookups)} of one run: stage caches (`<x>_cache_hits` next to `<x>_images`
-    computed) from the trace counters, and the VLM's KV prefix cache from the usage."""
+    computed) from the trace counters, and the VLM's KV prefix cache from the bill."""
     out: dict[str, tuple[int, int]] = {}
     trace = answer.trace
     if trace is not None:
         counters = trace.counters
         for key, hits in counters.items():
-            if key.endswith("_cache_hits") and key != "kv_cache_hits":  # KV: from the usage below
+            if key.endswith("_cache_hits") and key != "kv_cache_hits":  # KV: from the bill below
                 name = key[: -len("_cache_hits")]
                 computed = counters.get(f"{name}_images", 0)
                 if hits + computed:
                     out[name] = (int(hits), int(hits + computed))
-    kv = (answer.usage or {}).get("cache")
-    if kv in ("hit", "session", "miss"):
-        out["kv_prefix"] = (int(kv != "miss"), 1)
+    if answer.produced_by == "vlm" and answer.bill.cache != "off":
+        out["kv_prefix"] = (int(answer.bill.cache != "miss"), 1)
     return out

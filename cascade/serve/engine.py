@@ -20,7 +20,7 @@ from typing import Any
 
 from ..artifacts import Answer, Image
 from ..errors import CascadeError, InputError, StageError, did_you_mean
-from .bill import bill_of, cache_events, openai_usage
+from .bill import cache_events
 from .config import ServeConfig
 from .errors import APIError
 from .media import Media, load_media_url, save_image
@@ -192,17 +192,19 @@ class Engine:
 
     # -- metrics ------------------------------------------------------------------------------
     def record_answer(self, model: str, answer: Answer) -> None:
-        m, bill, usage = self.metrics, bill_of(answer), openai_usage(answer)
+        m, b = self.metrics, answer.bill
         m.inc("cascade_answers_total", (model, answer.produced_by))
-        m.inc("cascade_visual_tokens_total", (model,), bill["visual_tokens"])
-        m.inc("cascade_prefill_flops_total", (model,), bill["prefill_flops"])
-        m.inc("cascade_prompt_tokens_total", (model,), usage["prompt_tokens"])
-        m.inc("cascade_completion_tokens_total", (model,), usage["completion_tokens"])
-        if bill["baseline_visual_tokens"] is not None:
-            m.inc("cascade_baseline_visual_tokens_total", (model,), bill["baseline_visual_tokens"])
-            m.inc("cascade_visual_tokens_saved_total", (model,), bill["visual_tokens_saved"])
-        if bill["baseline_prefill_flops"] is not None:
-            m.inc("cascade_baseline_prefill_flops_total", (model,), bill["baseline_prefill_flops"])
+        m.inc("cascade_visual_tokens_total", (model,), b.visual_tokens)
+        m.inc("cascade_vision_flops_total", (model,), b.vision_flops)
+        m.inc("cascade_prefill_flops_total", (model,), b.prefill_flops)
+        m.inc("cascade_decode_flops_total", (model,), b.decode_flops)
+        m.inc("cascade_prompt_tokens_total", (model,), b.input_tokens)
+        m.inc("cascade_completion_tokens_total", (model,), b.generated_tokens)
+        if b.baseline_visual_tokens is not None:
+            m.inc("cascade_baseline_visual_tokens_total", (model,), b.baseline_visual_tokens)
+            m.inc("cascade_visual_tokens_saved_total", (model,), b.baseline_visual_tokens - b.visual_tokens)
+        if b.baseline_prefill_flops is not None:
+            m.inc("cascade_baseline_prefill_flops_total", (model,), b.baseline_prefill_flops)
         for cache, (hits, lookups) in cache_events(answer).items():
             m.inc("cascade_cache_hits_total", (cache,), hits)
             m.inc("cascade_cache_lookups_total", (cache,), lookups)

@@ -1,28 +1,47 @@
 """The backend protocol and the `VLM` facade users hold.
 
-A backend answers a question about images and bills it (`VLMResult`); it may also open sessions.
-Backends register by short name; `VLM.load(model, backend="transformers")` picks one.
+A backend answers a question about images and bills it (`VLMResult` with its `Bill`); it may also
+open sessions and batch. Backends register by short name; `VLM.load(model, backend="transformers")`
+picks one.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import queue
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..errors import InputError, did_you_mean
+from .decode import GREEDY, OnToken, Sampling, TokenEvent
+from .families import Family, ImageLimits
+from .prompt import History
 from .reduction import ReductionConfig
 from .result import VLMResult
 
-__all__ = ["Backend", "VLM", "register_backend", "BACKENDS"]
+__all__ = ["Backend", "VLM", "Stream", "register_backend", "BACKENDS"]
 
 
 @runtime_checkable
 class Backend(Protocol):
+    """What a backend provides. `family`: the model's family (None where it is not known, e.g. a
+    served model without a local config); it prices images and FLOPs. kv_cache: the KV prefix
+    cache (None when off or run by a server); the counters count vision-tower runs in this process."""
+
     name: str
     model_id: str
+    family: Family | None
+    kv_cache: Any
+    vision_tower_calls: int
+    vision_images_encoded: int
 
     def generate(self, images: Any, question: str, *, max_new_tokens: int = 64,
-                 reduction: ReductionConfig | None = None,
-                 system_prompt: str | None = None) -> VLMResult: ...
+                 reduction: ReductionConfig | None = None, system_prompt: str | None = None,
+                 history: History = (), sampling: Sampling = GREEDY,
+                 on_token: OnToken | None = None, top_logprobs: int = 0) -> VLMResult: ...
+
+    def generate_batch(self, requests: Sequence[tuple[Any, str]], *, max_new_tokens: int = 64,
+                       reduction: ReductionConfig | None = None, system_prompt: str | None = None,
+                       sampling: Sampling = GREEDY) -> list[VLMResult]: ...
 
     def session(self, images: Any, *, system_prompt: str | None = None,
                 reduction: ReductionConfig | None = None, max_new_tokens: int = 64) -> Any: ...
@@ -55,12 +74,44 @@ def register_backend(name: str, loader: Callable[..., Backend]) -> None:
     BACKENDS[name] = loader
 
 
+class Stream:
+    """Tokens of one `VLM.stream` call as they are generated; `result` once iteration ends.
+
+    Generation runs in a worker thread; iterating yields `TokenEvent`s (token id, the text it
+    adds, its log-probability) and re-raises the call's error, if any, at the end."""
+
+    _END = object()
+
+    def __init__(self, call: Callable[[OnToken], VLMResult]):
+        self._events: queue.Queue = queue.Queue()
+        self.result: VLMResult | None = None
+        self._error: BaseException | None = None
+
+        def work() -> None:
+            try:
+                self.result = call(self._events.put)
+            except BaseException as e:  # handed to the iterating thread
+                self._error = e
+            finally:
+                self._events.put(self._END)
+
+        self._thread = threading.Thread(target=work, daemon=True)
+        self._thread.start()
+
+    def __iter__(self) -> Iterator[TokenEvent]:
+        while (event := self._events.get()) is not self._END:
+            yield event
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
 class VLM:
     """A vision-language model behind any backend.
 
     >>> vlm = VLM.load("Qwen/Qwen2-VL-2B-Instruct", kv_cache_bytes=2 << 30)
     >>> r = vlm.generate([image], "What is on the sign?", reduction=ReductionConfig("divprune", 0.25))
-    >>> r.text, r.visual_tokens, r.usage["prefill_savings"]
+    >>> r.text, r.bill.visual_tokens, r.bill.prefill_savings
     """
 
     def __init__(self, backend: Backend):
@@ -69,10 +120,13 @@ class VLM:
     @classmethod
     def load(cls, model: str, backend: str = "transformers", device: str = "auto",
              dtype: Any = "auto", kernels: Literal["auto", "triton", "torch"] = "auto",
+             resolution: Literal["default", "full"] = "default", min_pixels: int | None = None,
+             max_pixels: int | None = None, longest_edge: int | None = None,
              **opts: Any) -> "VLM":
-        """model: hub id, local folder, or (openai) the served model name; opts go to the backend
-        (transformers: kv_cache_bytes, kv_int8, kv_cache, attn_implementation, context_window,
-        min_pixels, max_pixels; openai: base_url, api_key, timeout).
+        """model: hub id, local folder, or (openai) the served model name; resolution and
+        min/max_pixels / longest_edge: the family's image limits (`ImageLimits`); opts go to the
+        backend (transformers: kv_cache_bytes, kv_int8, kv_cache, attn_implementation,
+        context_window; openai: base_url, api_key, timeout, max_retries, config).
 
         kernels (transformers backend): "auto" runs the cascade.kernels Triton ops on CUDA and
         their torch references on CPU; "triton" forces Triton (on CPU only under
@@ -82,46 +136,67 @@ class VLM:
                              f"choose one of {sorted(BACKENDS)}")
         if kernels != "auto":
             opts["kernels"] = kernels
-        return cls(BACKENDS[backend](model, device=device, dtype=dtype, **opts))
+        limits = ImageLimits(resolution, min_pixels, max_pixels, longest_edge)
+        return cls(BACKENDS[backend](model, device=device, dtype=dtype, limits=limits, **opts))
 
     @property
     def model_id(self) -> str:
         return self.backend.model_id
 
     @property
+    def family(self) -> Family | None:
+        return self.backend.family
+
+    @property
     def kv_cache(self) -> Any:
-        return getattr(self.backend, "kv_cache", None)
+        return self.backend.kv_cache
 
     @property
-    def vision_tower_calls(self) -> int | None:
-        return getattr(self.backend, "vision_tower_calls", None)
+    def vision_tower_calls(self) -> int:
+        """Vision-tower runs in this process so far (0 for a served model)."""
+        return self.backend.vision_tower_calls
 
     @property
-    def vision_images_encoded(self) -> int | None:
-        """Images run through the vision tower so far (None where the backend cannot tell)."""
-        return getattr(self.backend, "vision_images_encoded", None)
+    def vision_images_encoded(self) -> int:
+        """Images run through the vision tower in this process so far."""
+        return self.backend.vision_images_encoded
 
     def generate(self, images: Any, question: str, max_new_tokens: int = 64,
-                 reduction: ReductionConfig | None = None, system_prompt: str | None = None) -> VLMResult:
-        """Answer `question` about `images` greedily; the result carries text, tokens and the bill."""
+                 reduction: ReductionConfig | None = None, system_prompt: str | None = None, *,
+                 history: History = (), sampling: Sampling = GREEDY, on_token: OnToken | None = None,
+                 top_logprobs: int = 0) -> VLMResult:
+        """Answer `question` about `images`; the result carries the text, the tokens with their
+        log-probabilities, and the bill.
+
+        history: earlier (question, answer) turns, placed after the images and before the
+        question (the media prefix stays cacheable). sampling: greedy by default (`Sampling`).
+        on_token: called with each `TokenEvent` as it is generated (see `stream` for an
+        iterator). top_logprobs: also return, per token, that many most likely alternatives."""
         return self.backend.generate(images, question, max_new_tokens=max_new_tokens,
-                                     reduction=reduction, system_prompt=system_prompt)
+                                     reduction=reduction, system_prompt=system_prompt,
+                                     history=history, sampling=sampling, on_token=on_token,
+                                     top_logprobs=top_logprobs)
+
+    def stream(self, images: Any, question: str, max_new_tokens: int = 64, **kw: Any) -> Stream:
+        """`generate` as an iterator of `TokenEvent`s; the `VLMResult` is `.result` afterwards.
+
+        >>> s = vlm.stream([image], "Describe it.")
+        >>> text = "".join(ev.text for ev in s); s.result.bill"""
+        return Stream(lambda on_token: self.generate(images, question, max_new_tokens,
+                                                     on_token=on_token, **kw))
 
     def generate_batch(self, requests: Sequence[tuple[Any, str]], max_new_tokens: int = 64,
-                       reduction: ReductionConfig | None = None,
-                       system_prompt: str | None = None) -> list[VLMResult]:
+                       reduction: ReductionConfig | None = None, system_prompt: str | None = None,
+                       *, sampling: Sampling = GREEDY) -> list[VLMResult]:
         """Answer (images, question) requests together, one result per request in order.
 
-        The transformers backend batches the prefills (left padding + attention mask), decodes
-        greedily in lockstep and encodes each distinct image of the batch once; it bypasses the
-        KV prefix cache (`TransformersBackend.generate_batch`). Backends without batching (the
-        openai one: the server batches on its own) answer the requests one by one."""
-        batch = getattr(self.backend, "generate_batch", None)
-        if batch is not None:
-            return batch(requests, max_new_tokens=max_new_tokens, reduction=reduction,
-                          system_prompt=system_prompt)
-        return [self.generate(images, question, max_new_tokens, reduction, system_prompt)
-                for images, question in requests]
+        The transformers backend batches the prefills (left padding + attention mask), decodes in
+        lockstep and encodes each distinct image of the batch once; it bypasses the KV prefix
+        cache (`TransformersBackend.generate_batch`). The openai backend sends the requests one
+        by one (the server batches on its own)."""
+        return self.backend.generate_batch(requests, max_new_tokens=max_new_tokens,
+                                           reduction=reduction, system_prompt=system_prompt,
+                                           sampling=sampling)
 
     def session(self, images: Any, system_prompt: str | None = None,
                 reduction: ReductionConfig | None = None, max_new_tokens: int = 64) -> Any:

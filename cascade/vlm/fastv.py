@@ -5,7 +5,9 @@ that one query from the cached keys, so the model keeps SDPA/FlashAttention and 
 an L x L attention map) ranks the visual tokens; the lowest are removed from the hidden states and
 from the rotary tables, and layers K.. run on the rest. Kept tokens keep their original positions.
 The KV cache therefore holds all tokens in layers < K and only kept tokens in layers >= K, which
-is why decoding runs layer by layer here too (a single-query step needs no mask).
+is why decoding runs layer by layer here too (a single-query step needs no mask). Whatever the
+family's own forward adds between layers (Qwen3-VL's DeepStack features) is added here too, to
+the visual tokens still kept (`Family.after_layer`).
 
 The ranking depends on the question, so a FastV prefix is never stored in the KV prefix cache.
 """
@@ -42,8 +44,7 @@ def last_token_attention(family: Family, layer_idx: int, h_in_last: torch.Tensor
     """
     layer = family.text_model.layers[layer_idx]
     attn = layer.self_attn
-    q = attn.q_proj(layer.input_layernorm(h_in_last))
-    q = q.view(1, 1, -1, attn.head_dim).transpose(1, 2)  # [1, H, 1, hd]
+    q = family.query_states(layer, layer.input_layernorm(h_in_last))  # [1, H, 1, hd]
     q = q * cos_last.unsqueeze(1) + _rotate_half(q) * sin_last.unsqueeze(1)
     k = cache_layers(cache)[layer_idx][0]
     k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
@@ -53,14 +54,17 @@ def last_token_attention(family: Family, layer_idx: int, h_in_last: torch.Tensor
 
 
 def fastv_prefill(family: Family, embeds: torch.Tensor, positions: torch.Tensor,
-                  visual_index: torch.Tensor, keep: int, layer_k: int,
-                  cache: Any) -> tuple[torch.Tensor, torch.Tensor]:
+                  visual_index: torch.Tensor, keep: int, layer_k: int, cache: Any,
+                  extra: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Prefill [1, L, D] embeddings with FastV; returns (final-normed hidden of the last token
-    [1, 1, D], the sequence indices kept from layer K on)."""
+    [1, 1, D], the sequence indices kept from layer K on). visual_index: sequence index of every
+    visual token, ascending; extra: their family-specific extra features (`split_features`)."""
     lm = family.text_model
     cos, sin = family.rotary(embeds, positions)
     h = embeds
     kept = torch.arange(embeds.shape[1], device=embeds.device)
+    rows = visual_index  # rows of h holding visual tokens, and which visual token each is
+    which = torch.arange(visual_index.numel(), device=embeds.device)
     h_in_last = h[:, -1:]
     for i, layer in enumerate(lm.layers):
         if i == layer_k and keep < visual_index.numel():
@@ -71,12 +75,16 @@ def fastv_prefill(family: Family, embeds: torch.Tensor, positions: torch.Tensor,
             mask[visual_index[top]] = True
             kept = mask.nonzero().squeeze(1)
             h, cos, sin = h[:, kept], cos[:, kept], sin[:, kept]
+            which = top.sort().values
+            rows = torch.searchsorted(kept, visual_index[which])
         h_in_last = h[:, -1:]
         h = _call_layer(family, layer, h, (cos, sin), cache)
+        h = family.after_layer(i, h, rows, None if extra is None else extra[which])
     return lm.norm(h[:, -1:]), kept
 
 
-def layerwise_step(family: Family, embeds: torch.Tensor, positions: torch.Tensor, cache: Any) -> torch.Tensor:
+def layerwise_step(family: Family, embeds: torch.Tensor, positions: torch.Tensor, cache: Any,
+                   attention_mask: Any = None) -> torch.Tensor:
     """One decode step [1, 1, D] through every layer against caches of unequal lengths."""
     lm = family.text_model
     pos_emb = family.rotary(embeds, positions)

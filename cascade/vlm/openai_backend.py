@@ -1,13 +1,18 @@
-"""The scale-out backend: any OpenAI-compatible chat server (vLLM, SGLang, LMDeploy, ...).
+"""The scale-out backend: any OpenAI-compatible chat server (vLLM, SGLang, LMDeploy, ...), through
+the `openai` SDK (its retries with backoff, timeouts and typed responses).
 
-Images travel as base64 PNG data-URL parts of one user message, before the question (the same
+Images travel as base64 PNG data-URL parts of the first user message, before the question (the
 layout the in-process backend uses, so a server's automatic prefix caching can reuse the visual
-prefix across questions). Token accounting comes from the response's `usage`: prompt_tokens counts
-visual + text tokens together; when the server also reports the visual share
-(`usage.prompt_tokens_details.image_tokens`, or `usage.visual_tokens`) it is split out. The cost
-model only needs their sum, so FLOPs are right either way once `model_shape` is given. Requests ask
-for `logprobs`; when the server returns them (`choices[0].logprobs.content[*].logprob`) the result's
-`confidence` is their geometric-mean probability, as in the in-process backend, else None.
+prefix across questions); earlier turns (`history`) follow as user/assistant messages.
+
+The bill: the server's `usage` gives prompt and completion tokens. When the served model's family
+is known (`config`: the checkpoint's hub id or folder; default: the model name, which is a hub id
+for vLLM/SGLang), its visual tokens are counted locally with the family's own rule (or taken from
+`usage.prompt_tokens_details.image_tokens` when the server reports them) and FLOPs are billed from
+its shapes, as in process; without a family, visual tokens come from the server or are 0 and FLOPs
+are 0. Requests ask for `logprobs`; when the server returns them the result's `confidence` is their
+geometric-mean probability. With `on_token` the answer is streamed (`TokenEvent.token_id` is -1: a
+server streams text, not ids).
 
 Reduction, the KV prefix cache and sessions run inside the serving engine, not here: a reduction
 other than `none` raises, and sessions are refused.
@@ -16,14 +21,19 @@ from __future__ import annotations
 
 import base64
 import io
+import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
-from ..cost import ModelShape, decode_flops, prefill_flops
 from ..errors import CascadeError, InputError
+from .billing import vlm_bill
+from .decode import GREEDY, Generated, OnToken, Sampling, TokenEvent
+from .families import Family, ImageLimits, load_family
 from .media import as_images
+from .prompt import History
 from .reduction import ReductionConfig
-from .result import VLMResult, geometric_confidence
+from .result import VLMResult
 
 __all__ = ["OpenAIBackend", "image_data_url"]
 
@@ -35,42 +45,48 @@ def image_data_url(image: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def response_confidence(choice: dict) -> float | None:
-    """Geometric-mean token probability from a chat choice's `logprobs`; None when absent."""
-    content = (choice.get("logprobs") or {}).get("content") or []
-    lps = [c.get("logprob") for c in content if isinstance(c, dict)]
-    if not lps or any(not isinstance(lp, (int, float)) for lp in lps):
-        return None
-    return geometric_confidence([float(lp) for lp in lps])
-
-
 class OpenAIBackend:
-    """model: the served model name. base_url: the server's /v1 root. model_shape: the served
-    model's (params, layers, hidden) for FLOPs accounting (0.0 FLOPs when not given)."""
+    """model: the served model name. base_url: the server's /v1 root. config: hub id or folder of
+    the served checkpoint, for its family (default: `model`; None or unloadable: no family, see the
+    module docstring; "" tries the model name). timeout (seconds per request) and max_retries go to the SDK client; api_key
+    defaults to the OPENAI_API_KEY environment variable, else a placeholder (local servers need
+    none). client: an `openai.OpenAI` to use instead (tests)."""
 
     name = "openai"
+    kv_cache = None
+    vision_tower_calls = 0  # the tower runs on the server
+    vision_images_encoded = 0
 
     def __init__(self, model: str, base_url: str = "http://127.0.0.1:8000/v1",
-                 api_key: str | None = None, timeout: float = 300.0,
-                 model_shape: ModelShape | None = None, client: Any = None):
-        import httpx
+                 api_key: str | None = None, timeout: float = 300.0, max_retries: int = 2,
+                 config: str | None = "", limits: ImageLimits | None = None, client: Any = None):
+        import os
 
-        self.model_id = model
-        self.base_url = base_url.rstrip("/")
-        self.model_shape = model_shape
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = client or httpx.Client(timeout=timeout, headers=headers)
+        import openai
 
-    def messages(self, images: list, question: str, system_prompt: str | None) -> list[dict]:
+        self.model_id, self.base_url = model, base_url.rstrip("/")
+        self.family: Family | None = _family(model, config, limits)
+        self._client = client or openai.OpenAI(
+            base_url=self.base_url, api_key=api_key or os.environ.get("OPENAI_API_KEY") or "none",
+            timeout=timeout, max_retries=max_retries)
+
+    def messages(self, images: list, question: str, system_prompt: str | None,
+                 history: History = ()) -> list[dict]:
         parts: list[dict] = [{"type": "image_url", "image_url": {"url": image_data_url(im)}}
                              for im in images]
-        parts.append({"type": "text", "text": question})
+        turns = [*history, (question, None)]
         msgs = [{"role": "system", "content": system_prompt}] if system_prompt is not None else []
-        return msgs + [{"role": "user", "content": parts}]
+        for i, (q, a) in enumerate(turns):
+            msgs.append({"role": "user", "content": (parts if i == 0 else []) + [{"type": "text", "text": q}]})
+            if a is not None:
+                msgs.append({"role": "assistant", "content": a})
+        return msgs
 
     def generate(self, images: Any, question: str, *, max_new_tokens: int = 64,
-                 reduction: ReductionConfig | None = None, system_prompt: str | None = None) -> VLMResult:
-        import httpx
+                 reduction: ReductionConfig | None = None, system_prompt: str | None = None,
+                 history: History = (), sampling: Sampling = GREEDY, on_token: OnToken | None = None,
+                 top_logprobs: int = 0) -> VLMResult:
+        import openai
 
         images = as_images(images)
         if not images:
@@ -81,42 +97,122 @@ class OpenAIBackend:
         if not red.is_identity:
             raise InputError(f"the openai backend cannot apply reduction '{red.method}': token "
                              "pruning runs inside the serving engine; configure it there")
-        body = {"model": self.model_id, "messages": self.messages(images, question, system_prompt),
-                "max_tokens": max_new_tokens, "temperature": 0.0, "logprobs": True}
+        body: dict[str, Any] = dict(model=self.model_id, max_tokens=max_new_tokens, logprobs=True,
+                                    messages=self.messages(images, question, system_prompt, history),
+                                    temperature=sampling.temperature, top_p=sampling.top_p)
+        if sampling.seed is not None:
+            body["seed"] = sampling.seed
+        if sampling.top_k:
+            body["extra_body"] = {"top_k": sampling.top_k}  # vLLM/SGLang's extension
+        if top_logprobs:
+            body["top_logprobs"] = top_logprobs
         t0 = time.perf_counter()
         try:
-            resp = self._client.post(f"{self.base_url}/chat/completions", json=body)
-        except httpx.HTTPError as e:
+            if on_token is None:
+                text, usage, gen = self._complete(body, t0)
+            else:
+                text, usage, gen = self._stream(body, t0, on_token)
+        except openai.APIStatusError as e:
+            raise CascadeError(f"VLM server at {self.base_url} answered {e.status_code}: "
+                               f"{str(e.message)[:500]}") from e
+        except openai.APIError as e:  # connection refused, timeout after retries, bad response
             raise CascadeError(f"VLM server at {self.base_url} unreachable: {e}") from e
-        if resp.status_code != 200:
-            raise CascadeError(f"VLM server at {self.base_url} answered {resp.status_code}: "
-                               f"{resp.text[:500]}")
-        total = time.perf_counter() - t0
-        data = resp.json()
-        choice = data["choices"][0]
-        usage = data.get("usage") or {}
-        n_in = int(usage.get("prompt_tokens", 0))
-        n_out = int(usage.get("completion_tokens", 0))
-        details = usage.get("prompt_tokens_details") or {}
-        n_vis = int(details.get("image_tokens") or usage.get("visual_tokens") or 0)
-        n_text = n_in - n_vis
-        shape = self.model_shape
-        pre = prefill_flops(shape, n_vis, n_text) if shape else 0.0
-        finish = "length" if choice.get("finish_reason") == "length" else "stop"
-        return VLMResult(
-            text=choice["message"].get("content") or "", token_ids=(), finish_reason=finish,
-            model=self.model_id, backend=self.name, visual_tokens=n_vis, visual_tokens_before=n_vis,
-            prompt_tokens=n_text, generated_tokens=n_out, prefill_flops=pre,
-            baseline_prefill_flops=pre, computed_prefill_flops=pre,
-            decode_flops=decode_flops(shape, n_vis, n_text, n_out) if shape else 0.0,
-            # Without streaming the first token is only seen with the last: ttft is an upper bound.
-            ttft_s=total, tpot_s=None, total_s=total, vision_s=0.0, prefill_s=0.0, cache="off",
-            reduction={"method": red.method, "keep_ratio": red.keep_ratio},
-            confidence=response_confidence(choice))
+        return self._result(images, text, usage, gen, t0)
+
+    def _complete(self, body: dict, t0: float) -> tuple[str, Any, Generated]:
+        resp = self._client.chat.completions.create(**body)
+        choice = resp.choices[0]
+        gen = Generated(finish="length" if choice.finish_reason == "length" else "stop")
+        # Without streaming the first token is only seen with the last: ttft is an upper bound.
+        gen.t_first = gen.t_end = time.perf_counter()
+        _add_logprobs(gen, choice.logprobs)
+        return choice.message.content or "", resp.usage, gen
+
+    def _stream(self, body: dict, t0: float, on_token: OnToken) -> tuple[str, Any, Generated]:
+        gen, text, usage = Generated(), [], None
+        for chunk in self._client.chat.completions.create(
+                **body, stream=True, stream_options={"include_usage": True}):
+            usage = chunk.usage or usage
+            if not chunk.choices:
+                continue
+            choice = chunk.choices[0]
+            delta = choice.delta.content or ""
+            if delta and not gen.t_first:
+                gen.t_first = time.perf_counter()
+            n = len(gen.logprobs)
+            _add_logprobs(gen, choice.logprobs)
+            if delta:
+                text.append(delta)
+                lp = gen.logprobs[n] if len(gen.logprobs) > n else math.nan
+                on_token(TokenEvent(0, len(text) - 1, -1, delta, lp))
+            if choice.finish_reason:
+                gen.finish = "length" if choice.finish_reason == "length" else "stop"
+        gen.t_end = time.perf_counter()
+        gen.t_first = gen.t_first or gen.t_end
+        return "".join(text), usage, gen
+
+    def _result(self, images: list, text: str, usage: Any, gen: Generated, t0: float) -> VLMResult:
+        n_in, n_out = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
+        details = usage.prompt_tokens_details if usage else None
+        reported = details.image_tokens if details else None
+        gen.tokens = [-1] * max(n_out, len(gen.logprobs))  # the server sends text, not ids
+        fam = self.family
+        red = ReductionConfig()
+        if fam is None:
+            n_vis = int(reported or 0)
+            bill = _bill_without_family(self.model_id, n_vis, n_in - n_vis, gen, t0, red)
+        else:
+            costs = [fam.image_cost(im.width, im.height) for im in images]
+            n_vis = int(reported) if reported is not None else sum(c.tokens for c in costs)
+            bill = vlm_bill(fam, self.model_id, costs=costs, visual_tokens=n_vis,
+                            prompt_tokens=max(n_in - n_vis, 0), generated=gen, cache="off",
+                            reduction=red, t0=t0, vision_s=0.0, prefill_s=0.0)
+        return VLMResult(text=text, token_ids=(), model=self.model_id, backend=self.name, bill=bill,
+                         logprobs=tuple(gen.logprobs), top_logprobs=tuple(gen.top_logprobs))
+
+    def generate_batch(self, requests: Sequence[tuple[Any, str]], *, max_new_tokens: int = 64,
+                       reduction: ReductionConfig | None = None, system_prompt: str | None = None,
+                       sampling: Sampling = GREEDY) -> list[VLMResult]:
+        """One request after the other: the server batches concurrent requests on its own."""
+        return [self.generate(images, question, max_new_tokens=max_new_tokens, reduction=reduction,
+                              system_prompt=system_prompt, sampling=sampling)
+                for images, question in requests]
 
     def session(self, images: Any, **_: Any) -> Any:
         raise CascadeError("sessions need the transformers backend; against a server, send each "
-                           "question with the same images and let its prefix caching reuse them")
+                           "question with the same images (and the earlier turns as `history`) "
+                           "and let its prefix caching reuse them")
 
     def close(self) -> None:
         self._client.close()
+
+
+def _family(model: str, config: str | None, limits: ImageLimits | None) -> Family | None:
+    """The served model's family: from `config` (must load), else from the model name when it is
+    a loadable checkpoint (a hub id, as vLLM names models), else None (config=None: never)."""
+    if config:
+        return load_family(config, limits)
+    if config is None:
+        return None
+    try:
+        return load_family(model, limits)
+    except CascadeError:
+        return None
+
+
+def _add_logprobs(gen: Generated, logprobs: Any) -> None:
+    for item in (getattr(logprobs, "content", None) or []):
+        if isinstance(item.logprob, (int, float)):
+            gen.logprobs.append(float(item.logprob))
+            gen.top_logprobs.append(tuple((-1, float(t.logprob)) for t in item.top_logprobs or ()))
+
+
+def _bill_without_family(model: str, visual: int, text: int, gen: Generated, t0: float,
+                         red: ReductionConfig):
+    from ..bill import Bill
+    from .result import geometric_confidence
+
+    return Bill(model=model, visual_tokens=visual, unreduced_visual_tokens=visual, prompt_tokens=text,
+                generated_tokens=len(gen.tokens), finish_reason=gen.finish, ttft_s=gen.t_first - t0,
+                total_s=(gen.t_end or gen.t_first) - t0, images_encoded=0, cache="off",
+                confidence=geometric_confidence(gen.logprobs))

@@ -34,7 +34,7 @@ def test_reading_question_is_answered_by_ocr_from_the_sign_frames(video_qa, item
     sign_times = {i / 4 for i in it.frames}
     assert frames and all(f.timestamp in sign_times for f in frames)
     assert all(f.width == 640 for f in frames)  # fetched again at full resolution
-    assert answer.usage["visual_tokens"] == 0 and answer.usage["baseline_visual_tokens"] > 4000
+    assert answer.bill.visual_tokens == 0 and answer.bill.baseline_visual_tokens > 4000
     route = answer.trace["route"]
     assert route.detail.startswith("branch=high_res") and "intent read" in route.detail
     assert answer.trace["vlm_thumb"].status == "skipped" and answer.trace["vlm_fine"].status == "skipped"
@@ -54,9 +54,9 @@ def test_scene_question_stays_on_thumbnails_and_session_reuses_caches(video_qa, 
     assert first.produced_by == "vlm"
     assert [r.branch for r in first.evidence.routes] == ["thumbnail"]
     assert all(max(im.width, im.height) <= 224 for im in first.evidence.images)
-    tokens, baseline = first.usage["visual_tokens"], first.usage["baseline_visual_tokens"]
+    tokens, baseline = first.bill.visual_tokens, first.bill.baseline_visual_tokens
     assert 0 < tokens * 10 <= baseline  # >= 10x fewer visual tokens than full resolution
-    assert first.usage["prefill_savings"] > 10
+    assert first.bill.prefill_savings > 10
     second = session.ask("Describe what the animal is doing.")
     counters = second.trace.counters
     assert counters["kv_cache_hits"] == 1 and counters.get("vision_tower_calls", 0) == 0
@@ -86,10 +86,14 @@ def test_baselines_take_video_or_images(items):
     it = items["video_0_scene"]
     full = QA.offline("full_res").ask(it.media[0], it.question)
     thumb = QA.offline("thumbnail_only").ask(it.media[0], it.question)
-    assert full.usage["visual_tokens"] == full.usage["baseline_visual_tokens"]
-    assert thumb.usage["visual_tokens"] * 4 < full.usage["visual_tokens"]
-    images = QA.offline("thumbnail_only").ask(list(items["images_scene"].media), "Which is a cat?")
-    assert len(images.evidence.images) == 0 or images.produced_by == "vlm"
+    assert full.bill.visual_tokens == full.bill.baseline_visual_tokens
+    assert full.bill.vision_flops == full.bill.baseline_vision_flops
+    assert thumb.bill.visual_tokens * 4 < full.bill.visual_tokens
+    assert thumb.bill.baseline_visual_tokens == full.bill.baseline_visual_tokens  # the same frames
+    photos = list(items["images_scene"].media)
+    images = QA.offline("thumbnail_only").ask(photos, "Which is a cat?")
+    assert images.produced_by == "vlm" and len(images.evidence.images) == len(photos)
+    assert all(max(im.width, im.height) == 224 for im in images.evidence.images)
     assert images.trace["frames"].status == "skipped" and images.trace["imgs"].status == "ran"
 
 

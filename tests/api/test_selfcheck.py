@@ -37,8 +37,9 @@ def test_threshold_zero_always_escalates(scene):
     qa = QA.offline("video_qa_selfcheck", overrides={**CONFIDENCE_ONLY, "route.threshold": 0.0})
     answer = qa.ask(scene.media[0], scene.question)
     route = _route(answer)
-    assert route.branch == "high_res" and route.scores["need"] >= 0.0
+    assert route.branch == "high_res" and 0.0 < route.scores["need"] < 1.0
     assert route.scores["need"] == pytest.approx(1.0 - route.scores["vlm_confidence"])
+    assert route.reason.endswith(f"need {route.scores['need']:.2f} >= 0.0")
     assert answer.trace["full"].status == "ran"
     assert answer.trace["vlm_thumb"].status == "ran"  # paid for on every question
 
@@ -52,5 +53,5 @@ def test_threshold_above_any_need_never_escalates_and_the_thumbnail_answer_is_fi
     assert route.branch == "thumbnail" and route.scores["need"] < 1.0
     assert answer.trace["full"].status == "skipped" and answer.trace["vlm_fine"].status == "skipped"
     assert answer.produced_by == "vlm"
-    assert answer.usage["confidence"] == route.scores["vlm_confidence"]  # vlm_thumb's answer
+    assert answer.bill.confidence == route.scores["vlm_confidence"]  # vlm_thumb's answer
     assert all(max(im.width, im.height) <= 224 for im in answer.evidence.images)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 
 from pydantic import Field
@@ -95,3 +96,39 @@ class SignRouter(Router):
     def run(self, value: int) -> Outputs:
         branch = self.params.force or ("negative" if value < 0 else "positive")
         return self.Outputs(Route(branch, f"value {value}", {"value": float(value)}))
+
+
+# What a loading stage and a running one did, in order (the setup gate's test).
+GATE_LOG: list[str] = []
+
+
+@stage("test_loads")
+class Loads(Stage):
+    """A stage whose setup takes a while (a model load that changes process-wide state)."""
+
+    @dataclass(frozen=True)
+    class Outputs:
+        value: int
+
+    def setup(self) -> None:
+        GATE_LOG.append("setup start")
+        time.sleep(0.3)
+        GATE_LOG.append("setup end")
+
+    def run(self, value: int) -> Outputs:
+        return self.Outputs(value)
+
+
+@stage("test_busy")
+class Busy(Stage):
+    """A stage that runs for a while."""
+
+    @dataclass(frozen=True)
+    class Outputs:
+        value: int
+
+    def run(self, value: int) -> Outputs:
+        GATE_LOG.append("run start")
+        time.sleep(0.3)
+        GATE_LOG.append("run end")
+        return self.Outputs(value)

@@ -125,3 +125,16 @@ def test_hooks_see_every_stage_including_skipped_and_failed(fixture_path):
     with pytest.raises(StageError):
         failing.run(x=1)
     assert events[-1] == ("after", "boom", "failed")
+
+
+def test_a_stage_setup_never_overlaps_another_stage_run():
+    from .engine_stages import GATE_LOG
+
+    text = ("name: gate\ninputs: {x: int}\nstages:\n"
+            "  a: {type: test_busy, inputs: {value: $x}}\n  b: {type: test_loads, inputs: {value: $x}}\n"
+            "outputs: {a: a.value, b: b.value}\n")
+    GATE_LOG.clear()
+    assert Pipeline.from_yaml(text).run(x=1).outputs == {"a": 1, "b": 1}
+    # the two ran side by side, yet the load sat wholly before or after the run
+    assert GATE_LOG in (["run start", "run end", "setup start", "setup end"],
+                        ["setup start", "setup end", "run start", "run end"])

@@ -5,9 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_wheel_imports_mapped_subpackages(tmp_path):
     # Build from a copy of the tracked files: setuptools writes build/ next to the sources.
     src, wheel_dir, target = tmp_path / "src", tmp_path / "wheel", tmp_path / "site"

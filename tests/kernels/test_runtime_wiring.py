@@ -67,7 +67,7 @@ def test_triton_gives_the_tokens_of_torch(vlms, launches, reduction):
         # miss (fp prefix), then a hit that rebuilds the prefix from the int8 entry
         miss = vlm.generate([img], "What is this?", max_new_tokens=6, reduction=reduction)
         hit = vlm.generate([img], "What is this?", max_new_tokens=6, reduction=reduction)
-        assert (miss.cache, hit.cache) == ("miss", "hit")
+        assert (miss.bill.cache, hit.bill.cache) == ("miss", "hit")
         runs[kernels] = (miss.token_ids, hit.token_ids)
         used = {k for k, n in launches.items() if n > before.get(k, 0)}
         if kernels == "torch":
@@ -86,10 +86,10 @@ def test_preprocessing_equals_the_hf_processor(vlms, kernels):
     """Up- and downscaled, odd sizes, two images of one shape: the processor's exact outputs."""
     b = vlms[kernels].backend
     images = [_image(2, 20, 20), _image(3, 57, 113), _image(4, 300, 410), _image(5, 57, 113)]
-    prefix, _ = b.first_turn_texts(len(images), None, "q")
+    prefix, _ = b.layout.first_turn(len(images), None, "q")
     pil = [im.to_pil() for im in images]
     assert b.family.kernel_preprocessing
-    ours = b.family.prepare_prefix(prefix, pil)
+    ours = b.family.build_prefix(prefix, b.family.preprocess(pil))
     hf = b.processor(text=[prefix], images=pil, return_tensors="pt")
     assert torch.equal(ours.input_ids.cpu(), hf["input_ids"][0])
     assert torch.equal(ours.vision_inputs["image_grid_thw"].cpu(), hf["image_grid_thw"])
@@ -100,9 +100,9 @@ def test_preprocessing_honours_the_pixel_budget(tiny):
     vlm = VLM.load(tiny, device=DEVICE, dtype="float32", kernels="triton",
                    min_pixels=28 * 28 * 9, max_pixels=28 * 28 * 16)
     b = vlm.backend
-    prefix, _ = b.first_turn_texts(2, None, "q")
+    prefix, _ = b.layout.first_turn(2, None, "q")
     pil = [_image(7, 30, 40).to_pil(), _image(8, 200, 150).to_pil()]
-    ours = b.family.prepare_prefix(prefix, pil)
+    ours = b.family.build_prefix(prefix, b.family.preprocess(pil))
     size = {"shortest_edge": 28 * 28 * 9, "longest_edge": 28 * 28 * 16}
     hf = b.processor(text=[prefix], images=pil, size=size, return_tensors="pt")
     assert torch.equal(ours.input_ids.cpu(), hf["input_ids"][0])
@@ -120,6 +120,7 @@ def test_triton_on_cpu_without_interpreter_fails_at_load(tiny, monkeypatch):
 def test_stage_passes_the_switch_through(tiny):
     from cascade.stages.vlm_answer import VLMAnswer
 
-    st = VLMAnswer({"model": tiny, "device": "cpu", "kernels": "torch", "max_new_tokens": 2})
+    st = VLMAnswer({"max_new_tokens": 2},
+                   models={"vlm": {"id": tiny, "device": "cpu", "kernels": "torch"}})
     st(images=[_image(6, 40, 40)], question="What?")
-    assert st.shared.model.backend.kernels == "torch"
+    assert st.model("vlm").vlm.backend.kernels == "torch"

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from cascade.artifacts import Answer, Box, Detection, Evidence, Frame, Image, OcrLine, Route
+from cascade.bill import Bill
 from cascade.serve.bill import bill_of, cache_events, openai_usage
 from cascade.serve.config import ServeConfig
 from cascade.serve.errors import APIError
@@ -108,12 +109,12 @@ def test_video_upload_is_written_once_and_probed(tmp_path, media_dir):
     assert _err(load_media_url, "video", bad, cfg, "v").code == "invalid_video"
 
 
-def _answer(**usage) -> Answer:
-    return Answer("x", "vlm", Evidence(), usage)
+def _answer(**fields) -> Answer:
+    return Answer("x", "vlm", Evidence(), Bill(**fields))
 
 
 def test_bill_and_openai_usage():
-    a = _answer(visual_tokens=100, prompt_tokens=20, generated_tokens=5, input_tokens=120,
+    a = _answer(visual_tokens=100, prompt_tokens=20, generated_tokens=5, cached_tokens=110,
                 prefill_flops=1e9, baseline_prefill_flops=8e9, baseline_visual_tokens=800,
                 cache="hit", ttft_s=0.5, total_s=0.6)
     b = bill_of(a)
@@ -121,8 +122,8 @@ def test_bill_and_openai_usage():
     assert b["prefill_savings"] == 8.0 and b["kv_cache"] == "hit"
     u = openai_usage(a)
     assert u == {"prompt_tokens": 120, "completion_tokens": 5, "total_tokens": 125,
-                 "prompt_tokens_details": {"cached_tokens": 100}}
-    tool = Answer("3", "tool", Evidence(), {"visual_tokens": 0, "prefill_flops": 0.0})
+                 "prompt_tokens_details": {"cached_tokens": 110}}
+    tool = Answer("3", "tool", Evidence(), Bill.tool(0.9))
     assert openai_usage(tool)["prompt_tokens"] == 0 and bill_of(tool)["kv_cache"] == "off"
     assert cache_events(a) == {"kv_prefix": (1, 1)}
 

@@ -15,12 +15,16 @@ import httpx
 import numpy as np
 import pytest
 
-from cascade.cost import qwen2vl_visual_tokens
+from cascade.vlm.families import ImageLimits, load_family
 
 from .conftest import (IMAGES, VIDEO, VLM_MAX_PIXELS, chat, data_url, image_part, png_bytes,
                        running_server, small_config, video_part, warm)
 
-BASELINE_MAX_PIXELS = 28 * 28 * 16384  # compose_answer's default full-resolution cap
+
+def visual_tokens(model: str, sizes, **limits) -> int:
+    """What the model's family says these images cost (its processor's own resize rule)."""
+    family = load_family(model, ImageLimits(**limits))
+    return sum(family.visual_tokens(w, h) for w, h in sizes)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +67,7 @@ def test_models_health_and_index(server):
     _error(client.get("/no/such/route"), 404)
 
 
-def test_video_completion_has_usage_and_cascade_extra(server, video_url):
+def test_video_completion_has_usage_and_cascade_extra(server, video_url, tiny_vlm):
     client, *_ = server
     r = client.post("/v1/chat/completions", json=chat(VIDEO, "What does the sign say?",
                                                       video_part(video_url)))
@@ -82,10 +86,10 @@ def test_video_completion_has_usage_and_cascade_extra(server, video_url):
     # The VLM's real visual token count: Qwen2-VL's resize of each 224x168 thumbnail under the
     # stage's max_pixels; the baseline is every sampled frame at full resolution.
     assert {(im["width"], im["height"]) for im in images} == {(224, 168)}
-    assert bill["visual_tokens"] == counters["visual_tokens"] == sum(
-        qwen2vl_visual_tokens(im["width"], im["height"], max_pixels=VLM_MAX_PIXELS) for im in images)
-    assert bill["baseline_visual_tokens"] == counters["baseline_visual_tokens"] == sum(
-        qwen2vl_visual_tokens(*im["source_size"], max_pixels=BASELINE_MAX_PIXELS) for im in images)
+    assert bill["visual_tokens"] == counters["visual_tokens"] == visual_tokens(
+        tiny_vlm, [(im["width"], im["height"]) for im in images], max_pixels=VLM_MAX_PIXELS)
+    assert bill["baseline_visual_tokens"] == counters["baseline_visual_tokens"] == visual_tokens(
+        tiny_vlm, [im["source_size"] for im in images], resolution="full")
     assert bill["baseline_visual_tokens"] > bill["visual_tokens"] > 0
     assert bill["text_tokens"] == counters["prompt_tokens"] > 0
     assert usage["prompt_tokens"] == bill["visual_tokens"] + bill["text_tokens"]
@@ -96,7 +100,7 @@ def test_video_completion_has_usage_and_cascade_extra(server, video_url):
     assert [s["name"] for s in cas["trace"]["stages"]] == ["fault", "frames", "thumbs", "vlm", "answer"]
 
 
-def test_follow_up_turn_hits_the_cache(server, media_dir):
+def test_follow_up_turn_hits_the_cache(server, media_dir, tiny_vlm):
     client, *_ = server
     d, _ = media_dir
     url = data_url(png_bytes(np.full((64, 96, 3), 7, np.uint8)), "image/png")
@@ -111,10 +115,11 @@ def test_follow_up_turn_hits_the_cache(server, media_dir):
     assert r1["cascade"]["bill"]["kv_cache"] == "miss" and r2["cascade"]["bill"]["kv_cache"] == "hit"
     assert (c1["kv_cache_misses"], c1["kv_cache_hits"], c1["vision_tower_calls"]) == (1, 0, 1)
     assert (c2["kv_cache_misses"], c2["kv_cache_hits"], c2["vision_tower_calls"]) == (0, 1, 0)
-    visual = qwen2vl_visual_tokens(96, 64, max_pixels=VLM_MAX_PIXELS)
+    visual = visual_tokens(tiny_vlm, [(96, 64)], max_pixels=VLM_MAX_PIXELS)
     assert r1["cascade"]["bill"]["visual_tokens"] == r2["cascade"]["bill"]["visual_tokens"] == visual
     assert r1["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
-    assert r2["usage"]["prompt_tokens_details"]["cached_tokens"] == visual
+    # the cached prefix: the image's tokens and the template text before the question
+    assert visual < r2["usage"]["prompt_tokens_details"]["cached_tokens"] < r2["usage"]["prompt_tokens"]
     metrics = client.get("/metrics").text
     assert 'cascade_cache_hits_total{cache="kv_prefix"}' in metrics
     assert 'cascade_cache_hit_ratio{cache="kv_prefix"}' in metrics

@@ -1,17 +1,29 @@
-"""Tile selection: relevant tiles first, within the visual-token budget, in source order."""
+"""Tile selection: relevant tiles first, within the visual-token budget, in source order.
+
+Each tile is priced by the declared model's family (the tiny random-weight Qwen2-VL: its config
+and processor, no weights), i.e. exactly the visual tokens the VLM will spend on it."""
 import numpy as np
 
 from cascade import Box, Detection, Image, OcrLine
-from cascade.cost import qwen2vl_visual_tokens
+from cascade.models import Models
 from cascade.registry import get_stage_class
+from cascade.vlm import build_tiny_vlm
 
 FULL = Image(np.zeros((448, 1344, 3), np.uint8), source="wide.png")
 TILES = [FULL.crop(Box(x, 0, x + 448, 448)) for x in (0, 448, 896)]
-PER_TILE = qwen2vl_visual_tokens(448, 448)
+MODELS = Models({"vlm": {"id": str(build_tiny_vlm(size="test"))}})
+PER_TILE = MODELS["vlm"].family.visual_tokens(448, 448)
 
 
 def select(**params):
-    return get_stage_class("select_tiles")(params)
+    return get_stage_class("select_tiles")(params, models=MODELS)
+
+
+def test_tile_cost_is_what_the_declared_model_spends():
+    small = Models({"vlm": {"id": MODELS["vlm"].spec.id, "max_pixels": 28 * 28 * 16}})
+    out = get_stage_class("select_tiles")({"max_visual_tokens": 10_000}, models=small).run(
+        tiles=TILES, question="anything")
+    assert PER_TILE == 64 and out.visual_tokens == 3 * 16  # the model's 16-token cap per tile
 
 
 def test_tile_holding_the_text_wins_under_a_one_tile_budget():

@@ -23,32 +23,36 @@ def _image(seed: int) -> Image:
 
 
 def test_answers_and_records_the_bill(tiny_model):
-    st = VLMAnswer({"model": tiny_model, "device": "cpu", "max_new_tokens": 4,
-                    "reduction": "divprune", "keep_ratio": 0.5}, name="vlm")
+    # the model's declared reduction is the default; the stage overrides the keep ratio
+    models = {"vlm": {"id": tiny_model, "device": "cpu", "reduction": "divprune", "keep_ratio": 0.25}}
+    st = VLMAnswer({"max_new_tokens": 4, "keep_ratio": 0.5}, name="vlm", models=models)
     img = _image(0)
     rec = StageRecord("vlm", "vlm_answer")
     with stage_scope(rec):
         out = st(images=[img], question="What is this?")
     a = out.answer
     assert a.produced_by == "vlm" and a.evidence.images == (img,)
-    assert a.usage["visual_tokens"] < a.usage["visual_tokens_before"]
-    assert a.usage["model_shape"]["layers"] == 2
+    assert (a.bill.reduction, a.bill.keep_ratio) == ("divprune", 0.5)
+    assert a.bill.visual_tokens == round(a.bill.unreduced_visual_tokens * 0.5)
     c = rec.counters
-    assert c["visual_tokens"] == a.usage["visual_tokens"] and c["kv_cache_misses"] == 1
+    assert c["visual_tokens"] == a.bill.visual_tokens and c["kv_cache_misses"] == 1
     assert c["prefill_flops"] < c["unreduced_prefill_flops"] and c["vision_tower_calls"] == 1
+    assert c["vision_flops"] == a.bill.vision_flops > 0
 
-    # a second question about the same image hits the shared model's prefix cache
-    again = VLMAnswer({"model": tiny_model, "device": "cpu", "max_new_tokens": 4,
-                       "reduction": "divprune", "keep_ratio": 0.5}, name="vlm2")
+    # another stage (another pipeline) declaring the same model shares the loaded one and its
+    # prefix cache: a second question about the same image hits it
+    again = VLMAnswer({"max_new_tokens": 4, "keep_ratio": 0.5}, name="vlm2", models=models)
     rec2 = StageRecord("vlm2", "vlm_answer")
     with stage_scope(rec2):
         again(images=img, question="Something else?", hint="OCR read: EXIT")
-    assert again.shared is st.shared
+    assert again.model("vlm").vlm is st.model("vlm").vlm
     assert rec2.counters["kv_cache_hits"] == 1 and rec2.counters["vision_tower_calls"] == 0
 
 
-def test_params_are_validated():
+def test_params_are_validated_and_an_undeclared_model_is_named():
     from pydantic import ValidationError
+
+    from cascade.errors import CascadeError
 
     with pytest.raises(ValidationError):
         VLMAnswer({"reduction": "prune_everything"})
@@ -56,6 +60,8 @@ def test_params_are_validated():
         VLMAnswer({"keep_ratio": 0})
     with pytest.raises(ValidationError):
         VLMAnswer({"modle": "x"})
+    with pytest.raises(CascadeError, match="no model 'vlm' is declared; declared models: none"):
+        VLMAnswer()(images=[_image(0)], question="q")
 
 
 def test_runs_inside_a_yaml_pipeline(tiny_model, tmp_path):
@@ -68,6 +74,8 @@ def test_runs_inside_a_yaml_pipeline(tiny_model, tmp_path):
         paths.append(str(p))
     yaml = f"""
 name: vlm_only
+models:
+  vlm: {{id: "{tiny_model}", device: cpu, max_pixels: 12544}}
 inputs:
   images: {{type: images}}
   question: {{type: str}}
@@ -77,14 +85,13 @@ stages:
     inputs: {{images: $images}}
   vlm:
     type: vlm_answer
-    params: {{model: "{tiny_model}", device: cpu, max_new_tokens: 3, max_pixels: 12544,
-             reduction: pool, keep_ratio: 0.25}}
+    params: {{max_new_tokens: 3, reduction: pool, keep_ratio: 0.25}}
     inputs: {{images: imgs.images, question: $question}}
 outputs:
   answer: vlm.answer
 """
     result = Pipeline.from_yaml(yaml).run(images=paths, question="What differs between them?")
     answer = result["answer"]
-    assert answer.produced_by == "vlm" and answer.usage["generated_tokens"] >= 1
+    assert answer.produced_by == "vlm" and answer.bill.generated_tokens >= 1
     assert len(answer.evidence.images) == 2
-    assert result.trace["vlm"].counters["visual_tokens"] == answer.usage["visual_tokens"]
+    assert result.trace["vlm"].counters["visual_tokens"] == answer.bill.visual_tokens

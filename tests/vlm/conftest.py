@@ -40,6 +40,22 @@ def tiny_path_idefics3(tiny_root):
 
 
 @pytest.fixture(scope="session")
+def tiny_path_qwen3(tiny_root):
+    from cascade.vlm import build_tiny_vlm
+
+    return build_tiny_vlm(tiny_root, family="qwen3_vl", size="test")
+
+
+@pytest.fixture(scope="session")
+def vlm_qwen3(tiny_path_qwen3):
+    """A shared tiny Qwen3-VL (DeepStack) without a prefix cache."""
+    from cascade.vlm import VLM
+
+    torch.set_num_threads(1)
+    return VLM.load(str(tiny_path_qwen3), device="cpu")
+
+
+@pytest.fixture(scope="session")
 def vlm_idefics3(tiny_path_idefics3):
     """A shared tiny Idefics3 VLM without a prefix cache."""
     from cascade.vlm import VLM

@@ -28,12 +28,12 @@ def test_batched_tokens_equal_one_by_one(request, make_image, fixture, red):
     one = [vlm.generate(images, q, max_new_tokens=8, reduction=red) for images, q in reqs]
     for r, o in zip(batch, one):
         assert r.token_ids == o.token_ids and r.text == o.text
-        assert (r.visual_tokens, r.visual_tokens_before, r.prompt_tokens) == \
-               (o.visual_tokens, o.visual_tokens_before, o.prompt_tokens)
-        assert r.prefill_flops == r.computed_prefill_flops == o.prefill_flops
-        assert r.cache == "off" and r.finish_reason == o.finish_reason
-        assert r.ttft_s <= r.total_s
-    assert len({r.prompt_tokens for r in batch}) == 4  # prompts of different lengths were padded
+        assert (r.bill.visual_tokens, r.bill.unreduced_visual_tokens, r.bill.prompt_tokens) == \
+               (o.bill.visual_tokens, o.bill.unreduced_visual_tokens, o.bill.prompt_tokens)
+        assert r.bill.prefill_flops == r.bill.computed_prefill_flops == o.bill.prefill_flops
+        assert r.bill.cache == "off" and r.finish_reason == o.finish_reason
+        assert r.bill.ttft_s <= r.bill.total_s
+    assert len({r.bill.prompt_tokens for r in batch}) == 4  # prompts of different lengths were padded
 
 
 def test_qwen25_batched_tokens_equal_one_by_one(tiny_path_25, make_image):
@@ -48,13 +48,13 @@ def test_each_request_stops_at_its_own_end_token(vlm, make_image):
     reqs = _requests(make_image)[:3]
     free = vlm.generate_batch(reqs, max_new_tokens=8)
     stop = free[0].token_ids[2]  # pretend request 0's third token ends the turn
-    saved = b.eos_ids
-    b.eos_ids = saved | {stop}
+    saved = b.decoder.eos_ids
+    b.decoder.eos_ids = saved | {stop}
     try:
         batch = vlm.generate_batch(reqs, max_new_tokens=8)
         one = [vlm.generate(i, q, max_new_tokens=8) for i, q in reqs]
     finally:
-        b.eos_ids = saved
+        b.decoder.eos_ids = saved
     assert batch[0].finish_reason == "stop" and len(batch[0].token_ids) <= 3
     assert [r.token_ids for r in batch] == [r.token_ids for r in one]
     assert [r.finish_reason for r in batch] == [r.finish_reason for r in one]
@@ -65,7 +65,8 @@ def test_per_request_mrope_positions_equal_get_rope_index_on_the_padded_batch(vl
     get_rope_index computes for the padded batch with its attention mask."""
     b = vlm.backend
     fam = b.family
-    pres = [fam.prepare_prefix(b.first_turn_texts(len(ims), None, q)[0] + q, [im.to_pil() for im in ims])
+    pres = [fam.build_prefix(b.layout.first_turn(len(ims), None, q)[0] + q,
+                             fam.preprocess([im.to_pil() for im in ims]))
             for ims, q in _requests(make_image)[:3]]
     L = max(p.input_ids.numel() for p in pres)
     ids = torch.full((len(pres), L), b.processor.tokenizer.pad_token_id)
@@ -82,7 +83,7 @@ def test_per_request_mrope_positions_equal_get_rope_index_on_the_padded_batch(vl
 def test_batch_bypasses_the_prefix_cache_and_validates(tiny_path, make_image):
     vlm = VLM.load(str(tiny_path), device="cpu", kv_cache_bytes=16 << 20)
     reqs = _requests(make_image)[:2]
-    assert all(r.cache == "off" for r in vlm.generate_batch(reqs, max_new_tokens=2))
+    assert all(r.bill.cache == "off" for r in vlm.generate_batch(reqs, max_new_tokens=2))
     assert len(vlm.kv_cache) == 0 and vlm.kv_cache.misses == 0
     assert vlm.generate_batch([], max_new_tokens=2) == []
     with pytest.raises(InputError, match="not batched"):
@@ -93,19 +94,3 @@ def test_batch_bypasses_the_prefix_cache_and_validates(tiny_path, make_image):
         vlm.generate_batch(["just a question"])
     with pytest.raises(InputError, match="non-empty"):
         vlm.generate_batch([(reqs[0][0], " ")])
-
-
-def test_backends_without_batching_answer_one_by_one(make_image):
-    class OneByOne:
-        name, model_id = "fake", "fake"
-        calls = []
-
-        def generate(self, images, question, **kw):
-            self.calls.append(question)
-            return question.upper()
-
-        def session(self, *a, **kw):
-            raise NotImplementedError
-
-    vlm = VLM(OneByOne())
-    assert vlm.generate_batch([([make_image(1)], "a"), ([make_image(2)], "b")]) == ["A", "B"]

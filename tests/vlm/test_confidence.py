@@ -2,7 +2,6 @@
 import json
 import math
 
-import httpx
 import pytest
 import torch
 
@@ -34,10 +33,10 @@ def test_confidence_is_the_geometric_mean_probability_of_a_plain_forward(vlm, ma
     q = "What is in the picture?"
     r = vlm.generate(images, q, max_new_tokens=10)
     assert 0.0 < r.confidence <= 1.0
-    assert r.generated_tokens > 1
+    assert r.bill.generated_tokens > 1
     assert r.confidence == pytest.approx(plain_confidence(vlm.backend, images, q, r.token_ids),
                                          rel=1e-4)
-    assert r.usage["confidence"] == r.confidence
+    assert r.bill.confidence == r.confidence
 
 
 def test_prefix_cache_hit_and_session_give_the_same_confidence(tiny_path, vlm, make_image):
@@ -46,7 +45,7 @@ def test_prefix_cache_hit_and_session_give_the_same_confidence(tiny_path, vlm, m
     cached = VLM.load(str(tiny_path), device="cpu", kv_cache=KVPrefixCache(1 << 26))
     miss = cached.generate([img], q, max_new_tokens=6)
     hit = cached.generate([img], q, max_new_tokens=6)
-    assert (miss.cache, hit.cache) == ("miss", "hit")
+    assert (miss.bill.cache, hit.bill.cache) == ("miss", "hit")
     assert miss.confidence == pytest.approx(ref.confidence, rel=1e-5)
     assert hit.confidence == pytest.approx(ref.confidence, rel=1e-5)
     session = vlm.session([img], max_new_tokens=6)
@@ -54,7 +53,7 @@ def test_prefix_cache_hit_and_session_give_the_same_confidence(tiny_path, vlm, m
     second = session.ask("And the colours?")
     assert first.token_ids == ref.token_ids
     assert first.confidence == pytest.approx(ref.confidence, rel=1e-5)
-    assert 0.0 < second.confidence <= 1.0 and second.cache == "session"
+    assert 0.0 < second.confidence <= 1.0 and second.bill.cache == "session"
 
 
 def test_fastv_result_has_a_confidence(vlm, make_image):
@@ -82,14 +81,14 @@ def test_batched_confidence_equals_one_by_one(vlm, make_image):
     reqs = _requests(make_image)
     b = vlm.backend
     free = vlm.generate_batch(reqs, max_new_tokens=8)
-    saved = b.eos_ids
-    b.eos_ids = saved | {free[0].token_ids[2]}  # request 0 stops early; the batch decodes on
+    saved = b.decoder.eos_ids
+    b.decoder.eos_ids = saved | {free[0].token_ids[2]}  # request 0 stops early; the batch decodes on
     try:
         batch = vlm.generate_batch(reqs, max_new_tokens=8)
         one = [vlm.generate(i, q, max_new_tokens=8) for i, q in reqs]
     finally:
-        b.eos_ids = saved
-    assert batch[0].generated_tokens <= 3  # stopped at (or before) the injected end token
+        b.decoder.eos_ids = saved
+    assert batch[0].bill.generated_tokens <= 3  # stopped at (or before) the injected end token
     for r, o in zip(batch, one):
         assert r.token_ids == o.token_ids
         assert 0.0 < r.confidence <= 1.0
@@ -97,34 +96,42 @@ def test_batched_confidence_equals_one_by_one(vlm, make_image):
 
 
 def _mock_client(choice_extra: dict, seen: list):
-    def handler(request: httpx.Request) -> httpx.Response:
+    """An `openai.OpenAI` client whose transport answers every request with one choice."""
+    import httpx2
+    import openai
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
         seen.append(json.loads(request.content))
         choice = {"index": 0, "finish_reason": "stop",
                   "message": {"role": "assistant", "content": "a cat"}, **choice_extra}
-        return httpx.Response(200, json={"choices": [choice], "usage": {
-            "prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}})
+        return httpx2.Response(200, json={
+            "id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}})
 
-    return httpx.Client(transport=httpx.MockTransport(handler))
+    return openai.OpenAI(base_url="http://test/v1", api_key="none",
+                         http_client=openai.DefaultHttpxClient(transport=httpx2.MockTransport(handler)))
 
 
 def test_openai_confidence_from_logprobs(image):
     seen: list = []
     lps = {"logprobs": {"content": [{"token": "a", "logprob": -0.1, "top_logprobs": []},
                                     {"token": " cat", "logprob": -0.7, "top_logprobs": []}]}}
-    r = OpenAIBackend("m", client=_mock_client(lps, seen)).generate([image], "What?")
+    r = OpenAIBackend("m", config=None, client=_mock_client(lps, seen)).generate([image], "What?")
     assert seen[0]["logprobs"] is True
-    assert r.confidence == pytest.approx(math.exp(-0.4)) and r.usage["confidence"] == r.confidence
+    assert r.confidence == pytest.approx(math.exp(-0.4)) and r.bill.confidence == r.confidence
+    assert r.logprobs == (-0.1, -0.7) and r.bill.generated_tokens == 2
     for extra in ({}, {"logprobs": None}, {"logprobs": {"content": None}}):
-        r = OpenAIBackend("m", client=_mock_client(extra, [])).generate([image], "What?")
-        assert r.confidence is None and r.usage["confidence"] is None
+        r = OpenAIBackend("m", config=None, client=_mock_client(extra, [])).generate([image], "What?")
+        assert r.confidence is None and r.bill.confidence is None
 
 
 def test_vlm_answer_stage_outputs_and_records_confidence(tiny_path, image):
     from cascade.stages.vlm_answer import VLMAnswer
 
-    st = VLMAnswer({"model": str(tiny_path), "device": "cpu", "max_new_tokens": 4}, name="vlm")
+    st = VLMAnswer({"max_new_tokens": 4}, name="vlm",
+                   models={"vlm": {"id": str(tiny_path), "device": "cpu"}})
     rec = StageRecord("vlm", "vlm_answer")
     with stage_scope(rec):
         out = st(images=[image], question="What is this?")
     assert 0.0 < out.confidence <= 1.0
-    assert out.confidence == out.answer.usage["confidence"]
+    assert out.confidence == out.answer.bill.confidence

@@ -1,5 +1,3 @@
-import json
-
 import numpy as np
 import pytest
 
@@ -54,7 +52,7 @@ def test_prompt_longer_than_context(tiny_path, image):
         vlm.generate([image], "What is this?", max_new_tokens=4)
     # a lower keep ratio makes it fit
     r = vlm.generate([image], "What?", max_new_tokens=2, reduction=ReductionConfig("pool", 0.1))
-    assert r.visual_tokens + r.prompt_tokens + 2 <= 60
+    assert r.bill.visual_tokens + r.bill.prompt_tokens + 2 <= 60
 
 
 def test_fastv_layer_out_of_range(vlm, image):

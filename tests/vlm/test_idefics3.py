@@ -40,10 +40,11 @@ def test_accounting_follows_the_tile_grid(vlm_idefics3, make_image):
     b = vlm_idefics3.backend
     images = [make_image(1), make_image(2, 150, 60)]  # 2x2 tiles + global; 2x1 + global
     r = vlm_idefics3.generate(images, "What is this?", max_new_tokens=3)
-    assert r.visual_tokens == r.visual_tokens_before == _expected_visual_tokens(b.processor, images) == 128
-    pre = b.family.prepare_prefix(b.first_turn_texts(2, None, "q")[0], [im.to_pil() for im in images])
+    assert r.bill.visual_tokens == r.bill.unreduced_visual_tokens == _expected_visual_tokens(b.processor, images) == 128
+    pre = b.family.build_prefix(b.layout.first_turn(2, None, "q")[0],
+                                b.family.preprocess([im.to_pil() for im in images]))
     assert len(pre.spans) == 8 and all(g == (1, 4, 4) for g in pre.grids)
-    assert r.prefill_flops == r.baseline_prefill_flops > 0
+    assert r.bill.prefill_flops == r.bill.unreduced_prefill_flops > 0
 
 
 @pytest.mark.parametrize("method", PRE_LLM_METHODS)
@@ -52,42 +53,42 @@ def test_pruning_is_the_plain_model_on_fewer_placeholders(vlm_idefics3, make_ima
     b = vlm_idefics3.backend
     fam = b.family
     img = make_image(3)
-    prefix, suffix = b.first_turn_texts(1, None, "Describe the image.")
+    prefix, suffix = b.layout.first_turn(1, None, "Describe the image.")
     red = ReductionConfig(method, 0.25)
-    ids, pos, emb, n_before, next_pos, _ = b.assemble([img], prefix, red)
-    n_vis = int((ids == fam.image_token_id).sum())
-    assert n_before == 80 and n_vis == (5 * 4 if method == "pool" else 5 * keep_count(16, 0.25))
-    assert pos.tolist() == [list(range(ids.numel()))] and next_pos == ids.numel()
-    sfx = b.tokenize(suffix)
+    a = b.engine.assemble([img], prefix, red)
+    n_vis = int((a.ids == fam.image_token_id).sum())
+    assert a.unreduced == 80 and n_vis == (5 * 4 if method == "pool" else 5 * keep_count(16, 0.25))
+    assert a.positions.tolist() == [list(range(a.ids.numel()))] and a.next_pos == a.ids.numel()
+    sfx = b.layout.tokenize(suffix)
     with torch.inference_mode():
-        full = torch.cat([emb, fam.embed(torch.tensor(sfx))])[None]
+        full = torch.cat([a.embeds, fam.embed(torch.tensor(sfx))])[None]
         ref = b.model.lm_head(fam.text_model(inputs_embeds=full).last_hidden_state[0, -1])
-        state, *_ = b.compute_prefix([img], prefix, red)
-        hidden = b.prefill_suffix(state.to_cache(fam.text_config), state.next_pos, sfx)
+        state, *_ = b.engine.compute([img], prefix, red)
+        hidden = b.engine.prefill(state.to_cache(fam.text_config), state.next_pos, sfx)
         got = fam.lm_head(hidden[0, -1])
     torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
     r = vlm_idefics3.generate([img], "Describe the image.", max_new_tokens=3, reduction=red)
-    assert r.visual_tokens == n_vis and r.prefill_flops < r.baseline_prefill_flops
+    assert r.bill.visual_tokens == n_vis and r.bill.prefill_flops < r.bill.unreduced_prefill_flops
 
 
 def test_fastv_generates(vlm_idefics3, image):
     r = vlm_idefics3.generate([image], "What colour?", max_new_tokens=3,
                               reduction=ReductionConfig("fastv", 0.5, fastv_layer=1))
-    assert r.visual_tokens == 40 and r.visual_tokens_before == 80
+    assert r.bill.visual_tokens == 40 and r.bill.unreduced_visual_tokens == 80
 
 
 def test_kv_cache_hit_and_session(tiny_path_idefics3, vlm_idefics3, make_image):
     cached = VLM.load(str(tiny_path_idefics3), device="cpu", kv_cache_bytes=16 << 20)
     img = make_image(4)
     red = ReductionConfig("pool", 0.25)
-    assert cached.generate([img], "What is this?", max_new_tokens=6, reduction=red).cache == "miss"
+    assert cached.generate([img], "What is this?", max_new_tokens=6, reduction=red).bill.cache == "miss"
     hit = cached.generate([img], "Where is it?", max_new_tokens=6, reduction=red)
     ref = vlm_idefics3.generate([img], "Where is it?", max_new_tokens=6, reduction=red)
-    assert hit.cache == "hit" and hit.token_ids == ref.token_ids and cached.vision_tower_calls == 1
+    assert hit.bill.cache == "hit" and hit.token_ids == ref.token_ids and cached.vision_tower_calls == 1
     s = cached.session([img], reduction=red, max_new_tokens=4)
     r1, r2 = s.ask("Anything?"), s.ask("And?")
-    assert (r1.cache, r2.cache) == ("hit", "session") and s.vision_tower_calls == 0
-    assert r2.prompt_tokens > r1.prompt_tokens
+    assert (r1.bill.cache, r2.bill.cache) == ("hit", "session") and s.vision_tower_calls == 0
+    assert r2.bill.prompt_tokens > r1.bill.prompt_tokens
 
 
 def test_unsupported_reduction_is_refused(tiny_path_idefics3, image, monkeypatch):
@@ -97,12 +98,16 @@ def test_unsupported_reduction_is_refused(tiny_path_idefics3, image, monkeypatch
         vlm.generate([image], "q", reduction=ReductionConfig("divprune", 0.5))
     with pytest.raises(InputError, match="not supported"):
         vlm.session([image], reduction=ReductionConfig("dart", 0.5))
-    assert vlm.generate([image], "q", max_new_tokens=1, reduction=ReductionConfig("dart", 1.0)).visual_tokens == 80
+    assert vlm.generate([image], "q", max_new_tokens=1, reduction=ReductionConfig("dart", 1.0)).bill.visual_tokens == 80
 
 
-def test_no_pixel_budget_and_placeholder_in_question(tiny_path_idefics3, vlm_idefics3, image):
-    with pytest.raises(InputError, match="no per-image pixel budget"):
+def test_limits_are_the_longest_edge_and_placeholder_in_question(tiny_path_idefics3, vlm_idefics3,
+                                                                 image):
+    with pytest.raises(InputError, match=r"no 'max_pixels' image limit; its limits: \['longest_edge'\]"):
         VLM.load(str(tiny_path_idefics3), device="cpu", max_pixels=28 * 28 * 4)
+    small = VLM.load(str(tiny_path_idefics3), device="cpu", longest_edge=64)  # one 64-px tile
+    assert small.family.visual_tokens(200, 150) == 16
+    assert small.generate([image], "q", max_new_tokens=1).bill.visual_tokens == 16
     with pytest.raises(InputError, match="placeholder"):
         vlm_idefics3.generate([image], "Look: <image>")
 
@@ -123,18 +128,18 @@ def test_smolvlm_model_type_runs_like_model_generate(tmp_path, make_image):
     from transformers import AutoModelForImageTextToText, GenerationConfig, SmolVLMConfig
 
     from cascade.vlm import tiny
+    from cascade.vlm.families.idefics3 import Idefics3Family
 
     s = tiny._SHAPES["test"]
-    tok = tiny._train_tokenizer(s["vocab"], tiny.IDEFICS3_SPECIAL_TOKENS, "<end_of_utterance>",
-                                tiny.IDEFICS3_CHAT_TEMPLATE)
-    ref = tiny._idefics3_config(s, tok)
+    ref, processor = Idefics3Family.tiny("idefics3", s, lambda special, eos, template:
+                                         tiny._train_tokenizer(s["vocab"], special, eos, template))
     cfg = SmolVLMConfig(text_config=ref.text_config.to_dict(), vision_config=ref.vision_config.to_dict(),
                         scale_factor=ref.scale_factor, image_token_id=ref.image_token_id)
     torch.manual_seed(0)
     model = AutoModelForImageTextToText.from_config(cfg).eval()
     model.generation_config = GenerationConfig(do_sample=False, eos_token_id=cfg.text_config.eos_token_id)
     model.save_pretrained(tmp_path)
-    tiny._idefics3_processor(s, tok).save_pretrained(tmp_path)
+    processor.save_pretrained(tmp_path)
     vlm = VLM.load(str(tmp_path), device="cpu")
     b = vlm.backend
     assert b.model.config.model_type == "smolvlm" and type(b.family).__name__ == "Idefics3Family"

@@ -17,24 +17,24 @@ def test_hit_gives_the_tokens_of_recomputation(cached_vlm, vlm, make_image, red)
     first = cached_vlm.generate([img], "What is this?", max_new_tokens=10, reduction=red)
     hit = cached_vlm.generate([img], "How many people?", max_new_tokens=10, reduction=red)
     recompute = vlm.generate([img], "How many people?", max_new_tokens=10, reduction=red)
-    assert (first.cache, hit.cache, recompute.cache) == ("miss", "hit", "off")
+    assert (first.bill.cache, hit.bill.cache, recompute.bill.cache) == ("miss", "hit", "off")
     assert hit.token_ids == recompute.token_ids
-    assert hit.vision_s == 0.0 and cached_vlm.vision_tower_calls == 1
-    assert hit.computed_prefill_flops < 0.5 * hit.prefill_flops
-    assert hit.prefill_flops == recompute.prefill_flops
+    assert hit.bill.vision_s == 0.0 and cached_vlm.vision_tower_calls == 1
+    assert hit.bill.computed_prefill_flops < 0.5 * hit.bill.prefill_flops
+    assert hit.bill.prefill_flops == recompute.bill.prefill_flops
 
 
 def test_key_covers_media_reduction_and_system_prompt_not_question(cached_vlm, make_image):
     a, b = make_image(8), make_image(9)
     cached_vlm.generate([a], "q1", max_new_tokens=1)
-    assert cached_vlm.generate([a], "another question", max_new_tokens=1).cache == "hit"
-    assert cached_vlm.generate([b], "q1", max_new_tokens=1).cache == "miss"
-    assert cached_vlm.generate([a, b], "q1", max_new_tokens=1).cache == "miss"
+    assert cached_vlm.generate([a], "another question", max_new_tokens=1).bill.cache == "hit"
+    assert cached_vlm.generate([b], "q1", max_new_tokens=1).bill.cache == "miss"
+    assert cached_vlm.generate([a, b], "q1", max_new_tokens=1).bill.cache == "miss"
     assert cached_vlm.generate([a], "q1", max_new_tokens=1,
-                               reduction=ReductionConfig("dart", 0.5)).cache == "miss"
-    assert cached_vlm.generate([a], "q1", max_new_tokens=1, system_prompt="Be brief.").cache == "miss"
+                               reduction=ReductionConfig("dart", 0.5)).bill.cache == "miss"
+    assert cached_vlm.generate([a], "q1", max_new_tokens=1, system_prompt="Be brief.").bill.cache == "miss"
     same_pixels = type(a)(a.pixels.copy(), source="elsewhere.png")
-    assert cached_vlm.generate([same_pixels], "q1", max_new_tokens=1).cache == "hit"
+    assert cached_vlm.generate([same_pixels], "q1", max_new_tokens=1).bill.cache == "hit"
     stats = cached_vlm.kv_cache.stats()
     assert stats["hits"] == 2 and stats["misses"] == 5 and stats["entries"] == 5
 
@@ -80,7 +80,7 @@ def test_int8_cache_hits_and_generates(tiny_path, make_image):
     img = make_image(10)
     miss = vlm.generate([img], "What?", max_new_tokens=6)
     hit = vlm.generate([img], "What?", max_new_tokens=6)
-    assert hit.cache == "hit" and len(hit.token_ids) >= 1
+    assert hit.bill.cache == "hit" and len(hit.token_ids) >= 1
     assert vlm.kv_cache.stats()["int8"] is True
     assert miss.token_ids[0] == hit.token_ids[0]  # tiny int8 error; first token unchanged here
 

@@ -62,30 +62,30 @@ def test_each_method_generates_with_fewer_tokens(vlm, image, method):
     red = ReductionConfig(method, 0.25, fastv_layer=1)
     r = vlm.generate([image], "What is this?", max_new_tokens=4, reduction=red)
     assert 1 <= len(r.token_ids) <= 4
-    n = r.visual_tokens_before
+    n = r.bill.unreduced_visual_tokens
     if method == "pool":  # grid 5x7 merged tokens -> round(5/2) x round(7/2) bins
-        assert r.visual_tokens == 2 * 4
+        assert r.bill.visual_tokens == 2 * 4
     else:
-        assert r.visual_tokens == keep_count(n, 0.25)
-    assert r.prefill_flops < r.baseline_prefill_flops
+        assert r.bill.visual_tokens == keep_count(n, 0.25)
+    assert r.bill.prefill_flops < r.bill.unreduced_prefill_flops
 
 
 @pytest.mark.parametrize("method", PRE_LLM_METHODS)
 def test_kept_tokens_keep_original_positions(vlm, image, method):
     b = vlm.backend
-    prefix, _ = b.first_turn_texts(1, None, "q")
+    prefix, _ = b.layout.first_turn(1, None, "q")
     red = ReductionConfig(method, 0.25)
-    ids, pos, emb, n_before, next_pos, _ = b.assemble([image], prefix, red)
-    pre = b.family.prepare_prefix(prefix, [image.to_pil()])
-    n_img = int((ids == b.family.image_token_id).sum())
-    assert emb.shape[0] == ids.numel() and n_img < n_before
+    a = b.engine.assemble([image], prefix, red)
+    pre = b.family.build_prefix(prefix, b.family.preprocess([image.to_pil()]))
+    n_img = int((a.ids == b.family.image_token_id).sum())
+    assert a.embeds.shape[0] == a.ids.numel() and n_img < a.unreduced
     # every kept column is a column of the full position table, in order, and the text after
     # the image continues where the unpruned prompt continues
     full = pre.positions.T.tolist()
-    cols = [tuple(c) for c in pos.T.tolist()]
+    cols = [tuple(c) for c in a.positions.T.tolist()]
     it = iter(map(tuple, full))
     assert all(any(c == f for f in it) for c in cols)
-    assert next_pos == int(pre.positions.max()) + 1
+    assert a.next_pos == int(pre.positions.max()) + 1
     assert cols[-1] == tuple(full[-1])
 
 

@@ -1,5 +1,4 @@
 import pytest
-import torch
 
 from cascade.errors import InputError
 from cascade.vlm import VLM, ReductionConfig
@@ -8,14 +7,14 @@ from cascade.vlm import VLM, ReductionConfig
 def test_turn_two_runs_no_vision_tower(vlm, make_image):
     s = vlm.session([make_image(11)], max_new_tokens=6)
     r1 = s.ask("What is this?")
-    assert s.vision_tower_calls == 1 and r1.cache == "off"
+    assert s.vision_tower_calls == 1 and r1.bill.cache == "off"
     r2 = s.ask("And what colour is it?")
     r3 = s.ask("Why?")
-    assert s.vision_tower_calls == 1 and r2.cache == r3.cache == "session"
-    assert r2.vision_s == 0.0
+    assert s.vision_tower_calls == 1 and r2.bill.cache == r3.bill.cache == "session"
+    assert r2.bill.vision_s == 0.0
     # history is in context: the prompt grows by each turn's question and answer
-    assert r3.prompt_tokens > r2.prompt_tokens > r1.prompt_tokens
-    assert r2.computed_prefill_flops < r2.prefill_flops / 2
+    assert r3.bill.prompt_tokens > r2.bill.prompt_tokens > r1.bill.prompt_tokens
+    assert r2.bill.computed_prefill_flops < r2.bill.prefill_flops / 2
     assert [q for q, _ in s.turns] == ["What is this?", "And what colour is it?", "Why?"]
 
 
@@ -26,15 +25,15 @@ def test_session_turn_equals_one_shot_prefill_of_the_same_context(vlm, make_imag
     s = vlm.session([img], max_new_tokens=5)
     r1 = s.ask("Describe it.")
     r2 = s.ask("Anything else?")
-    prefix, suffix = b.first_turn_texts(1, None, "Describe it.")
-    state, *_ = b.compute_prefix([img], prefix, ReductionConfig())
+    prefix, suffix = b.layout.first_turn(1, None, "Describe it.")
+    state, *_ = b.engine.compute([img], prefix, ReductionConfig())
     pending = [] if r1.token_ids[-1] in b.eos_ids else list(r1.token_ids[-1:])
-    context = (b.tokenize(suffix) + list(r1.token_ids[:-1]) + pending
-               + b.tokenize(b.later_turn_text(1, None, 1, "Anything else?")))
+    context = (b.layout.tokenize(suffix) + list(r1.token_ids[:-1]) + pending
+               + b.layout.tokenize(b.layout.next_turn(1, None, 1, "Anything else?")))
     cache = state.to_cache(b.family.text_config)
-    hidden = b.prefill_suffix(cache, state.next_pos, context)
-    tokens, _, _ = b.greedy(hidden, cache, state.next_pos + len(context), 5)
-    assert tuple(tokens) == r2.token_ids
+    hidden = b.engine.prefill(cache, state.next_pos, context)
+    gen, = b.decoder.run(hidden, cache, [state.next_pos + len(context)], 5)
+    assert tuple(gen.tokens) == r2.token_ids
 
 
 def test_session_uses_prefix_cache_and_rejects_fastv(tiny_path, make_image):
@@ -42,7 +41,7 @@ def test_session_uses_prefix_cache_and_rejects_fastv(tiny_path, make_image):
     img = make_image(13)
     vlm.generate([img], "warm the cache", max_new_tokens=1)
     s = vlm.session([img])
-    assert s.ask("q", max_new_tokens=2).cache == "hit" and s.vision_tower_calls == 0
+    assert s.ask("q", max_new_tokens=2).bill.cache == "hit" and s.vision_tower_calls == 0
     with pytest.raises(InputError, match="fastv"):
         vlm.session([img], reduction=ReductionConfig("fastv", 0.5))
     with pytest.raises(InputError, match="at least one image"):

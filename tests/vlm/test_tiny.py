@@ -1,5 +1,4 @@
 import json
-import time
 
 import pytest
 
@@ -26,13 +25,28 @@ def test_tiny_model_loads_the_normal_way(request, fixture):
     assert sum(p.numel() for p in model.parameters()) < 5_000_000
 
 
-def test_build_is_cached(tiny_root, tiny_path):
-    t = time.perf_counter()
-    again = build_tiny_vlm(tiny_root, family="qwen2_vl", size="test")
-    assert again == tiny_path and time.perf_counter() - t < 0.5
+def test_build_is_cached_and_a_stale_recipe_is_rebuilt(tmp_path):
+    path = build_tiny_vlm(tmp_path, family="qwen2_vl", size="test")
+    weights = next(path.glob("*.safetensors"))
+    built = weights.stat().st_mtime_ns
+    assert build_tiny_vlm(tmp_path, family="qwen2_vl", size="test") == path
+    assert weights.stat().st_mtime_ns == built  # reused, not rewritten
+    stamp = path / "tiny_vlm.json"
+    stamp.write_text(json.dumps({**json.loads(stamp.read_text()), "recipe": -1}))
+    assert build_tiny_vlm(tmp_path, family="qwen2_vl", size="test") == path
+    assert json.loads(stamp.read_text())["recipe"] != -1  # rebuilt under the current recipe
+
+
+def test_every_registered_family_has_a_tiny_recipe():
+    from cascade.vlm import FAMILIES, tiny_families
+
+    assert set(tiny_families()) == set(FAMILIES) - {"smolvlm"}
+    assert {"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "idefics3"} <= set(tiny_families())
 
 
 def test_build_rejects_unknown_family_and_size(tmp_path):
+    with pytest.raises(InputError, match="did you mean 'qwen3_vl'"):
+        build_tiny_vlm(tmp_path, family="qwen3vl")
     with pytest.raises(InputError, match="qwen2_vl"):
         build_tiny_vlm(tmp_path, family="llava")
     with pytest.raises(InputError, match="bench"):

@@ -1,22 +1,12 @@
-"""Model families the transformers backend supports, looked up by `config.model_type`."""
+"""Model families, looked up by `config.model_type`: every module here registers its own
+(`@register_family`); adding a family is adding a module (README: "Adding a model family")."""
 from __future__ import annotations
 
-from ...errors import CascadeError
-from .base import Family, ImageInputs, PrefixInputs
-from .idefics3 import Idefics3Family
-from .qwen2_vl import Qwen2VLFamily
+from ...registry import import_submodules
+from .base import (FAMILIES, Family, ImageCost, ImageInputs, ImageLimits, ModelShapes, PrefixInputs,
+                   family_for, load_family, register_family)
 
-FAMILIES: dict[str, type[Family]] = {t: cls for cls in (Qwen2VLFamily, Idefics3Family)
-                                     for t in cls.model_types}
+import_submodules(__name__, __path__)
 
-
-def family_for(model_type: str) -> type[Family]:
-    """The family class for a model type; unsupported types list what is supported."""
-    try:
-        return FAMILIES[model_type]
-    except KeyError:
-        raise CascadeError(f"model type '{model_type}' is not supported by the transformers "
-                           f"backend; supported model types: {sorted(FAMILIES)}") from None
-
-
-__all__ = ["FAMILIES", "Family", "ImageInputs", "PrefixInputs", "family_for"]
+__all__ = ["FAMILIES", "Family", "ImageCost", "ImageInputs", "ImageLimits", "ModelShapes",
+           "PrefixInputs", "family_for", "load_family", "register_family"]

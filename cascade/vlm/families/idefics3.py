@@ -21,6 +21,10 @@ which acts inside the decoder, keeps original positions (as in the FastV paper).
 
 Placeholder expansion is the processor's own `replace_image_token` (both processors implement it),
 so the text the runtime tokenizes is byte for byte what `processor(text, images)` tokenizes.
+
+Limits: `longest_edge`, the side every image is resized to (up or down) before tiling; there is
+no pixel budget. The processor's configured edge is the model's native resolution, so
+`resolution: full` keeps it.
 """
 from __future__ import annotations
 
@@ -29,37 +33,101 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ...cost import EncoderShape
 from ...errors import InputError
-from .base import Family, ImageInputs, PrefixInputs
+from .base import Family, ImageCost, ImageInputs, PrefixInputs, matmul_weights, register_family
+
+# Idefics3 / SmolVLM: `<image>` placeholders inside `<fake_token_around_image>`, one `<row_i_col_j>`
+# tag per tile of a split image and `<global-img>` before the downscaled whole image (the processor
+# looks up all 36 row/col tags), `<end_of_utterance>` ends every turn.
+IDEFICS3_SPECIAL_TOKENS = (["<|endoftext|>", "<|im_start|>", "<end_of_utterance>", "<image>",
+                            "<fake_token_around_image>", "<global-img>"]
+                           + [f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)])
+
+# SmolVLM-Instruct's own chat template ("User:<image>question<end_of_utterance>\nAssistant:").
+IDEFICS3_CHAT_TEMPLATE = (
+    "<|im_start|>{% for message in messages %}{{message['role'] | capitalize}}"
+    "{% if message['content'][0]['type'] == 'image' %}{{':'}}{% else %}{{': '}}{% endif %}"
+    "{% for line in message['content'] %}{% if line['type'] == 'text' %}{{line['text']}}"
+    "{% elif line['type'] == 'image' %}{{ '<image>' }}{% endif %}{% endfor %}"
+    "<end_of_utterance>\n{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
+)
 
 
+def _edge(size: Any) -> Any:
+    return size.get("longest_edge") if isinstance(size, dict) else getattr(size, "longest_edge", size)
+
+
+@register_family
 class Idefics3Family(Family):
     model_types = ("idefics3", "smolvlm")
+    limit_names = ("longest_edge",)
     position_rows = 1
+    tiny_types = ("idefics3",)  # SmolVLM's processor needs `num2words`; its model is this one
 
-    @property
-    def text_model(self) -> torch.nn.Module:
-        return self.model.model.text_model
-
-    @property
-    def lm_head(self) -> torch.nn.Module:
-        return self.model.lm_head
+    @staticmethod
+    def _text_model(model: Any) -> torch.nn.Module:
+        return model.model.text_model
 
     @property
     def tile_side(self) -> int:
         """Tokens per side of one tile's square grid: sqrt(image_seq_len)."""
-        v = self.model.config.vision_config
-        return v.image_size // v.patch_size // self.model.config.scale_factor
+        v = self.config.vision_config
+        return v.image_size // v.patch_size // self.config.scale_factor
+
+    # -- limits and costs -----------------------------------------------------------------------
+    def _apply_limits(self) -> None:
+        edge = self.limits.longest_edge or _edge(self.processor.image_processor.size)
+        self.size = {"longest_edge": int(edge)}
+
+    def image_cost(self, width: int, height: int) -> ImageCost:
+        tiles, _, _ = self.processor.image_processor.get_number_of_image_patches(
+            height, width, {"size": self.size})
+        tiles = max(tiles, 1)  # an image that needs no split is its global image alone
+        v = self.config.vision_config
+        patches = (v.image_size // v.patch_size) ** 2  # SigLIP attends within each tile
+        pairs = float(tiles * v.num_hidden_layers * patches * patches)
+        return ImageCost(tiles * self.tile_side ** 2, tiles * patches, pairs)
+
+    def _vision_shape(self, model: Any) -> EncoderShape:
+        tower = model.model.vision_model
+        width = int(self.config.vision_config.hidden_size)
+        return EncoderShape(layers=len(tower.encoder.layers), hidden=width, attention_width=width,
+                            linear_params=matmul_weights(tower.embeddings.patch_embedding,
+                                                         tower.encoder.layers),
+                            merger_params=matmul_weights(model.model.connector))
+
+    # -- tiny recipe ------------------------------------------------------------------------------
+    @classmethod
+    def tiny(cls, model_type: str, s: dict[str, Any], tokenizer_for) -> tuple[Any, Any]:
+        from transformers import Idefics3Config, Idefics3ImageProcessor, Idefics3Processor
+
+        tok = tokenizer_for(IDEFICS3_SPECIAL_TOKENS, "<end_of_utterance>", IDEFICS3_CHAT_TEMPLATE)
+        ids = {t: tok.convert_tokens_to_ids(t) for t in IDEFICS3_SPECIAL_TOKENS}
+        text = dict(model_type="llama", vocab_size=len(tok), hidden_size=s["hidden"],
+                    intermediate_size=s["inter"], num_hidden_layers=s["layers"],
+                    num_attention_heads=s["heads"], num_key_value_heads=s["kv_heads"],
+                    max_position_embeddings=16384, rms_norm_eps=1e-5,
+                    rope_parameters={"rope_type": "default", "rope_theta": 100_000.0},
+                    bos_token_id=ids["<|im_start|>"], eos_token_id=ids["<end_of_utterance>"],
+                    pad_token_id=ids["<|endoftext|>"], tie_word_embeddings=False)
+        vision = dict(hidden_size=s["v_embed"], intermediate_size=s["v_inter"],
+                      num_hidden_layers=s["v_depth"], num_attention_heads=s["v_heads"],
+                      image_size=s["tile"], patch_size=s["patch"])
+        config = Idefics3Config(text_config=text, vision_config=vision, scale_factor=s["scale"],
+                                image_token_id=ids["<image>"], pad_token_id=ids["<|endoftext|>"],
+                                tie_word_embeddings=False)
+        image_processor = Idefics3ImageProcessor(size={"longest_edge": s["longest_edge"]},
+                                                 max_image_size={"longest_edge": s["tile"]})
+        seq_len = (s["tile"] // s["patch"] // s["scale"]) ** 2
+        return config, Idefics3Processor(image_processor=image_processor, tokenizer=tok,
+                                         image_seq_len=seq_len, chat_template=IDEFICS3_CHAT_TEMPLATE)
 
     def preprocessing_key(self) -> tuple:
         ip = self.processor.image_processor
-
-        def edge(size: Any) -> Any:
-            return size.get("longest_edge") if isinstance(size, dict) else getattr(size, "longest_edge", size)
-
-        return ("idefics3", edge(ip.size), edge(ip.max_image_size), bool(ip.do_image_splitting),
-                int(self.processor.image_seq_len), str(ip.resample), tuple(ip.image_mean),
-                tuple(ip.image_std))
+        return ("idefics3", self.size["longest_edge"], _edge(ip.max_image_size),
+                bool(ip.do_image_splitting), int(self.processor.image_seq_len), str(ip.resample),
+                tuple(ip.image_mean), tuple(ip.image_std))
 
     # -- inputs ---------------------------------------------------------------------------------
     def preprocess(self, images: list[Any]) -> list[ImageInputs]:
@@ -67,7 +135,8 @@ class Idefics3Family(Family):
             return []
         ip = self.processor.image_processor
         try:  # one call for all images, as the processor makes it for one prompt
-            enc = ip(images=[list(images)], return_tensors="pt", return_row_col_info=True)
+            enc = ip(images=[list(images)], return_tensors="pt", return_row_col_info=True,
+                     size=self.size)
         except (ValueError, OSError, TypeError) as e:
             raise InputError(f"the image processor rejected the input: {e}") from e
         pixels, mask = enc["pixel_values"], enc.get("pixel_attention_mask")

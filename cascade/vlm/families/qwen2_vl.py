@@ -1,5 +1,10 @@
 """Qwen2-VL and Qwen2.5-VL: ViT tower + 2x2 patch merger, M-RoPE decoder (3 position rows).
 
+Images are resized into a pixel budget (`smart_resize`: each side a multiple of patch x merge, the
+area within [min_pixels, max_pixels]) and cut into patch x patch patches; the merger turns each
+2x2 group into one LLM token. Qwen2-VL's tower attends over the whole image in every block;
+Qwen2.5-VL's only in `fullatt_block_indexes` and within windows of `window_size` pixels elsewhere.
+
 Positions come from the model's own `get_rope_index`, computed on the full unpruned prefix; the
 runtime then drops the columns of removed tokens, so kept tokens keep their original (t, h, w)
 positions and text after the images continues at max(position) + 1 exactly as unpruned.
@@ -11,44 +16,161 @@ from typing import Any
 import numpy as np
 import torch
 
+from ...cost import EncoderShape
 from ...errors import InputError
-from .base import Family, ImageInputs, PrefixInputs
+from .base import Family, ImageCost, ImageInputs, PrefixInputs, matmul_weights, register_family
+
+# Qwen2-VL's own chat template (images as <|vision_start|><|image_pad|><|vision_end|> parts, a
+# default system prompt), trimmed of tool calling, which the tiny models never need.
+QWEN_CHAT_TEMPLATE = (
+    "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
+    "{% for message in messages %}"
+    "{% if loop.first and message['role'] != 'system' %}"
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
+    "<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n"
+    "{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
+    "{% set image_count.value = image_count.value + 1 %}"
+    "{% if add_vision_id %}Picture {{ image_count.value }}: {% endif %}"
+    "<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif content['type'] == 'video' or 'video' in content %}"
+    "{% set video_count.value = video_count.value + 1 %}"
+    "{% if add_vision_id %}Video {{ video_count.value }}: {% endif %}"
+    "<|vision_start|><|video_pad|><|vision_end|>"
+    "{% elif 'text' in content %}{{ content['text'] }}{% endif %}"
+    "{% endfor %}<|im_end|>\n{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+QWEN_SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>",
+                       "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+# Tokens a full-resolution image may spend: 16384 (12.8 MP for Qwen2-VL's 28-px tokens), i.e.
+# native resolution for any photo or video frame.
+FULL_RESOLUTION_TOKENS = 16384
 
 
+def qwen_text_config(s: dict, tok, **extra: Any) -> dict:
+    """The decoder part of a tiny Qwen-family config (`s`: the tiny shape, `tok`: its tokenizer)."""
+    ids = {t: tok.convert_tokens_to_ids(t) for t in QWEN_SPECIAL_TOKENS}
+    return dict(vocab_size=len(tok), hidden_size=s["hidden"], intermediate_size=s["inter"],
+                num_hidden_layers=s["layers"], num_attention_heads=s["heads"],
+                num_key_value_heads=s["kv_heads"], max_position_embeddings=32768,
+                bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"],
+                pad_token_id=ids["<|endoftext|>"], **extra)
+
+
+def qwen_token_ids(tok) -> dict:
+    """The image/video token ids every Qwen-family config names."""
+    ids = {t: tok.convert_tokens_to_ids(t) for t in QWEN_SPECIAL_TOKENS}
+    return dict(image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+                vision_start_token_id=ids["<|vision_start|>"],
+                vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=False)
+
+
+@register_family
 class Qwen2VLFamily(Family):
     model_types = ("qwen2_vl", "qwen2_5_vl")
+    limit_names = ("min_pixels", "max_pixels")
     position_rows = 3
 
+    @staticmethod
+    def _text_model(model: Any) -> torch.nn.Module:
+        return model.model.language_model
+
+    # -- limits and costs -----------------------------------------------------------------------
     @property
-    def text_model(self) -> torch.nn.Module:
-        return self.model.model.language_model
+    def merge(self) -> int:
+        return int(self.config.vision_config.spatial_merge_size)
 
     @property
-    def lm_head(self) -> torch.nn.Module:
-        return self.model.lm_head
+    def patch(self) -> int:
+        return int(self.config.vision_config.patch_size)
 
-    _size: dict[str, int] | None = None
-
-    def pixel_budget(self) -> tuple[int, int]:
-        """(min_pixels, max_pixels) each image is resized into (keeping its aspect ratio)."""
-        if self._size:
-            return self._size["shortest_edge"], self._size["longest_edge"]
+    def _apply_limits(self) -> None:
         ip = self.processor.image_processor
         size = ip.size
         get = size.get if isinstance(size, dict) else lambda k: getattr(size, k, None)
-        return (getattr(ip, "min_pixels", None) or get("shortest_edge"),
-                getattr(ip, "max_pixels", None) or get("longest_edge"))
-
-    def set_pixel_budget(self, min_pixels: int | None = None, max_pixels: int | None = None) -> None:
-        lo, hi = self.pixel_budget()
-        lo, hi = int(min_pixels or lo), int(max_pixels or hi)
+        lo = getattr(ip, "min_pixels", None) or get("shortest_edge")
+        hi = getattr(ip, "max_pixels", None) or get("longest_edge")
+        if self.limits.resolution == "full":
+            hi = max(hi, (self.patch * self.merge) ** 2 * FULL_RESOLUTION_TOKENS)
+        lo, hi = int(self.limits.min_pixels or lo), int(self.limits.max_pixels or hi)
         if not 0 < lo <= hi:
             raise InputError(f"need 0 < min_pixels <= max_pixels, got {lo} and {hi}")
-        self._size = {"shortest_edge": lo, "longest_edge": hi}
+        self.pixel_budget = (lo, hi)
 
+    def resized(self, width: int, height: int) -> tuple[int, int]:
+        """(height, width) the processor resizes a width x height image to."""
+        from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+
+        lo, hi = self.pixel_budget
+        try:
+            return smart_resize(height, width, factor=self.patch * self.merge, min_pixels=lo, max_pixels=hi)
+        except ValueError as e:  # an extreme aspect ratio
+            raise InputError(f"the image processor rejects a {width}x{height} image: {e}") from e
+
+    def image_cost(self, width: int, height: int) -> ImageCost:
+        h, w = self.resized(width, height)
+        gh, gw = h // self.patch, w // self.patch
+        patches = gh * gw  # one temporal patch: a still image is its own frame pair
+        return ImageCost(patches // self.merge ** 2, patches, self.attention_pairs(gh, gw))
+
+    def attention_pairs(self, gh: int, gw: int) -> float:
+        """Tower (query, key) pairs for one gh x gw patch grid, summed over blocks."""
+        v = self.config.vision_config
+        n = gh * gw
+        if self.name != "qwen2_5_vl":
+            return float(v.depth * n * n)
+        # Qwen2.5-VL: full attention in fullatt_block_indexes, windows of `window_size` pixels
+        # (whole merged tokens, edge windows cut short) in the other blocks.
+        side = v.window_size // self.merge // self.patch
+        mh, mw = gh // self.merge, gw // self.merge
+        windows = sum((min(side, mh - i) * min(side, mw - j) * self.merge ** 2) ** 2
+                      for i in range(0, mh, side) for j in range(0, mw, side))
+        full = len(v.fullatt_block_indexes)
+        return float(full * n * n + (v.depth - full) * windows)
+
+    def _vision_shape(self, model: Any) -> EncoderShape:
+        tower = model.model.visual
+        return EncoderShape(layers=len(tower.blocks), hidden=tower.blocks[0].attn.proj.in_features,
+                            attention_width=tower.blocks[0].attn.proj.in_features,
+                            linear_params=matmul_weights(tower.patch_embed, tower.blocks),
+                            merger_params=matmul_weights(*self._mergers(tower)))
+
+    def _mergers(self, tower: Any) -> list[torch.nn.Module]:
+        return [tower.merger]
+
+    # -- tiny recipe ------------------------------------------------------------------------------
+    @classmethod
+    def tiny(cls, model_type: str, s: dict[str, Any], tokenizer_for) -> tuple[Any, Any]:
+        from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLProcessor, Qwen2VLConfig,
+                                  Qwen2VLImageProcessor, Qwen2VLProcessor, Qwen2VLVideoProcessor)
+
+        tok = tokenizer_for(QWEN_SPECIAL_TOKENS, "<|im_end|>", QWEN_CHAT_TEMPLATE)
+        text = qwen_text_config(s, tok, rope_parameters={
+            "rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": s["mrope"]})
+        if model_type == "qwen2_vl":
+            vision = dict(depth=s["v_depth"], embed_dim=s["v_embed"], hidden_size=s["hidden"],
+                          num_heads=s["v_heads"], mlp_ratio=s["v_inter"] // s["v_embed"])
+            config = Qwen2VLConfig(text_config=text, vision_config=vision, **qwen_token_ids(tok))
+        else:
+            depth = s["v_depth"]
+            vision = dict(depth=depth, hidden_size=s["v_embed"], out_hidden_size=s["hidden"],
+                          num_heads=s["v_heads"], intermediate_size=s["v_inter"], window_size=112,
+                          fullatt_block_indexes=[i for i in range(depth) if i % 4 == 3] or [depth - 1])
+            config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **qwen_token_ids(tok))
+        lo, hi = 28 * 28 * s["min_tokens"], 28 * 28 * s["max_tokens"]
+        image_processor = Qwen2VLImageProcessor(min_pixels=lo, max_pixels=hi)
+        # The processor insists on a video processor; videos reach the runtime as frames (images).
+        video_processor = Qwen2VLVideoProcessor(min_pixels=lo, max_pixels=hi)
+        processor_cls = Qwen2VLProcessor if model_type == "qwen2_vl" else Qwen2_5_VLProcessor
+        return config, processor_cls(image_processor=image_processor, tokenizer=tok,
+                                     video_processor=video_processor, chat_template=QWEN_CHAT_TEMPLATE)
+
+    # -- inputs ---------------------------------------------------------------------------------
     def preprocessing_key(self) -> tuple:
         ip = self.processor.image_processor
-        return ("qwen2_vl", *self.pixel_budget(), ip.patch_size, ip.merge_size,
+        return (self.name, *self.pixel_budget, ip.patch_size, ip.merge_size,
                 ip.temporal_patch_size, tuple(ip.image_mean), tuple(ip.image_std))
 
     def preprocess(self, images: list[Any]) -> list[ImageInputs]:
@@ -56,13 +178,12 @@ class Qwen2VLFamily(Family):
             pixel_values, grid_thw = self.image_inputs(images)
         except (ValueError, OSError, TypeError) as e:  # e.g. an extreme aspect ratio
             raise InputError(f"the image processor rejected the input: {e}") from e
-        merge = self.model.config.vision_config.spatial_merge_size
         out, start = [], 0
         for t, h, w in grid_thw.tolist():  # pixel_values rows: t*h*w patches per image, in order
             n = t * h * w
             out.append(ImageInputs({"pixel_values": pixel_values[start:start + n],
                                     "image_grid_thw": torch.tensor([[t, h, w]])},
-                                   [(t, h // merge, w // merge)]))
+                                   [(t, h // self.merge, w // self.merge)]))
             start += n
         return out
 
@@ -97,8 +218,7 @@ class Qwen2VLFamily(Family):
         parts = text.split(tok)
         if len(parts) - 1 != len(grid_thw):
             raise ValueError(f"{len(parts) - 1} image placeholders for {len(grid_thw)} images")
-        merge = self.processor.image_processor.merge_size
-        counts = [int(g.prod()) // merge**2 for g in grid_thw]
+        counts = [int(g.prod()) // self.merge ** 2 for g in grid_thw]
         return parts[0] + "".join(tok * n + rest for n, rest in zip(counts, parts[1:]))
 
     @property
@@ -120,21 +240,18 @@ class Qwen2VLFamily(Family):
         image). Either way the result equals the processor's."""
         ip = self.processor.image_processor
         if not (self.kernel_preprocessing and all(im.mode == "RGB" for im in images)):
-            extra = {"size": dict(self._size)} if self._size else {}
-            enc = ip(images=images, return_tensors="pt", **extra)
+            lo, hi = self.pixel_budget
+            enc = ip(images=images, return_tensors="pt", size={"shortest_edge": lo, "longest_edge": hi})
             return enc["pixel_values"].to(self.device), enc["image_grid_thw"]
         from torchvision.transforms.v2 import functional as tvF
         from transformers.image_utils import pil_torch_interpolation_mapping
-        from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
 
         from ...kernels.preprocess import patchify_normalize
 
-        lo, hi = self.pixel_budget()
-        factor = ip.patch_size * ip.merge_size
         patches, grids = [], []
         for im in images:
             chw = torch.from_numpy(np.array(im)).permute(2, 0, 1)
-            h, w = smart_resize(chw.shape[1], chw.shape[2], factor=factor, min_pixels=lo, max_pixels=hi)
+            h, w = self.resized(chw.shape[2], chw.shape[1])
             # Resized on the CPU as the processor resizes; only uint8 pixels go to the device.
             chw = tvF.resize(chw, [h, w], interpolation=pil_torch_interpolation_mapping[ip.resample],
                              antialias=True)
@@ -150,3 +267,4 @@ class Qwen2VLFamily(Family):
         out = self.model.model.get_image_features(vi["pixel_values"], vi["image_grid_thw"].to(self.device))
         feats = out.pooler_output if hasattr(out, "pooler_output") else out
         return list(feats)
+

@@ -1,0 +1,157 @@
+"""The prefix engine: from images to a prefilled, question-free visual prefix, and its KV cache.
+
+`state()` returns the prefix (system prompt + images) as a `PrefixState`: from the KV prefix cache
+when an entry matches (model, preprocessing, reduction, media hashes, prefix text), else computed:
+preprocess -> vision tower -> token reduction -> embeddings -> prefill of the prefix as its own
+chunk. The prefix is always its own chunk, cached or not, so a hit computes bit for bit what a miss
+computes (fp storage) and answers with the same tokens. `generate`, sessions and batches are its
+clients; each decodes on its own (`cascade.vlm.decode`).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+
+from ..errors import InputError
+from .families import Family, PrefixInputs
+from .kv_cache import KVPrefixCache, PrefixState, cache_layers, new_dynamic_cache
+from .reduction import ReductionConfig, reduce_tokens
+
+__all__ = ["PrefixEngine", "Assembled", "sync"]
+
+
+def sync(device: torch.device) -> None:
+    """Wait for queued GPU work, so wall-clock times mean what they say."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@dataclass
+class Assembled:
+    """A reduced prefix ready to prefill: ids [L'], positions [R, L'], embeddings [L', D], the
+    extra features of its visual tokens (family-specific, e.g. DeepStack; None for most),
+    visual tokens before reduction, the next text position, and the tower's seconds."""
+
+    ids: torch.Tensor
+    positions: torch.Tensor
+    embeds: torch.Tensor
+    extra: torch.Tensor | None
+    unreduced: int
+    next_pos: int
+    vision_s: float = 0.0
+
+
+class PrefixEngine:
+    """Visual prefixes of one model. vision_tower_calls counts tower runs (a cache hit runs none);
+    vision_images_encoded the images they encoded. Not thread-safe (callers serialize)."""
+
+    def __init__(self, family: Family, model_id: str, kv_cache: KVPrefixCache | None,
+                 kernels: str, context_window: int):
+        self.family, self.model_id, self.kv_cache = family, model_id, kv_cache
+        self.kernels, self.context_window = kernels, context_window
+        self.vision_tower_calls = 0
+        self.vision_images_encoded = 0
+
+    @property
+    def device(self) -> torch.device:
+        return self.family.device
+
+    def check_context(self, n_prompt: int, max_new_tokens: int) -> None:
+        if n_prompt + max_new_tokens > self.context_window:
+            raise InputError(f"prompt of {n_prompt} tokens + max_new_tokens {max_new_tokens} exceeds "
+                             f"the context window of {self.context_window} tokens; use fewer or "
+                             "smaller images, a lower keep_ratio, or a shorter question")
+
+    def new_cache(self) -> Any:
+        return new_dynamic_cache(self.family.text_config)
+
+    # -- the prefix -------------------------------------------------------------------------------
+    def state(self, images: list, prefix_text: str, red: ReductionConfig
+              ) -> tuple[PrefixState, Literal["hit", "miss", "off"], float, float]:
+        """(state, cache outcome, tower seconds, prefill seconds) of the question-free prefix."""
+        key = None
+        if self.kv_cache is not None:
+            # kernels is in the key: Triton and torch may differ in the last bits, and a cache
+            # shared by two backends must still give each the tokens of its own recomputation.
+            pre = (*self.family.preprocessing_key(), f"kernels={self.kernels}")
+            key = KVPrefixCache.key(self.model_id, pre, red.cache_key(),
+                                    [im.__content_hash__() for im in images], prefix_text)
+            hit = self.kv_cache.get(key)
+            if hit is not None:
+                return hit, "hit", 0.0, 0.0
+        state, vision_s, prefill_s = self.compute(images, prefix_text, red)
+        if key is None:
+            return state, "off", vision_s, prefill_s
+        self.kv_cache.put(key, state)  # this call keeps its fp state; later hits read the entry
+        return state, "miss", vision_s, prefill_s
+
+    def compute(self, images: list, prefix_text: str, red: ReductionConfig
+                ) -> tuple[PrefixState, float, float]:
+        """Tower, reduction and prefill of a prefix, never cached: (state, tower s, prefill s)."""
+        a = self.assemble(images, prefix_text, red)
+        self.check_context(a.ids.numel(), 0)
+        cache = self.new_cache()
+        t = time.perf_counter()
+        with torch.inference_mode():
+            self.family.forward(a.embeds[None], a.positions, cache, **self.visual_kwargs(a))
+        sync(self.device)
+        n_vis = int((a.ids == self.family.image_token_id).sum())
+        state = PrefixState(cache_layers(cache), a.ids.numel(), a.next_pos, n_vis,
+                            a.unreduced, a.ids.numel() - n_vis)
+        return state, a.vision_s, time.perf_counter() - t
+
+    def visual_kwargs(self, a: Assembled) -> dict[str, Any]:
+        """The decoder's extra inputs for a prefill chunk holding `a`'s visual tokens."""
+        if a.extra is None:
+            return {}
+        return self.family.visual_kwargs((a.ids == self.family.image_token_id)[None], a.extra)
+
+    def assemble(self, images: list, prefix_text: str, red: ReductionConfig) -> Assembled:
+        """Preprocessing + vision tower + reduction of a prefix."""
+        pre = self.family.build_prefix(prefix_text, self.family.preprocess([im.to_pil() for im in images]))
+        feats, vision_s = self.run_tower(pre.vision_inputs, len(images))
+        a = self.reduce(pre, feats, red)
+        a.vision_s = vision_s
+        return a
+
+    def run_tower(self, vision_inputs: dict, n_images: int) -> tuple[list[torch.Tensor], float]:
+        """One vision-tower call: (features per visual block, seconds); counts the call and the
+        images it encoded."""
+        t = time.perf_counter()
+        with torch.inference_mode():
+            feats = self.family.encode(vision_inputs)
+        sync(self.device)
+        self.vision_tower_calls += 1
+        self.vision_images_encoded += n_images
+        return feats, time.perf_counter() - t
+
+    def reduce(self, pre: PrefixInputs, feats: list[torch.Tensor], red: ReductionConfig) -> Assembled:
+        """Reduce each visual block, drop the removed placeholders and embed the rest."""
+        fam = self.family
+        keep = torch.ones(pre.input_ids.numel(), dtype=torch.bool, device=self.device)
+        kept_feats = []
+        for (s, e), grid, f in zip(pre.spans, pre.grids, feats):
+            r = reduce_tokens(f, grid, red, impl=self.kernels)
+            span = torch.zeros(e - s, dtype=torch.bool, device=self.device)
+            span[r.index] = True
+            keep[s:e] = span
+            kept_feats.append(r.embeds)
+        ids = pre.input_ids[keep]
+        pos, next_pos = fam.reduced_positions(pre.positions, keep)
+        main, extra = fam.split_features(torch.cat(kept_feats))
+        with torch.inference_mode():
+            emb = fam.embed(ids)
+            vis = (ids == fam.image_token_id).unsqueeze(-1)
+            emb = emb.masked_scatter(vis, main.to(emb.dtype))
+        return Assembled(ids, pos, emb, extra, sum(e - s for s, e in pre.spans), next_pos)
+
+    def prefill(self, cache: Any, next_pos: int, ids: list[int]) -> torch.Tensor:
+        """Prefill text tokens after what `cache` holds; returns their last-layer hidden states."""
+        fam = self.family
+        with torch.inference_mode():
+            emb = fam.embed(torch.tensor([ids], device=self.device))
+            return fam.forward(emb, fam.text_positions(next_pos, len(ids)), cache)
+
