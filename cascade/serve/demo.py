@@ -61,11 +61,21 @@ def demo_examples(models: list[str], folder: Path | None = None) -> list[list[An
     return rows
 
 
-def _files(value: Any) -> list[str]:
-    if not value:
-        return []
-    items = value if isinstance(value, (list, tuple)) else [value]
-    return [getattr(v, "name", None) or (v.get("path") if isinstance(v, dict) else str(v)) for v in items]
+def _received(value: Any) -> list[Path]:
+    """The files Gradio received from the client: each must lie in Gradio's upload folder (where
+    uploads and the examples' copies land); any other path, or a URL, is refused unread."""
+    from gradio.utils import get_upload_folder
+
+    items = value if isinstance(value, (list, tuple)) else [value] if value else []
+    folder = Path(get_upload_folder()).resolve()
+    out = []
+    for v in items:
+        name = getattr(v, "name", None) or (v.get("path") if isinstance(v, dict) else str(v))
+        path = Path(name).resolve()
+        if not path.is_relative_to(folder) or not path.is_file():
+            raise APIError(400, "only files uploaded to this demo can be read", code="not_uploaded")
+        out.append(path)
+    return out
 
 
 def _cache_markdown(turn: int, answer) -> str:
@@ -88,14 +98,13 @@ def build_demo(engine: Engine):
     tiny = engine.config.random_weights
 
     def ask(files: Any, question: str, model: str, state: dict | None):
-        paths = _files(files)
-        if not paths:
+        if not files:
             raise gr.Error("Upload a video or one or more images first (or click an example).")
         if not question or not question.strip():
             raise gr.Error("Type a question.")
         try:
             served = engine.get(model)
-            media = [media_from_file(p, engine.config) for p in paths]
+            media = [media_from_file(p, engine.config, p.name) for p in _received(files)]
             answer = engine.answer(served, media, question.strip())
         except (APIError, CascadeError) as e:
             raise gr.Error(str(getattr(e, "message", e))) from None
@@ -148,4 +157,8 @@ def build_demo(engine: Engine):
         outputs = [answer, route, cache, gallery, where, plot, table, tools, state]
         button.click(ask, [files, question, model, state], outputs)
         question.submit(ask, [files, question, model, state], outputs)
+    # Gradio checks that input files were uploaded only once an app has "launched"; a mounted app
+    # never does, and would then copy any server path a client names into its cache and pass it
+    # on. Mark it launched so Gradio refuses such paths itself (`_received` checks again).
+    demo.has_launched = True
     return demo
