@@ -2,13 +2,14 @@
 that decodes, with a warning in the trace."""
 from __future__ import annotations
 
-import av
 import pytest
 
 from cascade.errors import InputError
 from cascade.media import VideoSource
 from cascade.pipeline import Pipeline
 from cascade.trace import StageRecord, stage_scope
+
+from .videos import remux
 
 
 @pytest.mark.parametrize("question, match", [
@@ -32,25 +33,14 @@ def test_bytes_questions_in_utf8_are_text():
     assert coerce("question", "str", "café?".encode()) == "café?"
 
 
-def _remux(src_path, dst_path, **options) -> None:
-    src = av.open(str(src_path))
-    with av.open(str(dst_path), "w", options=options) as out:
-        stream = out.add_stream_from_template(src.streams.video[0])
-        for packet in src.demux(src.streams.video[0]):
-            if packet.dts is not None:
-                packet.stream = stream
-                out.mux(packet)
-    src.close()
-
-
 @pytest.fixture(scope="module")
 def videos(tmp_path_factory):
     from cascade.media_gen import make_sign_video
 
     d = tmp_path_factory.mktemp("trunc")
     make_sign_video(d / "src.mp4", width=160, height=120, frames_per_scene=10)  # 40 frames, 4 s
-    _remux(d / "src.mp4", d / "fast.mp4", movflags="faststart")  # index first: a cut still opens
-    _remux(d / "src.mp4", d / "whole.mkv")
+    remux(d / "src.mp4", d / "fast.mp4", movflags="faststart")
+    remux(d / "src.mp4", d / "whole.mkv")
     for name in ("fast.mp4", "whole.mkv"):
         data = (d / name).read_bytes()
         (d / f"cut-{name}").write_bytes(data[: len(data) // 2])

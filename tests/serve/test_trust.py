@@ -116,18 +116,11 @@ def test_client_mistakes_are_4xx_naming_the_field_without_server_paths(server, m
 
 
 def test_truncated_video_answers_with_a_warning(server, media_dir):
-    import av
+    from tests.media.videos import remux
 
     client, d, _ = server
-    # A fast-start MP4 (index first) cut in half: the first half still decodes.
-    src, fast = av.open(str(d / "sign.mp4")), d / "fast.mp4"
-    with av.open(str(fast), "w", options={"movflags": "faststart"}) as out:
-        stream = out.add_stream_from_template(src.streams.video[0])
-        for packet in src.demux(src.streams.video[0]):
-            if packet.dts is not None:
-                packet.stream = stream
-                out.mux(packet)
-    src.close()
+    fast = d / "fast.mp4"  # a fast-start MP4 (index first) cut short: its first part decodes
+    remux(d / "sign.mp4", fast, movflags="faststart")
     data = fast.read_bytes()
     (d / "cut.mp4").write_bytes(data[: len(data) * 6 // 10])
     r = _post(client, chat(VIDEO, "What does the sign say?", video_part((d / "cut.mp4").as_uri())))
