@@ -16,7 +16,7 @@ from cascade.serve.metrics import Metrics
 from cascade.serve.protocol import parse_chat_request
 from cascade.serve.uploads import Uploads
 
-from .conftest import chat, data_url, image_part, png_bytes, video_part
+from .conftest import chat, data_url, image_part, png_bytes
 
 USER = {"role": "user", "content": "hi"}
 TEXT = {"type": "text", "text": "what?"}
