@@ -115,16 +115,14 @@ class QA:
 def offline_params(size: str = "test") -> dict[str, Any]:
     """`Pipeline.load` keyword arguments that make a pipeline run with no model hub (`QA.offline`,
     `cascade run --offline`): every declared model becomes the tiny random-weight Qwen2-VL, CLIP
-    random, retrieval text-led, the detector the bundled YOLO11n."""
-    from .stages.detect import bundled_yolo11n
+    random, retrieval text-led (the detector's default is already the bundled YOLO11n ONNX)."""
     from .vlm import build_tiny_vlm
 
     return {"model_params": {"id": str(build_tiny_vlm(size=size))},
             "type_params": {"clip_embed": {"pretrained": None},
                             # Random CLIP ranks frames by noise: let the text side (real OCR +
                             # MiniLM) rank.
-                            "retrieve": {"clip_weight": 0.0},
-                            "detect": {"weights": bundled_yolo11n() or "yolo11n.pt"}}}
+                            "retrieve": {"clip_weight": 0.0}}}
 
 
 class VideoQA(QA):

@@ -116,22 +116,19 @@ class Image:
     # -- construction -------------------------------------------------------------------------
     @classmethod
     def open(cls, path: str | Path, media_index: int = 0) -> "Image":
-        """Load an image file as RGB; a missing or undecodable file raises `InputError`."""
-        from PIL import Image as PILImage
+        """Load an image file as RGB (`cascade.media.load_image`); a missing or unreadable file
+        raises `InputError`."""
+        from .media import load_image
 
-        p = Path(path)
-        if not p.is_file():
-            raise InputError(f"image file not found: '{p}'")
-        try:
-            with PILImage.open(p) as im:
-                rgb = np.asarray(im.convert("RGB"))
-        except Exception as e:  # Ultralytics patches Image.open, so not only PIL's own errors
-            raise InputError(f"cannot decode image '{p}': {type(e).__name__}: {e}") from e
-        return cls(np.ascontiguousarray(rgb), source=str(p), media_index=media_index)
+        return load_image(Path(path), media_index)
 
     @classmethod
     def from_pil(cls, image: Any, source: str = "", media_index: int = 0) -> "Image":
-        return cls(np.ascontiguousarray(np.asarray(image.convert("RGB"))), source, media_index)
+        """A PIL image of any mode as RGB (`cascade.media.load_image`)."""
+        from .media import load_image
+
+        img = load_image(image, media_index)
+        return dataclasses.replace(img, source=source) if source else img
 
     # -- geometry ----------------------------------------------------------------------------
     @property

@@ -48,9 +48,7 @@ class Readers:
         from .registry import get_stage_class
 
         self.ocr = get_stage_class("ocr")()
-        from .stages.detect import bundled_yolo11n
-
-        self.detect = get_stage_class("detect")({"weights": bundled_yolo11n() or "yolo11n.pt"})
+        self.detect = get_stage_class("detect")()
 
     def reads(self, images: list[Image], gold: str) -> bool:
         if not images:

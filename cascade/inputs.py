@@ -4,33 +4,42 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .artifacts import Image
 from .errors import InputError, did_you_mean
+from .media import load_image
 from .spec import PipelineSpec
 
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
 
 def _to_image(value: Any, name: str, index: int = 0) -> Image:
-    if isinstance(value, Image):
-        return value
-    if isinstance(value, (str, Path)):
-        return Image.open(value, media_index=index)
-    if isinstance(value, np.ndarray):
-        return Image(value, source=f"<{name}>", media_index=index)
-    if hasattr(value, "convert") and hasattr(value, "size"):  # PIL
-        return Image.from_pil(value, source=f"<{name}>", media_index=index)
-    raise InputError(f"input '{name}': expected an image (path, PIL image, uint8 HxWx3 array "
-                     f"or cascade Image), got {type(value).__name__}")
+    """An `Image` passes through (its media_index says where it came from); anything else goes
+    through `cascade.media.load_image`, the one image coercion."""
+    return value if isinstance(value, Image) else load_image(value, index, name=f"input '{name}'")
+
+
+def _text(name: str, value: Any) -> str:
+    """A str input: bytes must be UTF-8; lone surrogates (undecodable command-line bytes, a bad
+    JSON escape) are refused here, before any stage runs, not deep inside a tokenizer."""
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(f"input '{name}': not valid UTF-8 (byte {e.start})") from None
+    text = str(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InputError(f"input '{name}': not valid UTF-8 text (undecodable character at "
+                         f"position {e.start})") from None
+    return text
 
 
 def coerce(name: str, type_: str, value: Any) -> Any:
     """Convert one input value to the pipeline input type `type_` (see cascade.types.INPUT_TYPES)."""
     try:
         if type_ == "str":
-            return str(value)
+            return _text(name, value)
         if type_ in ("int", "float"):
             return int(value) if type_ == "int" else float(value)
         if type_ == "bool":
@@ -66,6 +75,9 @@ def coerce_inputs(spec: PipelineSpec, given: dict[str, Any]) -> dict[str, Any]:
     for name, inp in spec.inputs.items():
         if name in given:
             out[name] = coerce(name, inp.type, given[name])
+            if inp.required and inp.type == "str" and not out[name].strip():
+                raise InputError(f"input '{name}' is empty"
+                                 + (f": {inp.description}" if inp.description else ""))
         elif inp.required:
             raise InputError(f"pipeline '{spec.name}' needs input '{name}' ({inp.type})"
                              + (f": {inp.description}" if inp.description else ""))

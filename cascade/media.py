@@ -1,14 +1,23 @@
-"""Media decoding shared by the source stages: still images and videos (PyAV), with clear errors.
+"""Media decoding shared by the whole package: still images and videos (PyAV), with clear errors.
+
+`load_image` is the one place anything becomes an `Image` (paths, bytes, PIL images, arrays): the
+pipeline inputs, the image stages, the VLM runtime and the server all call it, so every PIL mode
+is converted the same way (16-bit samples scaled, transparency flattened onto white), only raster
+formats are opened, and sizes are checked from the header before pixels are decoded.
 
 Videos are read twice on purpose. The coarse path samples frames (by fps, uniformly, or keyframes
 only) and converts them straight to a small size, which is cheap; the fine path later fetches just
 the frames the cascade selected at full resolution by timestamp, seeking to the keyframe before each
 one instead of decoding the whole video again. Both return `Frame`s whose `box` covers the whole
-source frame, so boxes found at low resolution map onto the full-resolution frame.
+source frame, so boxes found at low resolution map onto the full-resolution frame. A video that
+stops decoding early (truncated or damaged past some point) answers from the frames it has, with a
+warning in the trace.
 """
 from __future__ import annotations
 
 import contextlib
+import io
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -18,59 +27,161 @@ import numpy as np
 from .artifacts import Box, Frame, Image
 from .errors import InputError
 from .progress import progress
+from .trace import warn
 
-__all__ = ["VideoSource", "load_image", "SampleMode"]
+__all__ = ["VideoSource", "load_image", "rgb_pixels", "ImageTooLarge", "IMAGE_FORMATS",
+           "SampleMode"]
 
 SampleMode = Literal["fps", "uniform", "keyframes", "all"]
 
+# Raster formats Pillow decodes itself. Not EPS/PS (Pillow hands those to Ghostscript, i.e. runs a
+# PostScript program) and nothing that needs a plugin installed at run time.
+IMAGE_FORMATS = ("PNG", "JPEG", "MPO", "WEBP", "GIF", "BMP", "TIFF", "PPM", "TGA", "ICO", "AVIF")
 
-def _check_size(width: int, height: int, max_side: int, what: str) -> None:
+
+class ImageTooLarge(InputError):
+    """An image (or video frame) over a size limit, found from its header before decoding."""
+
+
+def _check_size(width: int, height: int, max_side: int, what: str,
+                max_pixels: int | None = None) -> None:
     if max(width, height) > max_side:
-        raise InputError(f"{what} is {width}x{height}, larger than max_side={max_side}; "
-                         "raise max_side if this is intended")
+        raise ImageTooLarge(f"{what} is {width}x{height}, larger than max_side={max_side}; "
+                            "raise max_side if this is intended")
+    if max_pixels is not None and width * height > max_pixels:
+        raise ImageTooLarge(f"{what} is {width}x{height} = {width * height:,} pixels, over the "
+                            f"limit of {max_pixels:,}")
 
 
-def load_image(value: Any, index: int = 0, max_side: int = 16384, name: str = "image") -> Image:
-    """A path, PIL image, uint8 HxWx3 array or `Image` -> `Image` with `media_index=index`.
+def _pil_open(fp: Any):
+    """Pillow's own `Image.open`, limited to IMAGE_FORMATS.
 
-    The size is checked from the file header before decoding, so an oversized file is refused
-    without allocating its pixels.
+    Ultralytics replaces `PIL.Image.open` with a wrapper that, when Pillow cannot identify a file,
+    installs and registers pi-heif and tries again: an upload must never trigger an install, and
+    the error it ends in ("No module named 'pi_heif'") says nothing about the file.
+    """
+    from PIL import Image as PILImage
+
+    patches = sys.modules.get("ultralytics.utils.patches")
+    opener = getattr(patches, "_image_open", None) or PILImage.open
+    PILImage.init()
+    return opener(fp, formats=[f for f in IMAGE_FORMATS if f in PILImage.OPEN])
+
+
+def _gray_to_8bit(a: np.ndarray, mode: str) -> np.ndarray:
+    """16/32-bit integer or float samples -> uint8, scaled to their range instead of clipped."""
+    a = np.nan_to_num(a.astype(np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+    lo, hi = float(a.min()), float(a.max())
+    if mode.startswith("I;16"):
+        top = 65535.0
+    elif mode == "I":  # 32-bit ints: 8-bit or 16-bit samples in practice, else their own range
+        top = 255.0 if lo >= 0 and hi <= 255 else 65535.0 if lo >= 0 and hi <= 65535 else None
+    else:  # "F": [0, 1] is the float convention; anything else is shown over its own range
+        top = 1.0 if lo >= 0 and hi <= 1 else None
+    if top is None:
+        a, top = a - lo, max(hi - lo, 1e-12)
+    return np.clip(np.rint(a * (255.0 / top)), 0, 255).astype(np.uint8)
+
+
+def rgb_pixels(im: Any) -> np.ndarray:
+    """H x W x 3 uint8 RGB for a PIL image of any mode.
+
+    16-bit (`I;16*`), 32-bit (`I`) and float (`F`) samples are scaled to 8 bits, not clipped
+    (Pillow's own `convert("RGB")` turns a 16-bit scan white); alpha (`RGBA`, `LA`, `PA`, a
+    palette or grey image with a transparent colour) is flattened onto white, the way a viewer
+    shows it, so dark text on a transparent background stays readable; CMYK, YCbCr, LAB, HSV and
+    1-bit go through Pillow's conversions.
+    """
+    from PIL import Image as PILImage
+
+    mode = im.mode
+    if mode.startswith("I") or mode == "F":
+        gray = _gray_to_8bit(np.asarray(im), mode)
+        return np.ascontiguousarray(np.repeat(gray[:, :, None], 3, axis=2))
+    if "A" in mode or "a" in mode or "transparency" in im.info:
+        rgba = im.convert("RGBA")
+        flat = PILImage.new("RGBA", rgba.size, (255, 255, 255, 255))
+        flat.alpha_composite(rgba)
+        im = flat
+    return np.ascontiguousarray(np.asarray(im.convert("RGB")))
+
+
+def _from_array(arr: np.ndarray, what: str) -> np.ndarray:
+    if arr.dtype == np.uint8 and arr.ndim == 2:
+        arr = arr[:, :, None]
+    if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] not in (1, 3, 4):
+        raise InputError(f"{what}: arrays must be uint8 HxW, HxWx3 or HxWx4; got "
+                         f"{arr.dtype} {arr.shape}")
+    if arr.shape[2] == 4:
+        from PIL import Image as PILImage
+
+        return rgb_pixels(PILImage.fromarray(np.ascontiguousarray(arr), "RGBA"))
+    if arr.shape[2] == 1:
+        arr = np.repeat(arr, 3, axis=2)
+    return np.ascontiguousarray(arr)
+
+
+def _decode(fp: Any, what: str, max_side: int, max_pixels: int | None) -> np.ndarray:
+    """Open, check the header size, decode, orient by EXIF, convert. Errors say why, not where."""
+    from PIL import ImageOps, UnidentifiedImageError
+    from PIL.Image import DecompressionBombError
+
+    try:
+        with _pil_open(fp) as im:
+            _check_size(*im.size, max_side, what, max_pixels)  # from the header: no pixels yet
+            return rgb_pixels(ImageOps.exif_transpose(im))
+    except ImageTooLarge:
+        raise
+    except DecompressionBombError as e:
+        raise ImageTooLarge(f"{what} is too large to decode safely ({e})") from e
+    except Exception as e:  # noqa: BLE001  decoders raise many types; never show a path or repr
+        why = ("unknown or unsupported image format" if isinstance(e, UnidentifiedImageError)
+               else "truncated or damaged image data" if isinstance(e, (OSError, SyntaxError, EOFError))
+               else type(e).__name__)
+        raise InputError(f"cannot decode {what}: not a readable image ({why})") from e
+
+
+def load_image(value: Any, index: int = 0, max_side: int = 16384, name: str = "image", *,
+               max_pixels: int | None = None, label: str | None = None) -> Image:
+    """Anything users pass as an image -> `Image` with `media_index=index`.
+
+    Accepts an `Image`, a path, encoded bytes (PNG, JPEG, ... see IMAGE_FORMATS), a PIL image or
+    a uint8 HxW / HxWx3 / HxWx4 array. The size is checked from the file header before decoding
+    (`ImageTooLarge`); anything else wrong raises `InputError` naming `label` (default: `name`,
+    the index and the path), never a decoder's internals.
     """
     import dataclasses
 
     if isinstance(value, Image):
         img = value if value.media_index == index else dataclasses.replace(value, media_index=index)
+        what = label or f"{name} {index}"
     elif isinstance(value, (str, Path)):
-        from PIL import Image as PILImage
-
         p = Path(value)
+        what = label or f"{name} {index} '{p}'"
         if not p.is_file():
-            raise InputError(f"{name} {index}: image file not found: '{p}'")
-        try:
-            with PILImage.open(p) as im:
-                _check_size(*im.size, max_side, f"{name} {index} '{p}'")
-                rgb = np.asarray(im.convert("RGB"))
-        except InputError:
-            raise
-        except Exception as e:  # noqa: BLE001  (ultralytics patches Image.open: ModuleNotFoundError
-            # for pi_heif on undecodable files once it is imported, besides PIL's own errors)
-            raise InputError(f"{name} {index}: cannot decode image '{p}': "
-                             f"{type(e).__name__}: {e}") from e
-        img = Image(np.ascontiguousarray(rgb), source=str(p), media_index=index)
+            raise InputError(f"{name} {index}: image file not found: '{p}'" if label is None
+                             else f"{label}: image file not found")
+        img = Image(_decode(p, what, max_side, max_pixels), source=str(p), media_index=index)
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        what = label or f"{name} {index}"
+        img = Image(_decode(io.BytesIO(value), what, max_side, max_pixels), source=what,
+                    media_index=index)
     elif isinstance(value, np.ndarray):
-        arr = value
-        if arr.ndim == 2:
-            arr = np.repeat(arr[:, :, None], 3, axis=2)
-        if arr.ndim == 3 and arr.shape[2] == 4:
-            arr = arr[:, :, :3]
-        img = Image(np.ascontiguousarray(arr), source=f"<{name} {index}>", media_index=index)
-    elif hasattr(value, "convert") and hasattr(value, "size"):  # PIL
-        _check_size(*value.size, max_side, f"{name} {index}")
-        img = Image.from_pil(value, source=f"<{name} {index}>", media_index=index)
+        what = label or f"{name} {index}"
+        img = Image(_from_array(value, what), source=f"<{what}>", media_index=index)
+    elif type(value).__module__.startswith("PIL."):
+        what = label or f"{name} {index}"
+        _check_size(*value.size, max_side, what, max_pixels)
+        try:
+            px = rgb_pixels(value)
+        except OSError as e:  # a lazily loaded PIL image decodes on first access
+            raise InputError(f"cannot decode {what}: not a readable image (truncated or "
+                             "damaged image data)") from e
+        img = Image(px, source=f"<{what}>", media_index=index)
     else:
-        raise InputError(f"{name} {index}: expected a path, PIL image, uint8 HxWx3 array or "
-                         f"cascade Image, got {type(value).__name__}")
-    _check_size(img.source_size[0], img.source_size[1], max_side, f"{name} {index} '{img.source}'")
+        raise InputError(f"{name} {index}: expected an Image, a path, image bytes, a PIL image or "
+                         f"a uint8 HxWx3 array, got {type(value).__name__}")
+    _check_size(*img.source_size, max_side, what, max_pixels)
     return img
 
 
@@ -171,9 +282,9 @@ class VideoSource:
         with self._decoding() as (container, stream):
             if mode == "keyframes":
                 stream.codec_context.skip_frame = "NONKEY"
-            next_t, count = None, -1
-            for f in progress(container.decode(stream), total=info.frames, unit="frame",
-                              desc=f"decode {self.path.name}", min_total=300):
+            next_t, count, t, stopped = None, -1, 0.0, []
+            for f in progress(self._until_damaged(container, stream, stopped), total=info.frames,
+                              unit="frame", desc=f"decode {self.path.name}", min_total=300):
                 count += 1
                 t = float(f.time) if f.time is not None else count / info.fps
                 if mode == "fps":
@@ -186,10 +297,37 @@ class VideoSource:
                 frames.append(self._to_frame(f, w, h, t, index))
         if not frames:
             raise InputError(f"video '{self.path}': no frames decoded (mode={mode})")
+        # Key frames can be far apart, so only a full decode shows where the video really ends.
+        if not stopped and mode != "keyframes" and \
+                t + 1.0 / info.fps < info.duration - max(2.0 / info.fps, 0.5):
+            stopped.append("the decodable frames end early")
+        if stopped:
+            warn(f"video truncated or damaged: {stopped[0]} at {t:.2f} s of {info.duration:.2f} s; "
+                 f"answered from the first {t:.2f} s")
         if max_frames and len(frames) > max_frames:
             keep = np.linspace(0, len(frames) - 1, max_frames).round().astype(int)
             frames = [frames[i] for i in keep]
         return frames
+
+    @staticmethod
+    def _until_damaged(container, stream, stopped: list[str]):
+        """Decoded frames, ending at a decoder error once some frames came out (the reason goes
+        into `stopped`): a truncated or partly damaged file answers from the part that decodes."""
+        import av
+
+        frames, got = container.decode(stream), False
+        while True:
+            try:
+                f = next(frames)
+            except StopIteration:
+                return
+            except av.FFmpegError as e:
+                if not got:
+                    raise
+                stopped.append(f"decoding stopped ({type(e).__name__})")
+                return
+            got = True
+            yield f
 
     @contextlib.contextmanager
     def _decoding(self):

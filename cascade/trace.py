@@ -7,6 +7,7 @@ and concurrent branches without passing a context object through every signature
 from __future__ import annotations
 
 import contextvars
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -24,11 +25,12 @@ class StageRecord:
     seconds: float = 0.0
     counters: dict[str, float] = field(default_factory=dict)
     detail: str = ""  # why it was skipped, the branch a router took, or the error
+    warnings: list[str] = field(default_factory=list)  # e.g. "video truncated: ..." (see `warn`)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "type": self.type, "status": self.status,
                 "seconds": round(self.seconds, 6), "counters": dict(self.counters),
-                "detail": self.detail}
+                "detail": self.detail, "warnings": list(self.warnings)}
 
 
 @dataclass
@@ -54,9 +56,15 @@ class Trace:
                 total[k] = total.get(k, 0) + v
         return total
 
+    @property
+    def warnings(self) -> list[str]:
+        """Every stage's warnings, prefixed with the stage name, in execution order."""
+        return [f"{rec.name}: {w}" for rec in self.stages for w in rec.warnings]
+
     def to_dict(self) -> dict[str, Any]:
         return {"pipeline": self.pipeline, "seconds": round(self.seconds, 6),
-                "counters": self.counters, "stages": [r.to_dict() for r in self.stages]}
+                "counters": self.counters, "warnings": self.warnings,
+                "stages": [r.to_dict() for r in self.stages]}
 
 
 @runtime_checkable
@@ -84,6 +92,15 @@ def record(**counters: float) -> None:
         return
     for k, v in counters.items():
         rec.counters[k] = rec.counters.get(k, 0) + v
+
+
+def warn(message: str) -> None:
+    """Note something the answer's reader should know (the run still succeeds): added to the
+    running stage's record, and logged (outside a pipeline run it is only logged)."""
+    logging.getLogger("cascade").warning(message)
+    rec = _current.get()
+    if rec is not None:
+        rec.warnings.append(message)
 
 
 def mark_cached() -> None:

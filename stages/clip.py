@@ -1,8 +1,10 @@
 """CLIP image and text embeddings (open_clip), batched, cached by content hash across questions."""
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
+
 import numpy as np
 from pydantic import Field
 
@@ -17,9 +19,11 @@ from ._retrieval import Embeddings, index_dir_for, load_vectors, normalize
 from ._shared import as_image_list, pick_device, shared_model
 
 
-def load_clip(model: str, pretrained: str | None, device: str):
+def load_clip(model: str, pretrained: str | None, device: str, allow_pickle: bool = False):
     """(model, preprocess, tokenizer). `pretrained=None` builds the architecture with random
-    weights from a fixed seed, so every process gets the same random model."""
+    weights from a fixed seed, so every process gets the same random model. Checkpoints load as
+    safetensors or with `torch.load(weights_only=True)` (tensors only, no code) unless
+    `allow_pickle`."""
     import open_clip
     import torch
 
@@ -27,11 +31,14 @@ def load_clip(model: str, pretrained: str | None, device: str):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             net, _, preprocess = open_clip.create_model_and_transforms(
-                model, pretrained=pretrained, device=device)
+                model, pretrained=pretrained, device=device, weights_only=not allow_pickle)
         tokenizer = open_clip.get_tokenizer(model)
     except Exception as e:
         known = open_clip.list_models()
         hint = "" if model in known else f"; known architectures include {', '.join(known[:8])} ..."
+        if isinstance(e, pickle.UnpicklingError) and not allow_pickle:
+            hint += ("; the checkpoint holds more than tensors: loading it would run code from "
+                     "the file, so it needs allow_pickle: true on this stage (only if you trust it)")
         raise RuntimeError(f"cannot load CLIP model '{model}' (pretrained={pretrained!r}): {e}"
                            f"{hint}. Without a model hub use pretrained: null (random weights) "
                            "or a local checkpoint path") from e
@@ -46,7 +53,9 @@ class ClipEmbed(Stage):
     Image embeddings are cached by pixel content in a process-wide LRU shared by every stage using
     the same model, so a second question about the same video embeds nothing again; with a `video`
     input, vectors saved by `retrieve(persist=true)` next to the video are reused too. Defaults
-    are ViT-B-32 with OpenAI weights (downloaded by open_clip on first use). `pretrained: null`
+    are ViT-B-32 with OpenAI weights (downloaded by open_clip on first use). Checkpoints load as
+    tensors only (safetensors, `torch.load(weights_only=True)`); a full pickle needs
+    `allow_pickle: true`. `pretrained: null`
     gives random weights: real costs and mechanics, meaningless similarities; tests and benchmarks
     here use it because no CLIP weights can be downloaded on those machines.
     """
@@ -55,6 +64,9 @@ class ClipEmbed(Stage):
         model: str = Field("ViT-B-32", description="open_clip architecture name")
         pretrained: str | None = Field("openai", description="open_clip weights tag or checkpoint "
                                        "path; null = random init (mechanics only)")
+        allow_pickle: bool = Field(False, description="load a checkpoint that holds more than "
+                                   "tensors (full pickle): runs any code inside the file; only "
+                                   "for files you trust")
         device: str = Field("auto", description="'auto', 'cpu', 'cuda', 'cuda:1' ...")
         batch_size: int = Field(32, gt=0, le=4096, description="images per forward pass")
         cache_mb: int = Field(256, gt=0, description="embedding cache budget (per model)")
@@ -70,8 +82,9 @@ class ClipEmbed(Stage):
 
         p = self.params
         self.device = pick_device(p.device)
-        key = ("open_clip", p.model, p.pretrained, self.device)
-        self.shared = shared_model(key, lambda: load_clip(p.model, p.pretrained, self.device))
+        key = ("open_clip", p.model, p.pretrained, self.device, p.allow_pickle)
+        self.shared = shared_model(key, lambda: load_clip(p.model, p.pretrained, self.device,
+                                                          p.allow_pickle))
         self.shared.extra.setdefault("embed_cache", LRUCache(p.cache_mb * 2**20))
         self.model_id = f"open_clip:{p.model}:{p.pretrained or 'random-seed0'}"
 

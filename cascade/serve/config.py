@@ -14,7 +14,9 @@ class ServeConfig:
     random text, while OCR/detector answers, evidence and the bill are real). pipelines: extra
     YAML pipelines served as `cascade/<name>`, next to the shipped ones. media_root: the only
     folder `file://` URLs may point into (None refuses file URLs). upload_dir: where uploaded
-    videos are written (named by content hash, so a repeated upload is the same file).
+    videos live while a request uses them (named by content hash, deleted when no request holds
+    them; None: a private temporary folder). max_concurrent requests run at once and up to
+    max_queue more wait in arrival order; beyond that a request gets 429 with Retry-After.
     """
 
     model: str | None = None
@@ -28,7 +30,8 @@ class ServeConfig:
     max_frames: int = 3000  # frames in a video, or images in one request
     max_pixels: int = 4096 * 4096  # per image or video frame
     request_timeout_s: float = 300.0
-    max_concurrent: int = 4  # requests running or waiting for a pipeline; more get 429
+    max_concurrent: int = 4  # requests holding a slot (running, or waiting for their pipeline)
+    max_queue: int = 64  # requests waiting for a slot; more get 429 + Retry-After
     workers: int = 2  # threads running pipelines
 
     def resolved_model(self) -> str | None:

@@ -61,11 +61,36 @@ def demo_examples(models: list[str], folder: Path | None = None) -> list[list[An
     return rows
 
 
-def _files(value: Any) -> list[str]:
-    if not value:
-        return []
-    items = value if isinstance(value, (list, tuple)) else [value]
-    return [getattr(v, "name", None) or (v.get("path") if isinstance(v, dict) else str(v)) for v in items]
+def _received(value: Any) -> list[Path]:
+    """The files Gradio received from the client: each must be a file in Gradio's upload folder,
+    where uploads (and the examples' copies) land; any other path is refused unread."""
+    from gradio.utils import get_upload_folder
+
+    items = value if isinstance(value, (list, tuple)) else [value] if value else []
+    folder = Path(get_upload_folder()).resolve()
+    out = []
+    for v in items:
+        path = Path(str(getattr(v, "name", None) or v)).resolve()
+        if not path.is_relative_to(folder) or not path.is_file():
+            raise APIError(400, "only files uploaded to this demo can be read", code="not_uploaded")
+        out.append(path)
+    return out
+
+
+def _estimate_baseline_seconds(bill: dict[str, Any], flops_per_s: float | None) -> dict[str, Any]:
+    """A tool answer ran no VLM, so it has no VLM time to scale: price its full-resolution baseline
+    at the FLOP rate this demo's VLM reached on earlier answers (an estimate, labelled so)."""
+    base = (bill.get("baseline_vision_flops") or 0) + (bill.get("baseline_prefill_flops") or 0)
+    if "baseline_seconds_estimate" in bill or not base or not flops_per_s:
+        return bill
+    return {**bill, "baseline_seconds_estimate": bill["seconds"] + base / flops_per_s}
+
+
+def _vlm_flops_per_s(bill: dict[str, Any]) -> float | None:
+    """Tower + prefill FLOPs per second of time to first token, from a VLM answer's bill."""
+    spent = (bill.get("vision_flops") or 0) + (bill.get("prefill_flops") or 0)
+    ttft = bill.get("vlm_seconds") or 0
+    return spent / ttft if spent > 0 and ttft > 0 else None
 
 
 def _cache_markdown(turn: int, answer) -> str:
@@ -86,16 +111,16 @@ def build_demo(engine: Engine):
     models = list(engine.models)
     default = next((m for m in ("cascade/video_qa", "cascade/multi_image_qa") if m in models), models[0])
     tiny = engine.config.random_weights
+    rates: dict[str, float] = {}  # model -> FLOP/s its VLM reached, for tool answers' baselines
 
     def ask(files: Any, question: str, model: str, state: dict | None):
-        paths = _files(files)
-        if not paths:
+        if not files:
             raise gr.Error("Upload a video or one or more images first (or click an example).")
         if not question or not question.strip():
             raise gr.Error("Type a question.")
         try:
             served = engine.get(model)
-            media = [media_from_file(p, engine.config) for p in paths]
+            media = [media_from_file(p, engine.config, p.name) for p in _received(files)]
             answer = engine.answer(served, media, question.strip())
         except (APIError, CascadeError) as e:
             raise gr.Error(str(getattr(e, "message", e))) from None
@@ -103,6 +128,9 @@ def build_demo(engine: Engine):
         state = state if state and state.get("key") == key else {"key": key, "turns": 0}
         state["turns"] += 1
         ev, bill = answer.evidence, bill_of(answer)
+        if (rate := _vlm_flops_per_s(bill)) is not None:
+            rates[model] = rate
+        bill = _estimate_baseline_seconds(bill, rates.get(model))
         sources = {i: m.pixels for i, m in enumerate(media) if m.pixels is not None}
         text = answer.text or "_(empty answer)_"
         if tiny and answer.produced_by == "vlm":
@@ -137,10 +165,15 @@ def build_demo(engine: Engine):
                 answer = gr.Markdown(elem_id="answer")
                 route = gr.Markdown(elem_id="route")
                 cache = gr.Markdown(elem_id="cache")
-                gallery = gr.Gallery(label="Evidence: what the VLM saw (time, tile, score)",
-                                     columns=4, height=220, elem_id="evidence-gallery")
+                # "contain", not Gradio's default "cover": a receipt must show whole, not as a
+                # zoomed strip of its heading. Gallery cells are square, so a fixed column count
+                # with a height above one cell keeps a row whole; a click opens the full image.
                 where = gr.Gallery(label="Where it looked: high-res tiles (orange), OCR (blue), "
-                                   "detections (red)", columns=2, height=300, elem_id="overview")
+                                   "detections (red); click to zoom", columns=2, fit_columns=False,
+                                   height=440, object_fit="contain", elem_id="overview")
+                gallery = gr.Gallery(label="Evidence: what the VLM saw (time, tile, score); "
+                                     "click to zoom", columns=4, fit_columns=False, height=250,
+                                     object_fit="contain", elem_id="evidence-gallery")
                 gr.Markdown("#### The bill: this answer vs the full-resolution baseline")
                 plot = gr.Plot(show_label=False, elem_id="bill-plot")
                 table = gr.Markdown(elem_id="bill-table")
@@ -148,4 +181,8 @@ def build_demo(engine: Engine):
         outputs = [answer, route, cache, gallery, where, plot, table, tools, state]
         button.click(ask, [files, question, model, state], outputs)
         question.submit(ask, [files, question, model, state], outputs)
+    # Gradio refuses input files that were not uploaded only once an app has "launched"; a mounted
+    # app never does, so a client could name any server path and Gradio would copy it into its
+    # cache and pass it on. Marked launched, Gradio refuses such paths before `ask` runs.
+    demo.has_launched = True
     return demo

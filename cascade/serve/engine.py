@@ -1,36 +1,66 @@
-"""The served models: one live `QA` per pipeline, a bounded worker pool, limits and metrics.
+"""The served models: one live `QA` per pipeline, admission, a worker pool, limits and metrics.
 
 Model ids are `cascade/<pipeline>`. Each id keeps one `QA` object for the life of the server, so
 its stages (and their content-keyed caches: CLIP embeddings, OCR/detections, the VLM's KV prefix)
 survive across requests: the second question about the same video skips the vision work. Pipeline
 runs are blocking compute and go to a thread pool, never the event loop. Runs of one pipeline are
 serialized by a lock (stage objects and the VLM's caches are shared, not thread-safe); different
-pipelines run side by side. A request that waits past the timeout gets 504, but its slot stays
-taken until its run really ends, so timed-out work cannot pile up past `max_concurrent`.
+pipelines run side by side.
+
+A request is checked first (400s never wait), then admitted (`Admission`: at most
+`max_concurrent` running, `max_queue` waiting in order, 429 + Retry-After beyond), then run. The
+timeout covers the whole request, queue included. A request whose client disconnects, or that
+times out, is cancelled: a queued one leaves the queue, a running one stops before its next stage
+(a stage already running finishes: the VLM's decode loop cannot be interrupted yet). Its slot is
+held until its work really ends, so abandoned work cannot pile up past `max_concurrent`.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..artifacts import Answer, Image
 from ..errors import CascadeError, InputError, StageError, did_you_mean
+from ..trace import StageRecord
+from .admission import Admission, QueueFull
 from .bill import cache_events
 from .config import ServeConfig
 from .errors import APIError
-from .media import Media, load_media_url, save_image
+from .media import Media, load_media_url, save_image, scrub
 from .metrics import Metrics
 from .protocol import ChatRequest
+from .uploads import Uploads
 
-__all__ = ["Engine", "ServedModel"]
+__all__ = ["Engine", "ServedModel", "RequestCancelled"]
 
 log = logging.getLogger("cascade.serve")
 PREFIX = "cascade/"
+
+
+class RequestCancelled(Exception):
+    """The request's client went away or its deadline passed: its run stops between stages."""
+
+
+class _CancelHook:
+    """A `StageHook` that stops the current run of a pipeline once its request is cancelled
+    (runs of one pipeline are serialized, so one event per pipeline is enough)."""
+
+    def __init__(self) -> None:
+        self.event: threading.Event | None = None
+
+    def before_stage(self, record: StageRecord) -> None:
+        if self.event is not None and self.event.is_set():
+            raise RequestCancelled(f"cancelled before stage '{record.name}'")
+
+    def after_stage(self, record: StageRecord) -> None:
+        pass
 
 
 @dataclass
@@ -41,6 +71,7 @@ class ServedModel:
     media_types: dict[str, str]  # media input name -> its type (video, images, image, path)
     description: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
+    cancel: _CancelHook = field(default_factory=_CancelHook)
 
 
 def _shipped_names() -> list[str]:
@@ -75,120 +106,194 @@ class Engine:
                 self.skipped[name] = str(e)
                 continue
             spec = qa.pipeline.spec
-            self.models[PREFIX + name] = ServedModel(
-                PREFIX + name, str(source), qa, {n: spec.inputs[n].type for n in qa.media_inputs},
-                " ".join(spec.description.split()))
+            served = ServedModel(PREFIX + name, str(source), qa,
+                                 {n: spec.inputs[n].type for n in qa.media_inputs},
+                                 " ".join(spec.description.split()))
+            qa.pipeline.hooks.append(served.cancel)
+            self.models[served.id] = served
         if not self.models:
             raise InputError("no servable pipeline: a pipeline needs a 'question' input, a media "
                              "input (video/images/image/page) and an 'answer' output"
                              + "".join(f"\n  {n}: {why}" for n, why in self.skipped.items()))
         self.executor = ThreadPoolExecutor(max_workers=max(1, config.workers),
                                            thread_name_prefix="cascade-serve")
-        self._slots = threading.Lock()
-        self._busy = 0
+        self.uploads = Uploads(config.upload_dir)
+        self._admission: Admission | None = None  # made on the serving event loop
+        self._admission_loop: asyncio.AbstractEventLoop | None = None
+        self.metrics.gauge("cascade_requests_running", "Chat requests holding a slot "
+                           "(--max-concurrent).", lambda: self.busy)
+        self.metrics.gauge("cascade_requests_queued", "Chat requests waiting for a slot "
+                           "(--max-queue).", lambda: self.queued)
 
-    # -- lookup -------------------------------------------------------------------------------
+    # -- lookup and checks ----------------------------------------------------------------------
     def get(self, model: str) -> ServedModel:
         name = model if model.startswith(PREFIX) else PREFIX + model
         if name not in self.models:
-            raise APIError(404, f"model '{model}' does not exist{did_you_mean(name, self.models)}; "
+            shown = model if len(model) <= 80 else model[:77] + "..."
+            raise APIError(404, f"model '{shown}' does not exist{did_you_mean(name, self.models)}; "
                            f"served: {', '.join(self.models)}", code="model_not_found", param="model")
         return self.models[name]
 
-    # -- work ---------------------------------------------------------------------------------
-    def pipeline_input(self, served: ServedModel, media: list[Media]) -> Any:
-        """The media as the pipeline's media input wants it (raises APIError 400 on a mismatch)."""
-        kinds = {m.kind for m in media}
+    def check_media(self, served: ServedModel, kinds: list[str], labels: list[str]) -> None:
+        """Refuse media the pipeline cannot use all of (400/413), before any work is done."""
         types, mid = set(served.media_types.values()), served.id
         takes_video = bool(types & {"video", "path"})
         takes_images = bool(types & {"images", "image", "path"})
-        if not media:
+        takes_many = "images" in types
+        if not kinds:
             want = " or ".join((["a video_url part"] if takes_video else [])
                                + (["image_url parts"] if takes_images else []))
             raise APIError(400, f"model '{mid}' needs media: send {want} in a user message",
                            code="missing_media", param="messages")
-        if len(kinds) > 1:
+        if len(set(kinds)) > 1:
             raise APIError(400, f"model '{mid}' takes a video or images, not both in one "
                            "conversation", code="wrong_media", param="messages")
-        if "video" in kinds:
-            if not takes_video:
-                raise APIError(400, f"model '{mid}' takes images (image_url parts), not video; for "
-                               "videos use a video pipeline", code="wrong_media", param="messages")
-            return media[-1].path  # the latest video of the conversation
-        if not takes_images:
+        if kinds[0] == "video" and not takes_video:
+            raise APIError(400, f"model '{mid}' takes images (image_url parts), not video; for "
+                           "videos use a video pipeline", code="wrong_media", param="messages")
+        if kinds[0] == "image" and not takes_images:
             raise APIError(400, f"model '{mid}' answers about one video (a video_url part), not "
                            "images", code="wrong_media", param="messages")
-        if len(media) > self.config.max_frames:
-            raise APIError(413, f"{len(media)} images in one request, over this server's limit of "
+        if len(kinds) > 1 and (kinds[0] == "video" or not takes_many):
+            what = "video" if kinds[0] == "video" else "image"
+            raise APIError(400, f"model '{mid}' answers about one {what}, and this conversation "
+                           f"has {len(kinds)} different ones ({', '.join(labels)}); ask about "
+                           f"each {what} in its own conversation", code=f"too_many_{what}s",
+                           param=labels[-1])
+        if len(kinds) > self.config.max_frames:
+            raise APIError(413, f"{len(kinds)} images in one request, over this server's limit of "
                            f"{self.config.max_frames}", code="too_many_images", param="messages")
-        images = [Image(m.pixels, source=m.label, media_index=i) for i, m in enumerate(media)]
+
+    def check_request(self, req: ChatRequest, served: ServedModel) -> None:
+        """Everything that can be refused before the request queues."""
+        self.check_media(served, [m.kind for m in req.media], [m.param for m in req.media])
+        if req.max_tokens is not None and "max_new_tokens" not in served.qa.pipeline.spec.inputs:
+            raise APIError(400, f"'max_tokens' cannot be honoured by '{served.id}' yet: its VLM "
+                           "stage's max_new_tokens param sets the answer length; leave "
+                           "max_tokens out", code="unsupported_parameter", param="max_tokens")
+
+    # -- work ---------------------------------------------------------------------------------
+    def pipeline_input(self, served: ServedModel, media: list[Media], stack: ExitStack) -> Any:
+        """The (checked) media as the pipeline's media input wants it."""
+        types = set(served.media_types.values())
+        if media[0].kind == "video":
+            return media[0].path
         if "images" in types:
-            return images
-        if "image" in types:  # a single-image pipeline reads the latest image of the conversation
-            return images[-1]
-        last = media[-1]  # a `path` input: the pipeline opens the file itself
-        return last.path if last.path is not None else save_image(last, self.config)
+            return [Image(m.pixels, source=m.label, media_index=i) for i, m in enumerate(media)]
+        if "image" in types:
+            return Image(media[0].pixels, source=media[0].label)
+        m = media[0]  # a `path` input: the pipeline opens the file itself
+        return m.path if m.path is not None else save_image(m, self.uploads, stack)
+
+    def _labels(self, media: list[Media]) -> dict[Path, str]:
+        """Server paths a message may contain, and what to show instead."""
+        labels = {m.path: m.label for m in media if m.path is not None}
+        labels[self.uploads.folder] = "<uploads>"
+        if self.config.media_root is not None:
+            labels[Path(self.config.media_root).resolve()] = "<media-root>"
+        return labels
 
     def answer(self, served: ServedModel, media: list[Media], question: str,
-               max_tokens: int | None = None) -> Answer:
-        """Run the pipeline (blocking); pipeline failures become APIErrors with a clear message."""
-        value = self.pipeline_input(served, media)
+               max_tokens: int | None = None, cancel: threading.Event | None = None,
+               arrived: float | None = None) -> Answer:
+        """Run the pipeline (blocking); failures become APIErrors whose messages name request
+        fields, not server paths. `arrived` (monotonic) is when the request came in: the time
+        until the pipeline starts is recorded as queue wait."""
+        self.check_media(served, [m.kind for m in media], [m.label for m in media])
         extra = {}
         if max_tokens is not None and "max_new_tokens" in served.qa.pipeline.spec.inputs:
             extra["max_new_tokens"] = max_tokens
         try:
-            with served.lock:
-                answer = served.qa.ask(value, question, **extra)
+            with ExitStack() as stack, served.lock:
+                if arrived is not None:
+                    self.metrics.observe("cascade_queue_wait_seconds", (served.id,),
+                                         time.monotonic() - arrived)
+                if cancel is not None and cancel.is_set():
+                    raise RequestCancelled("cancelled before it started")
+                value = self.pipeline_input(served, media, stack)
+                served.cancel.event = cancel
+                try:
+                    answer = served.qa.ask(value, question, **extra)
+                finally:
+                    served.cancel.event = None
         except StageError as e:
+            msg = scrub(str(e), self._labels(media))
             if isinstance(e.cause, (InputError, APIError)):
-                raise APIError(400, str(e), code="invalid_input") from None
+                raise APIError(400, msg, code="invalid_input") from None
             log.exception("pipeline %s failed", served.id)
-            raise APIError(500, str(e), code="pipeline_error") from None
+            raise APIError(500, msg, code="pipeline_error") from None
         except InputError as e:
-            raise APIError(400, str(e), code="invalid_input") from None
+            raise APIError(400, scrub(str(e), self._labels(media)), code="invalid_input") from None
         except CascadeError as e:
             log.exception("pipeline %s failed", served.id)
-            raise APIError(500, str(e), code="pipeline_error") from None
+            raise APIError(500, scrub(str(e), self._labels(media)), code="pipeline_error") from None
         self.record_answer(served.id, answer)
         return answer
 
-    def run_request(self, req: ChatRequest, served: ServedModel) -> Answer:
-        """Decode the request's media and answer it (blocking; runs in a worker thread)."""
-        media = [load_media_url(m.kind, m.url, self.config, m.param) for m in req.media]
-        return self.answer(served, media, req.question, req.max_tokens)
+    def run_request(self, req: ChatRequest, served: ServedModel, cancel: threading.Event,
+                    arrived: float) -> Answer:
+        """Decode the request's media and answer it (blocking; runs in a worker thread). Video
+        uploads live in temporary files for exactly as long as this call."""
+        if cancel.is_set():
+            raise RequestCancelled("cancelled before it started")
+        with ExitStack() as stack:
+            media = [load_media_url(m.kind, m.url, self.config, m.param, self.uploads, stack)
+                     for m in req.media]
+            return self.answer(served, media, req.question, req.max_tokens, cancel, arrived)
+
+    def _admission_now(self) -> Admission:
+        loop = asyncio.get_running_loop()
+        if self._admission is None or self._admission_loop is not loop:
+            self._admission = Admission(self.config.max_concurrent, self.config.max_queue)
+            self._admission_loop = loop
+        return self._admission
 
     async def run_async(self, req: ChatRequest, served: ServedModel) -> Answer:
-        """`run_request` on the pool with the concurrency cap (429) and the timeout (504)."""
-        with self._slots:
-            if self._busy >= self.config.max_concurrent:
-                raise APIError(429, f"server busy: {self._busy} requests running (limit "
-                               f"{self.config.max_concurrent}); retry shortly", code="too_many_requests")
-            self._busy += 1
-
-        def job() -> Answer:
-            try:
-                return self.run_request(req, served)
-            finally:
-                with self._slots:
-                    self._busy -= 1
-
+        """Check, queue (429 when full), run on the pool, time out (504). Cancelling the caller
+        (the client went away) cancels the request's work."""
+        self.check_request(req, served)
+        admission, timeout = self._admission_now(), self.config.request_timeout_s
+        arrived, cancel = time.monotonic(), threading.Event()
         try:
-            fut = asyncio.get_running_loop().run_in_executor(self.executor, job)
-        except RuntimeError:  # pool shut down
-            with self._slots:
-                self._busy -= 1
-            raise APIError(503, "server is shutting down", code="shutting_down") from None
-        try:
-            return await asyncio.wait_for(asyncio.shield(fut), self.config.request_timeout_s)
+            await asyncio.wait_for(admission.enter(), timeout)
+        except QueueFull as e:
+            raise APIError(429, str(e), code="too_many_requests",
+                           headers={"Retry-After": str(e.retry_after)}) from None
         except asyncio.TimeoutError:
-            fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # no "never retrieved" noise
-            raise APIError(504, f"the pipeline did not finish within {self.config.request_timeout_s:g} s "
-                           "(--timeout); it keeps running and its caches will help a retry",
-                           code="timeout") from None
+            raise APIError(504, f"the request waited {timeout:g} s in the queue (--timeout) "
+                           "without a free slot", code="timeout") from None
+        started = time.monotonic()
+        try:
+            fut = asyncio.get_running_loop().run_in_executor(
+                self.executor, self.run_request, req, served, cancel, arrived)
+        except RuntimeError:  # pool shut down
+            admission.leave(0.0)
+            raise APIError(503, "server is shutting down", code="shutting_down") from None
+
+        def done(f: asyncio.Future) -> None:  # on the loop: the slot is free once the work ends
+            admission.leave(time.monotonic() - started)
+            if not f.cancelled():
+                f.exception()  # retrieved: no "exception was never retrieved" noise
+
+        fut.add_done_callback(done)
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut),
+                                          max(0.0, timeout - (started - arrived)))
+        except asyncio.TimeoutError:
+            cancel.set()
+            raise APIError(504, f"the request did not finish within {timeout:g} s (--timeout); "
+                           "its pipeline stops before its next stage", code="timeout") from None
+        except asyncio.CancelledError:
+            cancel.set()
+            raise
 
     @property
     def busy(self) -> int:
-        return self._busy
+        return self._admission.running if self._admission else 0
+
+    @property
+    def queued(self) -> int:
+        return self._admission.waiting if self._admission else 0
 
     # -- metrics ------------------------------------------------------------------------------
     def record_answer(self, model: str, answer: Answer) -> None:
@@ -211,3 +316,4 @@ class Engine:
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self.uploads.close()

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from typing import Callable
 
 __all__ = ["Metrics", "LATENCY_BUCKETS"]
 
-LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
 def _labels(names: tuple[str, ...], values: tuple[str, ...], extra: str = "") -> str:
@@ -30,10 +31,10 @@ def _fmt(x: float) -> str:
 
 
 class Metrics:
-    """Counters, one gauge and one histogram for the chat endpoint."""
+    """Counters, gauges and two histograms (request latency, queue wait) by model."""
 
     _COUNTERS = {
-        "cascade_requests_total": ("Chat completion requests by model and HTTP status.", ("model", "status")),
+        "cascade_requests_total": ("Chat completion requests by model and HTTP status (499: the client went away).", ("model", "status")),
         "cascade_visual_tokens_total": ("Visual tokens the VLM prefilled.", ("model",)),
         "cascade_baseline_visual_tokens_total": ("Visual tokens the full-resolution baseline would have prefilled.", ("model",)),
         "cascade_visual_tokens_saved_total": ("Baseline visual tokens minus visual tokens used.", ("model",)),
@@ -47,26 +48,37 @@ class Metrics:
         "cascade_cache_lookups_total": ("Cache lookups by cache (embed, ocr, detect, kv_prefix, ...).", ("cache",)),
         "cascade_cache_hits_total": ("Cache hits by cache.", ("cache",)),
     }
+    _HISTOGRAMS = {
+        "cascade_request_latency_seconds": "Chat completion latency (seconds) by model, queue included.",
+        "cascade_queue_wait_seconds": "Seconds from a request's arrival until its pipeline started "
+                                      "(waiting for a slot, then for the pipeline) by model.",
+    }
 
     def __init__(self, buckets: tuple[float, ...] = LATENCY_BUCKETS):
         self._lock = threading.Lock()
         self._counters: dict[str, dict[tuple[str, ...], float]] = {k: defaultdict(float) for k in self._COUNTERS}
         self.buckets = tuple(sorted(buckets))
-        self._hist: dict[tuple[str, ...], list[float]] = {}  # model -> bucket counts + [sum, count]
+        # name -> model -> bucket counts + [sum, count]
+        self._hist: dict[str, dict[tuple[str, ...], list[float]]] = {k: {} for k in self._HISTOGRAMS}
+        self._gauges: dict[str, tuple[str, Callable[[], float]]] = {}
         self.in_flight = 0
 
     def inc(self, name: str, labels: tuple[str, ...], value: float = 1.0) -> None:
         with self._lock:
             self._counters[name][labels] += value
 
-    def observe_latency(self, model: str, seconds: float) -> None:
+    def observe(self, name: str, labels: tuple[str, ...], seconds: float) -> None:
         with self._lock:
-            h = self._hist.setdefault((model,), [0.0] * (len(self.buckets) + 2))
+            h = self._hist[name].setdefault(labels, [0.0] * (len(self.buckets) + 2))
             for i, b in enumerate(self.buckets):
                 if seconds <= b:
                     h[i] += 1
             h[-2] += seconds
             h[-1] += 1
+
+    def gauge(self, name: str, help_: str, read: Callable[[], float]) -> None:
+        """A gauge whose value is read when the metrics are rendered."""
+        self._gauges[name] = (help_, read)
 
     def add_in_flight(self, delta: int) -> None:
         with self._lock:
@@ -91,15 +103,17 @@ class Metrics:
                 if n:
                     out.append(f"cascade_cache_hit_ratio{_labels(('cache',), labels)} "
                                f"{_fmt(hits.get(labels, 0.0) / n)}")
-            out += ["# HELP cascade_requests_in_flight Chat requests being processed.",
-                    "# TYPE cascade_requests_in_flight gauge",
-                    f"cascade_requests_in_flight {self.in_flight}"]
-            name = "cascade_request_latency_seconds"
-            out += [f"# HELP {name} Chat completion latency (seconds) by model.", f"# TYPE {name} histogram"]
-            for labels, h in sorted(self._hist.items()):
-                for b, c in [*zip(self.buckets, h), (float("inf"), h[-1])]:
-                    le = 'le="%s"' % _fmt(b)
-                    out.append(f"{name}_bucket{_labels(('model',), labels, le)} {_fmt(c)}")
-                out.append(f"{name}_sum{_labels(('model',), labels)} {_fmt(h[-2])}")
-                out.append(f"{name}_count{_labels(('model',), labels)} {_fmt(h[-1])}")
+            gauges = {"cascade_requests_in_flight": ("Chat requests being processed (queued, "
+                                                     "running or being answered).", lambda: self.in_flight),
+                      **self._gauges}
+            for name, (help_, read) in gauges.items():
+                out += [f"# HELP {name} {help_}", f"# TYPE {name} gauge", f"{name} {_fmt(read())}"]
+            for name, help_ in self._HISTOGRAMS.items():
+                out += [f"# HELP {name} {help_}", f"# TYPE {name} histogram"]
+                for labels, h in sorted(self._hist[name].items()):
+                    for b, c in [*zip(self.buckets, h), (float("inf"), h[-1])]:
+                        le = 'le="%s"' % _fmt(b)
+                        out.append(f"{name}_bucket{_labels(('model',), labels, le)} {_fmt(c)}")
+                    out.append(f"{name}_sum{_labels(('model',), labels)} {_fmt(h[-2])}")
+                    out.append(f"{name}_count{_labels(('model',), labels)} {_fmt(h[-1])}")
         return "\n".join(out) + "\n"

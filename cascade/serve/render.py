@@ -1,9 +1,9 @@
 """Pictures of an answer's evidence and bill, as plain functions (used by the demo, unit-tested).
 
 - `evidence_gallery`: every image the VLM saw, captioned with place, time and retrieval score.
-- `overview`: per source frame/image, a small picture of where the cascade looked: what it saw
-  pasted at its source position, high-resolution tiles outlined (orange), OCR lines (blue) and
-  detections (red) drawn with their text/labels.
+- `overview`: per source frame/image with pixels, a picture of where the cascade looked: the
+  whole image (or what was seen, pasted at its source position), high-resolution tiles outlined
+  (orange), OCR lines (blue) and detections (red) drawn with their text/labels.
 - `bill_figure`: visual tokens, prefill FLOPs and time, cascade vs the full-resolution baseline.
 """
 from __future__ import annotations
@@ -91,12 +91,14 @@ def overview(ev: Evidence, sources: dict[int, np.ndarray] | None = None,
     out = []
     for place in sorted(groups, key=lambda p: (p[0], p[1] or 0.0)):
         g = groups[place]
-        src_w, src_h = g["images"][0].source_size if g["images"] else _extent(g)
         if sources and place[1] is None and place[0] in sources:
             base = PILImage.fromarray(sources[place[0]])
             src_w, src_h = base.size
-        else:
+        elif g["images"]:
             base = None
+            src_w, src_h = g["images"][0].source_size
+        else:  # tools read a frame nobody kept pixels of: nothing to show (tools_markdown lists it)
+            continue
         scale = width / max(src_w, 1)
         size = (width, max(1, round(src_h * scale)))
         canvas = base.resize(size) if base is not None else PILImage.new("RGB", size, (200, 200, 200))
@@ -119,11 +121,6 @@ def overview(ev: Evidence, sources: dict[int, np.ndarray] | None = None,
     return out
 
 
-def _extent(g: dict[str, list]) -> tuple[float, float]:
-    boxes = [x.box for x in g["ocr"] + g["dets"]]
-    return (max(b.x1 for b in boxes), max(b.y1 for b in boxes)) if boxes else (1.0, 1.0)
-
-
 def _human(x: float) -> str:
     for unit, f in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(x) >= f:
@@ -131,28 +128,34 @@ def _human(x: float) -> str:
     return f"{x:.0f}" if float(x).is_integer() else f"{x:.2f}"
 
 
+def _baseline_seconds(bill: dict[str, Any]) -> tuple[float | None, bool]:
+    """(full-resolution seconds, whether that is an estimate rather than a measurement)."""
+    if bill.get("baseline_seconds") is not None:
+        return float(bill["baseline_seconds"]), False
+    est = bill.get("baseline_seconds_estimate")
+    return (None, False) if est is None else (float(est), True)
+
+
 def bill_figure(bill: dict[str, Any]):
-    """Three small bar pairs: visual tokens, prefill FLOPs, seconds — cascade vs full-res baseline.
-    A baseline that was not measured is drawn hatched and labelled as an estimate; unknown: absent."""
+    """Three bar pairs: visual tokens, prefill FLOPs, seconds — cascade vs the full-res baseline.
+    An estimated baseline is hatched and labelled "est."; an unknown one is written "n/a"."""
     from matplotlib.figure import Figure  # no pyplot: leaves a notebook's backend alone
 
+    base_s, estimated = _baseline_seconds(bill)
     panels = [("visual tokens", bill.get("visual_tokens"), bill.get("baseline_visual_tokens"), False),
               ("prefill FLOPs", bill.get("prefill_flops"), bill.get("baseline_prefill_flops"), False),
-              ("seconds", bill.get("seconds"), bill.get("baseline_seconds")
-               or bill.get("baseline_seconds_estimate"), "baseline_seconds" not in bill)]
+              ("seconds", bill.get("seconds"), base_s, estimated)]
     fig = Figure(figsize=(7.5, 2.6), dpi=100)
-    for i, (title, ours, base, estimated) in enumerate(panels):
+    for i, (title, ours, base, est) in enumerate(panels):
         ax = fig.add_subplot(1, 3, i + 1)
-        names, values = ["cascade"], [float(ours or 0)]
-        if base is not None:
-            names.append("full-res\n(est.)" if estimated else "full-res")
-            values.append(float(base))
-        bars = ax.bar(names, values, color=["#2b8a3e", "#adb5bd"][: len(values)])
-        if base is not None and estimated:
+        values = [float(ours or 0), float(base or 0)]
+        bars = ax.bar(["cascade", "full-res\n(est.)" if est else "full-res"], values,
+                      color=["#2b8a3e", "#adb5bd"])
+        if est:
             bars[1].set_hatch("//")
-        for b, v in zip(bars, values):
-            ax.annotate(_human(v), (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom",
-                        fontsize=8)
+        for b, v, known in zip(bars, values, (True, base is not None)):
+            ax.annotate(_human(v) if known else "n/a", (b.get_x() + b.get_width() / 2, v),
+                        ha="center", va="bottom", fontsize=8)
         ax.set_title(title, fontsize=9)
         ax.tick_params(labelsize=8)
         ax.set_yticks([])
@@ -178,10 +181,13 @@ def bill_markdown(bill: dict[str, Any]) -> str:
         else:
             shown = "—" if not saving else f"{saving:.1f}x"
         lines.append(f"| {name} | {cell(ours)} | {cell(base)} | {shown} |")
-    est = bill.get("baseline_seconds") or bill.get("baseline_seconds_estimate")
+    base_s, estimated = _baseline_seconds(bill)
     lines.append(f"| seconds | {bill.get('seconds', 0):.2f} | "
-                 f"{'—' if est is None else f'{est:.2f}'}"
-                 f"{'' if est is None or 'baseline_seconds' in bill else ' (est.)'} | |")
+                 f"{'—' if base_s is None else f'{base_s:.2f}'}"
+                 f"{' (est.)' if base_s is not None and estimated else ''} | |")
+    if base_s is not None and estimated:
+        lines.append("\nFull-res seconds are estimated, not measured: this answer's time with its "
+                     "VLM time scaled by the baseline's FLOPs at the throughput the VLM reached.")
     return "\n".join(lines)
 
 

@@ -50,9 +50,21 @@ def test_demo_example_ask_shows_answer_evidence_and_bill(tmp_path, monkeypatch, 
             gallery.first.wait_for(timeout=30_000)
             assert gallery.count() >= 6
             page.locator("#overview img").first.wait_for(timeout=30_000)
+            # Whole pictures: every gallery image is contained in its cell, never cropped.
+            fits = page.evaluate("""() => [...document.querySelectorAll(
+                '#overview img, #evidence-gallery img')].map(i => getComputedStyle(i).objectFit)""")
+            assert fits and set(fits) == {"contain"}, fits
             page.locator("#bill-plot").get_by_role("img").first.wait_for(timeout=30_000)
-            assert "visual tokens" in page.locator("#bill-table").inner_text()
+            table = page.locator("#bill-table").inner_text()
+            # A VLM answer: tokens, FLOPs and seconds all have their full-resolution baseline.
+            rows = {r.split("\t")[0]: r.split("\t")[1:] for r in table.splitlines() if "\t" in r}
+            assert all(rows[k][1] not in ("", "—") for k in ("visual tokens", "prefill FLOPs",
+                                                             "seconds")), rows
+            assert "(est.)" in rows["seconds"][1] and "estimated, not measured" in table
             assert "Turn 1" in page.locator("#cache").inner_text()
+            page.locator("#overview img").first.click()  # click to zoom: the preview opens
+            page.locator("#overview .preview").wait_for(timeout=10_000)
+            page.keyboard.press("Escape")
 
             page.locator("#ask").click()  # a follow-up about the same video: the cache hits
             page.locator("#cache").get_by_text("Turn 2").wait_for(timeout=60_000)

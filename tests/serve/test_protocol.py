@@ -1,6 +1,9 @@
 """Request parsing, media URL rules, the bill and the metrics text: no server needed."""
 from __future__ import annotations
 
+import json
+from contextlib import ExitStack
+
 import numpy as np
 import pytest
 
@@ -12,8 +15,12 @@ from cascade.serve.errors import APIError
 from cascade.serve.media import load_media_url
 from cascade.serve.metrics import Metrics
 from cascade.serve.protocol import parse_chat_request
+from cascade.serve.uploads import Uploads
 
-from .conftest import chat, data_url, image_part, png_bytes, video_part
+from .conftest import chat, data_url, image_part, png_bytes
+
+USER = {"role": "user", "content": "hi"}
+TEXT = {"type": "text", "text": "what?"}
 
 
 def _err(fn, *a) -> APIError:
@@ -46,16 +53,81 @@ def test_parse_takes_last_user_text_and_all_media_once():
     ({"model": "m", "messages": [{"role": "user", "content": [{"type": "audio"}]}]},
      "messages[0].content[0].type"),
     ({"model": "m", "messages": [{"role": "user", "content": [image_part("")]}]},
-     "messages[0].content[0].image_url"),
+     "messages[0].content[0].image_url.url"),
     ({"model": "m", "messages": [{"role": "user", "content": [image_part("data:x")]}]}, "messages"),
     ({"model": "m", "messages": [{"role": "assistant", "content": "hi"}]}, "messages"),
-    ({"model": "m", "n": 2, "messages": [{"role": "user", "content": "hi"}]}, "n"),
-    ({"model": "m", "max_tokens": 0, "messages": [{"role": "user", "content": "hi"}]}, "max_tokens"),
+    ({"model": "m", "n": 2, "messages": [USER]}, "n"),
+    ({"model": "m", "n": 0, "messages": [USER]}, "n"),
+    ({"model": "m", "max_tokens": 0, "messages": [USER]}, "max_tokens"),
+    # vLLM answers 400 to a bare-string media URL: so do we
+    ({"model": "m", "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": "data:image/png;base64,AAAA"}, TEXT]}]},
+     "messages[0].content[0].image_url"),
+    ({"model": "m", "messages": [{"role": "user", "content": [
+        {"type": "video_url", "video_url": "file:///x.mp4"}, TEXT]}]},
+     "messages[0].content[0].video_url"),
+    ({"model": "m", "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:,", "detail": "ultra"}}, TEXT]}]},
+     "messages[0].content[0].image_url.detail"),
+    ({"model": "m", "messages": [{"role": "user", "content": [
+        {"type": "video_url", "video_url": {"url": "data:,", "num_frames": 8}}, TEXT]}]},
+     "messages[0].content[0].video_url.num_frames"),
+    ({"model": "m", "messages": [{"role": "user", "content": "hi", "colour": 1}]},
+     "messages[0].colour"),
+    ({"model": "m", "temperature": "hot", "messages": [USER]}, "temperature"),
+    ({"model": "m", "top_p": 0, "messages": [USER]}, "top_p"),
+    ({"model": "m", "seed": 1.5, "messages": [USER]}, "seed"),
+    ({"model": "m", "stop": [1], "messages": [USER]}, "stop"),
+    ({"model": "m", "stream": "yes", "messages": [USER]}, "stream"),
+    ({"model": "m", "stream_options": {"include_usage": 1}, "messages": [USER]},
+     "stream_options.include_usage"),
+    ({"model": "m", "media_io_kwargs": {"num_frames": "invalid"}, "messages": [USER]},
+     "media_io_kwargs"),
+    ({"model": "m", "media_io_kwargs": "fast", "messages": [USER]}, "media_io_kwargs"),
+    ({"model": "m", "temprature": 0, "messages": [USER]}, "temprature"),
+    ({"model": "m", "messages": [{"role": "user", "content": "bad \ud800 text"}]},
+     "messages[0].content"),
+    ({"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "\udfff"}]}]},
+     "messages[0].content[0].text"),
+    ({"model": "m\ud800", "messages": [USER]}, "model"),
 ])
 def test_parse_errors_name_the_field(body, param):
     e = _err(parse_chat_request, body)
     assert e.status == 400 and e.param == param and e.message
     assert set(e.body()["error"]) == {"message", "type", "param", "code"}
+    json.dumps(e.body(), ensure_ascii=False).encode("utf-8")  # the error itself is valid UTF-8
+
+
+def test_unknown_field_suggests_the_known_one():
+    e = _err(parse_chat_request, {"model": "m", "temprature": 0, "messages": [USER]})
+    assert e.code == "unknown_parameter" and "did you mean 'temperature'" in e.message
+
+
+@pytest.mark.parametrize("extra", [
+    {"n": None}, {"n": 1}, {"temperature": 0}, {"temperature": 1.0}, {"top_p": 1}, {"top_k": -1},
+    {"seed": 7}, {"stop": []}, {"logprobs": False}, {"top_logprobs": 0}, {"tools": []},
+    {"tool_choice": "none"}, {"response_format": {"type": "text"}}, {"media_io_kwargs": {}},
+    {"user": "u1", "metadata": {"a": "b"}, "store": False}, {"max_tokens": None},
+    {"presence_penalty": 0.0}, {"chat_template_kwargs": None},
+])
+def test_no_op_values_are_served(extra):
+    assert parse_chat_request({"model": "m", "messages": [USER], **extra}).question == "hi"
+
+
+@pytest.mark.parametrize("extra, param", [
+    ({"n": 3}, "n"), ({"temperature": 0.7}, "temperature"), ({"top_p": 0.9}, "top_p"),
+    ({"top_k": 50}, "top_k"), ({"frequency_penalty": 0.5}, "frequency_penalty"),
+    ({"stop": ["\n"]}, "stop"), ({"logprobs": True}, "logprobs"), ({"top_logprobs": 3}, "top_logprobs"),
+    ({"logit_bias": {"42": 5}}, "logit_bias"),
+    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+    ({"media_io_kwargs": {"video": {"num_frames": 16}}}, "media_io_kwargs"),
+    ({"chat_template_kwargs": {"enable_thinking": False}}, "chat_template_kwargs"),
+])
+def test_what_the_pipeline_cannot_honour_is_a_400_not_ignored(extra, param):
+    e = _err(parse_chat_request, {"model": "m", "messages": [USER], **extra})
+    assert (e.status, e.code, e.param) == (400, "unsupported_parameter", param)
+    assert "cannot be honoured" in e.message
 
 
 def test_no_question_is_a_clear_400():
@@ -63,18 +135,25 @@ def test_no_question_is_a_clear_400():
     assert e.code == "no_question" and "no text" in e.message
 
 
+def _load(kind: str, url: str, cfg: ServeConfig, uploads: Uploads | None = None):
+    """`load_media_url` with its own request scope: temporary files are gone on return."""
+    with ExitStack() as stack:
+        return load_media_url(kind, url, cfg, "p", uploads or Uploads(), stack)
+
+
 def test_data_url_image_decodes_and_limits(tmp_path):
     arr = np.zeros((40, 60, 3), np.uint8)
     cfg = ServeConfig(max_pixels=60 * 40)
-    m = load_media_url("image", data_url(png_bytes(arr), "image/png"), cfg, "p")
+    m = _load("image", data_url(png_bytes(arr), "image/png"), cfg)
     assert m.kind == "image" and m.pixels.shape == (40, 60, 3) and len(m.digest) == 64
-    e = _err(load_media_url, "image", data_url(png_bytes(np.zeros((41, 60, 3), np.uint8)), "image/png"),
-             cfg, "p")
+    e = _err(_load, "image", data_url(png_bytes(np.zeros((41, 60, 3), np.uint8)), "image/png"), cfg)
     assert e.status == 413 and e.code == "image_too_large"
-    e = _err(load_media_url, "image", "data:image/png;base64," + "A" * 2000, ServeConfig(max_upload_bytes=1000), "p")
+    e = _err(_load, "image", "data:image/png;base64," + "A" * 2000, ServeConfig(max_upload_bytes=1000))
     assert e.status == 413 and e.code == "upload_too_large"
-    assert _err(load_media_url, "image", "data:image/png;base64,@@@", cfg, "p").code == "invalid_url"
-    assert _err(load_media_url, "image", data_url(b"not an image", "image/png"), cfg, "p").code == "invalid_image"
+    assert _err(_load, "image", "data:image/png;base64,@@@", cfg).code == "invalid_url"
+    e = _err(_load, "image", data_url(b"not an image", "image/png"), cfg)
+    assert e.code == "invalid_image" and "not a readable image" in e.message
+    assert "pi_heif" not in e.message
 
 
 def test_file_urls_only_under_media_root(tmp_path, media_dir):
@@ -84,29 +163,44 @@ def test_file_urls_only_under_media_root(tmp_path, media_dir):
     (root / "a.png").write_bytes((d / "text.png").read_bytes())
     (root / "link.png").symlink_to(d / "text.png")
     off = ServeConfig()
-    assert _err(load_media_url, "image", (root / "a.png").as_uri(), off, "p").code == "file_url_not_allowed"
+    assert _err(_load, "image", (root / "a.png").as_uri(), off).code == "file_url_not_allowed"
     cfg = ServeConfig(media_root=root)
-    assert load_media_url("image", (root / "a.png").as_uri(), cfg, "p").pixels is not None
+    assert _load("image", (root / "a.png").as_uri(), cfg).pixels is not None
     for url in [(d / "text.png").as_uri(), f"file://{root}/../{d.name}/text.png",
                 (root / "link.png").as_uri(), "file://evil.example/etc/passwd"]:
-        e = _err(load_media_url, "image", url, cfg, "p")
+        e = _err(_load, "image", url, cfg)
         assert e.status == 400 and e.code == "file_url_not_allowed", url
-    assert _err(load_media_url, "image", (root / "missing.png").as_uri(), cfg, "p").code == "file_not_found"
-    assert _err(load_media_url, "image", "https://example.com/a.png", cfg, "p").code == "invalid_url"
+        assert str(root) not in e.message and str(d) not in e.message  # no server paths
+    assert _err(_load, "image", (root / "missing.png").as_uri(), cfg).code == "file_not_found"
+    assert _err(_load, "image", "https://example.com/a.png", cfg).code == "invalid_url"
+    # Client mistakes in the path are 400s, not crashes: a NUL byte, a 5,000-character name.
+    for url in [f"file://{root}/a%00.png", f"file://{root}/{'x' * 5000}.png",
+                f"file://{root}/{'d/' * 3000}a.png"]:
+        e = _err(_load, "image", url, cfg)
+        assert e.status == 400 and e.code in ("invalid_url", "file_not_found"), (url[:40], e.message)
+        assert str(root) not in e.message and len(e.message) < 300
 
 
-def test_video_upload_is_written_once_and_probed(tmp_path, media_dir):
+def test_video_upload_is_held_while_used_then_deleted(tmp_path, media_dir):
     d, truth = media_dir
-    cfg = ServeConfig(upload_dir=tmp_path / "up", max_frames=truth.n_frames)
+    up = Uploads(tmp_path / "up")
+    cfg = ServeConfig(max_frames=truth.n_frames)
     url = data_url((d / "sign.mp4").read_bytes(), "video/mp4")
-    a, b = load_media_url("video", url, cfg, "v"), load_media_url("video", url, cfg, "v")
-    assert a.path == b.path and a.path.suffix == ".mp4" and len(list((tmp_path / "up").iterdir())) == 1
-    e = _err(load_media_url, "video", url, ServeConfig(upload_dir=tmp_path / "up", max_frames=10), "v")
-    assert e.status == 413 and e.code == "video_too_long"
-    e = _err(load_media_url, "video", url, ServeConfig(upload_dir=tmp_path / "up", max_pixels=1000), "v")
-    assert e.status == 413 and e.code == "video_too_large"
+    with ExitStack() as first, ExitStack() as second:
+        a = load_media_url("video", url, cfg, "v", up, first)
+        b = load_media_url("video", url, cfg, "v", up, second)
+        assert a.path == b.path and a.path.suffix == ".mp4" and a.path.parent == up.folder
+        first.close()  # one request done: the other still holds the file
+        assert a.path.is_file() and up.held() == {a.path.name: 1}
+    assert not a.path.exists() and up.held() == {}
+    for bad_cfg, status, code in [(ServeConfig(max_frames=10), 413, "video_too_long"),
+                                  (ServeConfig(max_pixels=1000), 413, "video_too_large")]:
+        e = _err(_load, "video", url, bad_cfg, up)
+        assert (e.status, e.code) == (status, code)
     bad = data_url((d / "corrupt.mp4").read_bytes(), "video/mp4")
-    assert _err(load_media_url, "video", bad, cfg, "v").code == "invalid_video"
+    e = _err(_load, "video", bad, cfg, up)
+    assert e.code == "invalid_video" and str(up.folder) not in e.message
+    assert list(up.folder.iterdir()) == []  # rejected uploads are gone at once
 
 
 def _answer(**fields) -> Answer:
@@ -133,13 +227,17 @@ def test_metrics_text_format():
     m.inc("cascade_requests_total", ("cascade/x", "200"))
     m.inc("cascade_cache_lookups_total", ("embed",), 4)
     m.inc("cascade_cache_hits_total", ("embed",), 3)
-    m.observe_latency("cascade/x", 0.5)
+    m.observe("cascade_request_latency_seconds", ("cascade/x",), 0.5)
+    m.observe("cascade_queue_wait_seconds", ("cascade/x",), 0.05)
+    m.gauge("cascade_requests_queued", "waiting", lambda: 3)
     text = m.render()
     assert 'cascade_requests_total{model="cascade/x",status="200"} 1' in text
     assert 'cascade_cache_hit_ratio{cache="embed"} 0.75' in text
     assert 'cascade_request_latency_seconds_bucket{model="cascade/x",le="0.1"} 0' in text
     assert 'cascade_request_latency_seconds_bucket{model="cascade/x",le="+Inf"} 1' in text
     assert "# TYPE cascade_request_latency_seconds histogram" in text
+    assert 'cascade_queue_wait_seconds_bucket{model="cascade/x",le="0.1"} 1' in text
+    assert "cascade_requests_queued 3" in text
     for line in text.splitlines():  # every sample line is `name{labels} number`
         if not line.startswith("#"):
             float(line.rsplit(" ", 1)[1])

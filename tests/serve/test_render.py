@@ -55,8 +55,12 @@ def test_bill_figure_and_tables():
     assert "8.0x" in md and "9.0x" in md and "(est.)" in md
     assert "no VLM call" in bill_markdown({"visual_tokens": 0, "baseline_visual_tokens": 900,
                                            "visual_token_savings": 900.0, "seconds": 0.2})
-    tool = bill_figure({"visual_tokens": 0, "prefill_flops": 0.0, "seconds": 0.2})
-    assert [len(ax.patches) for ax in tool.axes] == [1, 1, 1]
+    # Every panel keeps its baseline slot; an unknown baseline says so instead of vanishing.
+    tool = bill_figure({"visual_tokens": 0, "baseline_visual_tokens": 900, "prefill_flops": 0.0,
+                        "seconds": 0.2})
+    assert [len(ax.patches) for ax in tool.axes] == [2, 2, 2]
+    assert [[t.get_text() for t in ax.texts] for ax in tool.axes] == [
+        ["0", "900"], ["0", "n/a"], ["0.20", "n/a"]]
 
 
 def test_route_and_tools_text():

@@ -1,0 +1,237 @@
+"""Server load benchmark: `cascade serve` under a closed-loop client at several concurrencies.
+
+Starts `cascade serve --tiny` as a child process (random-weight tiny VLM and CLIP; real RapidOCR
+and YOLO11n ONNX: timings are real for these models, VLM answers are noise), warms the pipeline,
+then for each client concurrency C sends N chat requests with C in flight at a time and records:
+
+- throughput (answered requests per second) and client latency p50 / p95;
+- queue wait (arrival until the pipeline starts) from the server's own
+  `cascade_queue_wait_seconds` histogram: mean, and p95 as the upper bound of its bucket;
+- the server process's peak RSS while the level ran;
+- statuses: every request must be answered (200); a 429 means the queue (--max-queue) was full.
+
+Each request carries its own rendered page (distinct pixels, so no content cache answers it),
+unless --same-image. Writes <out>.json and <out>.png. Examples:
+
+    python benchmarks/serve_load.py                          # 200 requests at C = 1, 8, 32
+    python benchmarks/serve_load.py --quick --out /tmp/load  # a minute: proves it runs
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import io
+import json
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _page(i: int, same: bool) -> str:
+    """A data URL of a small receipt-like page; request i gets its own numbers unless `same`."""
+    from PIL import Image as PILImage
+
+    from cascade.media_gen import render_text_image
+
+    n = 0 if same else i
+    text = f"ORDER {1000 + n}\nTea        {n % 7 + 2}.50\nTOTAL      {n % 90 + 10}.25"
+    buf = io.BytesIO()
+    PILImage.fromarray(render_text_image(text, font_size=28, padding=24)).save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def _metrics(url: str, model: str) -> dict[str, float]:
+    """The server's queue-wait histogram buckets, sum and count for `model`, and status counts."""
+    text = httpx.get(url + "/metrics", timeout=30).text
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        m = re.match(r'cascade_queue_wait_seconds_(bucket|sum|count)\{model="([^"]+)"(?:,le="([^"]+)")?\} (\S+)', line)
+        if m and m.group(2) == model:
+            out[f"{m.group(1)}:{m.group(3) or ''}"] = float(m.group(4))
+        m = re.match(r'cascade_requests_total\{model="([^"]+)",status="(\d+)"\} (\S+)', line)
+        if m and m.group(1) == model:
+            out[f"status:{m.group(2)}"] = float(m.group(3))
+    return out
+
+
+def _queue_wait(before: dict[str, float], after: dict[str, float]) -> dict[str, float | None]:
+    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    n = d.get("count:", 0.0)
+    if not n:
+        return {"mean_s": None, "p95_bucket_s": None}
+    buckets = sorted((float(k.split(":")[1].replace("+Inf", "inf")), v)
+                     for k, v in d.items() if k.startswith("bucket:"))
+    p95 = next((le for le, c in buckets if c >= 0.95 * n), None)
+    return {"mean_s": d["sum:"] / n, "p95_bucket_s": p95}
+
+
+class _PeakRSS:
+    """Samples a process's resident set size every `every` seconds; `.peak` in bytes."""
+
+    def __init__(self, pid: int, every: float = 0.1):
+        import psutil
+
+        self.proc, self.every, self.peak = psutil.Process(pid), every, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.proc.memory_info().rss)
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> "_PeakRSS":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+async def _level(url: str, model: str, pages: list[str], concurrency: int) -> dict:
+    sem = asyncio.Semaphore(concurrency)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=3600, limits=limits) as client:
+        async def one(page: str) -> tuple[int, float]:
+            body = {"model": model, "messages": [{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": page}},
+                {"type": "text", "text": "What is the total?"}]}]}
+            async with sem:
+                t0 = time.perf_counter()
+                r = await client.post("/v1/chat/completions", json=body)
+                return r.status_code, time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        results = await asyncio.gather(*(one(p) for p in pages))
+        wall = time.perf_counter() - t0
+    ok = [s for code, s in results if code == 200]
+    codes: dict[str, int] = {}
+    for code, _ in results:
+        codes[str(code)] = codes.get(str(code), 0) + 1
+    return {"concurrency": concurrency, "requests": len(pages), "statuses": codes,
+            "wall_s": wall, "throughput_rps": len(ok) / wall,
+            "latency_p50_s": float(np.percentile(ok, 50)) if ok else None,
+            "latency_p95_s": float(np.percentile(ok, 95)) if ok else None}
+
+
+def _plot(result: dict, path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    lv = result["levels"]
+    c = [x["concurrency"] for x in lv]
+    fig = Figure(figsize=(12, 3.2), dpi=110)
+    panels = [("throughput (answers/s)", [("", [x["throughput_rps"] for x in lv])]),
+              ("client latency (s)", [("p50", [x["latency_p50_s"] for x in lv]),
+                                      ("p95", [x["latency_p95_s"] for x in lv])]),
+              ("queue wait (s)", [("mean", [x["queue_wait"]["mean_s"] for x in lv]),
+                                  ("p95 (bucket)", [x["queue_wait"]["p95_bucket_s"] for x in lv])]),
+              ("server peak RSS (GiB)", [("", [x["server_peak_rss_bytes"] / 2**30 for x in lv])])]
+    for i, (title, series) in enumerate(panels):
+        ax = fig.add_subplot(1, 4, i + 1)
+        for label, ys in series:
+            ax.plot(c, [np.nan if y is None else y for y in ys], marker="o", label=label or None)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(c, [str(x) for x in c])
+        ax.set_xlabel("client concurrency")
+        ax.set_title(title, fontsize=9)
+        if any(label for label, _ in series):
+            ax.legend(fontsize=7)
+    s = result["server"]
+    fig.suptitle(f"cascade serve --tiny, {result['model']}: {result['requests_per_level']} requests "
+                 f"per level, --max-concurrent {s['max_concurrent']} --max-queue {s['max_queue']} "
+                 f"--workers {s['workers']} ({result['device']})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="cascade/doc_qa", help="served model id to load")
+    p.add_argument("--requests", type=int, default=200, help="requests per concurrency level")
+    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
+    p.add_argument("--max-concurrent", type=int, default=4)
+    p.add_argument("--max-queue", type=int, default=64)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--threads", type=int, default=None, help="torch/OMP threads in the server")
+    p.add_argument("--same-image", action="store_true", help="one image for all (cache hits)")
+    p.add_argument("--quick", action="store_true", help="8 requests at concurrency 1 and 4")
+    p.add_argument("--out", default="benchmarks/results/serve_load_cpu", help="output path stem")
+    args = p.parse_args()
+    if args.quick:
+        args.requests, args.concurrency = 8, [1, 4]
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "YOLO_OFFLINE": "1", "YOLO_AUTOINSTALL": "False",
+           "GRADIO_ANALYTICS_ENABLED": "False"}
+    if args.threads:
+        env.update(OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
+    cmd = [sys.executable, "-m", "cascade.cli", "serve", "--tiny", "--port", str(port),
+           "--max-concurrent", str(args.max_concurrent), "--max-queue", str(args.max_queue),
+           "--workers", str(args.workers), "--timeout", "3600"]
+    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    try:
+        for _ in range(1200):
+            if server.poll() is not None:
+                raise SystemExit(f"server exited: {server.stderr.read().decode()[-2000:]}")
+            try:
+                httpx.get(url + "/health", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.25)
+        warm = asyncio.run(_level(url, args.model, [_page(10**6, False)], 1))  # loads the models
+        if warm["statuses"] != {"200": 1}:
+            raise SystemExit(f"warm-up request failed: {warm['statuses']}")
+        levels = []
+        for c in args.concurrency:
+            pages = [_page(c * 10_000 + i, args.same_image) for i in range(args.requests)]
+            before = _metrics(url, args.model)
+            with _PeakRSS(server.pid) as rss:
+                level = asyncio.run(_level(url, args.model, pages, c))
+            level["queue_wait"] = _queue_wait(before, _metrics(url, args.model))
+            level["server_peak_rss_bytes"] = rss.peak
+            levels.append(level)
+            print(json.dumps(level), flush=True)
+    finally:
+        server.terminate()
+        server.wait(60)
+
+    import torch
+
+    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")), platform.machine())
+    result = {"benchmark": "serve_load", "model": args.model, "device": f"CPU: {cpu} ({os.cpu_count()} cores)",
+              "torch": torch.__version__, "quick": args.quick, "requests_per_level": args.requests,
+              "distinct_images": not args.same_image,
+              "server": {"max_concurrent": args.max_concurrent, "max_queue": args.max_queue,
+                         "workers": args.workers, "threads": args.threads},
+              "note": "random-weight tiny VLM and CLIP (VLM answers are noise); RapidOCR and YOLO11n "
+                      "ONNX are real. Timings are this machine's.",
+              "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]), "levels": levels}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    _plot(result, out.with_suffix(".png"))
+    print(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.png')}")
+    return 0 if all(set(lv["statuses"]) == {"200"} for lv in levels) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
