@@ -10,7 +10,6 @@ route goes to `vlm` with what the tools found as a hint. In `hint` mode the stag
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -20,40 +19,8 @@ from cascade.artifacts import Answer, Detection, Evidence, Image, OcrLine, Route
 from cascade.stage import Router, StageParams, stage
 from cascade.stages._evidence import (TextBlock, cue_words, frame_size_of, has_cue, implausible,
                                       norm_text, text_blocks)
-from cascade.stages._intent import rule_intent
+from cascade.stages._intent import counted_label, rule_intent
 from cascade.stages._keyvalue import key_query, read_key_value
-
-# Plural and everyday words for COCO labels a question may use.
-LABEL_WORDS = {"person": ("person", "people", "persons", "man", "men", "woman", "women", "pedestrian",
-                          "pedestrians", "kid", "kids", "child", "children"),
-               "car": ("car", "cars"), "bus": ("bus", "buses"), "truck": ("truck", "trucks"),
-               "bicycle": ("bicycle", "bicycles", "bike", "bikes"), "dog": ("dog", "dogs"),
-               "cat": ("cat", "cats"), "cup": ("cup", "cups", "mug", "mugs")}
-
-
-def counted_label(question: str) -> str | None:
-    """The object a counting question asks about: the first label word after "how many"/"count"."""
-    words = re.findall(r"[a-z]+", question.lower())
-    start = next((i + 1 for i, (a, b) in enumerate(zip(words, words[1:] + [""]))
-                  if (a, b) == ("how", "many") or a in ("count", "number")), 0)
-    for word in words[start:]:
-        for label, names in LABEL_WORDS.items():
-            if word in names:
-                return label
-        if word.rstrip("s") in COCO_LABELS:
-            return word.rstrip("s")
-    return None
-
-
-# The COCO-80 names YOLO models use, so "how many giraffes" finds its label without a table entry.
-COCO_LABELS = set("""person bicycle car motorcycle airplane bus train truck boat traffic light fire
-hydrant stop sign parking meter bench bird cat dog horse sheep cow elephant bear zebra giraffe
-backpack umbrella handbag tie suitcase frisbee skis snowboard sports ball kite baseball bat glove
-skateboard surfboard tennis racket bottle wine glass cup fork knife spoon bowl banana apple sandwich
-orange broccoli carrot hot dog pizza donut cake chair couch potted plant bed dining table toilet tv
-laptop mouse remote keyboard cell phone microwave oven toaster sink refrigerator book clock vase
-scissors teddy bear hair drier toothbrush""".split())
-
 
 def count_objects(dets: list[Detection], label: str) -> int:
     """Objects of `label` in the frame/image that shows the most of them (a video count)."""
