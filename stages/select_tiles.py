@@ -164,6 +164,14 @@ class SelectTiles(Stage):
                 chosen.append((crop, sum(a.weight for a in new) + bonus))
                 spent += cost
                 sent |= {a.key for a in new}
+        if not chosen and ranked and ranked[0][1]:  # evidence that does not fit: shrink the best
+            crop, held, bonus = ranked[0]
+            f = (p.max_visual_tokens / self._tokens(crop)) ** 0.5
+            crop = crop.resized(max(1, int(crop.width * f)), max(1, int(crop.height * f)))
+            while self._tokens(crop) > p.max_visual_tokens and min(crop.width, crop.height) > 28:
+                crop = crop.resized(int(crop.width * 0.9), int(crop.height * 0.9))
+            chosen, spent = [(crop, sum(a.weight for a in held) + bonus)], self._tokens(crop)
+            sent = {a.key for a in held}
         if chosen:
             kinds = sorted({k.split(":")[0] for k in sent})
             route = Route("evidence", f"{len(chosen)} crop(s) around {', '.join(kinds)} evidence "
