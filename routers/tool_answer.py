@@ -20,7 +20,7 @@ from cascade.stage import Router, StageParams, stage
 from cascade.stages._evidence import (TextBlock, cue_words, frame_size_of, has_cue, implausible,
                                       norm_text, text_blocks)
 from cascade.stages._intent import counted_label, rule_intent
-from cascade.stages._keyvalue import key_query, read_key_value
+from cascade.stages._keyvalue import key_query, lone_value, read_key_value
 
 def count_objects(dets: list[Detection], label: str) -> int:
     """Objects of `label` in the frame/image that shows the most of them (a video count)."""
@@ -56,6 +56,11 @@ def read_document(question: str, lines: list[OcrLine]) -> Finding | None:
     if query is None:
         return None
     found, keys = read_key_value(lines, query)
+    if not keys and query.value == "date":
+        lone = lone_value(lines, "date")
+        if lone is not None:  # no 'date' key, but the page shows exactly one date
+            return Finding(lone[0], lone[1].confidence, "the only date the OCR read",
+                           f"{lone[1].text}", (lone[1],))
     seen = "; ".join(f"{kv.key_line.text} -> {kv.value}" for kv in found)
     values = {norm_text(kv.value) for kv in found}
     if not found:
@@ -138,8 +143,9 @@ class ToolAnswer(Router):
         finding = None
         if "count" in intent.matched:
             finding = count_named(question, dets)
-        reading = "read" in intent.matched or p.always_read
-        # A key the question names is read wherever it is; a sign only for reading questions.
+        # A key the question names is read wherever it is, and then only its value answers; a
+        # sign is read only for reading questions that name no key.
+        reading = ("read" in intent.matched or p.always_read) and key_query(question) is None
         attempts = (lambda: read_document(question, lines),
                     lambda: read_sign(question, lines, images, p.min_confidence, p.min_chars)
                     if reading else None)

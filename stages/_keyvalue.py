@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from cascade.artifacts import OcrLine, same_time
 
-__all__ = ["KeyQuery", "key_query", "KeyValue", "read_key_value"]
+__all__ = ["KeyQuery", "key_query", "KeyValue", "read_key_value", "lone_value"]
 
 _MONTHS = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
 PATTERNS = {
@@ -121,3 +121,10 @@ def read_key_value(lines: list[OcrLine], query: KeyQuery) -> tuple[list[KeyValue
         if hit:
             found.append(KeyValue(hit[0], line, hit[1]))
     return found, [l for l, _ in keys]
+
+
+def lone_value(lines: list[OcrLine], kind: str) -> tuple[str, OcrLine] | None:
+    """The one value of a pattern on the page (and the line it is on), or None when there are
+    none or several different ones."""
+    found = {re.sub(r"\W", "", v).upper(): (v, line) for line in lines for v in _values(line.text, kind)}
+    return next(iter(found.values())) if len(found) == 1 else None

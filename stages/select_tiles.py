@@ -64,8 +64,9 @@ class SelectTiles(Stage):
                               "(detections: in tenths of their size)")
         min_text_px: int = Field(24, ge=0, description="enlarge crops whose smallest text line is "
                                  "lower than this (pixels; 0 = never)")
-        relative_floor: float = Field(0.5, ge=0, le=1, description="skip crops scoring below this "
-                                      "share of the best one (the budget is a ceiling, not a target)")
+        relative_floor: float = Field(0.5, ge=0, le=1, description="evidence weighing less than "
+                                      "this share of the strongest is not sent (the budget is a "
+                                      "ceiling, not a target)")
         fallback_size: int = Field(448, gt=0, description="longest side of the whole frame sent "
                                    "when no evidence is found")
         max_pixels: int = Field(28 * 28 * 1280, gt=0, description="VLM per-image pixel cap (tokens)")
@@ -154,11 +155,9 @@ class SelectTiles(Stage):
         chosen, spent, sent = [], 0, set()
         ranked = sorted(candidates, key=lambda c: (-(sum(a.weight for a in c[1]) + c[2]),
                                                    c[0].box.area))
-        floor = p.relative_floor * max((sum(a.weight for a in c[1]) + c[2] for c in ranked), default=0)
+        floor = p.relative_floor * max((a.weight for a in atoms), default=0.0)
         for crop, held, bonus in ranked:
-            new = [a for a in held if a.key not in sent]
-            if sum(a.weight for a in held) + bonus < floor:
-                break
+            new = [a for a in held if a.key not in sent and a.weight >= floor]
             cost = self._tokens(crop)
             if new and len(chosen) < p.max_tiles and spent + cost <= p.max_visual_tokens:
                 chosen.append((crop, sum(a.weight for a in new) + bonus))

@@ -92,3 +92,13 @@ def test_hint_mode_and_low_confidence_go_to_the_vlm():
 def test_scene_questions_are_not_for_tools():
     out = tool().run(question="What is the mood of this scene?", ocr_lines=SIGN, detections=DETS)
     assert out.route.branch == "vlm" and out.hint == ""
+
+
+def test_a_question_naming_a_key_is_never_answered_by_a_word_match():
+    lines = [OcrLine("Order # 56753", 0.99, Box(0, 0, 150, 20)), OcrLine("Harbor Market", 0.99, Box(0, 60, 150, 80)),
+             OcrLine("06/03/2024", 0.99, Box(300, 0, 420, 20))]
+    out = tool(always_read=True).run(question="What is the date on the order?", ocr_lines=lines)
+    assert out.answer.text == "06/03/2024" and "only date" in out.route.reason
+    lines.append(OcrLine("07/03/2024", 0.99, Box(300, 90, 420, 110)))
+    out = tool(always_read=True).run(question="What is the date on the order?", ocr_lines=lines)
+    assert out.answer is None  # two dates, no 'date' key: abstain, never 'Order # 56753'
