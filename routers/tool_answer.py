@@ -10,6 +10,7 @@ route goes to `vlm` with what the tools found as a hint. In `hint` mode the stag
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -20,7 +21,7 @@ from cascade.stage import Router, StageParams, stage
 from cascade.stages._evidence import (TextBlock, cue_words, frame_size_of, has_cue, implausible,
                                       norm_text, text_blocks)
 from cascade.stages._intent import counted_label, rule_intent
-from cascade.stages._keyvalue import key_query, lone_value, read_key_value
+from cascade.stages._keyvalue import PATTERNS, key_query, lone_value, read_key_value
 
 def count_objects(dets: list[Detection], label: str) -> int:
     """Objects of `label` in the frame/image that shows the most of them (a video count)."""
@@ -76,9 +77,10 @@ def read_document(question: str, lines: list[OcrLine]) -> Finding | None:
 
 
 def read_sign(question: str, lines: list[OcrLine], images: list[Image] | None,
-              min_confidence: float, min_chars: int) -> Finding:
-    """One plausible text block that is the only one (or the only one with a question word)."""
-    blocks = text_blocks(lines)
+              min_confidence: float, min_chars: int, kind: str | re.Pattern | None = None) -> Finding:
+    """One plausible text block that is the only one (or the only one with a question word);
+    with `kind`, only blocks containing that pattern count."""
+    blocks = [b for b in text_blocks(lines) if kind is None or re.search(kind, b.text)]
     good: dict[str, TextBlock] = {}
     rejected = []
     for b in blocks:
@@ -143,11 +145,14 @@ class ToolAnswer(Router):
         finding = None
         if "count" in intent.matched:
             finding = count_named(question, dets)
-        # A key the question names is read wherever it is, and then only its value answers; a
-        # sign is read only for reading questions that name no key.
-        reading = ("read" in intent.matched or p.always_read) and key_query(question) is None
+        # A key the question names is read wherever it is. Without such a key on the page, a
+        # reading question may still be answered by a sign, but only by text of the kind the key
+        # asks for ("which gate number?" -> text with a digit; never a word that merely matches).
+        reading = "read" in intent.matched or p.always_read
+        query = key_query(question)
+        kind = None if query is None else (r"\d" if query.value == "id" else PATTERNS[query.value])
         attempts = (lambda: read_document(question, lines),
-                    lambda: read_sign(question, lines, images, p.min_confidence, p.min_chars)
+                    lambda: read_sign(question, lines, images, p.min_confidence, p.min_chars, kind)
                     if reading else None)
         for attempt in attempts if lines else ():
             if finding is not None and finding.text:
