@@ -93,7 +93,10 @@ def read_sign(question: str, lines: list[OcrLine], images: list[Image] | None,
     seen = ", ".join(f"'{b.text}'{_where(b)}" for b in good.values())
     if not good:
         return Finding(why="no plausible text" + (f" ({'; '.join(rejected[:3])})" if rejected else ""))
-    cued = [b for b in good.values() if has_cue(b.text, cue_words(question))]
+    cues = cue_words(question) - {"number", "no", "num", "date", "total", "id", "code"}
+    cued = [b for b in good.values() if has_cue(b.text, cues)]
+    if cues and not cued:  # "which gate number?": an answer without 'gate' is some other text
+        return Finding(why=f"no text holds the question's word(s) {sorted(cues)}", seen=seen)
     if len(good) > 1 and len(cued) != 1:
         return Finding(why=f"{len(good)} different texts and the question singles out none",
                        seen=seen)

@@ -25,7 +25,8 @@ from cascade.media import VideoSource
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
-from ._evidence import frame_size_of, named_detections, norm_text, salience, text_blocks
+from ._evidence import (cue_words, frame_size_of, has_cue, named_detections, norm_text, salience,
+                        text_blocks)
 from ._intent import counted_label, rule_intent
 from ._retrieval import Embeddings, VectorIndex, index_dir_for, mmr_select, save_vectors
 from .tiles import owner_of
@@ -182,12 +183,14 @@ class Retrieve(Stage):
         if text_embeddings is not None and weights["semantic"]:
             raw["semantic"] = self._similarity(text_embeddings, "text_embeddings", video_path)
         blocks: list[dict[str, float]] = [{} for _ in items]  # per item: text -> salience
+        cues = cue_words(question) if question else set()
         best_text: list[str] = ["" for _ in items]
         for b in text_blocks(list(ocr_lines or ())):
             i = owner_of(items, b.box, b.media_index, b.timestamp)
             if i is None:
                 continue
             s = salience(b, frame_size_of(items, b.media_index, b.timestamp))
+            s *= 1 + 2 * has_cue(b.text, cues)  # a word of the question, matched exactly
             if s > max(blocks[i].values(), default=0.0):
                 best_text[i] = b.text
             blocks[i][norm_text(b.text)] = max(s, blocks[i].get(norm_text(b.text), 0.0))
@@ -231,12 +234,18 @@ def _coverage_picks(fused: np.ndarray, signals: dict[str, np.ndarray], weights: 
                     blocks: list[dict[str, float]], text_max: float, times: list[float | None],
                     k: int, min_gap: float) -> list[tuple[int, float]]:
     """Greedy picks where the text signal counts only texts no earlier pick holds."""
+    from difflib import SequenceMatcher
+
     covered: set[str] = set()
+
+    def is_covered(text: str) -> bool:  # the same text read a little differently on another frame
+        return any(SequenceMatcher(None, text, c).ratio() >= 0.8 for c in covered)
+
     left = list(range(len(fused)))
     picks = []
     while left and len(picks) < k:
         def gain(i: int) -> float:
-            new = sum(s for t, s in blocks[i].items() if t not in covered) / (text_max or 1.0)
+            new = sum(s for t, s in blocks[i].items() if not is_covered(t)) / (text_max or 1.0)
             return float(fused[i] - weights.get("text", 0) * (signals["text"][i] - new))
 
         best = max(left, key=lambda i: (gain(i), -i))
