@@ -12,6 +12,7 @@ frame at a moderate size (`fallback_size`), said so in the route: never tiles ch
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pydantic import Field
@@ -24,7 +25,7 @@ from cascade.trace import record
 from ._evidence import (cue_words, frame_size_of, has_cue, named_detections, norm_text, salience,
                         text_blocks)
 from ._intent import counted_label, rule_intent
-from ._keyvalue import key_query, read_key_value
+from ._keyvalue import PATTERNS, key_query, read_key_value
 from .resize import fit_longest_side
 from .tiles import merge_boxes
 
@@ -100,6 +101,13 @@ class SelectTiles(Stage):
                 atoms.append(Atom(box, p.text_weight * (1 + p.cue_weight), "kv:" + norm_text(kv.value),
                                   kv.key_line.media_index, kv.key_line.timestamp,
                                   min(kv.key_line.box.height, kv.value_line.box.height)))
+            if not keys:  # no key on the page: lines holding a value of the kind asked for
+                kind = r"\d" if query.value == "id" else PATTERNS[query.value]
+                for line in lines:
+                    if re.search(kind, line.text):
+                        atoms.append(Atom(line.box, p.text_weight * (1 + p.cue_weight),
+                                          "value:" + norm_text(line.text), line.media_index,
+                                          line.timestamp, line.box.height))
             for key in keys:  # a key whose value was not read: the row to its right and below
                 size = frame_size_of(images, key.media_index, key.timestamp)
                 right = size[0] if size else key.box.x1 + 10 * key.box.height

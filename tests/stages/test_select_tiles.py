@@ -68,3 +68,11 @@ def test_other_frames_do_not_count_and_routes_chain():
     out = select().run(images=[FULL], question="read the sign", ocr_lines=lines,
                        routes=[Route("read", "earlier")])
     assert [r.branch for r in out.routes] == ["read", "fallback"]
+
+
+def test_a_date_question_without_a_date_key_sends_the_date():
+    page = Image(np.full((300, 600, 3), 255, np.uint8))
+    lines = [OcrLine("Order # 56753", 0.99, Box(20, 20, 200, 44)), OcrLine("06/03/2024", 0.99, Box(450, 20, 580, 44)),
+             OcrLine("Harbor Market", 0.99, Box(20, 100, 200, 124))]
+    out = select().run(images=[page], question="What is the date on the order?", ocr_lines=lines)
+    assert any(t.box.x0 <= 450 and t.box.x1 >= 580 for t in out.tiles)
