@@ -83,3 +83,34 @@ class IntentScorer:
         mixed = {k: (1 - self.weight) * rules.scores[k] + self.weight * zero[k] for k in INTENTS}
         return Intent(mixed, rules.matched, zero)
 
+
+# Plural and everyday words for COCO labels a question may use.
+LABEL_WORDS = {"person": ("person", "people", "persons", "man", "men", "woman", "women", "pedestrian",
+                          "pedestrians", "kid", "kids", "child", "children"),
+               "car": ("car", "cars"), "bus": ("bus", "buses"), "truck": ("truck", "trucks"),
+               "bicycle": ("bicycle", "bicycles", "bike", "bikes"), "dog": ("dog", "dogs"),
+               "cat": ("cat", "cats"), "cup": ("cup", "cups", "mug", "mugs")}
+
+
+def counted_label(question: str) -> str | None:
+    """The object a counting question asks about: the first label word after "how many"/"count"."""
+    words = re.findall(r"[a-z]+", question.lower())
+    start = next((i + 1 for i, (a, b) in enumerate(zip(words, words[1:] + [""]))
+                  if (a, b) == ("how", "many") or a in ("count", "number")), 0)
+    for word in words[start:]:
+        for label, names in LABEL_WORDS.items():
+            if word in names:
+                return label
+        if word.rstrip("s") in COCO_LABELS:
+            return word.rstrip("s")
+    return None
+
+
+# The COCO-80 names YOLO models use, so "how many giraffes" finds its label without a table entry.
+COCO_LABELS = set("""person bicycle car motorcycle airplane bus train truck boat traffic light fire
+hydrant stop sign parking meter bench bird cat dog horse sheep cow elephant bear zebra giraffe
+backpack umbrella handbag tie suitcase frisbee skis snowboard sports ball kite baseball bat glove
+skateboard surfboard tennis racket bottle wine glass cup fork knife spoon bowl banana apple sandwich
+orange broccoli carrot hot dog pizza donut cake chair couch potted plant bed dining table toilet tv
+laptop mouse remote keyboard cell phone microwave oven toaster sink refrigerator book clock vase
+scissors teddy bear hair drier toothbrush""".split())

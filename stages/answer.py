@@ -31,7 +31,8 @@ class ComposeAnswer(Stage):
     def run(self, answer: Answer, images: list[Image] | None = None,
             ocr_lines: list[OcrLine] | None = None, detections: list[Detection] | None = None,
             route: Route | None = None, tool_route: Route | None = None,
-            scores: list[float] | None = None, baseline_images: list[Image] | None = None) -> Outputs:
+            scores: list[float] | None = None, baseline_images: list[Image] | None = None,
+            routes: list[Route] | None = None) -> Outputs:
         from cascade.vlm.billing import baseline
 
         ev = answer.evidence
@@ -39,7 +40,9 @@ class ComposeAnswer(Stage):
             images=ev.images or tuple(images or ()),
             ocr_lines=ev.ocr_lines or tuple(ocr_lines or ()),
             detections=ev.detections or tuple(detections or ()),
-            routes=ev.routes + tuple(r for r in (route, tool_route) if r is not None),
+            # earlier decisions (retrieval, evidence search, crop selection), then the routers'
+            routes=ev.routes + tuple(routes or ()) + tuple(r for r in (route, tool_route)
+                                                         if r is not None),
             scores=ev.scores or tuple(scores or ()))
         bill = answer.bill
         if baseline_images and self.params.model is not None:

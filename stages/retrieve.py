@@ -1,4 +1,14 @@
-"""Query-aware retrieval of frames, tiles or regions: CLIP and text scores, MMR, time coverage."""
+"""Query-aware retrieval of frames, images or regions, by what the question needs to see.
+
+Each candidate gets four signals, each scaled to [0, 1] over the candidates: `text` (salience of
+the text the cheap OCR pass found in it: `_evidence.salience`), `objects` (detections of the label
+a counting question names), `clip` (CLIP image-question similarity) and `semantic` (similarity of
+the question to the tools' text about the item, a sentence embedding). The question's intent picks
+the fusion weights: reading questions rank by text presence and salience, never by how close the
+question's meaning is to the text (the answer to "what does the sign say?" shares no meaning with
+the question); counting questions by the named detections; scene questions by CLIP, with the
+semantic side as a tie-breaker. The route it reports says which signal won.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,16 +16,29 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from cascade.artifacts import Evidence, Image
+from cascade.artifacts import Detection, Evidence, Image, OcrLine, Route
 from cascade.cache import LRUCache
 from cascade.errors import InputError
 from cascade.media import VideoSource
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
+from ._evidence import (cue_words, frame_size_of, has_cue, named_detections, norm_text, salience,
+                        text_blocks)
+from ._intent import counted_label, rule_intent
 from ._retrieval import Embeddings, VectorIndex, index_dir_for, mmr_select, save_vectors
+from .tiles import owner_of
+
+SIGNALS = ("text", "objects", "clip", "semantic")
+# Fusion weights per intent (the defaults of the `weights` param).
+DEFAULT_WEIGHTS: dict[str, dict[str, float]] = {
+    "read": {"text": 1.0, "objects": 0.0, "clip": 0.1, "semantic": 0.0},
+    "count": {"text": 0.0, "objects": 1.0, "clip": 0.1, "semantic": 0.0},
+    "detail": {"text": 0.4, "objects": 0.4, "clip": 0.5, "semantic": 0.1},
+    "scene": {"text": 0.0, "objects": 0.0, "clip": 1.0, "semantic": 0.2},
+}
 
 # Built indexes by (set key, kind, device): a second question on the same frames searches at once.
 _INDEXES = LRUCache(2 * 2**30, size_of=lambda idx: idx.vectors.nbytes * 2)
@@ -35,24 +58,34 @@ def _saved_set_key(folder: Path | None) -> str | None:
 
 @stage("retrieve")
 class Retrieve(Stage):
-    """Pick the top-k items (frames, tiles, regions) for the question.
+    """Pick the top-k items (frames, images, regions) for the question, fused by intent.
 
-    Score = clip_weight * CLIP similarity + text_weight * text similarity (either side may be
-    missing). Candidates come from a FAISS index (exact inner product; HNSW above
-    `hnsw_threshold` vectors; faiss GPU or torch top-k on a GPU), then MMR (`mmr_lambda` < 1)
-    trades relevance for diversity and `min_gap_s` keeps video picks apart in time. With
-    `persist: true` and a `video`, the CLIP index is saved to `<video>.cascade-index/` (or
-    `index_path`) and reloaded by later runs.
+    Give the candidates as `images` and/or through embeddings (CLIP `embeddings`, sentence
+    `text_embeddings` of the tools' text); give `question`, `ocr_lines` and `detections` for the
+    text and object signals. Without a question the intent is `scene`. Weights per intent are the
+    `weights` param (defaults in `DEFAULT_WEIGHTS`); `clip_weight` and `text_weight` scale the
+    CLIP and semantic signals in every intent (0 turns one off, e.g. a random-weight CLIP).
+    Reading questions pick greedily for *coverage*: a frame whose texts were already picked adds
+    nothing, so a caption shown all along cannot crowd out the frame with the small sign. Other
+    intents use MMR (`mmr_lambda` < 1 trades relevance for diversity); `min_gap_s` keeps video
+    picks apart in time. CLIP candidates come from a FAISS index (exact inner product; HNSW above
+    `hnsw_threshold` vectors; faiss GPU or torch top-k on a GPU); with `persist: true` and a
+    `video`, the CLIP index is saved to `<video>.cascade-index/` (or `index_path`) and reloaded.
+    `ranked` lists every candidate best first, for stages that look further (`find_evidence`).
     """
 
     class Params(StageParams):
         top_k: int = Field(4, gt=0, le=1024, description="items to return")
-        clip_weight: float = Field(1.0, ge=0, description="weight of the CLIP similarity")
-        text_weight: float = Field(1.0, ge=0, description="weight of the text similarity")
+        weights: dict[str, dict[str, float]] = Field(
+            default_factory=lambda: {k: dict(v) for k, v in DEFAULT_WEIGHTS.items()},
+            description="per intent (read, count, detail, scene): weight of each signal (text, "
+                        "objects, clip, semantic)")
+        clip_weight: float = Field(1.0, ge=0, description="scale on the CLIP signal")
+        text_weight: float = Field(1.0, ge=0, description="scale on the semantic (text "
+                                   "embedding) signal")
         mmr_lambda: float = Field(1.0, ge=0, le=1, description="1 = pure relevance; lower = "
                                   "more diverse picks")
         min_gap_s: float = Field(0.0, ge=0, description="video: min seconds between picks")
-        candidates: int = Field(64, gt=0, description="candidates per index search before MMR")
         index: Literal["auto", "flat", "hnsw"] = Field("auto", description="index type")
         hnsw_threshold: int = Field(50_000, gt=0, description="auto: HNSW above this many vectors")
         hnsw_m: int = Field(32, gt=1, le=256, description="HNSW graph degree")
@@ -63,11 +96,27 @@ class Retrieve(Stage):
         persist: bool = Field(False, description="save/reload the CLIP index next to the video")
         index_path: str | None = Field(None, description="folder for the saved index")
 
+        @field_validator("weights")
+        @classmethod
+        def _known(cls, v: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+            from ._intent import INTENTS
+
+            for intent, ws in v.items():
+                if intent not in INTENTS:
+                    raise ValueError(f"unknown intent '{intent}' (expected {', '.join(INTENTS)})")
+                bad = set(ws) - set(SIGNALS)
+                if bad:
+                    raise ValueError(f"weights.{intent}: unknown signal(s) {sorted(bad)} "
+                                     f"(expected {', '.join(SIGNALS)})")
+            return {k: {**DEFAULT_WEIGHTS[k], **v.get(k, {})} for k in DEFAULT_WEIGHTS}
+
     @dataclass(frozen=True)
     class Outputs:
         images: list[Image]
         scores: list[float]
         evidence: Evidence
+        ranked: list[Image]
+        routes: list[Route]
 
     def _index(self, emb: Embeddings, video: Path | None) -> VectorIndex:
         p = self.params
@@ -89,47 +138,144 @@ class Retrieve(Stage):
             record(index_saved=1)
         return idx
 
+    def _similarity(self, emb: Embeddings, name: str, video: Path | None) -> np.ndarray:
+        """Similarity of every item to the query, from the (cached, maybe saved) index."""
+        if emb.query is None:
+            raise InputError(f"retrieve: {name} has no query vector; give the embedding stage "
+                             "the question as its `text` input")
+        n = len(emb.items)
+        if name == "embeddings":
+            idx = self._index(emb, video)
+        else:  # text vectors are few and cheap; exact search, never persisted
+            idx = VectorIndex.build(emb.vectors, "flat", device="cpu")
+        record(index_backend_gpu=int(idx.backend != "faiss-cpu"))
+        scores, ids = idx.search(emb.query[None], n)
+        out = np.zeros(n, np.float32)
+        out[ids[0]] = scores[0]
+        return out
+
     def run(self, embeddings: Embeddings | None = None, text_embeddings: Embeddings | None = None,
-            video: Path | VideoSource | None = None) -> Outputs:
+            video: Path | VideoSource | None = None, question: str | None = None,
+            images: list[Image] | None = None, ocr_lines: list[OcrLine] | None = None,
+            detections: list[Detection] | None = None) -> Outputs:
         p = self.params
-        sides = [(e, w, name) for e, w, name in ((embeddings, p.clip_weight, "embeddings"),
-                                                 (text_embeddings, p.text_weight, "text_embeddings"))
-                 if e is not None]
-        if not sides:
-            raise InputError("retrieve needs embeddings, text_embeddings or both")
-        for e, _, name in sides:
-            if e.query is None:
-                raise InputError(f"retrieve: {name} has no query vector; give the embedding "
-                                 "stage the question as its `text` input")
-        if len(sides) == 2 and embeddings.keys != text_embeddings.keys:
-            raise InputError(f"retrieve: embeddings ({len(embeddings.items)} items) and "
-                             f"text_embeddings ({len(text_embeddings.items)} items) describe "
-                             "different items; embed the same list with both")
+        sides = [e for e in (embeddings, text_embeddings) if e is not None]
+        if not sides and not images:
+            raise InputError("retrieve needs candidates: images, embeddings, text_embeddings")
+        items = list(sides[0].items) if sides else list(images)
+        keys = [im.__content_hash__() for im in items]
+        for e, name in ((embeddings, "embeddings"), (text_embeddings, "text_embeddings"),
+                        (images, "images")):
+            if e is not None and [im.__content_hash__() for im in (
+                    e.items if isinstance(e, Embeddings) else e)] != keys:
+                raise InputError(f"retrieve: {name} ({len(e.items if isinstance(e, Embeddings) else e)} "
+                                 f"items) describe other items than the first candidates ({len(items)}); "
+                                 "embed and detect on the same list")
         video_path = video.path if isinstance(video, VideoSource) else video
-        items = sides[0][0].items
+        intent = rule_intent(question).top if question else "scene"
+        weights = dict(p.weights[intent])
+        weights["clip"] = weights.get("clip", 0.0) * p.clip_weight
+        weights["semantic"] = weights.get("semantic", 0.0) * p.text_weight
         n = len(items)
-        n_cand = min(n, max(p.candidates, p.top_k * 4))
-        cand: set[int] = set()
-        for e, w, name in sides:
-            if w == 0:
+        raw = {s: np.zeros(n, np.float32) for s in SIGNALS}
+        if embeddings is not None and weights["clip"]:
+            raw["clip"] = self._similarity(embeddings, "embeddings", video_path)
+        if text_embeddings is not None and weights["semantic"]:
+            raw["semantic"] = self._similarity(text_embeddings, "text_embeddings", video_path)
+        blocks: list[dict[str, float]] = [{} for _ in items]  # per item: text -> salience
+        cues = cue_words(question) if question else set()
+        best_text: list[str] = ["" for _ in items]
+        for b in text_blocks(list(ocr_lines or ())):
+            i = owner_of(items, b.box, b.media_index, b.timestamp)
+            if i is None:
                 continue
-            if name == "embeddings":
-                idx = self._index(e, video_path)
-            else:  # text vectors are few and cheap; exact search, never persisted
-                idx = VectorIndex.build(e.vectors, "flat", device="cpu")
-            record(index_backend_gpu=int(idx.backend != "faiss-cpu"))
-            _, ids = idx.search(e.query[None], n_cand)
-            cand.update(int(i) for i in ids[0])
-        cand_ids = np.array(sorted(cand), dtype=np.int64)
-        score = np.zeros(len(cand_ids), np.float32)
-        for e, w, _ in sides:
-            score += w * (e.vectors[cand_ids] @ e.query)
-        diversity = sides[0][0].vectors
+            s = salience(b, frame_size_of(items, b.media_index, b.timestamp))
+            s *= 1 + 2 * has_cue(b.text, cues)  # a word of the question, matched exactly
+            if s > max(blocks[i].values(), default=0.0):
+                best_text[i] = b.text
+            blocks[i][norm_text(b.text)] = max(s, blocks[i].get(norm_text(b.text), 0.0))
+        raw["text"] = np.array([sum(d.values()) for d in blocks], np.float32)
+        label = counted_label(question) if question else None
+        for d in named_detections(list(detections or ()), label):
+            i = owner_of(items, d.box, d.media_index, d.timestamp)
+            if i is not None:
+                raw["objects"][i] += d.confidence
+        signals = {s: _unit(v) for s, v in raw.items()}
+        fused = sum(weights.get(s, 0.0) * signals[s] for s in SIGNALS)
         times = [getattr(it, "timestamp", None) for it in items]
-        picks = mmr_select(cand_ids, score, diversity, p.top_k, p.mmr_lambda, times, p.min_gap_s)
+        if intent == "read" and weights.get("text", 0) > 0:
+            picks = _coverage_picks(fused, signals, weights, blocks, raw["text"].max(), times,
+                                    p.top_k, p.min_gap_s)
+        else:
+            diversity = embeddings.vectors if embeddings is not None else np.eye(n, dtype=np.float32)
+            picks = mmr_select(np.arange(n), fused, diversity, p.top_k, p.mmr_lambda, times,
+                               p.min_gap_s)
+        route = _reason(intent, weights, signals, picks, items, best_text, label)
+        ranked = [items[i] for i in np.argsort(-fused, kind="stable")]
         if p.order == "time":
             picks.sort(key=lambda c: (times[c[0]] if times[c[0]] is not None else 0.0, c[0]))
-        images = [items[i] for i, _ in picks]
+        out_images = [items[i] for i, _ in picks]
         scores = [float(s) for _, s in picks]
-        record(retrieved=len(images), candidates=len(cand_ids))
-        return self.Outputs(images, scores, Evidence(images=tuple(images), scores=tuple(scores)))
+        record(retrieved=len(out_images), candidates=n)
+        return self.Outputs(out_images, scores, Evidence(images=tuple(out_images),
+                                                         scores=tuple(scores), routes=(route,)),
+                            ranked, [route])
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    """Scale a signal to [0, 1] over the candidates (all zero when it does not vary)."""
+    lo, hi = float(v.min(initial=0.0)), float(v.max(initial=0.0))
+    if hi - lo <= 1e-9:
+        return np.zeros_like(v) if hi <= 0 else np.ones_like(v)
+    return ((v - lo) / (hi - lo)).astype(np.float32)
+
+
+def _coverage_picks(fused: np.ndarray, signals: dict[str, np.ndarray], weights: dict[str, float],
+                    blocks: list[dict[str, float]], text_max: float, times: list[float | None],
+                    k: int, min_gap: float) -> list[tuple[int, float]]:
+    """Greedy picks where the text signal counts only texts no earlier pick holds."""
+    from difflib import SequenceMatcher
+
+    covered: set[str] = set()
+
+    def is_covered(text: str) -> bool:  # the same text read a little differently on another frame
+        return any(SequenceMatcher(None, text, c).ratio() >= 0.8 for c in covered)
+
+    left = list(range(len(fused)))
+    picks = []
+    while left and len(picks) < k:
+        def gain(i: int) -> float:
+            new = sum(s for t, s in blocks[i].items() if not is_covered(t)) / (text_max or 1.0)
+            return float(fused[i] - weights.get("text", 0) * (signals["text"][i] - new))
+
+        best = max(left, key=lambda i: (gain(i), -i))
+        picks.append((best, gain(best)))
+        covered |= set(blocks[best])
+        left.remove(best)
+        if min_gap > 0 and times[best] is not None:
+            left = [i for i in left if times[i] is None or abs(times[i] - times[best]) >= min_gap]
+    return picks
+
+
+def _reason(intent: str, weights: dict[str, float], signals: dict[str, np.ndarray],
+            picks: list[tuple[int, float]], items: list[Image], best_text: list[str],
+            label: str | None) -> Route:
+    """Which signal decided the top pick, and what it saw there."""
+    w = ", ".join(f"{s} {weights.get(s, 0):g}" for s in SIGNALS)
+    if not picks:
+        return Route(intent, f"{intent}: no candidates (weights {w})")
+    top = picks[0][0]
+    parts = {s: weights.get(s, 0.0) * float(signals[s][top]) for s in SIGNALS}
+    winner = max(parts, key=parts.get)
+    where = (f"t={items[top].timestamp:.1f} s" if hasattr(items[top], "timestamp")
+             else f"item {top} (image {items[top].media_index})")
+    if parts[winner] <= 0:
+        why = "no signal separates the candidates"
+    elif winner == "text":
+        why = f"text salience won: {where} shows '{best_text[top]}'"
+    elif winner == "objects":
+        why = f"detections of {label or 'objects'} won: {where}"
+    else:
+        why = f"{winner} similarity won: {where}"
+    scores = {f"{s}": float(signals[s][top]) for s in SIGNALS}
+    return Route(intent, f"{intent}: {why} (weights {w})", scores)

@@ -1,9 +1,14 @@
-"""Pick which high-resolution tiles the VLM sees, under a visual-token budget.
+"""Pick the pixels the VLM sees: crops around the evidence, under a visual-token budget.
 
-A tile earns its place by holding what the question is about: OCR lines (more when they share words
-with the question), detections whose label the question names, and its retrieval score. Tiles are
-taken best-first until the budget is spent, ties in source order; when any tile is relevant, tiles
-that are not stay out even if the budget has room (with nothing relevant, the best-ranked fill it).
+Evidence units, not grid cells. Every text block (adjacent OCR lines, `_evidence.text_blocks`),
+every detection of the object the question names and every key-value pair the question asks for
+(`_keyvalue`) is an *atom* with a weight: its salience, more when it holds a word of the question
+or the key the question names. Atoms become crops with a margin; crops that overlap in one frame
+merge into one, so a sign is never cut and a key stays with its value. Crops (and any grid `tiles`
+given, scored only by the atoms they hold whole) are taken best first while they add atoms not
+yet sent and fit the budget. Crops whose text is smaller than `min_text_px` are enlarged (up to
+3x) so the VLM sees it at a readable size. With no evidence at all, the VLM gets the best whole
+frame at a moderate size (`fallback_size`), said so in the route: never tiles chosen by position.
 """
 from __future__ import annotations
 
@@ -12,69 +17,185 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from cascade.artifacts import Detection, Image, OcrLine
+from cascade.artifacts import Box, Detection, Image, OcrLine, Route
 from cascade.models import ModelName
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
-from ._intent import rule_intent
+from ._evidence import (cue_words, frame_size_of, has_cue, named_detections, norm_text, salience,
+                        text_blocks)
+from ._intent import counted_label, rule_intent
+from ._keyvalue import PATTERNS, key_query, read_key_value
+from .resize import fit_longest_side
+from .tiles import merge_boxes
 
-_WORD = re.compile(r"[a-z0-9]+")
+
+@dataclass(frozen=True)
+class Atom:
+    """One piece of evidence: where it is, how much it matters, what it is (for de-duplication)."""
+
+    box: Box
+    weight: float
+    key: str
+    media_index: int
+    timestamp: float | None
+    line_height: float | None = None  # text atoms: the smallest line's height
 
 
-def words(text: str) -> set[str]:
-    return {w.rstrip("s") for w in _WORD.findall(text.lower()) if len(w) > 2}
+def _inside(inner: Box, outer: Box) -> bool:
+    ix = max(0.0, min(inner.x1, outer.x1) - max(inner.x0, outer.x0))
+    iy = max(0.0, min(inner.y1, outer.y1) - max(inner.y0, outer.y0))
+    return ix * iy >= 0.95 * max(inner.area, 1e-9)
 
 
 @stage("select_tiles")
 class SelectTiles(Stage):
-    """Choose the tiles that hold question-relevant text, objects or retrieval hits, within a token budget."""
+    """Send the crops that hold the evidence for the question, within a visual-token budget."""
 
     class Params(StageParams):
-        max_visual_tokens: int = Field(1280, gt=0, description="budget of visual tokens for all tiles")
-        max_tiles: int = Field(8, gt=0, description="at most this many tiles")
-        text_weight: float = Field(1.0, ge=0, description="score per relevant OCR line in a tile")
-        object_weight: float = Field(1.0, ge=0, description="score per question-named detection")
-        retrieval_weight: float = Field(1.0, ge=0, description="weight of the retrieval score")
-        model: ModelName = Field("vlm", description="the model the tiles are for (prices each tile)")
-        only_relevant: bool = Field(True, description="when some tile scores above zero, send only "
-                                    "those; the budget is a ceiling, not a target")
+        max_visual_tokens: int = Field(1280, gt=0, description="budget of visual tokens for all crops")
+        max_tiles: int = Field(8, gt=0, description="at most this many crops")
+        text_weight: float = Field(1.0, ge=0, description="weight of a text block (x its salience)")
+        cue_weight: float = Field(2.0, ge=0, description="extra weight of a block holding a word "
+                                  "of the question or the key it names")
+        object_weight: float = Field(1.0, ge=0, description="weight of a detection the question names")
+        retrieval_weight: float = Field(0.0, ge=0, description="weight of the retrieval score of a "
+                                        "crop's image (breaks ties between equal evidence)")
+        margin: float = Field(1.0, ge=0, description="crop margin around text, in line heights "
+                              "(detections: in tenths of their size)")
+        min_text_px: int = Field(24, ge=0, description="enlarge crops whose smallest text line is "
+                                 "lower than this (pixels; 0 = never)")
+        relative_floor: float = Field(0.5, ge=0, le=1, description="evidence weighing less than "
+                                      "this share of the strongest is not sent (the budget is a "
+                                      "ceiling, not a target)")
+        fallback_size: int = Field(448, gt=0, description="longest side of the whole frame sent "
+                                   "when no evidence is found")
+        model: ModelName = Field("vlm", description="the model the crops are for (prices each crop)")
 
     @dataclass(frozen=True)
     class Outputs:
         tiles: list[Image]
         scores: list[float]
         visual_tokens: int
+        routes: list[Route]
 
-    def run(self, tiles: list[Image], question: str, ocr_lines: list[OcrLine] | None = None,
-            detections: list[Detection] | None = None,
-            retrieval_scores: list[float] | None = None) -> Outputs:
+    def _tokens(self, image: Image) -> int:
+        """Visual tokens one image costs (the one place that asks the model family)."""
+        return self.model(self.params.model).family.visual_tokens(image.width, image.height)
+
+    def _atoms(self, question: str, images: list[Image], lines: list[OcrLine],
+               detections: list[Detection]) -> list[Atom]:
         p = self.params
-        q_words, intent = words(question), rule_intent(question)
-        scores = []
-        for i, tile in enumerate(tiles):
-            score = 0.0
-            for line in ocr_lines or ():
-                if tile.is_from(line.media_index, line.timestamp) and tile.box.intersects(line.box):
-                    overlap = len(words(line.text) & q_words)
-                    score += p.text_weight * ((1.0 if "read" in intent.matched else 0.25) + overlap)
-            for det in detections or ():
-                if tile.is_from(det.media_index, det.timestamp) and tile.box.intersects(det.box) \
-                        and words(det.label) & q_words:
-                    score += p.object_weight
-            if retrieval_scores is not None and i < len(retrieval_scores):
-                score += p.retrieval_weight * retrieval_scores[i]
-            scores.append(score)
-        order = sorted(range(len(tiles)), key=lambda i: (-scores[i], i))
-        if p.only_relevant and scores and max(scores) > 0:
-            order = [i for i in order if scores[i] > 0]
-        chosen, spent = [], 0
-        family = self.model(p.model).family
-        for i in order:
-            cost = family.visual_tokens(tiles[i].width, tiles[i].height)
-            if len(chosen) < p.max_tiles and spent + cost <= p.max_visual_tokens:
-                chosen.append(i)
+        cues, query = cue_words(question), key_query(question)
+        atoms = []
+        for b in text_blocks(lines):
+            sal = salience(b, frame_size_of(images, b.media_index, b.timestamp))
+            cued = has_cue(b.text, cues) or bool(query and query.key.search(b.text) and not (
+                query.exclude and query.exclude.search(b.text)))
+            atoms.append(Atom(b.box, p.text_weight * sal * (1 + p.cue_weight * cued),
+                              "text:" + norm_text(b.text), b.media_index, b.timestamp, b.line_height))
+        if query is not None:
+            found, keys = read_key_value(lines, query)
+            for kv in found:  # the key with its value, even when they are far apart on a row
+                box = kv.key_line.box.union(kv.value_line.box)
+                atoms.append(Atom(box, p.text_weight * (1 + p.cue_weight), "kv:" + norm_text(kv.value),
+                                  kv.key_line.media_index, kv.key_line.timestamp,
+                                  min(kv.key_line.box.height, kv.value_line.box.height)))
+            if not keys:  # no key on the page: lines holding a value of the kind asked for
+                kind = r"\d" if query.value == "id" else PATTERNS[query.value]
+                for line in lines:
+                    if re.search(kind, line.text):
+                        atoms.append(Atom(line.box, p.text_weight * (1 + p.cue_weight),
+                                          "value:" + norm_text(line.text), line.media_index,
+                                          line.timestamp, line.box.height))
+            for key in keys:  # a key whose value was not read: the row to its right and below
+                size = frame_size_of(images, key.media_index, key.timestamp)
+                right = size[0] if size else key.box.x1 + 10 * key.box.height
+                box = Box(key.box.x0, key.box.y0, max(key.box.x1, right), key.box.y1 + 1.5 * key.box.height)
+                atoms.append(Atom(box, p.text_weight, "key:" + norm_text(key.text), key.media_index,
+                                  key.timestamp, key.box.height))
+        intent = rule_intent(question)
+        label = counted_label(question)
+        if label is not None or "detail" in intent.matched:
+            for d in named_detections(detections, label):
+                atoms.append(Atom(d.box, p.object_weight * d.confidence * (1.0 if label else 0.5),
+                                  f"det:{d.label}:{d.box.as_tuple()}", d.media_index, d.timestamp))
+        return [a for a in atoms if a.weight > 0]
+
+    def _pad(self, a: Atom, image: Image) -> Box:
+        m = self.params.margin
+        if a.line_height is not None:
+            grow_x = grow_y = m * a.line_height
+        else:
+            grow_x, grow_y = 0.1 * m * a.box.width, 0.1 * m * a.box.height
+        grow_x, grow_y = max(grow_x, (28 - a.box.width) / 2), max(grow_y, (28 - a.box.height) / 2)
+        b = image.box
+        return Box(max(b.x0, a.box.x0 - grow_x), max(b.y0, a.box.y0 - grow_y),
+                   min(b.x1, a.box.x1 + grow_x), min(b.y1, a.box.y1 + grow_y))
+
+    def _enlarge(self, crop: Image, atoms: list[Atom]) -> Image:
+        heights = [a.line_height * crop.scale[1] for a in atoms if a.line_height]
+        if not heights or not self.params.min_text_px or min(heights) >= self.params.min_text_px:
+            return crop
+        f = min(3.0, self.params.min_text_px / max(min(heights), 1.0))
+        return crop.resized(round(crop.width * f), round(crop.height * f))
+
+    def run(self, images: list[Image], question: str, ocr_lines: list[OcrLine] | None = None,
+            detections: list[Detection] | None = None, tiles: list[Image] | None = None,
+            retrieval_scores: list[float] | None = None,
+            routes: list[Route] | None = None) -> Outputs:
+        p = self.params
+        atoms = self._atoms(question, images, list(ocr_lines or ()), list(detections or ()))
+        candidates: list[tuple[Image, list[Atom], float]] = []
+        for i, im in enumerate(images):
+            mine = [a for a in atoms if im.is_from(a.media_index, a.timestamp)
+                    and im.box.intersects(a.box)]
+            boxes = merge_boxes([self._pad(a, im) for a in mine])
+            bonus = p.retrieval_weight * (retrieval_scores[i] if retrieval_scores and
+                                          i < len(retrieval_scores) else 0.0)
+            for box in boxes:
+                held = [a for a in mine if _inside(a.box, box)]
+                candidates.append((self._enlarge(im.crop(box), held), held, bonus))
+        for tile in tiles or ():
+            held = [a for a in atoms if tile.is_from(a.media_index, a.timestamp)
+                    and _inside(a.box, tile.box)]
+            candidates.append((tile, held, 0.0))
+        chosen, spent, sent = [], 0, set()
+        ranked = sorted(candidates, key=lambda c: (-(sum(a.weight for a in c[1]) + c[2]),
+                                                   c[0].box.area))
+        floor = p.relative_floor * max((a.weight for a in atoms), default=0.0)
+        for crop, held, bonus in ranked:
+            new = [a for a in held if a.key not in sent and a.weight >= floor]
+            cost = self._tokens(crop)
+            if new and len(chosen) < p.max_tiles and spent + cost <= p.max_visual_tokens:
+                chosen.append((crop, sum(a.weight for a in new) + bonus))
                 spent += cost
-        chosen.sort()  # the VLM reads tiles in source order
-        record(tiles_considered=len(tiles), tiles_selected=len(chosen), visual_tokens_selected=spent)
-        return self.Outputs([tiles[i] for i in chosen], [scores[i] for i in chosen], spent)
+                sent |= {a.key for a in new}
+        if not chosen and ranked and ranked[0][1]:  # evidence that does not fit: shrink the best
+            crop, held, bonus = ranked[0]
+            f = (p.max_visual_tokens / self._tokens(crop)) ** 0.5
+            crop = crop.resized(max(1, int(crop.width * f)), max(1, int(crop.height * f)))
+            while self._tokens(crop) > p.max_visual_tokens and min(crop.width, crop.height) > 28:
+                crop = crop.resized(int(crop.width * 0.9), int(crop.height * 0.9))
+            chosen, spent = [(crop, sum(a.weight for a in held) + bonus)], self._tokens(crop)
+            sent = {a.key for a in held}
+        if chosen:
+            kinds = sorted({k.split(":")[0] for k in sent})
+            route = Route("evidence", f"{len(chosen)} crop(s) around {', '.join(kinds)} evidence "
+                          f"({len(sent)} unit(s)), {spent} of {p.max_visual_tokens} visual tokens",
+                          {"crops": float(len(chosen)), "visual_tokens": float(spent)})
+        elif images:
+            best = fit_longest_side(images[0], p.fallback_size)
+            spent = self._tokens(best)
+            chosen = [(best, 0.0)]
+            where = f"t={best.timestamp:.1f} s" if hasattr(best, "timestamp") else \
+                f"image {best.media_index}"
+            route = Route("fallback", f"no evidence for the question in {len(images)} image(s): "
+                          f"the VLM gets the best whole frame ({where}) at {best.width}x"
+                          f"{best.height}", {"crops": 0.0, "visual_tokens": float(spent)})
+        else:
+            route = Route("fallback", "no images to select from", {"crops": 0.0})
+        record(tiles_considered=len(candidates), tiles_selected=len(chosen),
+               visual_tokens_selected=spent)
+        return self.Outputs([c for c, _ in chosen], [s for _, s in chosen], spent,
+                            [*(routes or ()), route])

@@ -31,20 +31,30 @@ def choose_grid(width: float, height: float, tile_size: int, min_tiles: int = 1,
     return best
 
 
+def _starts(length: int, tile: int, overlap: int) -> list[int]:
+    """Tile origins along one side: a grid, plus tiles straddling each cut when overlapping."""
+    starts = list(range(0, length - tile + 1, tile))
+    if overlap:
+        starts += [s + tile // 2 for s in starts[:-1]]
+    return sorted(starts)
+
+
 def tile_image(image: Image, tile_size: int, min_tiles: int = 1, max_tiles: int = 12,
-               upscale: bool = True) -> tuple[list[Image], tuple[int, int]]:
+               upscale: bool = True, overlap: bool = False) -> tuple[list[Image], tuple[int, int]]:
     """Resize `image` to the chosen grid and cut it into tile_size x tile_size tiles; each tile's
     `box` is the rectangle of the source it shows. With `upscale=False` the grid holds at most
-    ~1.25x the pixels the image has (a 640x480 frame is not blown up into six 448-px tiles)."""
+    ~1.25x the pixels the image has (a 640x480 frame is not blown up into six 448-px tiles).
+    With `overlap`, extra tiles centred on every cut line are added, so anything up to half a tile
+    in size that a cut goes through sits whole in one of them."""
     if not upscale:
         fits = int(1.25 * image.width * image.height / tile_size**2)
         max_tiles = max(min_tiles, min(max_tiles, fits))
     cols, rows = choose_grid(image.box.width, image.box.height, tile_size, min_tiles, max_tiles)
     big = image.resized(cols * tile_size, rows * tile_size)
     tiles = []
-    for r in range(rows):
-        for c in range(cols):
-            local = Box(c * tile_size, r * tile_size, (c + 1) * tile_size, (r + 1) * tile_size)
+    for y in _starts(rows * tile_size, tile_size, overlap):
+        for x in _starts(cols * tile_size, tile_size, overlap):
+            local = Box(x, y, x + tile_size, y + tile_size)
             tiles.append(big.crop(big.to_source(local)))
     return tiles, (cols, rows)
 
@@ -65,6 +75,8 @@ class Tiles(Stage):
         thumbnail: bool = Field(True, description="add a global thumbnail to multi-tile images")
         upscale: bool = Field(False, description="allow grids with more pixels than the image "
                               "(InternVL does; it spends tokens on interpolated pixels)")
+        overlap: bool = Field(False, description="add tiles centred on every cut line, so text "
+                              "or an object a cut goes through is whole in one tile")
 
     @dataclass(frozen=True)
     class Outputs:
@@ -79,7 +91,8 @@ class Tiles(Stage):
             raise ValueError(f"min_tiles={p.min_tiles} is larger than max_tiles={p.max_tiles}")
         all_tiles, thumbs, ordered, grids = [], [], [], []
         for im in as_image_list(images):
-            tiles, grid = tile_image(im, p.tile_size, p.min_tiles, p.max_tiles, p.upscale)
+            tiles, grid = tile_image(im, p.tile_size, p.min_tiles, p.max_tiles, p.upscale,
+                                     p.overlap)
             all_tiles += tiles
             ordered += tiles
             grids.append(grid)

@@ -6,7 +6,8 @@ deterministic: the route sees the confidence, and the threshold decides the bran
 import pytest
 
 from cascade import QA
-from cascade.evalset import build_eval_set
+
+from ._media import api_media
 
 # Only the confidence signal counts: need = 1 - confidence, in [0, 1).
 CONFIDENCE_ONLY = {"route.intent_weight": 0, "route.text_weight": 0}
@@ -14,8 +15,7 @@ CONFIDENCE_ONLY = {"route.intent_weight": 0, "route.text_weight": 0}
 
 @pytest.fixture(scope="module")
 def scene(tmp_path_factory):
-    items = {it.id: it for it in build_eval_set(tmp_path_factory.mktemp("evalset"), n_videos=1)}
-    return items["video_0_scene"]
+    return api_media(tmp_path_factory.mktemp("media"))["video_0_scene"]
 
 
 def _route(answer):

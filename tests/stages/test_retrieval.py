@@ -8,6 +8,8 @@ import pytest
 from cascade import Pipeline
 from cascade.stages._retrieval import Embeddings, VectorIndex, mmr_select, normalize
 
+from .conftest import yolo_onnx_path
+
 QUESTION = "What are the opening hours on the sign?"
 
 
@@ -120,21 +122,47 @@ def test_region_retrieval_over_tiles(stage, bus_path):
     assert out.evidence.scores == tuple(out.scores)
 
 
-def test_text_side_retrieval_finds_the_sign_frames(stage, sign_video):
+def test_reading_questions_rank_by_text_salience_not_by_meaning(stage, sign_video):
     frames = stage("video_frames", mode="fps", fps=2, size=448)(video=sign_video.path).frames
     lines = stage("ocr")(images=frames).lines
-    text = stage("text_embed")(images=frames, ocr_lines=lines, text=QUESTION).embeddings
-    assert any(sign_video.sign_text in doc for doc in text.texts)
-    out = stage("retrieve", top_k=3, clip_weight=0.0)(text_embeddings=text)
-    sign_times = set(sign_video.sign_times)
-    found = [f.timestamp for f in out.images]
-    assert sum(t in sign_times for t in found) == 2, (found, sorted(sign_times))
-    assert found[0] in sign_times
-    # hybrid with (random) CLIP scores at a lower weight still ranks the sign frames first
+    dets = stage("detect", weights=yolo_onnx_path())(images=frames).detections
+    text = stage("text_embed")(images=frames, ocr_lines=lines, detections=dets,
+                               text=QUESTION).embeddings
     clip = stage("clip_embed", pretrained=None)(images=frames, text=QUESTION).embeddings
-    hybrid = stage("retrieve", top_k=2, clip_weight=0.3, text_weight=1.0)(
-        embeddings=clip, text_embeddings=text)
-    assert {f.timestamp for f in hybrid.images} <= sign_times
+    out = stage("retrieve", top_k=2)(embeddings=clip, text_embeddings=text, question=QUESTION,
+                                     ocr_lines=lines, detections=dets)
+    sign_times = set(sign_video.sign_times)
+    # the best pick shows the sign; the second covers other text (none here), not the same sign
+    assert out.images[0].timestamp in sign_times
+    (route,) = out.routes
+    assert route.branch == "read" and "text salience won" in route.reason
+    assert sign_video.sign_text in route.reason and route.scores["text"] == 1.0
+    assert out.ranked[0] is out.images[0] and len(out.ranked) == len(frames)
+    # a scene question ranks by CLIP / the semantic side; the route says which signal won
+    scene = stage("retrieve", top_k=2, clip_weight=0.0)(
+        embeddings=clip, text_embeddings=text, question="What animal is in the video?")
+    assert scene.routes[0].branch == "scene" and "semantic similarity won" in scene.routes[0].reason
+
+
+def test_reading_picks_cover_different_texts():
+    """A caption shown all along must not crowd out the one frame with the sign."""
+    from cascade.artifacts import Box, Frame, OcrLine
+
+    frames = [Frame(np.zeros((360, 640, 3), np.uint8), timestamp=float(t)) for t in range(4)]
+    lines = [OcrLine("CHANNEL 5", 0.99, Box(10, 10, 120, 30), timestamp=float(t)) for t in range(4)]
+    lines += [OcrLine("EXIT 7", 0.9, Box(300, 200, 360, 215), timestamp=3.0)]
+    out = stage_instance("retrieve", top_k=2)(images=frames, question="What does the sign say?",
+                                              ocr_lines=lines)
+    assert [f.timestamp for f in out.images][0] == 3.0
+    cover = stage_instance("retrieve", top_k=3)(images=frames, question="What does the sign say?",
+                                                ocr_lines=lines[:4])
+    assert len(cover.images) == 3  # no text left to cover: the rest follow the fused order
+
+
+def stage_instance(name, **params):
+    from cascade.registry import get_stage_class
+
+    return get_stage_class(name)(params)
 
 
 def test_retrieve_errors(stage):
@@ -143,7 +171,7 @@ def test_retrieve_errors(stage):
 
     im = Image(np.zeros((4, 4, 3), np.uint8))
     emb = Embeddings(np.ones((1, 2), np.float32), (im,), "m")
-    with pytest.raises(InputError, match="needs embeddings, text_embeddings or both"):
+    with pytest.raises(InputError, match="needs candidates: images, embeddings, text_embeddings"):
         stage("retrieve")()
     with pytest.raises(InputError, match="no query vector"):
         stage("retrieve")(embeddings=emb)
@@ -155,3 +183,7 @@ def test_retrieve_errors(stage):
         stage("retrieve", mmr_lambda=1.5)
     with pytest.raises(ValidationError):
         stage("retrieve", index="ivf")
+    with pytest.raises(ValidationError, match="unknown signal"):
+        stage("retrieve", weights={"read": {"meaning": 1.0}})
+    with pytest.raises(ValidationError, match="unknown intent"):
+        stage("retrieve", weights={"reading": {"text": 1.0}})

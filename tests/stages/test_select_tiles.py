@@ -1,58 +1,94 @@
-"""Tile selection: relevant tiles first, within the visual-token budget, in source order.
+"""select_tiles: crops around evidence (never cells chosen by position), within the budget.
 
-Each tile is priced by the declared model's family (the tiny random-weight Qwen2-VL: its config
+Each crop is priced by the declared model's family (the tiny random-weight Qwen2-VL: its config
 and processor, no weights), i.e. exactly the visual tokens the VLM will spend on it."""
 import numpy as np
 
-from cascade import Box, Detection, Image, OcrLine
+from cascade import Box, Detection, Frame, Image, OcrLine
 from cascade.models import Models
 from cascade.registry import get_stage_class
 from cascade.vlm import build_tiny_vlm
 
-FULL = Image(np.zeros((448, 1344, 3), np.uint8), source="wide.png")
-TILES = [FULL.crop(Box(x, 0, x + 448, 448)) for x in (0, 448, 896)]
+FULL = Image(np.full((448, 1344, 3), 90, np.uint8), source="wide.png")
+GRID = [FULL.crop(Box(x, 0, x + 448, 448)) for x in (0, 448, 896)]
 MODELS = Models({"vlm": {"id": str(build_tiny_vlm(size="test"))}})
-PER_TILE = MODELS["vlm"].family.visual_tokens(448, 448)
 
 
 def select(**params):
     return get_stage_class("select_tiles")(params, models=MODELS)
 
 
-def test_tile_cost_is_what_the_declared_model_spends():
-    small = Models({"vlm": {"id": MODELS["vlm"].spec.id, "max_pixels": 28 * 28 * 16}})
+def test_crop_cost_is_what_the_declared_model_spends():
+    small = Models({"vlm": {"id": MODELS["vlm"].spec.id, "max_pixels": 28 * 28 * 4}})
+    lines = [OcrLine("PIER 32N", 0.97, Box(200, 100, 400, 160))]
     out = get_stage_class("select_tiles")({"max_visual_tokens": 10_000}, models=small).run(
-        tiles=TILES, question="anything")
-    assert PER_TILE == 64 and out.visual_tokens == 3 * 16  # the model's 16-token cap per tile
+        images=[FULL], question="What does the sign say?", ocr_lines=lines)
+    (crop,) = out.tiles
+    assert out.visual_tokens == small["vlm"].family.visual_tokens(crop.width, crop.height) <= 4
+    assert MODELS["vlm"].family.visual_tokens(crop.width, crop.height) > 4
 
 
-def test_tile_holding_the_text_wins_under_a_one_tile_budget():
-    lines = [OcrLine("STOP", 0.99, Box(1000, 100, 1100, 150))]
-    out = select(max_visual_tokens=PER_TILE).run(tiles=TILES, question="What does the sign say?",
-                                                  ocr_lines=lines)
-    assert [t.box for t in out.tiles] == [TILES[2].box]
-    assert out.visual_tokens == PER_TILE
+def test_a_sign_across_a_tile_boundary_is_sent_whole():
+    lines = [OcrLine("PIER 32N", 0.97, Box(420, 100, 480, 118))]  # the cut at x=448 splits it
+    out = select().run(images=[FULL], question="What does the sign say?", ocr_lines=lines,
+                       tiles=GRID)
+    (crop,) = out.tiles
+    assert crop.box.x0 < 420 and crop.box.x1 > 480 and crop.box.area < 0.02 * FULL.box.area
+    assert out.routes[-1].branch == "evidence" and "text" in out.routes[-1].reason
+    assert out.visual_tokens < 40
 
 
-def test_question_named_detections_and_budget_order():
+def test_small_text_is_enlarged_and_paid_for():
+    lines = [OcrLine("GATE 5W", 0.95, Box(600, 300, 650, 312))]  # 12-px text
+    out = select(min_text_px=24).run(images=[FULL], question="Read the sign.", ocr_lines=lines)
+    (crop,) = out.tiles
+    assert crop.scale[1] == 2.0 and crop.height >= 2 * crop.box.height - 1
+
+
+def test_key_and_value_far_apart_on_a_row_stay_together_and_win():
+    page = Image(np.full((600, 500, 3), 255, np.uint8))
+    lines = [OcrLine("SUBTOTAL", 0.99, Box(20, 400, 120, 420)), OcrLine("7.00", 0.99, Box(420, 400, 470, 420)),
+             OcrLine("TOTAL", 0.99, Box(20, 440, 90, 460)), OcrLine("7.75", 0.99, Box(420, 440, 470, 460)),
+             OcrLine("CORNER CAFE", 0.99, Box(150, 20, 350, 50))]
+    out = select().run(images=[page], question="What is the total amount?", ocr_lines=lines)
+    (crop,) = out.tiles  # the title and the subtotal row are not worth half the key-value pair
+    assert crop.box.x0 <= 20 and crop.box.x1 >= 470 and crop.box.y0 <= 440 and crop.box.y1 >= 460
+
+
+def test_named_detections_and_budget():
     dets = [Detection("bus", 0.9, Box(10, 10, 400, 400)), Detection("dog", 0.9, Box(500, 10, 600, 80))]
-    out = select(max_visual_tokens=2 * PER_TILE).run(
-        tiles=TILES, question="what colour is the bus?", detections=dets,
-        retrieval_scores=[0.0, 0.0, 0.5])
-    assert [t.box.x0 for t in out.tiles] == [0, 896]  # bus tile + best retrieval, source order
-    assert out.scores[0] == 1.0
+    out = select().run(images=[FULL], question="How many buses are there?", detections=dets)
+    (crop,) = out.tiles
+    assert crop.box.x1 < 500  # the dog is not what the question names
+    tight = select(max_visual_tokens=8).run(images=[FULL], question="How many buses?", detections=dets)
+    (small,) = tight.tiles  # evidence that does not fit is shrunk, never swapped for other pixels
+    assert small.box == crop.box and 0 < tight.visual_tokens <= 8
 
 
-def test_budget_is_a_ceiling_when_something_is_relevant():
-    lines = [OcrLine("STOP", 0.99, Box(1000, 100, 1100, 150))]
-    out = select(max_visual_tokens=3 * PER_TILE).run(tiles=TILES, question="read the sign", ocr_lines=lines)
-    assert [t.box for t in out.tiles] == [TILES[2].box]
-    filled = select(max_visual_tokens=3 * PER_TILE, only_relevant=False).run(
-        tiles=TILES, question="read the sign", ocr_lines=lines)
-    assert len(filled.tiles) == 3
+def test_no_evidence_sends_the_best_whole_frame_not_the_first_tiles():
+    frames = [Frame(np.full((720, 1280, 3), 40, np.uint8), timestamp=t) for t in (5.0, 1.0)]
+    junk = [OcrLine("B", 0.9, Box(10, 10, 20, 22), timestamp=5.0)]  # one glyph: no evidence
+    out = select().run(images=frames, question="What does the sign say?", ocr_lines=junk,
+                       tiles=GRID)
+    (sent,) = out.tiles
+    assert sent.timestamp == 5.0 and max(sent.width, sent.height) == 448
+    assert sent.box == frames[0].box
+    route = out.routes[-1]
+    assert route.branch == "fallback" and "best whole frame (t=5.0 s)" in route.reason
 
 
-def test_other_frames_do_not_count():
+def test_other_frames_do_not_count_and_routes_chain():
+    from cascade.artifacts import Route
+
     lines = [OcrLine("STOP", 0.99, Box(1000, 100, 1100, 150), media_index=1)]
-    out = select(max_visual_tokens=PER_TILE).run(tiles=TILES, question="read the sign", ocr_lines=lines)
-    assert out.tiles[0].box == TILES[0].box and out.scores == [0.0]
+    out = select().run(images=[FULL], question="read the sign", ocr_lines=lines,
+                       routes=[Route("read", "earlier")])
+    assert [r.branch for r in out.routes] == ["read", "fallback"]
+
+
+def test_a_date_question_without_a_date_key_sends_the_date():
+    page = Image(np.full((300, 600, 3), 255, np.uint8))
+    lines = [OcrLine("Order # 56753", 0.99, Box(20, 20, 200, 44)), OcrLine("06/03/2024", 0.99, Box(450, 20, 580, 44)),
+             OcrLine("Harbor Market", 0.99, Box(20, 100, 200, 124))]
+    out = select().run(images=[page], question="What is the date on the order?", ocr_lines=lines)
+    assert any(t.box.x0 <= 450 and t.box.x1 >= 580 for t in out.tiles)

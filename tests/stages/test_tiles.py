@@ -80,3 +80,13 @@ def test_tiles_bad_params(stage, params):
 def test_tiles_min_over_max_is_an_error(stage):
     with pytest.raises(ValueError, match="min_tiles=5 is larger than max_tiles=2"):
         stage("tiles", min_tiles=5, max_tiles=2)(images=Image(np.zeros((8, 8, 3), np.uint8)))
+
+
+def test_overlapping_tiles_hold_every_box_a_cut_goes_through(stage):
+    im = Image(np.zeros((448, 896, 3), np.uint8))
+    plain = stage("tiles", tile_size=448, max_tiles=2)(images=im).tiles
+    over = stage("tiles", tile_size=448, max_tiles=2, overlap=True)(images=im).tiles
+    sign = Box(400, 200, 500, 230)  # across the cut at x=448
+    inside = lambda t: t.box.x0 <= sign.x0 and t.box.x1 >= sign.x1  # noqa: E731
+    assert not any(inside(t) for t in plain)
+    assert len(over) == 3 and any(inside(t) for t in over)

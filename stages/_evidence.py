@@ -1,0 +1,166 @@
+"""Evidence from what the tools found, with no model: text blocks, salience, plausibility, cues.
+
+A reading question's answer is unknown text, so nothing here compares meanings. A frame or region
+is worth sending for a reading question when it holds *salient text*: confident, not a lone glyph,
+not a box the size of the frame, laid out like a sign (a short block of adjacent lines). Lines that
+sit next to each other are one block (a two-line sign, a key and its value on one row), so a crop
+or an answer never keeps half of it. Question *cues* are the question's own content words ("gate",
+"total"): a block that contains one is preferred, by exact word, never by similarity.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from cascade.artifacts import Box, Detection, Image, OcrLine
+from cascade.artifacts import same_time
+
+__all__ = ["TextBlock", "text_blocks", "salience", "implausible", "cue_words", "has_cue",
+           "frame_size_of", "named_detections", "norm_text"]
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+# Words that say *that* something is read, not *what*: never cues.
+_GENERIC = set("""a an the is are was were be what which who whom whose where when how does do did
+say says said written write writes read text texts word words sign signs label labels shown show
+shows visible see seen on in of at to for from by with and or this that these those there here it
+its small tiny little big large one image images picture pictures photo photos video clip frame
+frames scene please tell me can you could value amount""".split())
+
+
+def norm_text(text: str) -> str:
+    """Upper-case letters and digits only: how texts are compared for identity."""
+    return re.sub(r"[\W_]+", "", text.upper())
+
+
+def cue_words(question: str) -> set[str]:
+    """The question's content words (lower case, plural 's' dropped), minus reading words."""
+    return {w.lower().rstrip("s") for w in _WORD.findall(question)
+            if w.lower() not in _GENERIC and len(w) > 1}
+
+
+def has_cue(text: str, cues: set[str]) -> bool:
+    return bool(cues & {w.lower().rstrip("s") for w in _WORD.findall(text)})
+
+
+@dataclass(frozen=True)
+class TextBlock:
+    """Adjacent OCR lines of one frame/image read as one unit, in reading order."""
+
+    lines: tuple[OcrLine, ...]
+    box: Box
+
+    @property
+    def text(self) -> str:
+        return " ".join(line.text.strip() for line in self.lines if line.text.strip())
+
+    @property
+    def confidence(self) -> float:
+        return min(line.confidence for line in self.lines)
+
+    @property
+    def line_height(self) -> float:
+        return min(line.box.height for line in self.lines)
+
+    @property
+    def media_index(self) -> int:
+        return self.lines[0].media_index
+
+    @property
+    def timestamp(self) -> float | None:
+        return self.lines[0].timestamp
+
+
+def _adjacent(a: Box, b: Box) -> bool:
+    """Same row with a word gap, or stacked lines with a line gap."""
+    h = min(a.height, b.height)
+    v_overlap = min(a.y1, b.y1) - max(a.y0, b.y0)
+    h_gap = max(a.x0, b.x0) - min(a.x1, b.x1)
+    if v_overlap >= 0.5 * h:
+        return h_gap <= 1.5 * h
+    v_gap = max(a.y0, b.y0) - min(a.y1, b.y1)
+    h_overlap = min(a.x1, b.x1) - max(a.x0, b.x0)
+    return v_gap <= 0.8 * h and h_overlap >= 0.3 * min(a.width, b.width)
+
+
+def text_blocks(lines: list[OcrLine]) -> list[TextBlock]:
+    """Group lines into blocks: per frame/image, lines chained by adjacency (`_adjacent`)."""
+    groups: list[list[OcrLine]] = []
+    for line in lines:
+        if not line.text.strip():
+            continue
+        joined = [g for g in groups if g[0].media_index == line.media_index
+                  and same_time(g[0].timestamp, line.timestamp)
+                  and any(_adjacent(line.box, o.box) for o in g)]
+        merged = [line] + [o for g in joined for o in g]
+        groups = [g for g in groups if not any(g is j for j in joined)] + [merged]
+    blocks = []
+    for g in groups:
+        g.sort(key=lambda l: (round(l.box.y0 / max(l.box.height, 1)), l.box.x0))
+        box = g[0].box
+        for line in g[1:]:
+            box = box.union(line.box)
+        blocks.append(TextBlock(tuple(g), box))
+    return sorted(blocks, key=lambda b: (b.media_index, b.timestamp or 0.0, b.box.y0, b.box.x0))
+
+
+def frame_size_of(images: list[Image] | None, media_index: int,
+                  timestamp: float | None) -> tuple[int, int] | None:
+    """(width, height) of the source of the image a finding belongs to, if known."""
+    for im in images or ():
+        if im.is_from(media_index, timestamp):
+            return im.source_size
+    return None
+
+
+def _alnum(text: str) -> int:
+    return sum(ch.isalnum() for ch in text)
+
+
+def _latin_share(text: str) -> float:
+    letters = [ch for ch in text if ch.isalpha()]
+    if not letters:
+        return 1.0
+    return sum("LATIN" in unicodedata.name(ch, "") for ch in letters) / len(letters)
+
+
+def implausible(block: TextBlock, question: str, frame: tuple[int, int] | None,
+                min_confidence: float = 0.8, min_chars: int = 2) -> str | None:
+    """Why `block` cannot be an answer read off the image, or None when it can: too short, a
+    script other than the question's, a box covering (nearly) the whole frame, low confidence."""
+    chars = _alnum(block.text)
+    if chars < min_chars:
+        return f"'{block.text}' has {chars} letter(s)/digit(s) < {min_chars}"
+    if _latin_share(question) >= 0.9 and _latin_share(block.text) < 0.9:
+        return f"'{block.text}' is not in the question's (Latin) script"
+    if frame is not None:
+        w, h = frame
+        if block.box.width >= 0.9 * w or block.box.area >= 0.5 * w * h:
+            return f"'{block.text}' spans the whole frame"
+    if block.confidence < min_confidence:
+        return f"'{block.text}' read with confidence {block.confidence:.2f} < {min_confidence}"
+    return None
+
+
+def salience(block: TextBlock, frame: tuple[int, int] | None) -> float:
+    """How much a block looks like readable text worth sending, in [0, 1]: recognition confidence,
+    times how much there is to read (saturating at 4 characters), times its layout (short blocks
+    of a few lines score full; a box spanning the frame or a long paragraph scores low)."""
+    chars = _alnum(block.text)
+    if chars < 2:
+        return 0.0
+    score = block.confidence * min(1.0, chars / 4)
+    if _latin_share(block.text) < 0.5 and _alnum(block.text) < 4:
+        score *= 0.3  # a couple of stray glyphs of some script: mostly texture misread as text
+    if frame is not None:
+        w, h = frame
+        if block.box.width >= 0.9 * w or block.box.area >= 0.5 * w * h:
+            score *= 0.1
+    if len(block.lines) > 4 or chars > 60:
+        score *= 0.5  # a paragraph, not a sign
+    return float(score)
+
+
+def named_detections(detections: list[Detection], label: str | None) -> list[Detection]:
+    """Detections of `label` (all of them when no label is named)."""
+    return [d for d in detections if label is None or d.label == label]

@@ -1,0 +1,140 @@
+"""Widen instead of guessing: when the fine look found nothing for the question, look further.
+
+The fine pass reads the few frames retrieval picked. When none of them holds text a reading
+question could be about (or, for a counting question, the object it names), this stage looks
+further, cheapest first, until it finds some or its budget of `max_extra_frames` is spent:
+
+1. a text-detector pass at higher resolution (`hires_side`) on the frames already fetched, for
+   text too small for the normal detector scale;
+2. video: the frames `neighbours_s` before and after the best ones (a sign shown between samples);
+3. the next candidates in retrieval order (`ranked`), at full resolution.
+
+Its route says what it looked at and what it found; when nothing turns up, `select_tiles` sends
+the best whole frame and says so.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import Field
+
+from cascade.artifacts import Detection, Image, OcrLine, Route
+from cascade.media import VideoSource
+from cascade.registry import get_stage_class
+from cascade.stage import Stage, StageParams, stage
+from cascade.trace import record
+
+from ._evidence import frame_size_of, named_detections, salience, text_blocks
+from ._intent import counted_label, rule_intent
+from ._keyvalue import key_query
+
+
+def _place(im: Image) -> tuple[int, float | None]:
+    return im.media_index, getattr(im, "timestamp", None)
+
+
+@stage("find_evidence")
+class FindEvidence(Stage):
+    """Check that the fine look found evidence for the question; if not, look further."""
+
+    class Params(StageParams):
+        max_extra_frames: int = Field(6, ge=0, description="budget: frames fetched and read "
+                                      "beyond the fine pass")
+        neighbours_s: float = Field(0.5, ge=0, description="video: also look this many seconds "
+                                    "before/after the best frames (0 = no)")
+        hires_side: int = Field(1920, ge=0, description="text-detector input side for the "
+                                "higher-resolution pass (0 = no such pass)")
+        min_salience: float = Field(0.3, ge=0, le=1, description="a text block counts as "
+                                    "evidence from this salience on")
+        min_confidence: float = Field(0.5, ge=0, le=1, description="OCR lines kept when reading "
+                                      "further")
+
+    @dataclass(frozen=True)
+    class Outputs:
+        frames: list[Image]
+        ocr_lines: list[OcrLine]
+        detections: list[Detection]
+        routes: list[Route]
+
+    def setup(self) -> None:
+        ocr = get_stage_class("ocr")
+        self.ocr = ocr({"min_confidence": self.params.min_confidence}, name=f"{self.name}.ocr")
+        self.hires = ocr({"min_confidence": self.params.min_confidence,
+                          "det_limit_side_len": self.params.hires_side},
+                         name=f"{self.name}.hires") if self.params.hires_side else None
+
+    def _found(self, question: str, frames: list[Image], lines: list[OcrLine],
+               detections: list[Detection]) -> str | None:
+        """What counts as evidence here, or None when there is none."""
+        intent = rule_intent(question)
+        if "read" in intent.matched or key_query(question) is not None:
+            good = [b for b in text_blocks(lines) if salience(
+                b, frame_size_of(frames, b.media_index, b.timestamp)) >= self.params.min_salience]
+            return f"{len(good)} text block(s), e.g. '{good[0].text}'" if good else None
+        label = counted_label(question)
+        if label is not None:
+            named = named_detections(detections, label)
+            return f"{len(named)} {label} detection(s)" if named else None
+        return "nothing to widen for a question that is not about text or a named object"
+
+    def _read(self, images: list[Image], hires: bool = False) -> list[OcrLine]:
+        self.ensure_setup()
+        engine = self.hires if hires else self.ocr
+        return engine(images=images).lines if images else []
+
+    def run(self, question: str, frames: list[Image], ocr_lines: list[OcrLine] | None = None,
+            detections: list[Detection] | None = None, ranked: list[Image] | None = None,
+            video: Path | VideoSource | None = None, routes: list[Route] | None = None) -> Outputs:
+        p = self.params
+        frames, lines, dets = list(frames), list(ocr_lines or ()), list(detections or ())
+        found = self._found(question, frames, lines, dets)
+        if found is not None:
+            route = Route("found", f"fine pass: {found} in {len(frames)} frame(s)")
+            return self.Outputs(frames, lines, dets, [*(routes or ()), route])
+        steps, budget = [], p.max_extra_frames
+        src = video if isinstance(video, VideoSource) or video is None else VideoSource(video)
+        looked = {_place(f) for f in frames}
+
+        def fetch(times: list[float]) -> list[Image]:
+            """Video frames at these times, at full resolution."""
+            got = src.fetch(times)
+            return [got[float(t)] for t in times]
+
+        if self.params.hires_side and max((max(f.width, f.height) for f in frames), default=0) > 960:
+            lines += self._read(frames, hires=True)
+            steps.append(f"text detection at {p.hires_side} px on {len(frames)} frame(s)")
+            found = self._found(question, frames, lines, dets)
+        if found is None and src is not None and p.neighbours_s > 0 and budget > 0:
+            times = []
+            for f in frames:
+                for dt in (-p.neighbours_s, p.neighbours_s):
+                    t = f.timestamp + dt
+                    if 0 <= t < src.info.duration and not any(
+                            abs(t - s) < 0.5 / src.info.fps for _, s in looked if s is not None):
+                        times.append(t)
+                        looked.add((f.media_index, t))
+            near = fetch(times[:budget])
+            budget -= len(near)
+            lines += self._read(near)
+            frames += near
+            steps.append(f"{len(near)} neighbouring frame(s) (+-{p.neighbours_s:g} s)")
+            found = self._found(question, frames, lines, dets)
+        if found is None and budget > 0 and ranked:
+            more = [im for im in ranked if _place(im) not in looked][:budget]
+            if src is not None:
+                more = fetch([im.timestamp for im in more])
+            budget -= len(more)
+            lines += self._read(more)
+            frames += more
+            steps.append(f"{len(more)} more candidate(s) in retrieval order")
+            found = self._found(question, frames, lines, dets)
+        record(widened_frames=p.max_extra_frames - budget)
+        looked_at = "; ".join(steps) or "nothing left to look at"
+        if found is not None:
+            route = Route("widened", f"fine pass found nothing; widened (budget "
+                          f"{p.max_extra_frames} frames): {looked_at}; found {found}")
+        else:
+            route = Route("none", f"nothing found after widening (budget {p.max_extra_frames} "
+                          f"frames): {looked_at}")
+        return self.Outputs(frames, lines, dets, [*(routes or ()), route])
