@@ -45,6 +45,10 @@ PIPELINES = {
     "document": {"doc_qa": ("doc_qa", {}), "doc_qa[hint]": ("doc_qa", {"tool.mode": "hint"}),
                  "full_res": ("full_res", {})}}
 CASCADES = {"video": "video_qa", "images": "multi_image_qa", "document": "doc_qa"}
+def normalize(text: str) -> str:
+    return re.sub(r"[^A-Z0-9]", "", text.upper())
+
+
 def sent_size(family, image: Image) -> tuple[int, int]:
     """(width, height) the model's processor resizes `image` to before the vision tower."""
     h, w = family.resized(image.width, image.height)

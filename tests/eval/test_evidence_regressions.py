@@ -12,18 +12,21 @@ import pytest
 
 import cascade.stages  # noqa: F401
 from cascade.artifacts import Frame, Image
-from cascade.bench import Readers, VLM_MAX_PIXELS
+from cascade.bench import Readers
+from cascade.models import Models
 from cascade.media_gen import Overlay, make_overlay_video, photo, render_document, render_sign
 from cascade.registry import get_stage_class
 from cascade.stages.detect import bundled_yolo11n
+from cascade.vlm import build_tiny_vlm
 
 pytestmark = pytest.mark.slow  # real OCR, YOLO and video decoding: ~1 min in all
 
 SIGN = "PIER 32N"
+MODELS = Models({"vlm": {"id": str(build_tiny_vlm(size="test"))}})  # prices crops; no weights
 
 
 def stage(name: str, **params):
-    return get_stage_class(name)(params)
+    return get_stage_class(name)(params, models=MODELS)
 
 
 def frame_with(name: str, t: float, sign_at: tuple[int, int] | None = None, size: int = 16) -> Frame:
@@ -57,7 +60,7 @@ def test_a_sign_across_a_tile_boundary_reaches_the_vlm_whole(readers):
     lines = stage("ocr")(images=[frame]).lines
     out = stage("select_tiles")(images=[frame], question="What does the sign say?", ocr_lines=lines)
     assert out.tiles and all(t.box.area < 0.05 * frame.box.area for t in out.tiles)
-    assert readers.reads(out.tiles, SIGN, VLM_MAX_PIXELS)  # real OCR, at the size sent
+    assert readers.reads(out.tiles, SIGN, readers.vlm)  # real OCR, at the size sent
 
 
 def test_receipt_label_and_amount_are_separate_lines_and_the_tool_reads_the_amount(readers):
@@ -71,7 +74,7 @@ def test_receipt_label_and_amount_are_separate_lines_and_the_tool_reads_the_amou
     assert out.answer.text == "8.37"
     crops = stage("select_tiles")(images=[page], question="What is the total amount?",
                                   ocr_lines=lines).tiles
-    assert readers.reads(crops, "TOTAL", VLM_MAX_PIXELS) and readers.reads(crops, "8.37", VLM_MAX_PIXELS)
+    assert readers.reads(crops, "TOTAL", readers.vlm) and readers.reads(crops, "8.37", readers.vlm)
 
 
 def test_no_text_in_the_fine_frames_widens_then_sends_the_best_whole_frame(tmp_path):
