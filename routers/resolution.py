@@ -4,6 +4,11 @@ The seed's rule: process a low-resolution thumbnail first to determine whether h
 tiles are strictly necessary. Three cheap signals, each reported in the route's scores and reason:
 the question's intent (rules + a sentence-embedding zero-shot score), the text density the OCR
 detector found on the thumbnail, and, when a thumbnail-only VLM pass ran, its confidence.
+
+With `model` set, the router also asks that model's family what each route costs in visual tokens
+(thumbnails as sent vs their sources at full resolution) and reports both; when full resolution
+costs at most `cheap_tokens` more, there is nothing to save and it goes `high_res` whatever the
+signals say (a small image is read at full resolution for the price of a thumbnail).
 """
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from cascade.artifacts import Image, OcrLine, Route
+from cascade.models import ModelName
 from cascade.stage import Router, StageParams, stage
 
 from cascade.stages._intent import IntentScorer
@@ -45,6 +51,12 @@ class ResolutionRouter(Router):
             "auto", description="sentence-transformers model for zero-shot intent; 'auto' = bundled "
             "all-MiniLM-L6-v2 when installed, null = rules only")
         zero_shot_weight: float = Field(0.5, ge=0, le=1, description="share of zero-shot vs rules")
+        model: ModelName | None = Field(
+            None, description="the VLM the routes feed, by its name in `models:`; its family prices "
+            "each route in visual tokens (null: routes are not priced)")
+        cheap_tokens: int = Field(
+            128, ge=0, description="go high_res when full resolution costs at most this many more "
+            "visual tokens than the thumbnails (needs `model`)")
 
     @dataclass(frozen=True)
     class Outputs:
@@ -81,4 +93,13 @@ class ResolutionRouter(Router):
         branch = "high_res" if need >= p.threshold else "thumbnail"
         cmp = ">=" if branch == "high_res" else "<"
         reason = "; ".join(reasons) + f"; need {need:.2f} {cmp} {p.threshold}"
+        if p.model is not None:
+            family = self.model(p.model).family
+            thumb = sum(family.visual_tokens(im.width, im.height) for im in images)
+            full = sum(family.visual_tokens(round(im.box.width), round(im.box.height)) for im in images)
+            scores |= {"tokens_thumbnail": float(thumb), "tokens_full_res": float(full)}
+            reason += f"; {family.name}: thumbnails {thumb} visual tokens, full resolution {full}"
+            if branch == "thumbnail" and full - thumb <= p.cheap_tokens:
+                branch = "high_res"
+                reason += f" (at most {p.cheap_tokens} more: nothing to save, read it whole)"
         return self.Outputs(Route(branch, reason, scores))

