@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
 
-__all__ = ["content_hash", "nbytes_of", "LRUCache"]
+__all__ = ["content_hash", "nbytes_of", "LRUCache", "clear_all_caches"]
 
 
 def _feed(h: "hashlib._Hash", key: str, obj: Any) -> None:
@@ -90,6 +91,7 @@ class LRUCache:
         self._lock = threading.Lock()
         self.bytes = 0
         self.hits = self.misses = self.evictions = 0
+        _LIVE.add(self)
 
     def get(self, key: Hashable, default: Any = None) -> Any:
         with self._lock:
@@ -131,3 +133,15 @@ class LRUCache:
     def stats(self) -> dict[str, int]:
         return {"entries": len(self._items), "bytes": self.bytes, "max_bytes": self.max_bytes,
                 "hits": self.hits, "misses": self.misses, "evictions": self.evictions}
+
+
+# Every live cache (embeddings, OCR/detector results, indexes, KV prefixes), so a benchmark can
+# start a question cold without knowing where each stage keeps its cache.
+_LIVE: "weakref.WeakSet[LRUCache]" = weakref.WeakSet()
+
+
+def clear_all_caches() -> None:
+    """Empty every content-keyed cache of this process (loaded models stay loaded)."""
+    for cache in list(_LIVE):
+        cache.clear()
+
