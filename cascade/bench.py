@@ -254,16 +254,16 @@ def ratios(summary: dict[str, Any]) -> dict[str, Any]:
 def plot(summary: dict[str, Any], path: Path, split: str) -> None:
     from matplotlib.figure import Figure  # no pyplot: leaves a notebook's backend alone
 
-    fig = Figure(figsize=(7.2, 4.4))
+    fig = Figure(figsize=(9.6, 4.4))
     ax = fig.subplots()
     markers = {"video": "o", "images": "s", "document": "^"}
+    points: dict[tuple[float, float], list[str]] = {}  # pipelines at the same point share an entry
     for key, s in summary.items():
-        if s["evidence_recall"] is None or not s["visual_tokens"]:
-            continue
-        ax.scatter(s["visual_tokens"], 100 * s["evidence_recall"], s=70,
-                   marker=markers[key.split("/")[0]])
-        ax.annotate(key, (s["visual_tokens"], 100 * s["evidence_recall"]),
-                    textcoords="offset points", xytext=(6, 4), fontsize=7)
+        if s["evidence_recall"] is not None and s["visual_tokens"]:
+            points.setdefault((s["visual_tokens"], 100 * s["evidence_recall"]), []).append(key)
+    for xy, keys in points.items():  # a legend, not labels: many points sit at 100 % recall
+        ax.scatter(*xy, s=70, marker=markers[keys[0].split("/")[0]], label=" = ".join(keys))
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     ax.set_xscale("log")
     ax.set_xlabel("visual tokens per question (log)")
     ax.set_ylabel("evidence recall (%)")
