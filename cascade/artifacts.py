@@ -86,6 +86,13 @@ def same_time(a: float | None, b: float | None) -> bool:
     return a is None or b is None or abs(a - b) <= FRAME_TIME_TOLERANCE
 
 
+def frame_key(media_index: int, timestamp: float | None) -> tuple[int, int | None]:
+    """A hashable bucket for (media, frame time): timestamps that are `same_time` fall in the same
+    bucket or a neighbouring one (`frame_key`'s second part +-1), so lookups over hours of frames
+    need not scan them all."""
+    return media_index, None if timestamp is None else round(timestamp / FRAME_TIME_TOLERANCE)
+
+
 @dataclass(frozen=True, eq=False)
 class Image:
     """RGB pixels (H x W x 3, uint8) plus where they came from.

@@ -14,10 +14,10 @@ import unicodedata
 from dataclasses import dataclass
 
 from cascade.artifacts import Box, Detection, Image, OcrLine
-from cascade.artifacts import same_time
+from cascade.artifacts import frame_key, same_time
 
-__all__ = ["TextBlock", "text_blocks", "salience", "implausible", "cue_words", "has_cue",
-           "frame_size_of", "named_detections", "norm_text"]
+__all__ = ["ByFrame", "TextBlock", "text_blocks", "salience", "implausible", "cue_words",
+           "has_cue", "frame_size_of", "named_detections", "norm_text"]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 # Words that say *that* something is read, not *what*: never cues.
@@ -83,19 +83,59 @@ def _adjacent(a: Box, b: Box) -> bool:
     return v_gap <= 0.8 * h and h_overlap >= 0.3 * min(a.width, b.width)
 
 
+class ByFrame:
+    """Images bucketed by (media, frame time), so finding the image a finding belongs to costs
+    the same for 4 frames as for an hour of them (a linear scan per finding made per-question
+    work grow with the square of the video's length)."""
+
+    def __init__(self, images: list[Image] | None):
+        self.images = list(images or ())
+        self._timed: dict[tuple, list[int]] = {}
+        self._media: dict[int, list[int]] = {}
+        for i, im in enumerate(self.images):
+            self._media.setdefault(im.media_index, []).append(i)
+            self._timed.setdefault(frame_key(im.media_index, getattr(im, "timestamp", None)),
+                                   []).append(i)
+
+    def of(self, media_index: int, timestamp: float | None) -> list[int]:
+        """Indices (in order) of the images that are `is_from(media_index, timestamp)`."""
+        if timestamp is None:
+            return self._media.get(media_index, [])
+        m, k = frame_key(media_index, timestamp)
+        near = self._timed.get((m, None), []) + [i for d in (-1, 0, 1)
+                                                  for i in self._timed.get((m, k + d), [])]
+        return sorted(i for i in near if self.images[i].is_from(media_index, timestamp))
+
+    def owner(self, box: Box, media_index: int, timestamp: float | None) -> int | None:
+        """Index of the image a box belongs to: same media (and frame time), largest overlap."""
+        best, best_area = None, 0.0
+        for i in self.of(media_index, timestamp):
+            b = self.images[i].box
+            ix = max(0.0, min(b.x1, box.x1) - max(b.x0, box.x0))
+            iy = max(0.0, min(b.y1, box.y1) - max(b.y0, box.y0))
+            if ix * iy > best_area:
+                best, best_area = i, ix * iy
+        return best
+
+    def source_size(self, media_index: int, timestamp: float | None) -> tuple[int, int] | None:
+        """(width, height) of the source of the image a finding belongs to, if known."""
+        found = self.of(media_index, timestamp)
+        return self.images[found[0]].source_size if found else None
+
+
 def text_blocks(lines: list[OcrLine]) -> list[TextBlock]:
     """Group lines into blocks: per frame/image, lines chained by adjacency (`_adjacent`)."""
-    groups: list[list[OcrLine]] = []
+    frames: dict[tuple, list[list[OcrLine]]] = {}  # only lines of one frame can chain
     for line in lines:
         if not line.text.strip():
             continue
-        joined = [g for g in groups if g[0].media_index == line.media_index
-                  and same_time(g[0].timestamp, line.timestamp)
+        groups = frames.setdefault(frame_key(line.media_index, line.timestamp), [])
+        joined = [g for g in groups if same_time(g[0].timestamp, line.timestamp)
                   and any(_adjacent(line.box, o.box) for o in g)]
         merged = [line] + [o for g in joined for o in g]
-        groups = [g for g in groups if not any(g is j for j in joined)] + [merged]
+        groups[:] = [g for g in groups if not any(g is j for j in joined)] + [merged]
     blocks = []
-    for g in groups:
+    for g in (g for groups in frames.values() for g in groups):
         g.sort(key=lambda l: (round(l.box.y0 / max(l.box.height, 1)), l.box.x0))
         box = g[0].box
         for line in g[1:]:
@@ -104,13 +144,11 @@ def text_blocks(lines: list[OcrLine]) -> list[TextBlock]:
     return sorted(blocks, key=lambda b: (b.media_index, b.timestamp or 0.0, b.box.y0, b.box.x0))
 
 
-def frame_size_of(images: list[Image] | None, media_index: int,
+def frame_size_of(images: list[Image] | ByFrame | None, media_index: int,
                   timestamp: float | None) -> tuple[int, int] | None:
     """(width, height) of the source of the image a finding belongs to, if known."""
-    for im in images or ():
-        if im.is_from(media_index, timestamp):
-            return im.source_size
-    return None
+    lookup = images if isinstance(images, ByFrame) else ByFrame(images)
+    return lookup.source_size(media_index, timestamp)
 
 
 def _alnum(text: str) -> int:

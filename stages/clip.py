@@ -86,6 +86,8 @@ class ClipEmbed(Stage):
         self.shared = shared_model(key, lambda: load_clip(p.model, p.pretrained, self.device,
                                                           p.allow_pickle))
         self.shared.extra.setdefault("embed_cache", LRUCache(p.cache_mb * 2**20))
+        # saved indexes already read into embed_cache (emptied with it by clear_all_caches)
+        self.shared.extra.setdefault("seeded_from", LRUCache(1024, size_of=lambda v: 1))
         self.model_id = f"open_clip:{p.model}:{p.pretrained or 'random-seed0'}"
 
     def embed_images(self, images: list[Image]) -> tuple[np.ndarray, int, int]:
@@ -130,6 +132,15 @@ class ClipEmbed(Stage):
         folder = index_dir_for(path, self.params.index_path)
         if folder is None:
             return
+        # Read a saved index once per version of it, not on every question about the video.
+        try:
+            version = (str(folder), self.model_id, (folder / "vectors.npy").stat().st_mtime_ns)
+        except OSError:
+            return
+        seeded = self.shared.extra["seeded_from"]
+        if version in seeded:
+            return
+        seeded.put(version, True)
         cache = self.shared.extra["embed_cache"]
         saved = load_vectors(folder, self.model_id)
         for k, v in saved.items():

@@ -25,8 +25,8 @@ from cascade.media import VideoSource
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
-from ._evidence import (cue_words, frame_size_of, has_cue, named_detections, norm_text, salience,
-                        text_blocks)
+from ._evidence import (ByFrame, cue_words, frame_size_of, has_cue, named_detections, norm_text,
+                        salience, text_blocks)
 from ._intent import counted_label, rule_intent
 from ._retrieval import Embeddings, VectorIndex, index_dir_for, mmr_select, save_vectors
 from .tiles import owner_of
@@ -185,11 +185,12 @@ class Retrieve(Stage):
         blocks: list[dict[str, float]] = [{} for _ in items]  # per item: text -> salience
         cues = cue_words(question) if question else set()
         best_text: list[str] = ["" for _ in items]
+        by_frame = ByFrame(items)
         for b in text_blocks(list(ocr_lines or ())):
-            i = owner_of(items, b.box, b.media_index, b.timestamp)
+            i = owner_of(by_frame, b.box, b.media_index, b.timestamp)
             if i is None:
                 continue
-            s = salience(b, frame_size_of(items, b.media_index, b.timestamp))
+            s = salience(b, frame_size_of(by_frame, b.media_index, b.timestamp))
             s *= 1 + 2 * has_cue(b.text, cues)  # a word of the question, matched exactly
             if s > max(blocks[i].values(), default=0.0):
                 best_text[i] = b.text
@@ -197,7 +198,7 @@ class Retrieve(Stage):
         raw["text"] = np.array([sum(d.values()) for d in blocks], np.float32)
         label = counted_label(question) if question else None
         for d in named_detections(list(detections or ()), label):
-            i = owner_of(items, d.box, d.media_index, d.timestamp)
+            i = owner_of(by_frame, d.box, d.media_index, d.timestamp)
             if i is not None:
                 raw["objects"][i] += d.confidence
         signals = {s: _unit(v) for s, v in raw.items()}

@@ -11,6 +11,7 @@ from cascade.errors import InputError
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
+from ._evidence import ByFrame
 from ._retrieval import Embeddings, normalize
 from ._shared import Shared, as_image_list, pick_device, shared_model
 from .tiles import owner_of
@@ -58,13 +59,14 @@ def documents(items: list[Image], ocr_lines: list[OcrLine], detections: list[Det
     with fewer than `min_chars` letters/digits are dropped: lone glyphs are mostly misreads."""
     texts: list[list[str]] = [[] for _ in items]
     labels: list[dict[str, int]] = [{} for _ in items]
+    by_frame = ByFrame(items)
     for line in ocr_lines:
-        i = owner_of(items, line.box, line.media_index, line.timestamp)
+        i = owner_of(by_frame, line.box, line.media_index, line.timestamp)
         chars = sum(ch.isalnum() for ch in line.text)
         if i is not None and chars >= min_chars and line.confidence >= min_confidence:
             texts[i].append(line.text.strip())
     for det in detections:
-        i = owner_of(items, det.box, det.media_index, det.timestamp)
+        i = owner_of(by_frame, det.box, det.media_index, det.timestamp)
         if i is not None and det.confidence >= min_confidence:
             labels[i][det.label] = labels[i].get(det.label, 0) + 1
     docs = []

@@ -9,6 +9,7 @@ from cascade.artifacts import Box, Detection, Image, OcrLine
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
+from ._evidence import ByFrame
 from ._shared import as_image_list
 from .resize import fit_longest_side
 
@@ -123,17 +124,12 @@ def merge_boxes(boxes: list[Box]) -> list[Box]:
     return sorted(boxes, key=lambda b: (b.y0, b.x0))
 
 
-def owner_of(images: list[Image], box: Box, media_index: int, timestamp: float | None) -> int | None:
-    """Index of the image a box belongs to: same media (and frame time), largest overlap."""
-    best, best_area = None, 0.0
-    for i, im in enumerate(images):
-        if not im.is_from(media_index, timestamp):
-            continue
-        ix = max(0.0, min(im.box.x1, box.x1) - max(im.box.x0, box.x0))
-        iy = max(0.0, min(im.box.y1, box.y1) - max(im.box.y0, box.y0))
-        if ix * iy > best_area:
-            best, best_area = i, ix * iy
-    return best
+def owner_of(images: list[Image] | ByFrame, box: Box, media_index: int,
+             timestamp: float | None) -> int | None:
+    """Index of the image a box belongs to: same media (and frame time), largest overlap. Pass a
+    `ByFrame` of the images when asking for many boxes."""
+    lookup = images if isinstance(images, ByFrame) else ByFrame(images)
+    return lookup.owner(box, media_index, timestamp)
 
 
 @stage("crop_regions")

@@ -90,3 +90,28 @@ def test_overlapping_tiles_hold_every_box_a_cut_goes_through(stage):
     inside = lambda t: t.box.x0 <= sign.x0 and t.box.x1 >= sign.x1  # noqa: E731
     assert not any(inside(t) for t in plain)
     assert len(over) == 3 and any(inside(t) for t in over)
+
+
+def test_by_frame_finds_the_image_a_finding_belongs_to_like_a_scan_does():
+    from cascade.artifacts import FRAME_TIME_TOLERANCE
+    from cascade.stages._evidence import ByFrame
+
+    px = np.zeros((20, 40, 3), np.uint8)
+    # many frames, a tile pair on one of them, timestamps that sit on a bucket edge
+    frames = [Frame(px, timestamp=t * 0.5, index=t) for t in range(200)]
+    edge = 7 * FRAME_TIME_TOLERANCE + FRAME_TIME_TOLERANCE / 2
+    left = Frame(px, box=Box(0, 0, 20, 20), timestamp=edge, index=999)
+    right = Frame(px, box=Box(20, 0, 40, 20), timestamp=edge, index=999)
+    images = frames + [left, right, Image(px, media_index=1)]
+    lookup = ByFrame(images)
+    box = Box(25, 2, 39, 10)
+
+    def scan(media, t):
+        return [i for i, im in enumerate(images) if im.is_from(media, t)]
+
+    for media, t in [(0, 3.0), (0, edge + FRAME_TIME_TOLERANCE * 0.9), (0, edge - 1e-5), (0, None),
+                     (1, 2.0), (1, None), (2, 1.0)]:
+        assert lookup.of(media, t) == scan(media, t)
+    assert lookup.owner(box, 0, edge + 1e-5) == images.index(right)
+    assert lookup.owner(box, 1, 123.0) == len(images) - 1  # an image (no time) owns any frame time
+    assert lookup.source_size(0, 3.0) == (40, 20) and lookup.source_size(5, None) is None
