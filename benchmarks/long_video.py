@@ -17,9 +17,9 @@ next to the video (`persist`); `retrieve` saves its CLIP index there too. Record
 - per question, once indexed: the other questions in the same process (the serving case: every
   per-frame result comes from the content-keyed caches), median and per stage;
 - per question in a new process: a second Python process (models loaded and warmed on another
-  clip) answers with only what is on disk (the saved frames, CLIP vectors and FAISS index); its
-  first question recomputes what is not saved (OCR and detection of the frames: see its trace
-  counters), later ones are warm.
+  clip) answers with only what is on disk (the saved frames, CLIP vectors and FAISS index, the
+  frames' OCR lines and detections); only the answer side (the retrieved frames fetched at full
+  resolution and read again) is computed.
 
 Writes benchmarks/results/long_video_<device>.json and .png. CPU timings: torch threads pinned
 (--threads, default 1) and recorded.
@@ -59,7 +59,9 @@ LONG_VIDEO = {"video_frames": {"mode": "keyframes", "max_frames": None, "size": 
                                "persist": True},
               # the offline default ranks by the text side only; weigh CLIP in so its index is
               # built and saved as with real weights (random CLIP: the cost is real, not the rank)
-              "retrieve": {"persist": True, "clip_weight": 1.0}}
+              "retrieve": {"persist": True, "clip_weight": 1.0},
+              # OCR and detections of the sampled frames saved too: a new process reads them
+              "ocr": {"persist": True}, "detect": {"persist": True}}
 
 
 # -- footage --------------------------------------------------------------------------------------

@@ -9,9 +9,11 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from cascade.artifacts import Box, Detection, Image
 from cascade.errors import did_you_mean
+from cascade.media import VideoSource
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
+from ._saved_results import SavedResults
 from ._shared import as_image_list, pick_device, result_cache, shared_model
 
 
@@ -68,6 +70,10 @@ class Detect(Stage):
         batch_size: int = Field(16, gt=0, le=1024, description="images per predict call")
         device: str = Field("auto", description="'auto', 'cpu', 'cuda', '0' ...")
         cache_items: int = Field(4096, gt=0, description="images whose results are kept")
+        persist: bool = Field(False, description="save/reload the results per frame next to the "
+                              "video (needs the `video` input), so a new process reads them")
+        index_path: str | None = Field(None, description="folder for the saved results "
+                                       "(default: <video>.cascade-index)")
 
         @field_validator("weights")
         @classmethod
@@ -109,8 +115,8 @@ class Detect(Stage):
                     raise ValueError(f"detect: unknown class {c!r}{did_you_mean(str(c), by_name)} "
                                      f"for weights '{self.weights}'")
             self.class_ids = sorted(set(ids))
-        key = f"results:{p.conf}:{p.iou}:{self.class_ids}:{p.imgsz}:{p.max_det}"
-        self.cache = result_cache(self.shared, key, p.cache_items)
+        self.cache_key = f"results:{p.conf}:{p.iou}:{self.class_ids}:{p.imgsz}:{p.max_det}"
+        self.cache = result_cache(self.shared, self.cache_key, p.cache_items)
 
     def _predict(self, images: list[Image]) -> list[list[tuple[int, float, Box]]]:
         p = self.params
@@ -126,17 +132,24 @@ class Detect(Stage):
             out.append([(int(c), float(s), Box(*map(float, xy))) for xy, s, c in zip(xyxy, conf, cls)])
         return out
 
-    def run(self, images: list[Image] | Image) -> Outputs:
+    def run(self, images: list[Image] | Image, video: Path | VideoSource | None = None) -> Outputs:
+        p = self.params
+        saved = SavedResults.for_video(video, p.index_path, "detect",
+                                       f"{self.weights}:{self.cache_key}") if p.persist else None
+        if saved is not None:
+            record(saved_results_loaded=saved.seed(self.cache))
         items = as_image_list(images)
         keys = [im.__content_hash__() for im in items]
         local = {k: v for k in dict.fromkeys(keys) if (v := self.cache.get(k)) is not None}
         hits = sum(k in local for k in keys)
         todo = [(k, im) for k, im in dict(zip(keys, items)).items() if k not in local]
-        for start in range(0, len(todo), self.params.batch_size):
-            chunk = todo[start:start + self.params.batch_size]
+        for start in range(0, len(todo), p.batch_size):
+            chunk = todo[start:start + p.batch_size]
             for (k, _), found in zip(chunk, self._predict([im for _, im in chunk])):
                 local[k] = found
                 self.cache.put(k, found)
+        if saved is not None:
+            saved.add(local, self.cache)
         dets, counts = [], {}
         for k, im in zip(keys, items):
             ts = getattr(im, "timestamp", None)

@@ -7,16 +7,19 @@ is text (area fraction covered by text boxes, line count): a cheap signal for ro
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
 
 from cascade.artifacts import Box, Image, OcrLine
+from cascade.media import VideoSource
 from cascade.progress import progress
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
+from ._saved_results import SavedResults
 from ._shared import as_image_list, result_cache, shared_model
 
 PADDLE_HINT = ("the 'paddleocr' OCR backend needs the optional extra: pip install "
@@ -90,6 +93,10 @@ class Ocr(Stage):
         model_dir: str | None = Field(None, description="local model folder (rapidocr: model root; "
                                       "paddleocr: folder with det/ and rec/ model dirs)")
         cache_items: int = Field(4096, gt=0, description="images whose results are kept")
+        persist: bool = Field(False, description="save/reload the results per frame next to the "
+                              "video (needs the `video` input), so a new process reads them")
+        index_path: str | None = Field(None, description="folder for the saved results "
+                                       "(default: <video>.cascade-index)")
 
     @dataclass(frozen=True)
     class Outputs:
@@ -106,6 +113,7 @@ class Ocr(Stage):
         self.shared = shared_model(key, lambda: load(p))
         self.cache = result_cache(self.shared, f"results:{p.mode}:{p.min_confidence}",
                                   p.cache_items)
+        self.config_key = f"{key}:{p.mode}:{p.min_confidence}"
 
     def _read(self, pixels: np.ndarray) -> list[tuple[str, float, Box]]:
         """(text, confidence, box in these pixels) per line; text is '' in detect mode."""
@@ -137,9 +145,14 @@ class Ocr(Stage):
             out.append(("" if texts is None else str(texts[i]), conf, box))
         return out
 
-    def run(self, images: list[Image] | Image) -> Outputs:
+    def run(self, images: list[Image] | Image, video: Path | VideoSource | None = None) -> Outputs:
+        p = self.params
+        saved = SavedResults.for_video(video, p.index_path, "ocr", self.config_key) \
+            if p.persist else None
+        if saved is not None:
+            record(saved_results_loaded=saved.seed(self.cache))
         lines, density, counts = [], [], []
-        hits = 0
+        hits, found = 0, {}
         for im in progress(as_image_list(images), desc=f"{self.name}: OCR", unit="image"):
             key = im.__content_hash__()
             local = self.cache.get(key)
@@ -148,11 +161,14 @@ class Ocr(Stage):
                 self.cache.put(key, local)
             else:
                 hits += 1
+            found[key] = local
             ts = getattr(im, "timestamp", None)
             lines += [OcrLine(text, conf, im.to_source(box), im.media_index, ts)
                       for text, conf, box in local]
             density.append(text_density([b for _, _, b in local], im.width, im.height))
             counts.append(len(local))
+        if saved is not None:
+            saved.add(found, self.cache)
         record(ocr_images=len(counts) - hits, ocr_cache_hits=hits, ocr_lines=len(lines))
         text = "\n".join(line.text for line in lines if line.text)
         return self.Outputs(lines, text, density, counts)

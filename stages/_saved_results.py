@@ -1,0 +1,86 @@
+"""Per-frame tool results (OCR lines, detections) saved next to a video, so a new process reads
+them instead of running the models over every frame again.
+
+One JSON file per stage configuration in the video's index folder (`<video>.cascade-index/`):
+`{frame content hash: [[text or class id, confidence, [x0, y0, x1, y1]], ...]}`, boxes in the
+frame's own pixels, exactly what the stage keeps in its in-memory result cache. Plain JSON: a
+saved index is data, never code.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from cascade.artifacts import Box
+from cascade.cache import LRUCache, content_hash
+
+from ._retrieval import index_dir_for
+
+FORMAT = 1
+Found = list[tuple[Any, float, Box]]  # (text or class id, confidence, box) per finding
+
+# Files this process already read into (or wrote from) a cache, by (path, modification time,
+# cache) -> the keys they hold: a question about an indexed video reads and writes nothing.
+_SEEDED = LRUCache(4096, size_of=lambda v: 1)
+
+
+class SavedResults:
+    """The saved results of one stage configuration for one video."""
+
+    def __init__(self, folder: Path, stage: str, config: str):
+        self.path = folder / f"{stage}-{content_hash(config, key=stage)[:16]}.json"
+
+    @classmethod
+    def for_video(cls, video: Any, index_path: str | None, stage: str,
+                  config: str) -> "SavedResults | None":
+        """The store for `video` (a path or VideoSource), or None without one."""
+        path = getattr(video, "path", video)
+        folder = index_dir_for(path, index_path)
+        return None if folder is None else cls(folder, stage, config)
+
+    def _read(self) -> dict[str, Found]:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        if data.get("format") != FORMAT:
+            return {}
+        return {k: [(a, float(c), Box(*b)) for a, c, b in v] for k, v in data["results"].items()}
+
+    def _version(self, cache: LRUCache) -> tuple | None:
+        try:  # the cache's id: each stage configuration has its own cache to fill
+            return str(self.path), self.path.stat().st_mtime_ns, id(cache)
+        except OSError:
+            return None
+
+    def seed(self, cache: LRUCache) -> int:
+        """Put the saved results into `cache` (once per version of the file); how many."""
+        version = self._version(cache)
+        if version is None or version in _SEEDED:
+            return 0
+        saved = self._read()
+        for key, found in saved.items():
+            if key not in cache:
+                cache.put(key, found)
+        _SEEDED.put(version, frozenset(saved))
+        return len(saved)
+
+    def add(self, results: dict[str, Found], cache: LRUCache) -> None:
+        """Save `results` (this run's, all in `cache`) unless the file has them all already;
+        atomically (a crash never leaves half a file)."""
+        version = self._version(cache)
+        known = _SEEDED.get(version) if version is not None else None
+        if not results or (known is not None and known.issuperset(results)):
+            return
+        merged = {**self._read(), **results}
+        body = {"format": FORMAT, "results": {
+            k: [[a, c, [b.x0, b.y0, b.x1, b.y1]] for a, c, b in v] for k, v in merged.items()}}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".part")
+        with os.fdopen(fd, "w") as f:
+            json.dump(body, f)
+        os.replace(tmp, self.path)
+        _SEEDED.put(self._version(cache), frozenset(merged))
