@@ -10,7 +10,10 @@ further, cheapest first, until it finds some or its budget of `max_extra_frames`
 3. the next candidates in retrieval order (`ranked`), at full resolution.
 
 Its route says what it looked at and what it found; when nothing turns up, `select_tiles` sends
-the best whole frame and says so.
+the best whole frame and says so. `evidence_lines` adds to the fine lines what the cheap pass
+(`coarse_lines`) read on these same frames where no fine line is: the full-resolution detector
+can miss a sign the cheap pass read, and that sign must still get its crop. Tools answer from the
+fine lines only (a low-resolution read is a lead for the VLM, not an answer).
 """
 from __future__ import annotations
 
@@ -19,19 +22,28 @@ from pathlib import Path
 
 from pydantic import Field
 
-from cascade.artifacts import Detection, Image, OcrLine, Route
+from cascade.artifacts import Detection, Image, OcrLine, Route, same_time
 from cascade.media import VideoSource
 from cascade.registry import get_stage_class
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
-from ._evidence import frame_size_of, named_detections, salience, text_blocks
+from ._evidence import ByFrame, frame_size_of, named_detections, salience, text_blocks
 from ._intent import counted_label, rule_intent
 from ._keyvalue import key_query
 
 
 def _place(im: Image) -> tuple[int, float | None]:
     return im.media_index, getattr(im, "timestamp", None)
+
+
+def with_coarse(frames: list[Image], fine: list[OcrLine], coarse: list[OcrLine]) -> list[OcrLine]:
+    """`fine` plus the lines of `coarse` that lie on `frames` where no fine line overlaps them."""
+    on = ByFrame(frames)
+    extra = [c for c in coarse if c.text.strip() and on.of(c.media_index, c.timestamp)
+             and not any(f.media_index == c.media_index and same_time(f.timestamp, c.timestamp)
+                         and f.box.intersects(c.box) for f in fine)]
+    return [*fine, *extra]
 
 
 @stage("find_evidence")
@@ -54,6 +66,7 @@ class FindEvidence(Stage):
     class Outputs:
         frames: list[Image]
         ocr_lines: list[OcrLine]
+        evidence_lines: list[OcrLine]
         detections: list[Detection]
         routes: list[Route]
 
@@ -85,13 +98,24 @@ class FindEvidence(Stage):
 
     def run(self, question: str, frames: list[Image], ocr_lines: list[OcrLine] | None = None,
             detections: list[Detection] | None = None, ranked: list[Image] | None = None,
-            video: Path | VideoSource | None = None, routes: list[Route] | None = None) -> Outputs:
+            video: Path | VideoSource | None = None, routes: list[Route] | None = None,
+            coarse_lines: list[OcrLine] | None = None) -> Outputs:
+        frames, lines, dets, route = self._search(question, frames, ocr_lines, detections, ranked,
+                                                  video)
+        evidence = with_coarse(frames, lines, list(coarse_lines or ()))
+        record(coarse_lines_added=len(evidence) - len(lines))
+        return self.Outputs(frames, lines, evidence, dets, [*(routes or ()), route])
+
+    def _search(self, question: str, frames: list[Image], ocr_lines: list[OcrLine] | None,
+                detections: list[Detection] | None, ranked: list[Image] | None,
+                video: Path | VideoSource | None
+                ) -> tuple[list[Image], list[OcrLine], list[Detection], Route]:
         p = self.params
         frames, lines, dets = list(frames), list(ocr_lines or ()), list(detections or ())
         found = self._found(question, frames, lines, dets)
         if found is not None:
-            route = Route("found", f"fine pass: {found} in {len(frames)} frame(s)")
-            return self.Outputs(frames, lines, dets, [*(routes or ()), route])
+            return frames, lines, dets, Route("found",
+                                              f"fine pass: {found} in {len(frames)} frame(s)")
         steps, budget = [], p.max_extra_frames
         src = video if isinstance(video, VideoSource) or video is None else VideoSource(video)
         looked = {_place(f) for f in frames}
@@ -137,4 +161,4 @@ class FindEvidence(Stage):
         else:
             route = Route("none", f"nothing found after widening (budget {p.max_extra_frames} "
                           f"frames): {looked_at}")
-        return self.Outputs(frames, lines, dets, [*(routes or ()), route])
+        return frames, lines, dets, route

@@ -113,6 +113,24 @@ def test_widening_finds_a_sign_shown_between_the_sampled_frames(tmp_path):
     assert route.branch == "widened" and SIGN in route.reason
 
 
+def test_a_sign_the_cheap_pass_read_but_the_fine_pass_missed_still_gets_its_crop(readers):
+    from cascade.stages.resize import fit_longest_side
+
+    frame = frame_with("coffee", 3.0, sign_at=(900, 500), size=28)
+    coarse = stage("ocr")(images=[fit_longest_side(frame, 640)]).lines  # boxes in source pixels
+    assert SIGN in {l.text for l in coarse}
+    question = "What does the sign say?"
+    # The fine detector missed the sign (no fine line); nothing widened (no budget, no hi-res).
+    search = stage("find_evidence", max_extra_frames=0, hires_side=0)(
+        question=question, frames=[frame], ocr_lines=[], coarse_lines=coarse)
+    assert search.ocr_lines == []  # tools answer from fine reads only
+    assert SIGN in {l.text for l in search.evidence_lines}
+    out = stage("select_tiles")(images=search.frames, question=question,
+                                ocr_lines=search.evidence_lines, routes=search.routes)
+    assert out.routes[-1].branch != "fallback"
+    assert readers.reads(out.tiles, SIGN, readers.vlm)  # a crop around it, not the whole frame
+
+
 def test_the_demo_receipt_is_not_answered_with_its_label(tmp_path):
     from cascade import DocQA
     from cascade.serve.demo import demo_examples
