@@ -25,11 +25,11 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 from ..artifacts import Answer, Image
@@ -208,7 +208,7 @@ class Engine:
 
     def answer(self, served: ServedModel, media: list[Media], question: str,
                max_tokens: int | None = None, cancel: threading.Event | None = None,
-               arrived: float | None = None, *, history: list[tuple[str, str]] = (),
+               arrived: float | None = None, *, history: Sequence[tuple[str, str]] = (),
                on_token: Callable[[Any], Any] | None = None) -> Answer:
         """Run the pipeline (blocking); failures become APIErrors whose messages name request
         fields, not server paths. `arrived` (monotonic) is when the request came in: the time
@@ -309,7 +309,8 @@ class Engine:
         except asyncio.TimeoutError:
             cancel.set()
             raise APIError(504, f"the request did not finish within {timeout:g} s (--timeout); "
-                           "its pipeline stops before its next stage or token", code="timeout") from None
+                           "its pipeline stops before its next stage or token",
+                           code="timeout") from None
         except asyncio.CancelledError:
             cancel.set()
             raise

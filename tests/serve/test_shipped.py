@@ -88,8 +88,9 @@ def test_max_tokens_reaches_the_vlm_on_every_shipped_pipeline(server, media_dir)
     by_vlm = set()
     for model in engine.models:
         part = _media_part(engine, model, video, image)
-        r = oai.chat.completions.create(model=model, max_tokens=3, messages=[{"role": "user", "content": [
-            part, {"type": "text", "text": "Describe the scene in detail."}]}])
+        messages = [{"role": "user", "content": [
+            part, {"type": "text", "text": "Describe the scene in detail."}]}]
+        r = oai.chat.completions.create(model=model, max_tokens=3, messages=messages)
         extra = r.model_extra["cascade"]
         assert r.usage.completion_tokens <= 3, model
         if extra["produced_by"] == "vlm":
@@ -115,7 +116,8 @@ def test_selfcheck_streams_its_final_answer_only(server, media_dir):
         # stage gave it (the draft itself on the thumbnail branch, sent whole).
         assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == \
             plain.choices[0].message.content
-        assert chunks[-1].model_extra["cascade"]["produced_by"] == plain.model_extra["cascade"]["produced_by"]
+        produced_by = plain.model_extra["cascade"]["produced_by"]
+        assert chunks[-1].model_extra["cascade"]["produced_by"] == produced_by
 
 
 def test_a_tool_answer_streams_at_once(server):
