@@ -207,3 +207,54 @@ def test_a_client_that_leaves_mid_stream_stops_the_generation(served, image_url)
     assert status(500, after) == status(500, before)
     r = client.chat.completions.create(model=IMAGES, messages=messages, max_tokens=2)
     assert r.usage.completion_tokens == 2
+
+
+def test_an_error_after_the_first_token_is_an_error_event_then_done(tiny_vlm, image_url):
+    from cascade.serve.app import create_app
+
+    app = create_app(small_config(tiny_vlm, request_timeout_s=3.0))
+    warm(app)
+    body = {"model": IMAGES, "stream": True, "max_tokens": 2000,
+            "messages": [_user("Go on and on.", image_url)]}
+    with running_server(app) as url:
+        client = OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=60)
+        got = []
+        with pytest.raises(openai.APIError) as e:  # the official client raises on the event
+            for chunk in client.chat.completions.create(**body):
+                got += [c.delta.content for c in chunk.choices if c.delta.content]
+        assert got, "content had streamed before the deadline passed"
+        assert e.value.body["code"] == "timeout"
+        with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=60) as r:
+            assert r.status_code == 200  # the status was sent with the first token
+            lines = [ln for ln in r.iter_lines() if ln]
+        engine = app.state.engine
+        while engine.busy:  # the run stops at its next token
+            time.sleep(0.02)
+        metrics = httpx.get(url + "/metrics").text
+    assert lines[-1] == "data: [DONE]" and '"code": "timeout"' in lines[-2]
+    assert _metric(metrics, "cascade_requests_total", f'{{model="{IMAGES}",status="504"}}') == 2
+
+
+def test_a_stream_whose_text_is_not_the_answer_says_so():
+    import asyncio
+
+    from cascade.artifacts import Answer
+    from cascade.serve.sse import TokenFeed, event_stream
+    from cascade.vlm.decode import TokenEvent
+
+    async def run() -> tuple[list[str], list[int]]:
+        feed = TokenFeed(asyncio.get_running_loop())
+        work = asyncio.get_running_loop().create_future()
+        for i, text in enumerate(["Hel", "lo"]):
+            feed.put(TokenEvent(0, i, i, text, -0.1))
+        first = await feed.next(work)
+        work.set_result(Answer("Goodbye"))  # a draft streamed, another stage answered
+        statuses: list[int] = []
+        response = event_stream(feed, work, first, model="m", cid="c", created=0,
+                                include_usage=False, extra=lambda a: {}, finished=statuses.append)
+        return [part async for part in response.body_iterator], statuses
+
+    parts, statuses = asyncio.run(run())
+    assert parts[-1] == "data: [DONE]\n\n" and '"stream_mismatch"' in parts[-2]
+    assert "".join(parts).count('"content": "') == 3  # role, "Hel", "lo": no "Goodbye"
+    assert statuses == [500]
