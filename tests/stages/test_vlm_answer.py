@@ -132,3 +132,42 @@ def test_per_request_length_and_history_and_the_run_s_token_stream(tiny_model):
     # the streamed text is the answer, less an incomplete last character held back (the server
     # sends that rest with the final chunk)
     assert a.text == base.text and a.text.startswith("".join(e.text for e in events))
+
+
+def test_the_stream_reaches_stages_running_on_the_runner_s_threads(tiny_model):
+    import threading
+
+    from cascade.pipeline import Pipeline
+    from cascade.streaming import answer_stream
+
+    yaml = f"""
+name: two_vlms
+models:
+  vlm: {{id: "{tiny_model}", device: cpu, max_pixels: 12544}}
+inputs:
+  images: {{type: images}}
+  question: {{type: str}}
+  max_new_tokens: {{type: int, default: null}}
+stages:
+  a: {{type: vlm_answer, inputs: {{images: $images, question: $question,
+                                  max_new_tokens: $max_new_tokens}}}}
+  b: {{type: vlm_answer, inputs: {{images: $images, question: $question,
+                                  max_new_tokens: $max_new_tokens}}}}
+outputs:
+  a: a.answer
+  b: b.answer
+"""
+    pipeline = Pipeline.from_yaml(yaml)
+    events, threads = [], set()
+
+    def on_token(event) -> None:
+        events.append(event)
+        threads.add(threading.current_thread().name)
+
+    with answer_stream(on_token) as stream:
+        result = pipeline.run(images=[_image(1).pixels], question="What?", max_new_tokens=3)
+    # a and b are ready together, so they run on the runner's pool: the caller's stream is
+    # visible there, and only one of them streams
+    assert stream.streamed_by in ("a", "b") and len(events) == 3
+    assert result[stream.streamed_by].bill.generated_tokens == 3
+    assert all(name.startswith("cascade-stage") for name in threads)
