@@ -7,18 +7,21 @@
 
 Each class is a shipped pipeline (or your YAML) with the media input filled from `media`; the
 answer carries its evidence and its bill. `qa.session(media)` keeps the media fixed for follow-up
-questions: the content-keyed caches (CLIP embeddings, the VLM's KV prefix) make later turns skip the
-vision work, and each turn's trace shows the hits.
+questions: earlier turns go into the VLM's prompt, the content-keyed caches (CLIP embeddings, the
+VLM's KV prefix) make later turns skip the vision work, and each turn's trace shows the hits.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from .artifacts import Answer
 from .errors import InputError, SpecError
 from .pipeline import Pipeline
+from .streaming import answer_stream
 
 __all__ = ["QA", "VideoQA", "MultiImageQA", "DocQA", "Session"]
 
@@ -85,14 +88,27 @@ class QA:
         return cls(pipeline, model=model or offline["model_params"]["id"], type_overrides=by_type,
                    **kwargs)
 
-    def ask(self, media: Any, question: str, **inputs: Any) -> Answer:
-        """Answer `question` about `media` (a video path, image paths/arrays/PIL images, or one image)."""
+    def ask(self, media: Any, question: str, *, history: Sequence[tuple[str, str]] = (),
+            on_token: Callable[[Any], Any] | None = None, **inputs: Any) -> Answer:
+        """Answer `question` about `media` (a video path, image paths/arrays/PIL images, or one image).
+
+        history: the conversation's earlier (question, answer) turns, put into the VLM's prompt
+        (needs a pipeline with a `history` input; every shipped VLM pipeline has one).
+        on_token: called with each `cascade.vlm.decode.TokenEvent` of the answer as the VLM
+        generates it (in the VLM's thread); a tool answer streams nothing.
+        inputs: other pipeline inputs, e.g. max_new_tokens=32."""
         if not isinstance(question, str) or not question.strip():
             raise InputError("question must be a non-empty string")
+        if history:
+            if "history" not in self.pipeline.spec.inputs:
+                raise InputError(f"pipeline '{self.pipeline.name}' has no 'history' input: it "
+                                 "cannot put earlier turns into its prompt")
+            inputs["history"] = history
         target = self._media_input(media)
         if target == "images" and not isinstance(media, (list, tuple)):
             media = [media]
-        result = self.pipeline.run(**{target: media, "question": question, **inputs})
+        with answer_stream(on_token) if on_token is not None else contextlib.nullcontext():
+            result = self.pipeline.run(**{target: media, "question": question, **inputs})
         answer = result["answer"]
         if answer is None:
             raise InputError(f"pipeline '{self.pipeline.name}' produced no answer; see the trace: "
@@ -149,15 +165,23 @@ class Session:
 
     Each turn runs the pipeline on the fixed media, so everything keyed by the media's content is
     reused (decoded frames' embeddings, OCR and detections, the VLM's KV prefix when the same
-    pixels reach it). Earlier questions are not put into the prompt: a pipeline turn is a fresh
-    question about the media. `cascade.vlm.VLM.session` is the conversation-with-history layer.
+    pixels reach it). Earlier questions and answers go into the VLM's prompt as history when the
+    pipeline has a `history` input (every shipped VLM pipeline does), after the media: the KV
+    prefix of the media is still a hit. `cascade.vlm.VLM.session` is the lower layer that also
+    keeps the conversation's own KV cache between turns.
     """
 
     qa: QA
     media: Any
     turns: list[Answer] = dataclasses.field(default_factory=list)
+    questions: list[str] = dataclasses.field(default_factory=list)
 
-    def ask(self, question: str) -> Answer:
-        answer = self.qa.ask(self.media, question)
+    def ask(self, question: str, **kwargs: Any) -> Answer:
+        """The next turn; kwargs as `QA.ask` (on_token, max_new_tokens, ...)."""
+        history = list(zip(self.questions, (a.text for a in self.turns)))
+        if "history" not in self.qa.pipeline.spec.inputs:
+            history = []  # a pipeline without a history input answers each turn on its own
+        answer = self.qa.ask(self.media, question, history=history, **kwargs)
+        self.questions.append(question)
         self.turns.append(answer)
         return answer

@@ -1,6 +1,7 @@
 """Turn user-supplied pipeline inputs (Python objects or CLI strings) into their declared types."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,28 @@ def _text(name: str, value: Any) -> str:
     return text
 
 
+def _history(name: str, value: Any) -> list[tuple[str, str]]:
+    """Earlier (question, answer) turns: a list of pairs of strings, or that list as JSON text
+    (how a command line passes it)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise InputError(f"input '{name}': expected a JSON list of [question, answer] pairs "
+                             f"({e})") from None
+    if not isinstance(value, (list, tuple)):
+        raise InputError(f"input '{name}': expected a list of (question, answer) pairs, got "
+                         f"{type(value).__name__}")
+    turns = []
+    for i, turn in enumerate(value):
+        if not (isinstance(turn, (list, tuple)) and len(turn) == 2
+                and all(isinstance(t, str) for t in turn)):
+            raise InputError(f"input '{name}'[{i}]: expected a (question, answer) pair of strings, "
+                             f"got {turn!r:.80}")
+        turns.append((_text(f"{name}[{i}]", turn[0]), _text(f"{name}[{i}]", turn[1])))
+    return turns
+
+
 def coerce(name: str, type_: str, value: Any) -> Any:
     """Convert one input value to the pipeline input type `type_` (see cascade.types.INPUT_TYPES)."""
     try:
@@ -50,6 +73,8 @@ def coerce(name: str, type_: str, value: Any) -> Any:
             raise ValueError(f"not a boolean: {value!r}")
     except (TypeError, ValueError) as e:
         raise InputError(f"input '{name}': expected {type_}, got {value!r} ({e})") from None
+    if type_ == "history":
+        return _history(name, value)
     if type_ in ("path", "video"):
         p = Path(value)
         if not p.exists():

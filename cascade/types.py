@@ -9,10 +9,11 @@ from typing import Any, Union
 
 from .artifacts import Image
 
-# Types a pipeline's `inputs:` may name in YAML, and the Python type each becomes.
+# Types a pipeline's `inputs:` may name in YAML, and the Python type each becomes. `history`: a
+# conversation's earlier (question, answer) turns, for a VLM that puts them in its prompt.
 INPUT_TYPES: dict[str, Any] = {
     "str": str, "int": int, "float": float, "bool": bool, "path": Path,
-    "image": Image, "images": list[Image], "video": Path,
+    "image": Image, "images": list[Image], "video": Path, "history": list[tuple[str, str]],
 }
 
 _SEQUENCES = (list, tuple, cabc.Sequence)

@@ -8,6 +8,12 @@ prefill. The reduction defaults come from the model's declaration; the stage's o
 before/after reduction, tower / prefill / decode FLOPs, TTFT, cache outcome); `compose_answer`
 adds the full-resolution baseline. `confidence` is the model's geometric-mean token probability
 (None when the backend cannot tell); a router can read it to escalate an unsure thumbnail answer.
+
+Per request, a pipeline may pass `max_new_tokens` (overrides the param: the server's `max_tokens`)
+and `history`, the conversation's earlier (question, answer) turns: they go into the prompt after
+the images and before the question, so the media's KV prefix is still reused. With `stream` on
+(the default), the call streams its tokens to the run's caller (`cascade.streaming`); a stage whose
+answer is a draft for a router turns it off.
 """
 from __future__ import annotations
 
@@ -17,8 +23,10 @@ from typing import Literal
 from pydantic import Field
 
 from cascade.artifacts import Answer, Evidence, Image
+from cascade.errors import InputError
 from cascade.models import ModelName
 from cascade.stage import Stage, StageParams, stage
+from cascade.streaming import claim_stream
 from cascade.trace import record
 
 from ._shared import as_image_list
@@ -37,6 +45,8 @@ class VLMAnswer(Stage):
                                          description="fraction of visual tokens kept (default: the model's)")
         fastv_layer: int | None = Field(None, ge=1, description="FastV: drop tokens after this layer")
         system_prompt: str | None = None
+        stream: bool = Field(True, description="stream the tokens to the run's caller; off for a "
+                             "draft answer that a router may replace")
 
     @dataclass(frozen=True)
     class Outputs:
@@ -46,7 +56,9 @@ class VLMAnswer(Stage):
     def setup(self) -> None:
         self.model(self.params.model).vlm  # load (or join) the shared model now, timed as setup
 
-    def run(self, images: list[Image] | Image, question: str, hint: str | None = None) -> Outputs:
+    def run(self, images: list[Image] | Image, question: str, hint: str | None = None,
+            max_new_tokens: int | None = None,
+            history: list[tuple[str, str]] | None = None) -> Outputs:
         p = self.params
         declared = self.model(p.model)
         items = as_image_list(images)
@@ -54,9 +66,14 @@ class VLMAnswer(Stage):
         # The hint (what OCR/detection found) is question-side text: it never enters the cached
         # visual prefix.
         text = f"{hint.strip()}\n{question}" if hint and hint.strip() else question
+        if max_new_tokens is not None and max_new_tokens < 1:
+            raise InputError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        limit = p.max_new_tokens if max_new_tokens is None else max_new_tokens
+        on_token = claim_stream(self.name) if p.stream else None
         with declared.lock:
-            r = declared.vlm.generate(items, text, max_new_tokens=p.max_new_tokens, reduction=red,
-                                      system_prompt=p.system_prompt)
+            r = declared.vlm.generate(items, text, max_new_tokens=limit,
+                                      reduction=red, system_prompt=p.system_prompt,
+                                      history=history or (), on_token=on_token)
         b = r.bill
         record(visual_tokens=b.visual_tokens, visual_tokens_before_reduction=b.unreduced_visual_tokens,
                prompt_tokens=b.prompt_tokens, generated_tokens=b.generated_tokens,

@@ -20,17 +20,18 @@ from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import (JSONResponse, PlainTextResponse, RedirectResponse, Response,
-                               StreamingResponse)
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .bill import bill_of, openai_usage
 from .config import ServeConfig
 from .engine import Engine
 from .errors import APIError, error_body
-from .protocol import parse_chat_request
+from .metrics import Metrics
+from .protocol import ChatRequest, parse_chat_request
+from .sse import TokenFeed, event_stream
 
-__all__ = ["create_app", "completion_body", "stream_chunks"]
+__all__ = ["create_app", "completion_body"]
 
 log = logging.getLogger("cascade.serve")
 T = TypeVar("T")
@@ -66,35 +67,26 @@ def completion_body(answer, model: str, cid: str, created: int) -> dict[str, Any
     return {"id": cid, "object": "chat.completion", "created": created, "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": answer.text},
                          "logprobs": None,
-                         "finish_reason": answer.usage.get("finish_reason", "stop")}],
+                         "finish_reason": answer.bill.finish_reason}],
             "usage": openai_usage(answer), "cascade": cascade_extra(answer)}
 
 
-def _pieces(text: str) -> list[str]:
-    """Word-sized pieces whose concatenation is `text` exactly."""
-    out, cur = [], ""
-    for ch in text:
-        cur += ch
-        if ch.isspace():
-            out.append(cur)
-            cur = ""
-    return out + ([cur] if cur else [])
+class _Outcome:
+    """A chat request's metrics, recorded exactly once: when the response is returned, or for a
+    stream, when the stream ends."""
 
+    def __init__(self, metrics: Metrics):
+        self.metrics, self.t0, self.model, self._done = metrics, time.perf_counter(), "unknown", False
+        metrics.add_in_flight(1)
 
-def stream_chunks(answer, model: str, cid: str, created: int, include_usage: bool) -> list[dict]:
-    """`chat.completion.chunk` objects for a finished answer (role, content pieces, finish)."""
-    def chunk(delta: dict, finish: str | None = None, **extra: Any) -> dict:
-        return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-                **extra}
-
-    chunks = [chunk({"role": "assistant", "content": ""})]
-    chunks += [chunk({"content": p}) for p in _pieces(answer.text)]
-    chunks.append(chunk({}, answer.usage.get("finish_reason", "stop"), cascade=cascade_extra(answer)))
-    if include_usage:
-        chunks.append({"id": cid, "object": "chat.completion.chunk", "created": created,
-                       "model": model, "choices": [], "usage": openai_usage(answer)})
-    return chunks
+    def done(self, status: int) -> None:
+        if self._done:
+            return
+        self._done = True
+        self.metrics.add_in_flight(-1)
+        self.metrics.inc("cascade_requests_total", (self.model, str(status)))
+        self.metrics.observe("cascade_request_latency_seconds", (self.model,),
+                             time.perf_counter() - self.t0)
 
 
 async def _unless_disconnected(request: Request, work: Awaitable[T]) -> T | None:
@@ -146,10 +138,30 @@ def create_app(config: ServeConfig | None = None, *, engine: Engine | None = Non
     async def _validation_error(request: Request, e: RequestValidationError):
         return JSONResponse(error_body(str(e.errors()), "invalid_request_error"), status_code=400)
 
+    async def _stream(request: Request, req: ChatRequest, served, outcome: _Outcome) -> Response:
+        """Run the request and answer with server-sent events once its first token (or, for a
+        tool answer, the whole answer) is there; failures before that keep their HTTP status."""
+        feed = TokenFeed(asyncio.get_running_loop())
+        work = asyncio.ensure_future(engine.run_async(req, served, on_token=feed.put))
+        try:
+            first = await _unless_disconnected(request, feed.next(work))
+        except BaseException:
+            work.cancel()
+            raise
+        if first is None and not work.done():  # the client went away before the first token
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError, APIError):
+                await work
+            return Response(status_code=499)
+        if first is None:
+            work.result()  # a failure before any token: raises its APIError here
+        return event_stream(feed, work, first, model=req.model, cid=f"chatcmpl-{uuid.uuid4().hex}",
+                            created=int(time.time()), include_usage=req.include_usage,
+                            extra=cascade_extra, finished=outcome.done)
+
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
-        t0, model_label, status = time.perf_counter(), "unknown", 500
-        engine.metrics.add_in_flight(1)
+        outcome, status, streaming = _Outcome(engine.metrics), 500, False
         try:
             raw = await _read_body(request, body_limit)
             try:
@@ -158,24 +170,19 @@ def create_app(config: ServeConfig | None = None, *, engine: Engine | None = Non
                 raise APIError(400, f"request body is not valid JSON: {e}", code="invalid_json") from None
             req = parse_chat_request(body)
             served = engine.get(req.model)
-            model_label = served.id
+            outcome.model = served.id
+            if req.stream:
+                response = await _stream(request, req, served, outcome)
+                # A stream records its own outcome when it ends; an early 499 is recorded here.
+                streaming, status = response.status_code == 200, response.status_code
+                return response
             answer = await _unless_disconnected(request, engine.run_async(req, served))
             if answer is None:
                 status = 499  # nginx's "client closed request": not a server error
                 return Response(status_code=499)
-            cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
             status = 200
-            if not req.stream:
-                return JSONResponse(completion_body(answer, req.model, cid, created))
-            chunks = stream_chunks(answer, req.model, cid, created, req.include_usage)
-
-            async def events():
-                for c in chunks:
-                    yield f"data: {json.dumps(c)}\n\n"
-                yield "data: [DONE]\n\n"
-
-            return StreamingResponse(events(), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache"})
+            return JSONResponse(completion_body(answer, req.model, f"chatcmpl-{uuid.uuid4().hex}",
+                                                int(time.time())))
         except APIError as e:
             status = e.status
             raise
@@ -183,10 +190,8 @@ def create_app(config: ServeConfig | None = None, *, engine: Engine | None = Non
             log.exception("chat completion failed")
             raise APIError(500, f"internal error: {type(e).__name__}", code="internal_error") from None
         finally:
-            engine.metrics.add_in_flight(-1)
-            engine.metrics.inc("cascade_requests_total", (model_label, str(status)))
-            engine.metrics.observe("cascade_request_latency_seconds", (model_label,),
-                                   time.perf_counter() - t0)
+            if not streaming:
+                outcome.done(status)
 
     @app.get("/v1/models")
     async def list_models():

@@ -121,12 +121,14 @@ def build_demo(engine: Engine):
         try:
             served = engine.get(model)
             media = [media_from_file(p, engine.config, p.name) for p in _received(files)]
-            answer = engine.answer(served, media, question.strip())
+            # Same pipeline and media: a follow-up, whose earlier turns go into the prompt.
+            key = [model] + [m.digest for m in media]
+            state = state if state and state.get("key") == key else {"key": key, "turns": []}
+            history = state["turns"] if "history" in served.qa.pipeline.spec.inputs else []
+            answer = engine.answer(served, media, question.strip(), history=history)
         except (APIError, CascadeError) as e:
             raise gr.Error(str(getattr(e, "message", e))) from None
-        key = [model] + [m.digest for m in media]
-        state = state if state and state.get("key") == key else {"key": key, "turns": 0}
-        state["turns"] += 1
+        state["turns"] = [*state["turns"], (question.strip(), answer.text)]
         ev, bill = answer.evidence, bill_of(answer)
         if (rate := _vlm_flops_per_s(bill)) is not None:
             rates[model] = rate
@@ -136,7 +138,7 @@ def build_demo(engine: Engine):
         if tiny and answer.produced_by == "vlm":
             text += "\n\n<small>(random-weight tiny VLM: this text is noise)</small>"
         return (f"### {text}", route_markdown(ev, answer.produced_by),
-                _cache_markdown(state["turns"], answer), evidence_gallery(ev),
+                _cache_markdown(len(state["turns"]), answer), evidence_gallery(ev),
                 overview(ev, sources), bill_figure(bill), bill_markdown(bill), tools_markdown(ev),
                 state)
 

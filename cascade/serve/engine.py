@@ -11,8 +11,13 @@ A request is checked first (400s never wait), then admitted (`Admission`: at mos
 `max_concurrent` running, `max_queue` waiting in order, 429 + Retry-After beyond), then run. The
 timeout covers the whole request, queue included. A request whose client disconnects, or that
 times out, is cancelled: a queued one leaves the queue, a running one stops before its next stage
-(a stage already running finishes: the VLM's decode loop cannot be interrupted yet). Its slot is
-held until its work really ends, so abandoned work cannot pile up past `max_concurrent`.
+or the VLM's next token (another stage already running finishes). Its slot is held until its work
+really ends, so abandoned work cannot pile up past `max_concurrent`.
+
+The answer's tokens reach the caller as the VLM generates them: `run_async(on_token=...)` calls it
+from the worker thread with each `TokenEvent` of the answer (`cascade.streaming`; a tool answer
+has none). The request's `max_tokens` and earlier turns go to the pipeline's `max_new_tokens` and
+`history` inputs; a pipeline without them refuses such a request (400) rather than ignore it.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -167,10 +173,17 @@ class Engine:
     def check_request(self, req: ChatRequest, served: ServedModel) -> None:
         """Everything that can be refused before the request queues."""
         self.check_media(served, [m.kind for m in req.media], [m.param for m in req.media])
-        if req.max_tokens is not None and "max_new_tokens" not in served.qa.pipeline.spec.inputs:
-            raise APIError(400, f"'max_tokens' cannot be honoured by '{served.id}' yet: its VLM "
-                           "stage's max_new_tokens param sets the answer length; leave "
-                           "max_tokens out", code="unsupported_parameter", param="max_tokens")
+        inputs = served.qa.pipeline.spec.inputs
+        if req.max_tokens is not None and "max_new_tokens" not in inputs:
+            raise APIError(400, f"'max_tokens' cannot be honoured by '{served.id}': its pipeline "
+                           "has no max_new_tokens input (its VLM stage's param sets the answer "
+                           "length); leave max_tokens out", code="unsupported_parameter",
+                           param="max_tokens")
+        if req.history and "history" not in inputs:
+            raise APIError(400, f"'{served.id}' cannot put earlier turns into its prompt: its "
+                           "pipeline has no history input; send only the question (one user "
+                           "message, media included)", code="unsupported_parameter",
+                           param="messages")
 
     # -- work ---------------------------------------------------------------------------------
     def pipeline_input(self, served: ServedModel, media: list[Media], stack: ExitStack) -> Any:
@@ -195,14 +208,23 @@ class Engine:
 
     def answer(self, served: ServedModel, media: list[Media], question: str,
                max_tokens: int | None = None, cancel: threading.Event | None = None,
-               arrived: float | None = None) -> Answer:
+               arrived: float | None = None, *, history: Sequence[tuple[str, str]] = (),
+               on_token: Callable[[Any], Any] | None = None) -> Answer:
         """Run the pipeline (blocking); failures become APIErrors whose messages name request
         fields, not server paths. `arrived` (monotonic) is when the request came in: the time
-        until the pipeline starts is recorded as queue wait."""
+        until the pipeline starts is recorded as queue wait. `on_token` gets the answer's tokens
+        as they are generated; a set `cancel` stops the run before its next stage or token."""
         self.check_media(served, [m.kind for m in media], [m.label for m in media])
-        extra = {}
+        extra: dict[str, Any] = {}
         if max_tokens is not None and "max_new_tokens" in served.qa.pipeline.spec.inputs:
             extra["max_new_tokens"] = max_tokens
+
+        def token(event: Any) -> None:
+            if cancel is not None and cancel.is_set():
+                raise RequestCancelled("cancelled while the VLM was generating")
+            if on_token is not None:
+                on_token(event)
+
         try:
             with ExitStack() as stack, served.lock:
                 if arrived is not None:
@@ -213,10 +235,12 @@ class Engine:
                 value = self.pipeline_input(served, media, stack)
                 served.cancel.event = cancel
                 try:
-                    answer = served.qa.ask(value, question, **extra)
+                    answer = served.qa.ask(value, question, history=history, on_token=token, **extra)
                 finally:
                     served.cancel.event = None
         except StageError as e:
+            if isinstance(e.cause, RequestCancelled):
+                raise e.cause from None
             msg = scrub(str(e), self._labels(media))
             if isinstance(e.cause, (InputError, APIError)):
                 raise APIError(400, msg, code="invalid_input") from None
@@ -231,7 +255,7 @@ class Engine:
         return answer
 
     def run_request(self, req: ChatRequest, served: ServedModel, cancel: threading.Event,
-                    arrived: float) -> Answer:
+                    arrived: float, on_token: Callable[[Any], Any] | None = None) -> Answer:
         """Decode the request's media and answer it (blocking; runs in a worker thread). Video
         uploads live in temporary files for exactly as long as this call."""
         if cancel.is_set():
@@ -239,7 +263,8 @@ class Engine:
         with ExitStack() as stack:
             media = [load_media_url(m.kind, m.url, self.config, m.param, self.uploads, stack)
                      for m in req.media]
-            return self.answer(served, media, req.question, req.max_tokens, cancel, arrived)
+            return self.answer(served, media, req.question, req.max_tokens, cancel, arrived,
+                               history=req.history, on_token=on_token)
 
     def _admission_now(self) -> Admission:
         loop = asyncio.get_running_loop()
@@ -248,9 +273,11 @@ class Engine:
             self._admission_loop = loop
         return self._admission
 
-    async def run_async(self, req: ChatRequest, served: ServedModel) -> Answer:
+    async def run_async(self, req: ChatRequest, served: ServedModel,
+                        on_token: Callable[[Any], Any] | None = None) -> Answer:
         """Check, queue (429 when full), run on the pool, time out (504). Cancelling the caller
-        (the client went away) cancels the request's work."""
+        (the client went away) cancels the request's work. `on_token` is called from the worker
+        thread with each token of the answer as the VLM generates it."""
         self.check_request(req, served)
         admission, timeout = self._admission_now(), self.config.request_timeout_s
         arrived, cancel = time.monotonic(), threading.Event()
@@ -265,7 +292,7 @@ class Engine:
         started = time.monotonic()
         try:
             fut = asyncio.get_running_loop().run_in_executor(
-                self.executor, self.run_request, req, served, cancel, arrived)
+                self.executor, self.run_request, req, served, cancel, arrived, on_token)
         except RuntimeError:  # pool shut down
             admission.leave(0.0)
             raise APIError(503, "server is shutting down", code="shutting_down") from None
@@ -282,7 +309,8 @@ class Engine:
         except asyncio.TimeoutError:
             cancel.set()
             raise APIError(504, f"the request did not finish within {timeout:g} s (--timeout); "
-                           "its pipeline stops before its next stage", code="timeout") from None
+                           "its pipeline stops before its next stage or token",
+                           code="timeout") from None
         except asyncio.CancelledError:
             cancel.set()
             raise

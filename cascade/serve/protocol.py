@@ -4,9 +4,10 @@ Accepted: `model`, `messages` (roles system/developer/user/assistant/tool; conte
 list of parts `text`, `image_url`, `video_url`, the media parts as objects `{"url": ...}` as vLLM
 wants them), `stream`, `stream_options.include_usage`, `max_tokens`/`max_completion_tokens`, and
 every other field OpenAI or vLLM defines, each type-checked. The question is the text of the last
-user message; the media are every image/video part of the conversation's user messages, in order,
-each distinct URL once, so a follow-up turn that repeats the history reaches the same
-content-keyed caches. Earlier turns' text is not put into the prompt.
+user message; the earlier user/assistant turns are its `history` ((question, answer) pairs, which
+the VLM's prompt puts after the media, so the media's KV prefix is still reused); the media are
+every image/video part of the conversation's user messages, in order, each distinct URL once, so
+a follow-up turn that repeats the history reaches the same content-keyed caches.
 
 A field is never silently ignored. The cascade decodes greedily, one choice, plain text: a field
 set to a value that changes that (`temperature: 0.7`, `logprobs: true`, `stop`, `tools`, ...)
@@ -49,6 +50,7 @@ class ChatRequest:
     include_usage: bool = False
     max_tokens: int | None = None
     turns: int = 1  # user messages so far
+    history: list[tuple[str, str]] = field(default_factory=list)  # earlier (question, answer) turns
 
 
 def _bad(message: str, param: str | None = None, code: str = "invalid_request") -> APIError:
@@ -237,7 +239,7 @@ def parse_chat_request(body: Any) -> ChatRequest:
 
     media: list[MediaRef] = []
     seen: set[tuple[str, str]] = set()
-    question, turns = None, 0
+    said: list[tuple[str, str, str]] = []  # (role, text, param) of user and assistant messages
     for i, msg in enumerate(messages):
         param = f"messages[{i}]"
         if not isinstance(msg, dict) or msg.get("role") not in _ROLES:
@@ -247,17 +249,45 @@ def parse_chat_request(body: Any) -> ChatRequest:
             name = sorted(extra)[0]
             raise _bad(f"{param}: unknown field {_short(name, 40)}", f"{param}.{_name(name)}")
         texts, parts = _parts(msg.get("content"), f"{param}.content")
-        if msg["role"] != "user":
+        if msg["role"] not in ("user", "assistant"):
             continue
-        turns += 1
-        question = " ".join(t.strip() for t in texts if t.strip())
-        for m in parts:
-            if (m.kind, m.url) not in seen:
-                seen.add((m.kind, m.url))
-                media.append(m)
+        said.append((msg["role"], " ".join(t.strip() for t in texts if t.strip()), param))
+        if msg["role"] == "user":
+            for m in parts:
+                if (m.kind, m.url) not in seen:
+                    seen.add((m.kind, m.url))
+                    media.append(m)
+    turns = sum(role == "user" for role, _, _ in said)
     if turns == 0:
         raise _bad("no user message: the question comes from the last user message", "messages")
-    if not question:
-        raise _bad("no question: the last user message has no text", "messages", code="no_question")
+    history, question = _conversation(said)
     return ChatRequest(model, question, media, bool(body.get("stream")),
-                       bool(opts.get("include_usage", False)), max_tokens, turns)
+                       bool(opts.get("include_usage", False)), max_tokens, turns, history)
+
+
+def _conversation(said: list[tuple[str, str, str]]) -> tuple[list[tuple[str, str]], str]:
+    """(earlier (question, answer) turns, the question) from the user and assistant messages in
+    order. Consecutive messages of one role are one turn (their texts joined by a new line), as a
+    chat template would show them one after the other."""
+    groups: list[tuple[str, list[str], str]] = []  # (role, texts, param of its first message)
+    for role, text, param in said:
+        if groups and groups[-1][0] == role:
+            groups[-1][1].append(text)
+        else:
+            groups.append((role, [text], param))
+    if groups[0][0] == "assistant":
+        raise _bad(f"{groups[0][2]}: an assistant message must answer an earlier user message",
+                   groups[0][2], code="invalid_conversation")
+    if groups[-1][0] == "assistant":
+        raise _bad(f"{groups[-1][2]}: the conversation must end with the user's question; "
+                   "continuing an assistant message is not supported", groups[-1][2],
+                   code="invalid_conversation")
+    joined = [("\n".join(t for t in texts if t), param) for _, texts, param in groups]
+    for text, param in joined[:-1:2]:
+        if not text:
+            raise _bad(f"{param}: this earlier user turn has no text; each question goes into "
+                       "the prompt as text", param, code="no_question")
+    if not joined[-1][0]:
+        raise _bad("no question: the last user message has no text", "messages", code="no_question")
+    history = [(joined[k][0], joined[k + 1][0]) for k in range(0, len(joined) - 1, 2)]
+    return history, joined[-1][0]

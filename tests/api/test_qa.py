@@ -63,6 +63,15 @@ def test_scene_question_stays_on_thumbnails_and_session_reuses_caches(video_qa, 
     assert counters["kv_cache_hits"] == 1 and counters.get("vision_tower_calls", 0) == 0
     assert counters["embed_cache_hits"] > 0 and counters.get("embed_images", 0) == 0
     assert len(session.turns) == 2
+    # the first turn is in the second's prompt (after the media: the prefix still hit)
+    alone = video_qa.ask(it.media[0], "Describe what the animal is doing.")
+    assert second.bill.prompt_tokens > alone.bill.prompt_tokens
+    # a turn's tokens stream to on_token as generated; max_new_tokens caps them
+    events = []
+    third = session.ask("And then?", on_token=events.append, max_new_tokens=2)
+    assert len(events) == third.bill.generated_tokens == 2
+    assert third.text.startswith("".join(e.text for e in events))
+    assert session.questions == [it.question, "Describe what the animal is doing.", "And then?"]
 
 
 def test_multi_image_reading_finds_the_small_price_tag(items):

@@ -62,3 +62,15 @@ def test_is_assignable(src, dst, ok):
 def test_type_names():
     assert type_name(list[Image]) == "list[Image]"
     assert type_name(Image | None) == "Image | None"
+
+
+def test_history_inputs_are_pairs_of_strings_or_their_json():
+    from cascade.inputs import coerce
+
+    assert coerce("history", "history", [["q1", "a1"], ("q2", "")]) == [("q1", "a1"), ("q2", "")]
+    assert coerce("history", "history", '[["q1", "a1"]]') == [("q1", "a1")]  # a command line
+    for bad, said in [("[[1, 2]]", r"history'\[0\]: expected a \(question, answer\) pair"),
+                      ("not json", "expected a JSON list"), (3, "got int"),
+                      ([["q", "a", "extra"]], "pair of strings")]:
+        with pytest.raises(InputError, match=said):
+            coerce("history", "history", bad)

@@ -95,3 +95,79 @@ outputs:
     assert answer.produced_by == "vlm" and answer.bill.generated_tokens >= 1
     assert len(answer.evidence.images) == 2
     assert result.trace["vlm"].counters["visual_tokens"] == answer.bill.visual_tokens
+
+
+def test_per_request_length_and_history_and_the_run_s_token_stream(tiny_model):
+    from cascade.streaming import answer_stream
+
+    models = {"vlm": {"id": tiny_model, "device": "cpu"}}
+    st = VLMAnswer({"max_new_tokens": 6}, name="final", models=models)
+    draft = VLMAnswer({"max_new_tokens": 6, "stream": False}, name="draft", models=models)
+    img = _image(7)
+    base = st(images=[img], question="What is this?").answer
+    assert base.bill.generated_tokens == 6  # random weights: no early end-of-turn
+    # the max_new_tokens input overrides the param, below and above it
+    assert st(images=[img], question="What is this?", max_new_tokens=2).answer.bill.generated_tokens == 2
+    assert st(images=[img], question="What is this?", max_new_tokens=9).answer.bill.generated_tokens == 9
+    with pytest.raises(Exception, match="max_new_tokens must be >= 1"):
+        st(images=[img], question="What is this?", max_new_tokens=0)
+
+    # history goes after the cached image prefix: more prompt tokens, still a prefix hit
+    rec = StageRecord("final", "vlm_answer")
+    with stage_scope(rec):
+        turn2 = st(images=[img], question="And now?", history=[("What is this?", base.text)]).answer
+    alone = st(images=[img], question="And now?").answer
+    assert turn2.bill.prompt_tokens > alone.bill.prompt_tokens + 6
+    assert turn2.bill.cache == "hit" and rec.counters["vision_tower_calls"] == 0
+
+    # a run's token stream goes to the first streaming stage only; a draft never claims it
+    events = []
+    with answer_stream(events.append) as stream:
+        d = draft(images=[img], question="Draft?").answer
+        assert events == [] and stream.streamed_by is None
+        a = st(images=[img], question="What is this?").answer
+        st(images=[img], question="A second streaming call?")
+    assert stream.streamed_by == "final" and d.text
+    assert len(events) == a.bill.generated_tokens == 6  # the second call's tokens are not there
+    # the streamed text is the answer, less an incomplete last character held back (the server
+    # sends that rest with the final chunk)
+    assert a.text == base.text and a.text.startswith("".join(e.text for e in events))
+
+
+def test_the_stream_reaches_stages_running_on_the_runner_s_threads(tiny_model):
+    import threading
+
+    from cascade.pipeline import Pipeline
+    from cascade.streaming import answer_stream
+
+    yaml = f"""
+name: two_vlms
+models:
+  vlm: {{id: "{tiny_model}", device: cpu, max_pixels: 12544}}
+inputs:
+  images: {{type: images}}
+  question: {{type: str}}
+  max_new_tokens: {{type: int, default: null}}
+stages:
+  a: {{type: vlm_answer, inputs: {{images: $images, question: $question,
+                                  max_new_tokens: $max_new_tokens}}}}
+  b: {{type: vlm_answer, inputs: {{images: $images, question: $question,
+                                  max_new_tokens: $max_new_tokens}}}}
+outputs:
+  a: a.answer
+  b: b.answer
+"""
+    pipeline = Pipeline.from_yaml(yaml)
+    events, threads = [], set()
+
+    def on_token(event) -> None:
+        events.append(event)
+        threads.add(threading.current_thread().name)
+
+    with answer_stream(on_token) as stream:
+        result = pipeline.run(images=[_image(1).pixels], question="What?", max_new_tokens=3)
+    # a and b are ready together, so they run on the runner's pool: the caller's stream is
+    # visible there, and only one of them streams
+    assert stream.streamed_by in ("a", "b") and len(events) == 3
+    assert result[stream.streamed_by].bill.generated_tokens == 3
+    assert all(name.startswith("cascade-stage") for name in threads)

@@ -1,0 +1,142 @@
+"""A streamed chat completion: `chat.completion.chunk` server-sent events as the VLM generates.
+
+The pipeline runs in a worker thread; each token of the answer crosses to the event loop through
+a `TokenFeed` (`loop.call_soon_threadsafe`) and leaves as one content chunk, so the first chunk
+arrives after the time to first token, not after the answer. A tool answer (OCR read the sign)
+generated no tokens: its text leaves at once, as one chunk. The last chunk carries
+`finish_reason` and the `cascade` extra field (evidence, bill, trace); a usage chunk follows when
+`stream_options.include_usage` asks for it; then `data: [DONE]`.
+
+HTTP status codes only exist before the first byte: a request that fails before its first token
+(400, 429, 504 in the queue, a pipeline error) gets its status as usual. Once streaming has
+started, an error is sent as an event `{"error": {...}}` followed by `[DONE]`, as OpenAI and vLLM
+do. A client that disconnects mid-stream cancels the run (the VLM stops at its next token) and is
+counted as 499.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from fastapi.responses import StreamingResponse
+
+from .bill import openai_usage
+from .errors import APIError
+
+__all__ = ["TokenFeed", "event_stream"]
+
+log = logging.getLogger("cascade.serve")
+
+
+class TokenFeed:
+    """Tokens from the worker thread, in order, on the event loop.
+
+    `put` is the `on_token` callback (any thread). Tokens are scheduled on the loop before the
+    run's own result is (both go through the loop's callback queue in order), so once the run is
+    done every token it generated is already here."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self._loop = loop
+        self._queue: asyncio.Queue = asyncio.Queue()
+
+    def put(self, event: Any) -> None:
+        self._loop.call_soon_threadsafe(self._queue.put_nowait, event)
+
+    async def next(self, work: asyncio.Future) -> Any | None:
+        """The next token, or None once `work` is done and every token has been taken."""
+        if not self._queue.empty():
+            return self._queue.get_nowait()
+        if work.done():
+            return None
+        getter = asyncio.ensure_future(self._queue.get())
+        try:
+            await asyncio.wait({getter, work}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not getter.done():
+                getter.cancel()
+        if getter.done() and not getter.cancelled():
+            return getter.result()
+        return self._queue.get_nowait() if not self._queue.empty() else None
+
+
+class _EventStream(StreamingResponse):
+    """A StreamingResponse that runs `close` however it ends, even when the client is gone
+    before the body's generator started (its own `finally` would then never run)."""
+
+    def __init__(self, body: AsyncIterator[str], close: Callable[[], None]):
+        super().__init__(body, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        self._close = close
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._close()
+
+
+def _sse(obj: Any) -> str:
+    return f"data: {json.dumps(obj)}\n\n"
+
+
+def event_stream(feed: TokenFeed, work: asyncio.Future, first: Any | None, *, model: str,
+                 cid: str, created: int, include_usage: bool,
+                 extra: Callable[[Any], dict[str, Any]],
+                 finished: Callable[[int], None]) -> StreamingResponse:
+    """The response for a run that has produced its first token (`first`) or, for a tool answer,
+    has finished (`first` None). extra(answer): the `cascade` field of the last chunk.
+    finished(status) is called when the stream ends (200, an error's status, or 499), maybe
+    more than once: the first call counts."""
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **more: Any) -> dict[str, Any]:
+        return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                             "finish_reason": finish}], **more}
+
+    def close(status: int = 499) -> None:  # 499 unless the stream ended on its own
+        if not work.done():  # the client went away: the run stops at its next token
+            work.cancel()
+        finished(status)
+
+    async def events() -> AsyncIterator[str]:
+        status, streamed = 499, []
+        try:
+            yield _sse(chunk({"role": "assistant", "content": ""}))
+            event = first
+            while event is not None:
+                if event.text:  # "" while a multi-byte character is incomplete, or for EOS
+                    streamed.append(event.text)
+                    yield _sse(chunk({"content": event.text}))
+                event = await feed.next(work)
+            try:
+                answer = await work
+                text = "".join(streamed)
+                if not answer.text.startswith(text):
+                    # A pipeline whose streaming VLM stage was not its final answer (a draft a
+                    # router replaced): the client has text that is not the answer. Say so.
+                    log.error("streamed text is not the answer of %s", model)
+                    raise APIError(500, "the pipeline streamed a draft that is not its final "
+                                   "answer (a vlm_answer stage whose answer a router may "
+                                   "replace needs `stream: false`)", code="stream_mismatch")
+                if answer.text[len(text):]:  # a tool answer, or a stage that did not stream
+                    yield _sse(chunk({"content": answer.text[len(text):]}))
+                yield _sse(chunk({}, answer.bill.finish_reason, cascade=extra(answer)))
+                if include_usage:
+                    yield _sse({"id": cid, "object": "chat.completion.chunk", "created": created,
+                                "model": model, "choices": [], "usage": openai_usage(answer)})
+                status = 200
+            except APIError as e:
+                status = e.status
+                yield _sse(e.body())
+            except Exception as e:  # a bug: report it in the stream, keep serving
+                log.exception("streamed chat completion failed")
+                status = 500
+                yield _sse(APIError(500, f"internal error: {type(e).__name__}",
+                                    code="internal_error").body())
+            yield "data: [DONE]\n\n"
+        finally:
+            close(status)
+
+    return _EventStream(events(), close)
