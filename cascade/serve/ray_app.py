@@ -93,6 +93,7 @@ class RayOptions:
     batch_wait_timeout_s: float = 0.01
     retries: int = 2
     call_timeout_s: float = 600.0
+    health_check_period_s: float | None = None  # Serve's default (10 s) when None
 
     def cpus(self, deployment: str) -> float:
         default = 1.0 if deployment == "vlm_answer" else 0.5
@@ -304,6 +305,7 @@ class VLMReplica(StageReplica):
         inputs = await asyncio.to_thread(self._inputs, payload)
         if seen or not self._batchable(key, inputs):
             return await self._single(key, inputs, media_id)
+        _batch_across_media()
         return await self._batched((key, inputs, media_id))
 
     async def _single(self, key: str, inputs: dict[str, Any], media_id: str) -> dict[str, Any]:
@@ -363,6 +365,21 @@ class VLMReplica(StageReplica):
             extra = {"batches": 1.0, "batched_calls": float(len(batch))} if n == 0 else {}
             replies.append(self._reply(rec, out, seconds, **extra))
         return replies
+
+
+def _batch_across_media() -> None:
+    """Let this call share a `@serve.batch` with calls about other media. Serve splits a batch
+    by `multiplexed_model_id` (one model per batch); here the id is a routing key, not a model,
+    and it has done its work once the call is in this replica. Clearing it in this request's
+    context (Serve keeps it in a private context variable) keeps the calls in one batch; if that
+    variable moves in another Ray version, batches only hold calls about the same media."""
+    try:
+        from ray.serve import context as serve_context
+
+        ctx = serve_context._get_serve_request_context()
+        serve_context._serve_request_context.set(dataclasses.replace(ctx, multiplexed_model_id=""))
+    except Exception:  # noqa: BLE001 - a layout change costs batching, never a request
+        log.debug("could not clear the multiplexed model id; batching per media", exc_info=True)
 
 
 def _image_list(images: Any) -> list:
@@ -553,6 +570,17 @@ class Ingress:
             pipeline.hooks[pipeline.hooks.index(served.cancel)] = cancel
             served.cancel, served.lock = cancel, _Unlocked()
         self._status: tuple[float, dict[str, int]] = (0.0, {})
+        self._warm()
+
+    def _warm(self) -> None:
+        """Read the declared models' families (config and processor, no weights) now: the light
+        stages price images with them, and concurrent first imports of transformers race."""
+        for served in self.engine.models.values():
+            for declared in served.qa.pipeline.models.values():
+                try:
+                    declared.family
+                except CascadeError as e:  # the stage that needs it reports it per request
+                    log.warning("model '%s': %s", declared.name, e)
 
     def replicas(self) -> dict[str, int]:
         """Running replicas per deployment of this application (`serve.status()`, 0.5 s cache)."""
@@ -587,6 +615,12 @@ class Ingress:
             for d, reps in sorted(stats.items()):
                 total = sum(s.get(k, 0) for s in reps.values())
                 lines.append(f'{metric}{{deployment="{_escape(d)}"}} {_fmt(total)}')
+        lines += ["# HELP cascade_replica_calls_total Stage calls each replica answered (a replaced "
+                  "replica keeps its last count).", "# TYPE cascade_replica_calls_total counter"]
+        for d, reps in sorted(stats.items()):
+            for rid, s in sorted(reps.items()):
+                lines.append(f'cascade_replica_calls_total{{deployment="{_escape(d)}",'
+                             f'replica="{_escape(rid)}"}} {_fmt(s.get("calls", 0))}')
         lines += ["# HELP cascade_remote_retries_total Stage calls sent again after their replica died.",
                   "# TYPE cascade_remote_retries_total counter"]
         lines += [f'cascade_remote_retries_total{{deployment="{_escape(d)}"}} {n}'
@@ -639,6 +673,8 @@ def build_app(args: dict[str, Any] | None = None):
         importlib.import_module(mod)
     found = _served_stages(config)
     opts = {k: v for k, v in app_args(config, options).items() if k in _OPTION_FIELDS}
+    health = ({} if options.health_check_period_s is None
+              else {"health_check_period_s": options.health_check_period_s})
     handles = {}
     for stage_type in options.remote_stages:
         if stage_type not in found:
@@ -646,12 +682,12 @@ def build_app(args: dict[str, Any] | None = None):
         cls = VLMReplica if stage_type == "vlm_answer" else StageReplica
         dep = serve.deployment(cls).options(
             name=stage_type, num_replicas=options.replicas_of(stage_type),
-            max_ongoing_requests=max(8, 2 * options.max_batch_size),
+            max_ongoing_requests=max(8, 2 * options.max_batch_size), **health,
             ray_actor_options={"num_cpus": options.cpus(stage_type),
                                "num_gpus": options.gpus(stage_type)})
         handles[stage_type] = dep.bind(stage_type, found[stage_type], opts, config.random_weights)
     ingress = serve.deployment(serve.ingress()(Ingress)).options(
         name="ingress", num_replicas=1, max_ongoing_requests=max(16, 2 * config.max_concurrent
-                                                                 + config.max_queue),
+                                                                 + config.max_queue), **health,
         ray_actor_options={"num_cpus": options.cpus("ingress"), "num_gpus": 0})
     return ingress.bind(app_args(config, options), handles)
