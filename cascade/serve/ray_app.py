@@ -23,10 +23,13 @@ The application (`build_app(args)`, an application builder `serve run` can impor
   the ingress and the same ObjectRef goes to every deployment that reads it (OCR, detector,
   CLIP), so the frames are serialised once, not once per hop; a replica on the same node maps it
   from the shared-memory object store without a copy.
-- affinity: a `vlm_answer` call is sent with `multiplexed_model_id` = a hash of its images'
-  content; the replica registers the id through `@serve.multiplexed`, and Serve's router sends
-  later calls with the same id to a replica that has it, so a conversation's follow-up finds
-  its KV prefix in that replica's cache. A new id goes to the replica with the fewest ids.
+- affinity: every `vlm_answer` call carries a media id (a hash of its images' content and the
+  stage configuration), which the replica registers through `@serve.multiplexed`. A call about
+  media this ingress has sent before (a conversation's follow-up) is sent with
+  `multiplexed_model_id` = that id, and Serve's router sends it to a replica that has it, so it
+  finds its KV prefix in that replica's cache. A first turn is routed by load (power of two
+  choices) instead: Serve's multiplex fallback would send a burst of new ids to the one replica
+  with the fewest ids until the replicas' id lists propagate (every 0.1 s).
 - batching: `@serve.batch` gathers concurrent `vlm_answer` calls of one replica; two or more
   calls about media the replica has not answered yet are answered with one `generate_batch`
   (one batched prefill, lockstep decode). A batch bypasses the KV prefix cache, so a call about
@@ -295,8 +298,9 @@ class VLMReplica(StageReplica):
         red = stage.model(p.model).reduction(p.reduction, p.keep_ratio, p.fastv_layer)
         return not red.question_dependent
 
-    async def run(self, key: str, payload: dict[str, tuple[str, Any]]) -> dict[str, Any]:
-        media_id = serve.get_multiplexed_model_id()
+    async def run(self, key: str, payload: dict[str, tuple[str, Any]],
+                  media_id: str = "") -> dict[str, Any]:
+        media_id = media_id or serve.get_multiplexed_model_id()
         seen = bool(media_id) and media_id in self._answered
         if media_id:
             await self._media(media_id)
@@ -412,6 +416,7 @@ class RemoteStages:
         self.retries, self.timeout_s = retries, timeout_s
         self._keys: dict[int, tuple[Stage, str]] = {}
         self._refs: OrderedDict[int, tuple[Any, Any]] = OrderedDict()  # id -> (value, ObjectRef)
+        self._media: OrderedDict[str, None] = OrderedDict()  # media ids answered before
         self._lock = threading.Lock()
         self.replica_stats: dict[str, dict[str, dict[str, float]]] = {}  # deployment -> replica -> stats
         self.retried: dict[str, int] = {}
@@ -460,12 +465,16 @@ class RemoteStages:
 
         name = stage.type_name
         handle, key = self.stage_handles[name], self.key_of(stage)
-        payload = self._payload(inputs)
+        payload, extra, mid = self._payload(inputs), {}, ""
         if name == "vlm_answer" and "images" in inputs:
-            handle = handle.options(multiplexed_model_id=media_id(key, inputs["images"]))
+            mid = extra["media_id"] = media_id(key, inputs["images"])
+            with self._lock:
+                follow_up = mid in self._media
+            if follow_up:  # to the replica that answered about these media (its KV prefix)
+                handle = handle.options(multiplexed_model_id=mid)
         for attempt in range(self.retries + 1):
             try:
-                reply = handle.run.remote(key, payload).result(timeout_s=self.timeout_s)
+                reply = handle.run.remote(key, payload, **extra).result(timeout_s=self.timeout_s)
                 break
             except RayActorError as e:  # the replica died (or is unreachable): send it again
                 if attempt == self.retries:
@@ -476,6 +485,11 @@ class RemoteStages:
                 log.warning("stage %s: replica lost (%s); retrying", stage.name, type(e).__name__)
         with self._lock:
             self.replica_stats.setdefault(name, {})[reply["replica"]] = reply["stats"]
+            if mid:
+                self._media[mid] = None
+                self._media.move_to_end(mid)
+                while len(self._media) > 100_000:
+                    self._media.popitem(last=False)
         if reply["counters"]:
             record(**reply["counters"])
         for w in reply["warnings"]:
