@@ -177,7 +177,7 @@ def _build_stage(config: dict[str, Any], tiny: bool) -> Stage:
 
 
 def _prepare_process(options: RayOptions) -> None:
-    """Per-replica process setup: offline switches for the tiny model, torch threads, plugins."""
+    """Per-replica process setup: stage plugins to import, torch threads."""
     for mod in options.imports:
         importlib.import_module(mod)
     if options.threads:
@@ -516,7 +516,9 @@ def media_id(key: str, images: Any) -> str:
 
 class _Unlocked(contextlib.nullcontext):
     """Stands in for a served pipeline's run lock in the ingress: its heavy stages (the reason
-    for the lock) run in replicas, so the ingress runs up to --max-concurrent requests at once."""
+    for the lock: loaded models, the VLM's caches) run in replicas, and the light stages keep no
+    per-run state on the stage object, so the ingress runs up to --max-concurrent requests of a
+    pipeline at once (the replicas' `max_ongoing_requests` and `@serve.batch` take it from there)."""
 
 
 class _ContextCancel:

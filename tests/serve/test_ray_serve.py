@@ -249,3 +249,24 @@ def test_cascade_deploy_writes_a_config_serve_accepts_and_runs(server, tmp_path)
     health = httpx.get(f"{server}/deployed/health").json()
     assert health["replicas"]["vlm_answer"] >= 1
     serve.delete("deployed")
+
+
+def test_cli_flags_become_the_layout_and_args_round_trip(tmp_path):
+    from cascade.cli import build_parser
+    from cascade.errors import CascadeError
+    from cascade.serve.cli import config_from_args
+    from cascade.serve.ray_app import split_args
+    from cascade.serve.ray_deploy import _options, local_cluster_cpus
+
+    args = build_parser().parse_args(["serve", "--ray", "--replicas", "3", "--vlm-gpus", "0.5",
+                                      "--threads", "1", "--max-batch-size", "8", "--tiny",
+                                      "--media-root", str(tmp_path)])
+    assert args.ray and args.address is None
+    options, config = _options(args), config_from_args(args)
+    assert (options.replicas, options.gpus("vlm_answer"), options.threads) == (3, 0.5, 1)
+    assert options.max_batch_size == 8 and options.cpus("vlm_answer") == 1.0
+    assert local_cluster_cpus(options) >= 3 * 1.0 + 4 * 0.5 + 0.5
+    back_config, back_options = split_args(app_args(config, options))  # YAML-able and back
+    assert back_config == config and back_options == options
+    with pytest.raises(CascadeError, match="did you mean 'replicas'"):
+        split_args({"replica": 2})
