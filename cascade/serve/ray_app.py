@@ -69,6 +69,7 @@ log = logging.getLogger("cascade.serve.ray")
 APP_NAME = "cascade"
 HEAVY_STAGES = ("vlm_answer", "ocr", "detect", "clip_embed", "text_embed")
 _PUT_MIN_BYTES = 64 << 10  # inputs at least this large travel as ObjectRefs
+_REF_CACHE_BYTES = 512 << 20  # recently put inputs kept for reuse by later hops (at most)
 
 
 @dataclass
@@ -415,7 +416,9 @@ class RemoteStages:
         self.stage_handles, self.remote_types = dict(handles), set(remote_types) & set(handles)
         self.retries, self.timeout_s = retries, timeout_s
         self._keys: dict[int, tuple[Stage, str]] = {}
-        self._refs: OrderedDict[int, tuple[Any, Any]] = OrderedDict()  # id -> (value, ObjectRef)
+        # id(value) -> (value, its ObjectRef, bytes): the value is held so its id is not reused
+        self._refs: OrderedDict[int, tuple[Any, Any, int]] = OrderedDict()
+        self._ref_bytes = 0
         self._media: OrderedDict[str, None] = OrderedDict()  # media ids answered before
         self._lock = threading.Lock()
         self.replica_stats: dict[str, dict[str, dict[str, float]]] = {}  # deployment -> replica -> stats
@@ -451,12 +454,14 @@ class RemoteStages:
                     self._refs.move_to_end(id(value))
                     out[port] = ("ref", hit[1])
                     continue
-            ref = ray.put(value)
+            ref, size = ray.put(value), _nbytes(value)
             with self._lock:
                 self.puts += 1
-                self._refs[id(value)] = (value, ref)
-                while len(self._refs) > 64:
-                    self._refs.popitem(last=False)
+                self._refs[id(value)] = (value, ref, size)
+                self._ref_bytes += size
+                while len(self._refs) > 1 and (len(self._refs) > 64
+                                               or self._ref_bytes > _REF_CACHE_BYTES):
+                    self._ref_bytes -= self._refs.popitem(last=False)[1][2]
             out[port] = ("ref", ref)
         return out
 

@@ -197,6 +197,18 @@ def test_killing_a_vlm_replica_under_load_loses_nothing(server):
     assert _wait_running(server, "vlm_answer", 2)["replicas"]["vlm_answer"] == 2
 
 
+def test_video_frames_travel_as_object_refs(server, media_dir):
+    from .conftest import VIDEO, video_part
+
+    d, _ = media_dir
+    before = _metric(httpx.get(f"{server}/metrics").text, "cascade_object_puts_total")
+    part = video_part(data_url((d / "sign.mp4").read_bytes(), "video/mp4"))
+    r = _post(server, chat(VIDEO, "What does the sign say?", part))
+    assert r.status_code == 200 and _vlm_counters(r)["visual_tokens"] > 0
+    # six 224-px thumbnails (over 64 KiB) went to the VLM replica as one ObjectRef
+    assert _metric(httpx.get(f"{server}/metrics").text, "cascade_object_puts_total") == before + 1
+
+
 def test_large_inputs_are_put_once_for_every_hop(server):
     from cascade.artifacts import Image
 
