@@ -57,6 +57,7 @@ class Pipeline:
     models: Models = field(default_factory=Models)
     file: str = "<memory>"
     hooks: list[StageHook] = field(default_factory=list)  # observers of every run's stages
+    executor: Any = None  # a `cascade.runner.StageExecutor` running some stages elsewhere (Ray)
 
     # -- loading ------------------------------------------------------------------------------
     @classmethod
@@ -120,7 +121,8 @@ class Pipeline:
     def setup(self) -> "Pipeline":
         """Load every stage's models now instead of on first use."""
         for st in self.stages.values():
-            st.ensure_setup()
+            if self.executor is None or not self.executor.handles(st):
+                st.ensure_setup()
         return self
 
     @property

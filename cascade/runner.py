@@ -17,6 +17,11 @@ A stage is skipped when it waits on a branch its router did not take, or when a 
 comes only from skipped stages; a list of references takes the first that ran, which is how a
 coarse and a fine path join. A reference that ran but produced None (a tool that could not
 answer) also falls through to the next one.
+
+A pipeline may carry an `executor` (`StageExecutor`): the stages it `handles` run through its
+`run(stage, inputs)` instead of in this process (no local setup, no setup gate: a Ray Serve
+replica holds the loaded stage, `cascade.serve.ray_app`); everything else (skipping, joins,
+records, output checks) is the same.
 """
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .artifacts import Route
 from .errors import StageError
@@ -39,7 +44,7 @@ from .trace import StageRecord, Trace, stage_scope
 if TYPE_CHECKING:
     from .pipeline import Pipeline
 
-__all__ = ["execute", "PipelineResult"]
+__all__ = ["execute", "PipelineResult", "StageExecutor"]
 
 _MISSING = object()
 _POOL: ThreadPoolExecutor | None = None
@@ -100,6 +105,17 @@ class _SetupGate:
 _GATE = _SetupGate()
 
 
+@runtime_checkable
+class StageExecutor(Protocol):
+    """Runs some stages' `run` elsewhere (`Pipeline.executor`). `run` is called inside the
+    stage's record scope, so `cascade.trace.record` / `warn` land in this run's trace; it
+    returns the stage's Outputs or raises what the stage raised."""
+
+    def handles(self, stage: Stage) -> bool: ...
+
+    def run(self, stage: Stage, inputs: dict[str, Any]) -> Any: ...
+
+
 @dataclass
 class PipelineResult:
     """The outputs a pipeline declared (None for one whose stages were all skipped) and its trace."""
@@ -153,7 +169,7 @@ def execute(pipeline: "Pipeline", inputs: dict[str, Any]) -> PipelineResult:
         rec, stage_obj = records[name], pipeline.stages[name]
         for hook in pipeline.hooks:
             hook.before_stage(rec)
-        out = _call(stage_obj, rec, kwargs)
+        out = _call(stage_obj, rec, kwargs, pipeline.executor)
         outputs[name] = out
         if isinstance(stage_obj, Router):
             rec.detail = f"branch={out.route.branch}: {out.route.reason}".rstrip(": ")
@@ -224,9 +240,14 @@ def _skip_reason(when: str | None, outputs: dict[str, Any]) -> str:
     return "" if taken == branch else f"branch '{branch}' not taken (router '{router}' chose '{taken}')"
 
 
-def _call(stage_obj, rec: StageRecord, kwargs: dict[str, Any]) -> Any:
+def _call(stage_obj, rec: StageRecord, kwargs: dict[str, Any],
+          executor: StageExecutor | None = None) -> Any:
     """Set up (timed separately), run, and check one stage; all failures become StageError."""
     try:
+        if executor is not None and executor.handles(stage_obj):
+            with stage_scope(rec):
+                out = executor.run(stage_obj, kwargs)
+            return _checked(stage_obj, out)
         if not stage_obj._is_setup:
             if type(stage_obj).setup is Stage.setup:  # nothing to load
                 stage_obj.ensure_setup()
@@ -240,15 +261,7 @@ def _call(stage_obj, rec: StageRecord, kwargs: dict[str, Any]) -> Any:
                 rec.counters["setup_seconds"] = round(setup_s, 6)
         with _GATE.run(), stage_scope(rec):
             out = stage_obj.run(**kwargs)
-        expected = stage_obj._hints()["return"]
-        if not isinstance(out, expected):
-            raise TypeError(f"run() returned {type(out).__name__}, expected {expected.__name__}")
-        if isinstance(stage_obj, Router):
-            route = out.route
-            if not isinstance(route, Route) or route.branch not in stage_obj.branches:
-                raise ValueError(f"router chose {getattr(route, 'branch', route)!r}, expected one of "
-                                 f"{', '.join(stage_obj.branches)}")
-        return out
+        return _checked(stage_obj, out)
     except StageError:
         rec.status = "failed"
         raise
@@ -256,3 +269,16 @@ def _call(stage_obj, rec: StageRecord, kwargs: dict[str, Any]) -> Any:
         rec.status = "failed"
         rec.detail = f"{type(e).__name__}: {e}"
         raise StageError(rec.name, rec.type, e) from e
+
+
+def _checked(stage_obj, out: Any) -> Any:
+    """`out` if it is what the stage declares (its Outputs; a router's branch is one of its own)."""
+    expected = stage_obj._hints()["return"]
+    if not isinstance(out, expected):
+        raise TypeError(f"run() returned {type(out).__name__}, expected {expected.__name__}")
+    if isinstance(stage_obj, Router):
+        route = out.route
+        if not isinstance(route, Route) or route.branch not in stage_obj.branches:
+            raise ValueError(f"router chose {getattr(route, 'branch', route)!r}, expected one of "
+                             f"{', '.join(stage_obj.branches)}")
+    return out

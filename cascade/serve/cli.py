@@ -60,6 +60,10 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
 
 
 def _run(args: argparse.Namespace, demo: bool) -> int:
+    if getattr(args, "ray", False):
+        from .ray_deploy import serve_on_ray  # imports ray only when asked
+
+        return serve_on_ray(args)
     import uvicorn
 
     from .app import create_app
@@ -84,6 +88,9 @@ def add_serve_commands(sub) -> None:
                        "GET /v1/models, /health and /metrics.")
     _common(p, 8000)
     p.add_argument("--demo", action="store_true", help="also mount the web demo at /demo")
+    from .ray_deploy import add_deploy_command, add_ray_flags  # argparse only
+
+    add_ray_flags(p)
     p.set_defaults(func=lambda a: _run(a, demo=False))
 
     p = sub.add_parser("demo", help="web demo (Gradio) on the same server",
@@ -91,3 +98,5 @@ def add_serve_commands(sub) -> None:
                        "evidence and bill. Without --model it uses --tiny.")
     _common(p, 7860)
     p.set_defaults(func=lambda a: _run(a, demo=True), demo=True)
+
+    add_deploy_command(sub)

@@ -1,0 +1,63 @@
+"""`cascade serve --ray` as a user runs it: its own local Ray cluster, two VLM replicas, the
+official `openai` client; ^C shuts Serve and the cluster down. (Runs before test_ray_serve.py's
+cluster starts: one cluster at a time.)"""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("ray", reason="ray[serve] is not installed (pip install 'vlm-cascade[ray]')")
+httpx = pytest.importorskip("httpx")
+openai = pytest.importorskip("openai")
+
+from .conftest import PIPELINES, data_url, free_port, png_bytes  # noqa: E402
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
+
+
+def test_cascade_serve_ray_answers_an_image_chat_on_two_replicas(tiny_vlm):
+    import numpy as np
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cascade.cli", "serve", "--ray", "--replicas", "2", "--tiny",
+         "--threads", "1", "--no-shipped", "--pipeline", f"plain={PIPELINES / 'images_plain.yaml'}",
+         "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert proc.poll() is None, proc.stdout.read()
+            try:
+                health = httpx.get(f"{url}/health", timeout=2).json()
+                if health.get("replicas", {}).get("vlm_answer", 0) >= 2:
+                    break
+            except (httpx.TransportError, ValueError):
+                pass
+            assert time.monotonic() < deadline, "cascade serve --ray did not come up"
+            time.sleep(0.5)
+        assert health["replicas"] == {"ingress": 1, "vlm_answer": 2} and health["random_weights"]
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        image = np.random.default_rng(7).integers(0, 255, (48, 64, 3), dtype=np.uint8)
+        messages = [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": data_url(png_bytes(image), "image/png")}},
+            {"type": "text", "text": "What is in the picture?"}]}]
+        turns = [client.chat.completions.create(model="cascade/plain", messages=messages)
+                 for _ in range(2)]
+        assert all(isinstance(t.choices[0].message.content, str) for t in turns)
+        vlm = [next(s for s in t.model_extra["cascade"]["trace"]["stages"] if s["name"] == "vlm")
+               for t in turns]
+        assert [v["counters"]["kv_cache_hits"] for v in vlm] == [0, 1]  # turn 2: same replica
+    finally:
+        proc.send_signal(signal.SIGINT)  # ^C: serve.shutdown(), ray.shutdown()
+        try:
+            out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+    assert proc.returncode == 0, out[-2000:]
+    assert "random-weight" in out  # the tiny-model note

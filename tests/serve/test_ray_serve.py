@@ -1,0 +1,284 @@
+"""The Ray Serve application on a real local Ray cluster (started here, shut down after).
+
+One module-scoped cluster (`ray.init(num_cpus=4)` on any box: Ray's CPUs are scheduling units,
+every replica runs 1 torch thread) and one application over the small test pipelines: an
+ingress, two `vlm_answer` replicas (the real tiny Qwen2-VL) and one `test_fault` replica (the
+fault stage runs remotely here, so a replica can be killed while a request is surely in it).
+Nothing is mocked: HTTP to Serve's proxy on 127.0.0.1, handles, object refs, replicas.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import re
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray", reason="ray[serve] is not installed (pip install 'vlm-cascade[ray]')")
+serve = pytest.importorskip("ray.serve")
+httpx = pytest.importorskip("httpx")
+
+from cascade.serve.ray_app import (APP_NAME, HEAVY_STAGES, RayOptions, RemoteStages,  # noqa: E402
+                                   app_args, build_app)
+
+from .conftest import (IMAGES, PIPELINES, chat, data_url, free_port, image_part,  # noqa: E402
+                       png_bytes, small_config)
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})  # replicas import tests.*
+    port = free_port()
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def server(cluster, tiny_vlm):
+    options = RayOptions(replicas=2, threads=1, remote_stages=HEAVY_STAGES + ("test_fault",),
+                         imports=("tests.serve.fault_stage",), batch_wait_timeout_s=0.2,
+                         num_cpus={"vlm_answer": 0.5, "test_fault": 0.25, "ingress": 0.5},
+                         health_check_period_s=1.0)
+    config = small_config(tiny_vlm, max_concurrent=8)
+    t0 = time.perf_counter()
+    serve.run(build_app(app_args(config, options)), name=APP_NAME, route_prefix="/")
+    print(f"application started in {time.perf_counter() - t0:.1f} s")
+    return cluster
+
+
+def _image(seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    return image_part(data_url(png_bytes(rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)),
+                               "image/png"))
+
+
+def _post(url: str, body: dict, timeout: float = 120) -> httpx.Response:
+    return httpx.post(f"{url}/v1/chat/completions", json=body, timeout=timeout)
+
+
+def _vlm_counters(resp: httpx.Response) -> dict:
+    stages = {s["name"]: s for s in resp.json()["cascade"]["trace"]["stages"]}
+    return stages["vlm"]["counters"]
+
+
+def _metric(text: str, name: str, **labels: str) -> float:
+    """The sum of `name`'s samples whose labels include `labels`."""
+    total = 0.0
+    for m in re.finditer(rf"^{name}(?:{{(.*)}})? (\S+)$", text, re.M):
+        if all(f'{k}="{v}"' in (m.group(1) or "") for k, v in labels.items()):
+            total += float(m.group(2))
+    return total
+
+
+def _replica_calls(url: str, deployment: str) -> dict[str, float]:
+    text = httpx.get(f"{url}/metrics").text
+    pat = rf'cascade_replica_calls_total{{deployment="{deployment}",replica="([^"]+)"}} (\S+)'
+    return {m.group(1): float(m.group(2)) for m in re.finditer(pat, text)}
+
+
+def _wait_running(url: str, deployment: str, n: int, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        health = httpx.get(f"{url}/health", timeout=10).json()
+        if health["replicas"].get(deployment, 0) >= n or time.monotonic() > deadline:
+            return health
+        time.sleep(0.25)
+
+
+def test_health_reports_running_replicas_and_the_api_is_the_same(server):
+    health = httpx.get(f"{server}/health").json()
+    assert health["status"] == "ok" and health["models"] == ["cascade/video_small", "cascade/images_small"]
+    assert health["replicas"] == {"ingress": 1, "vlm_answer": 2, "test_fault": 1}
+    models = httpx.get(f"{server}/v1/models").json()
+    assert [m["id"] for m in models["data"]] == ["cascade/video_small", "cascade/images_small"]
+    # Same errors, same shapes, decided in the ingress.
+    r = _post(server, chat("cascade/nope", "hi", _image(0)))
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+    r = _post(server, chat(IMAGES, "hi"))
+    assert r.status_code == 400 and r.json()["error"]["code"] == "missing_media"
+    # A stage failing in a replica fails the request the way it fails in-process.
+    r = _post(server, chat(IMAGES, "CRASH please", _image(0)))
+    assert r.status_code == 500 and r.json()["error"]["code"] == "pipeline_error"
+    assert "crash injected" in r.json()["error"]["message"]
+
+
+def test_openai_client_chat_with_an_image(server):
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=f"{server}/v1", api_key="unused", max_retries=0)
+    out = client.chat.completions.create(model=IMAGES, messages=[{"role": "user", "content": [
+        _image(1), {"type": "text", "text": "What colour is it?"}]}])
+    assert out.choices[0].message.role == "assistant" and isinstance(out.choices[0].message.content, str)
+    assert out.usage.prompt_tokens > 0 and out.model_extra["cascade"]["produced_by"] == "vlm"
+
+
+def test_two_vlm_replicas_answer_concurrent_requests(server):
+    before = _replica_calls(server, "vlm_answer")
+    with cf.ThreadPoolExecutor(8) as pool:
+        resps = list(pool.map(lambda i: _post(server, chat(IMAGES, f"Question {i}?", _image(100 + i))),
+                              range(8)))
+    assert [r.status_code for r in resps] == [200] * 8
+    assert all(r.json()["choices"][0]["message"]["content"] is not None for r in resps)
+    after = _replica_calls(server, "vlm_answer")
+    served = {rid for rid, n in after.items() if n > before.get(rid, 0)}
+    assert len(served) == 2, after  # new conversations spread over both replicas
+    # Concurrent calls in one replica were batched: one generate_batch prefill for several.
+    batched = [_vlm_counters(r) for r in resps if _vlm_counters(r).get("vlm_batch_size", 1) > 1]
+    assert batched, "no request was answered in a batch"
+    assert batched[0]["kv_cache_hits"] == 0 and batched[0]["kv_cache_misses"] == 0  # bypassed
+    # A batch bypasses the KV prefix cache: a batched conversation's next turn, alone, takes the
+    # single path and fills the cache (a miss), the turn after hits.
+    part = _image(100 + next(i for i, r in enumerate(resps)
+                             if _vlm_counters(r).get("vlm_batch_size", 1) > 1))
+    fill = _vlm_counters(_post(server, chat(IMAGES, "Once more?", part)))
+    hit = _vlm_counters(_post(server, chat(IMAGES, "And again?", part)))
+    assert fill["kv_cache_misses"] == 1 and hit["kv_cache_hits"] == 1 and "vlm_batch_size" not in hit
+    assert set(batched[0]) - {"vlm_batch_size"} == set(hit)  # the batch path bills the same way
+
+
+def test_affinity_sends_turn_two_to_the_replica_with_the_kv_prefix(server):
+    convs = [_image(200 + i) for i in range(4)]
+    for part in convs:  # one at a time: each first turn goes the single path and fills the cache
+        first = _post(server, chat(IMAGES, "Describe it.", part))
+        assert first.status_code == 200 and _vlm_counters(first)["kv_cache_misses"] == 1
+    time.sleep(0.5)  # the replicas' media ids reach the router (Serve pushes them every 0.1 s)
+    for part in convs:  # without affinity each follow-up would hit only half the time
+        second = _post(server, chat(IMAGES, "And what else?", part))
+        c = _vlm_counters(second)
+        assert second.status_code == 200 and c["kv_cache_hits"] == 1, c
+        assert c["vision_tower_calls"] == 0
+
+
+def test_a_killed_replica_is_replaced_and_its_request_retried(server):
+    name = next(n for n in ray.util.list_named_actors(all_namespaces=True)
+                if isinstance(n, dict) and "#test_fault#" in n["name"])
+    victim = ray.get_actor(name["name"], namespace=name["namespace"])
+    result: dict = {}
+
+    def ask() -> None:
+        result["resp"] = _post(server, chat(IMAGES, "SLEEP 3 what is it?", _image(300)))
+
+    t = threading.Thread(target=ask)
+    t.start()
+    time.sleep(1.0)  # the request is sleeping inside the test_fault replica now
+    ray.kill(victim, no_restart=True)
+    t.join(timeout=120)
+    resp = result["resp"]
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["cascade"]["trace"]["counters"].get("remote_retries", 0) >= 1
+    health = _wait_running(server, "test_fault", 1)
+    assert health["replicas"]["test_fault"] == 1
+    names = {n["name"] for n in ray.util.list_named_actors(all_namespaces=True)
+             if isinstance(n, dict) and "#test_fault#" in n["name"]}
+    assert name["name"] not in names and names  # a new replica, not the dead one
+    text = httpx.get(f"{server}/metrics").text
+    assert _metric(text, "cascade_remote_retries_total", deployment="test_fault") >= 1
+
+
+def test_killing_a_vlm_replica_under_load_loses_nothing(server):
+    name = next(n for n in ray.util.list_named_actors(all_namespaces=True)
+                if isinstance(n, dict) and "#vlm_answer#" in n["name"])
+    with cf.ThreadPoolExecutor(6) as pool:
+        futs = [pool.submit(_post, server, chat(IMAGES, f"Q{i}?", _image(400 + i))) for i in range(6)]
+        time.sleep(0.2)
+        ray.kill(ray.get_actor(name["name"], namespace=name["namespace"]), no_restart=True)
+        resps = [f.result() for f in futs]
+    assert [r.status_code for r in resps] == [200] * 6, [r.text[:200] for r in resps]
+    assert _wait_running(server, "vlm_answer", 2)["replicas"]["vlm_answer"] == 2
+
+
+def test_video_frames_travel_as_object_refs(server, media_dir):
+    from .conftest import VIDEO, video_part
+
+    d, _ = media_dir
+    before = _metric(httpx.get(f"{server}/metrics").text, "cascade_object_puts_total")
+    part = video_part(data_url((d / "sign.mp4").read_bytes(), "video/mp4"))
+    r = _post(server, chat(VIDEO, "What does the sign say?", part))
+    assert r.status_code == 200 and _vlm_counters(r)["visual_tokens"] > 0
+    # six 224-px thumbnails (over 64 KiB) went to the VLM replica as one ObjectRef
+    assert _metric(httpx.get(f"{server}/metrics").text, "cascade_object_puts_total") == before + 1
+
+
+def test_large_inputs_are_put_once_for_every_hop(server):
+    from cascade.artifacts import Image
+
+    frames = [Image(np.full((240, 320, 3), i, np.uint8)) for i in range(4)]  # 900 KiB
+    remote = RemoteStages({}, ())
+    a = remote._payload({"images": frames, "question": "q"})
+    b = remote._payload({"frames": frames})  # another stage reading the same frames
+    assert a["images"][0] == "ref" and a["question"] == ("value", "q")
+    assert b["frames"][1] is a["images"][1] and remote.puts == 1
+    got = ray.get(a["images"][1])
+    assert np.array_equal(got[3].pixels, frames[3].pixels)
+
+
+def test_cascade_deploy_writes_a_config_serve_accepts_and_runs(server, tmp_path):
+    import yaml
+    from ray.serve._private import api as serve_api
+    from ray.serve.schema import ServeDeploySchema
+
+    from cascade.cli import main
+
+    out = tmp_path / "serve_config.yaml"
+    assert main(["deploy", str(PIPELINES / "images_plain.yaml"), "--tiny", "--out", str(out),
+                 "--min-replicas", "1", "--max-replicas", "2", "--vlm-cpus", "0.5",
+                 "--name", "deployed", "--route-prefix", "/deployed"]) == 0
+    raw = yaml.safe_load(out.read_text())
+    config = ServeDeploySchema.model_validate(raw)
+    app = config.applications[0]
+    assert app.import_path == "cascade.serve.ray_app:build_app"
+    assert [d.name for d in app.deployments] == ["ingress", "vlm_answer"]
+    vlm = raw["applications"][0]["deployments"][1]
+    assert vlm["autoscaling_config"] == {"min_replicas": 1, "max_replicas": 2,
+                                         "target_ongoing_requests": 2.0}
+    assert vlm["ray_actor_options"] == {"num_cpus": 0.5}
+    serve.delete(APP_NAME)  # free the CPUs; this test runs last
+    # What `serve run serve_config.yaml` does: hand the config to the controller, which imports
+    # the builder, calls it with `args` and applies the deployments' settings.
+    serve_api.serve_start(http_options={"host": "127.0.0.1"}).deploy_apps(config)
+    deadline = time.monotonic() + 120
+    while True:
+        status = serve.status().applications.get("deployed")
+        if status is not None and status.status == "RUNNING":
+            break
+        assert time.monotonic() < deadline and (status is None or status.status != "DEPLOY_FAILED"), \
+            status and status.message
+        time.sleep(0.5)
+    assert status.deployments["vlm_answer"].replica_states.get("RUNNING") >= 1
+    r = httpx.post(f"{server}/deployed/v1/chat/completions",
+                   json=chat("cascade/images_plain", "What is it?", _image(500)), timeout=120)
+    assert r.status_code == 200 and r.json()["cascade"]["produced_by"] == "vlm"
+    health = httpx.get(f"{server}/deployed/health").json()
+    assert health["replicas"]["vlm_answer"] >= 1
+    serve.delete("deployed")
+
+
+def test_cli_flags_become_the_layout_and_args_round_trip(tmp_path):
+    from cascade.cli import build_parser
+    from cascade.errors import CascadeError
+    from cascade.serve.cli import config_from_args
+    from cascade.serve.ray_app import split_args
+    from cascade.serve.ray_deploy import _options, local_cluster_cpus
+
+    args = build_parser().parse_args(["serve", "--ray", "--replicas", "3", "--vlm-gpus", "0.5",
+                                      "--threads", "1", "--max-batch-size", "8", "--tiny",
+                                      "--media-root", str(tmp_path)])
+    assert args.ray and args.address is None
+    options, config = _options(args), config_from_args(args)
+    assert (options.replicas, options.gpus("vlm_answer"), options.threads) == (3, 0.5, 1)
+    assert options.max_batch_size == 8 and options.cpus("vlm_answer") == 1.0
+    assert local_cluster_cpus(options) >= 3 * 1.0 + 4 * 0.5 + 0.5
+    back_config, back_options = split_args(app_args(config, options))  # YAML-able and back
+    assert back_config == config and back_options == options
+    with pytest.raises(CascadeError, match="did you mean 'replicas'"):
+        split_args({"replica": 2})
