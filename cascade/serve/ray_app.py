@@ -263,8 +263,9 @@ class StageReplica:
         return {"replica": self.replica, "pid": os.getpid(), "stats": self._count()}
 
 
-_BATCH_PARAMS = {"model", "max_new_tokens", "reduction", "keep_ratio", "fastv_layer", "system_prompt"}
-_BATCH_INPUTS = {"images", "question", "hint"}
+_BATCH_PARAMS = {"model", "max_new_tokens", "reduction", "keep_ratio", "fastv_layer",
+                 "system_prompt", "stream"}
+_BATCH_INPUTS = {"images", "question", "hint", "max_new_tokens", "history"}
 
 
 class VLMReplica(StageReplica):
@@ -296,6 +297,8 @@ class VLMReplica(StageReplica):
         if set(stage.Params.model_fields) - _BATCH_PARAMS:
             return False  # a param the batch path does not know: answer it one by one
         p = stage.params
+        if inputs.get("history") or inputs.get("max_new_tokens") not in (None, p.max_new_tokens):
+            return False  # a conversation or its own length: the single path
         red = stage.model(p.model).reduction(p.reduction, p.keep_ratio, p.fastv_layer)
         return not red.question_dependent
 
