@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["AnswerStream", "answer_stream", "claim_stream"]
+__all__ = ["AnswerStream", "answer_stream", "claim_stream", "silent", "is_silent"]
 
 OnToken = Callable[[Any], Any]  # called with a `cascade.vlm.decode.TokenEvent`
 
@@ -62,3 +62,15 @@ def claim_stream(stage: str) -> OnToken | None:
     """The current run's token callback if this stage is the one to stream, else None."""
     stream = _CURRENT.get()
     return stream.claim(stage) if stream is not None else None
+
+
+def silent(on_token: OnToken) -> OnToken:
+    """Mark a callback that only watches the tokens (to stop a cancelled run) and shows them to
+    nobody: a stage that would pay to stream (a remote VLM: no batching) need not."""
+    on_token.silent = True  # type: ignore[attr-defined]
+    return on_token
+
+
+def is_silent(on_token: OnToken | None) -> bool:
+    return bool(getattr(on_token, "silent", False))
+

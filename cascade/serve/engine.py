@@ -34,6 +34,7 @@ from typing import Any
 
 from ..artifacts import Answer, Image
 from ..errors import CascadeError, InputError, StageError, did_you_mean
+from ..streaming import silent
 from ..trace import StageRecord
 from .admission import Admission, QueueFull
 from .bill import cache_events
@@ -235,7 +236,8 @@ class Engine:
                 value = self.pipeline_input(served, media, stack)
                 served.cancel.event = cancel
                 try:
-                    answer = served.qa.ask(value, question, history=history, on_token=token, **extra)
+                    answer = served.qa.ask(value, question, history=history, **extra,
+                                           on_token=token if on_token is not None else silent(token))
                 finally:
                     served.cancel.event = None
         except StageError as e:

@@ -35,8 +35,13 @@ The application (`build_app(args)`, an application builder `serve run` can impor
   (one batched prefill, lockstep decode). A batch bypasses the KV prefix cache, so a call about
   media the replica has answered before (a follow-up) and a batch of one take the single
   `generate` path, which reads and writes the cache.
+- streaming: when the request streams, its answering `vlm_answer` call goes to
+  `run_streaming`, a generator method called through a streaming handle: every token is yielded
+  as the replica's VLM chooses it and reaches the client's SSE stream at once, then the reply.
+  Streamed calls are not batched.
 - faults: a call whose replica dies (`RayActorError`: died, unavailable) is sent again, up to
-  `retries` times; Serve starts a replacement replica by itself.
+  `retries` times (unless tokens had already been streamed to the client); Serve starts a
+  replacement replica by itself.
 """
 from __future__ import annotations
 
@@ -59,6 +64,7 @@ from ray import serve
 from ..cache import content_hash, nbytes_of
 from ..errors import CascadeError, did_you_mean
 from ..stage import Stage
+from ..streaming import claim_stream, is_silent
 from ..trace import StageRecord, mark_cached, record, stage_scope, warn
 from .config import ServeConfig
 
@@ -316,6 +322,28 @@ class VLMReplica(StageReplica):
         _batch_across_media()
         return await self._batched((key, inputs, media_id))
 
+    async def run_streaming(self, key: str, payload: dict[str, tuple[str, Any]],
+                            media_id: str = ""):
+        """`run` of one call whose caller streams: yields each `TokenEvent` as the VLM generates
+        it, then the reply. Never batched (a batch decodes in lockstep for all its callers)."""
+        from ..streaming import answer_stream
+
+        media_id = media_id or serve.get_multiplexed_model_id()
+        if media_id:
+            await self._media(media_id)
+        inputs = await asyncio.to_thread(self._inputs, payload)
+        loop, events = asyncio.get_running_loop(), asyncio.Queue()
+        with answer_stream(lambda ev: loop.call_soon_threadsafe(events.put_nowait, ev)):
+            work = asyncio.ensure_future(self._single(key, inputs, media_id))
+        while not (work.done() and events.empty()):
+            getter = asyncio.ensure_future(events.get())
+            await asyncio.wait({getter, work}, return_when=asyncio.FIRST_COMPLETED)
+            if getter.done():
+                yield getter.result()
+            else:
+                getter.cancel()
+        yield await work
+
     async def _single(self, key: str, inputs: dict[str, Any], media_id: str) -> dict[str, Any]:
         reply = await asyncio.to_thread(self._run_one, key, inputs)
         if media_id and not isinstance(reply["out"], _Failure):
@@ -480,13 +508,22 @@ class RemoteStages:
                 follow_up = mid in self._media
             if follow_up:  # to the replica that answered about these media (its KV prefix)
                 handle = handle.options(multiplexed_model_id=mid)
+        on_token = claim_stream(stage.name) if name == "vlm_answer" and getattr(
+            stage.params, "stream", False) else None
+        if is_silent(on_token):  # nobody reads the tokens: keep the call batchable
+            on_token = None
         for attempt in range(self.retries + 1):
+            streamed = [0]
             try:
-                reply = handle.run.remote(key, payload, **extra).result(timeout_s=self.timeout_s)
+                if on_token is None:
+                    reply = handle.run.remote(key, payload, **extra).result(
+                        timeout_s=self.timeout_s)
+                else:
+                    reply = self._stream(handle, key, payload, extra, on_token, streamed)
                 break
             except RayActorError as e:  # the replica died (or is unreachable): send it again
-                if attempt == self.retries:
-                    raise
+                if attempt == self.retries or streamed[0]:
+                    raise  # tokens already reached the client: a retry would repeat them
                 with self._lock:
                     self.retried[name] = self.retried.get(name, 0) + 1
                 record(remote_retries=1)
@@ -508,6 +545,29 @@ class RemoteStages:
         if isinstance(out, _Failure):
             raise out.exc
         return out
+
+
+    @staticmethod
+    def _stream(handle: Any, key: str, payload: dict, extra: dict, on_token: Any,
+                streamed: list[int]) -> dict[str, Any]:
+        """A streaming call: each token goes to `on_token` as the replica yields it (counted in
+        `streamed`); the last item is the reply. If `on_token` raises (the client left), the
+        remote generation is cancelled."""
+        gen = handle.options(stream=True).run_streaming.remote(key, payload, **extra)
+        reply = None
+        try:
+            for item in gen:
+                if isinstance(item, dict):
+                    reply = item
+                else:
+                    streamed[0] += 1
+                    on_token(item)
+        except BaseException:
+            gen.cancel()
+            raise
+        if reply is None:
+            raise CascadeError("the VLM replica's stream ended without a reply")
+        return reply
 
 
 def _nbytes(value: Any) -> int:

@@ -122,6 +122,30 @@ def test_openai_client_chat_with_an_image(server):
     assert out.usage.prompt_tokens > 0 and out.model_extra["cascade"]["produced_by"] == "vlm"
 
 
+def test_tokens_stream_from_the_vlm_replica_as_they_are_generated(server):
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=f"{server}/v1", api_key="unused", max_retries=0)
+    for question in ("Tell me a long story about it.", "Describe it.", "What is it?"):
+        messages = [{"role": "user", "content": [_image(7), {"type": "text", "text": question}]}]
+        plain = client.chat.completions.create(model=IMAGES, messages=messages, max_tokens=64)
+        if plain.choices[0].finish_reason == "length":
+            break
+    assert plain.choices[0].finish_reason == "length", "no question got a long answer"
+    arrivals, texts, last = [], [], None
+    for chunk in client.chat.completions.create(model=IMAGES, messages=messages, max_tokens=64,
+                                                stream=True):
+        if chunk.choices and chunk.choices[0].delta.content:
+            arrivals.append(time.perf_counter())
+            texts.append(chunk.choices[0].delta.content)
+        last = chunk
+    assert "".join(texts) == plain.choices[0].message.content
+    vlm = next(st for st in last.model_extra["cascade"]["trace"]["stages"] if st["name"] == "vlm")
+    decode_s = vlm["seconds"] - vlm["counters"]["ttft_s"]
+    # one chunk per token, spread over the replica's decode: not the finished answer at the end
+    assert 1 < len(texts) <= plain.usage.completion_tokens
+    assert arrivals[-1] - arrivals[0] > 0.5 * decode_s > 0
+
+
 def test_two_vlm_replicas_answer_concurrent_requests(server):
     before = _replica_calls(server, "vlm_answer")
     with cf.ThreadPoolExecutor(8) as pool:
