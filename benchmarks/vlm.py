@@ -43,7 +43,7 @@ import torch  # noqa: E402
 
 from cascade.artifacts import Image  # noqa: E402
 from cascade.vlm import VLM, ReductionConfig, build_tiny_vlm  # noqa: E402
-from vlm_timing import Sweep, int8_storage, reduction_at_4096, rounds, turn2  # noqa: E402
+from vlm_timing import CLOCK, WALL, Sweep, int8_storage, reduction_at_4096, rounds, timed, turn2, use_clock  # noqa: E402
 
 TARGETS = {"prefill_speedup_at_0.25": 3.0, "e2e_ttft_speedup_at_0.25_tower": 2.0,
            "turn2_cache_speedup": 30.0, "cost_model_max_rel_error": 0.15,
@@ -113,14 +113,6 @@ def sweep(vlm: VLM, img: Image, question: str, methods: list[str], ratios: list[
     return rows, s
 
 
-def generate_ttft(vlm: VLM, img: Image, question: str, configs: list[ReductionConfig], repeats: int) -> dict:
-    """Real `generate` TTFT (bill.ttft_s, no prefix cache), interleaved best-of: the runtime's own
-    path (prefix chunk, then the question) as a check on the composed e2e figure."""
-    t = rounds({key(r): (lambda r=r: vlm.generate([img], question, max_new_tokens=1, reduction=r).bill.ttft_s)
-                for r in configs}, repeats, "generate TTFT")
-    return {k: min(v) for k, v in t.items()}
-
-
 def by_method(rows: list[dict], value) -> dict:
     return {m: {str(r["keep_ratio"]): value(r) for r in rows if r["method"] == m}
             for m in dict.fromkeys(r["method"] for r in rows if r["method"] != "none")}
@@ -177,17 +169,24 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--family", default="qwen2_vl", choices=["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
     ap.add_argument("--size", default="bench", choices=["test", "bench"])
     ap.add_argument("--quick", action="store_true",
-                    help="672 px image (576 visual tokens), keep 0.25 only, 3 rounds (<= 8 min on 2 cores)")
+                    help="keep 0.25 only, generate-TTFT check on `tower` only (<= 8 min on 2 cores)")
     ap.add_argument("--image-size", type=int, default=None, help="square side in px (896 -> 1024 tokens)")
+    ap.add_argument("--identity-image-size", type=int, default=448)
     ap.add_argument("--ratios", type=float, nargs="+", default=None)
     ap.add_argument("--methods", nargs="+", default=METHODS)
     ap.add_argument("--fastv-layer", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3, help="interleaved best-of rounds")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
+    ap.add_argument("--clock", default="auto", choices=["auto", "cpu", "wall"],
+                    help="auto: process CPU time for 1-thread CPU runs (immune to other processes "
+                         "on a shared machine), wall clock otherwise")
     ap.add_argument("--out", default="benchmarks/results/vlm_cpu", help="output path without suffix")
     args = ap.parse_args(argv)
-    args.image_size = args.image_size or (672 if args.quick else 896)
+    if args.clock == "auto":
+        args.clock = "cpu" if args.device == "cpu" and args.threads == 1 else "wall"
+    use_clock(args.clock)
+    args.image_size = args.image_size or 896
     args.ratios = args.ratios or ([0.25] if args.quick else [0.5, 0.25, 0.1])
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -205,17 +204,19 @@ def main(argv: list[str] | None = None) -> dict:
     errors = {m: {k: abs(predicted[m][k] - v) / v for k, v in d.items()} for m, d in speed.items()}
     predicted_e2e = by_method(rows, lambda r: (base["predicted_prefill_flops"] + base["predicted_vision_flops"])
                               / (r["predicted_prefill_flops"] + r["predicted_vision_flops"]))
-    print("identity on logits", flush=True)
-    identity = s.identity()
-    print("generate TTFT check", flush=True)
-    gen_configs = [ReductionConfig()] + [ReductionConfig(m, 0.25) for m in ("pool", "tower") if m in args.methods]
-    gen = generate_ttft(vlm, img, question, gen_configs, args.repeats)
+    print("identity on logits (own small image: exactness does not depend on size)", flush=True)
+    small = test_image(args.identity_image_size)
+    identity = {"image_size": args.identity_image_size,
+                **Sweep(vlm, small, question, [ReductionConfig(m, 0.25) for m in args.methods]).identity()}
     print("reduction cost at 4096 tokens", flush=True)
-    r4096 = reduction_at_4096(s, [m for m in args.methods if m != "fastv"], 0.25, args.repeats)
-    print("turn 2 with the KV prefix cache", flush=True)
-    t2 = turn2(path, args.device, img, args.repeats)
+    r4096 = reduction_at_4096(s, [m for m in args.methods if m != "fastv"], 0.25, args.repeats,
+                              known_prefill=(base["prompt_tokens_before"], base["prefill_s"]))
+    print("turn 2 with the KV prefix cache, and generate TTFT", flush=True)
+    gen_methods = ["tower"] if args.quick else [m for m in args.methods if m != "fastv"]
+    t2, gen, cached = turn2(path, args.device, img, question, args.repeats,
+                            [ReductionConfig(m, 0.25) for m in gen_methods if m in args.methods])
     print("int8 cache storage", flush=True)
-    i8 = int8_storage(path, args.device, img)
+    i8 = int8_storage(path, args.device, img, cached)
     meta = json.loads((Path(path) / "tiny_vlm.json").read_text())
     at25 = {m: v.get("0.25") for m, v in speed.items()}
     max_err = max(e for d in errors.values() for e in d.values())
@@ -223,6 +224,9 @@ def main(argv: list[str] | None = None) -> dict:
     result = {
         "benchmark": "vlm runtime", "device": device_name(args.device), "torch": torch.__version__,
         "threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads(),
+        "clock": {"cpu": "process CPU seconds (time.process_time): one thread's compute time, "
+                         "excluding time other processes hold the core",
+                  "wall": "wall-clock seconds (time.perf_counter)"}[CLOCK["kind"]],
         "command": "python benchmarks/vlm.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "model": f"tiny {args.family} '{args.size}' ({meta['parameters'] / 1e6:.0f}M parameters)",
         "note": "RANDOM weights: visual token counts, FLOPs and timings are real for the "
@@ -232,8 +236,7 @@ def main(argv: list[str] | None = None) -> dict:
         "reduction_seconds": by_method(rows, lambda r: r["reduction_s"]),
         "predicted_prefill_speedup": predicted, "cost_model_rel_error": errors,
         "cost_model_max_rel_error": max_err, "predicted_e2e_flops_speedup": predicted_e2e,
-        "generate_ttft_s": gen, "generate_ttft_speedup_vs_full": {k: gen[key(ReductionConfig())] / v
-                                                                  for k, v in gen.items()},
+        "generate_ttft_s": gen, "generate_ttft_speedup_vs_full": {k: gen["none@1"] / v for k, v in gen.items()},
         "identity": identity, "reduction_cost_at_4096": r4096, "turn2": t2, "int8": i8,
         "targets": {
             "prefill_speedup_at_0.25": {"target": TARGETS["prefill_speedup_at_0.25"], "measured": at25},
@@ -242,6 +245,7 @@ def main(argv: list[str] | None = None) -> dict:
             "turn2_cache_speedup": {"target": TARGETS["turn2_cache_speedup"], "measured": t2["speedup_cache"]},
             "cost_model_max_rel_error": {"target": TARGETS["cost_model_max_rel_error"], "measured": max_err},
             "reduction_cost_at_4096": {"target": TARGETS["reduction_cost_at_4096"], "measured": worst_4096}},
+        "wall_clock_best_s": {label: {k: min(v) for k, v in d.items()} for label, d in WALL.items()},
         "wall_s": time.perf_counter() - t_start,
     }
     out = Path(args.out)

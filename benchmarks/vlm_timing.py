@@ -20,7 +20,11 @@ from cascade.vlm.fastv import fastv_prefill
 from cascade.vlm.kv_cache import dequantize_kv, quantize_kv
 from cascade.vlm.reduction import keep_count, reduce_tokens, tower_select
 
-__all__ = ["rounds", "Sweep", "turn2", "int8_storage", "reduction_at_4096"]
+__all__ = ["rounds", "Sweep", "turn2", "int8_storage", "reduction_at_4096", "use_clock", "timed", "CLOCK", "WALL"]
+
+
+# Wall-clock seconds of every piece's call, per `rounds` label, whatever the clock (recorded).
+WALL: dict[str, dict[str, list[float]]] = {}
 
 
 def rounds(pieces: dict[str, Callable[[], float]], n: int, label: str = "") -> dict[str, list[float]]:
@@ -28,18 +32,42 @@ def rounds(pieces: dict[str, Callable[[], float]], n: int, label: str = "") -> d
     for f in pieces.values():
         f()
     times: dict[str, list[float]] = {k: [] for k in pieces}
+    wall = WALL.setdefault(label, {k: [] for k in pieces})
     for i in range(n):
         for k, f in pieces.items():
+            t = time.perf_counter()
             times[k].append(f())
+            wall[k].append(time.perf_counter() - t)
         print(f"  {label} round {i + 1}/{n}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()),
               flush=True)
     return times
 
 
+# The clock every piece is timed with (`use_clock`): "wall" (time.perf_counter) or "cpu"
+# (time.process_time: CPU seconds of this process). With one torch thread on a CPU the process's
+# CPU time is its compute time, the time it would take on a core of its own: on a shared machine
+# the wall clock also counts the time other processes hold the core, which hits long pieces
+# more often than short ones and so inflates speedups (best-of filters that only on a quiet
+# machine). The benchmark uses "cpu" for 1-thread CPU runs and "wall" otherwise, and records both.
+CLOCK = {"kind": "wall"}
+
+
+def use_clock(kind: str) -> None:
+    assert kind in ("wall", "cpu")
+    CLOCK["kind"] = kind
+
+
 def _clock(device: torch.device) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return time.perf_counter()
+    return time.process_time() if CLOCK["kind"] == "cpu" else time.perf_counter()
+
+
+def timed(device: torch.device, f: Callable[[], object]) -> float:
+    """Seconds of f() on the benchmark's clock."""
+    t = _clock(device)
+    f()
+    return _clock(device) - t
 
 
 class Sweep:
@@ -175,44 +203,55 @@ def _prefix_logits(vlm: VLM, img, question: str, state) -> torch.Tensor:
         return b.family.lm_head(hidden[0, -1])
 
 
-def turn2(path: str, device: str, img, repeats: int) -> dict:
+def turn2(path: str, device: str, img, question: str, repeats: int,
+          generate_configs: list[ReductionConfig] = ()) -> tuple[dict, dict, VLM]:
     """Turn-2 TTFT, interleaved best-of: prefix-cache hit and a session's second turn vs
-    recomputing everything (tower + prefill); identity of a hit on logits."""
+    recomputing everything (tower + prefill) with `generate` (no cache); identity of a hit on
+    logits. The same rounds time `generate` (no cache) under each of `generate_configs`: the
+    runtime's own TTFT (prefix chunk, then the question), a check on the sweep's composed e2e
+    figure. Returns (turn-2 figures, {config key: generate TTFT}, the cached VLM)."""
     cached = VLM.load(path, device=device, kv_cache_bytes=4 << 30)
     plain = VLM.load(path, device=device)
-    q1, q2 = "What is in the image?", "What colour is the suit?"
+    q1, q2 = "What is in the image?", question
     cached.generate([img], q1, max_new_tokens=1)  # turn 1 fills the cache
+    dev = cached.backend.device
 
-    def session() -> float:
-        s = plain.session([img], max_new_tokens=1)
+    def session() -> float:  # turn 1 from the prefix cache (untimed), then the timed turn 2
+        s = cached.session([img], max_new_tokens=1)
         s.ask(q1)
-        return s.ask(q2).bill.ttft_s
+        return timed(dev, lambda: s.ask(q2))
 
-    t = rounds({"cache_hit": lambda: cached.generate([img], q2, max_new_tokens=1).bill.ttft_s,
-                "session_turn2": session,
-                "recompute": lambda: plain.generate([img], q2, max_new_tokens=1).bill.ttft_s},
-               repeats, "turn 2")
+    # max_new_tokens=1: the call ends at its first token, so its seconds are its TTFT
+    pieces = {"cache_hit": lambda: timed(dev, lambda: cached.generate([img], q2, max_new_tokens=1)),
+              "session_turn2": session,
+              "recompute": lambda: timed(dev, lambda: plain.generate([img], q2, max_new_tokens=1))}
+    for red in generate_configs:
+        pieces[f"{red.method}@{red.keep_ratio:g}"] = (
+            lambda red=red: timed(dev, lambda: plain.generate([img], q2, max_new_tokens=1, reduction=red)))
+    t = rounds(pieces, repeats, "turn 2 / generate")
     b = cached.backend
     prefix, _ = b.layout.first_turn(1, None, q2)
     hit, status, *_ = b.engine.state([img], prefix, ReductionConfig())
     fresh, *_ = plain.backend.engine.compute([img], prefix, ReductionConfig())
     diff = float((_prefix_logits(cached, img, q2, hit) - _prefix_logits(plain, img, q2, fresh)).abs().max())
     best = {k: min(v) for k, v in t.items()}
-    return {"visual_tokens": hit.visual_tokens, "ttft_cache_hit_s": best["cache_hit"],
-            "ttft_recompute_s": best["recompute"], "ttft_session_turn2_s": best["session_turn2"],
-            "ttft_s_all": t, "speedup_cache": best["recompute"] / best["cache_hit"],
-            "speedup_session": best["recompute"] / best["session_turn2"],
-            "cache_outcome": status, "max_abs_logit_diff_hit_vs_recompute": diff}
+    out = {"visual_tokens": hit.visual_tokens, "ttft_cache_hit_s": best["cache_hit"],
+           "ttft_recompute_s": best["recompute"], "ttft_session_turn2_s": best["session_turn2"],
+           "ttft_s_all": {k: t[k] for k in ("cache_hit", "session_turn2", "recompute")},
+           "speedup_cache": best["recompute"] / best["cache_hit"],
+           "speedup_session": best["recompute"] / best["session_turn2"],
+           "cache_outcome": status, "max_abs_logit_diff_hit_vs_recompute": diff}
+    gen = {"none@1": best["recompute"], **{k: best[k] for k in pieces if "@" in k}}
+    return out, gen, cached
 
 
-def int8_storage(path: str, device: str, img) -> dict:
+def int8_storage(path: str, device: str, img, fp: VLM) -> dict:
     """Prefix-cache bytes with int8 storage against the runtime's own KV dtype (fp32 on CPU, bf16
-    on GPU) and against bf16, the KV error of each, and the effect of int8 on logits."""
-    fp = VLM.load(path, device=device, kv_cache_bytes=4 << 30)
+    on GPU) and against bf16, the KV error of each, and the effect of int8 on logits. fp: a VLM
+    whose fp prefix cache holds this image's prefix (turn 2's)."""
     q = VLM.load(path, device=device, kv_cache=KVPrefixCache(4 << 30, int8=True))
     question = "Describe the image."
-    for v in (fp, q):
-        v.generate([img], question, max_new_tokens=1)  # fill the cache
+    q.generate([img], question, max_new_tokens=1)  # fill the int8 cache
     prefix, _ = fp.backend.layout.first_turn(1, None, question)
     state, *_ = fp.backend.engine.state([img], prefix, ReductionConfig())
     qstate, *_ = q.backend.engine.state([img], prefix, ReductionConfig())
@@ -237,10 +276,13 @@ def int8_storage(path: str, device: str, img) -> dict:
             "max_abs_logit_diff_int8_vs_fp": diff, "greedy_token_agreement": agree}
 
 
-def reduction_at_4096(sweep: Sweep, methods: list[str], ratio: float, repeats: int) -> dict:
+def reduction_at_4096(sweep: Sweep, methods: list[str], ratio: float, repeats: int,
+                      known_prefill: tuple[int, float] | None = None) -> dict:
     """Each reduction's seconds on 4,096 visual tokens (this image's tower features, and its pixel
     units for `tower`, bilinearly resized to a 64 x 64 grid) against the reduced prefill it
-    precedes: the LLM prefill of round(4096 * ratio) visual tokens + the question."""
+    precedes: the LLM prefill of round(4096 * ratio) visual tokens + the prompt's text.
+    known_prefill: (prompt tokens, seconds) of a prefill already timed (the sweep's unreduced
+    one); when its length is that of the reduced prompt it is used instead of timing again."""
     fam, b = sweep.fam, sweep.b
     t, h, w = sweep.pre.grids[0]
     side = 64
@@ -278,10 +320,12 @@ def reduction_at_4096(sweep: Sweep, methods: list[str], ratio: float, repeats: i
             return _clock(b.device) - t0
         return run
 
-    pieces = {"prefill": prefill, **{m: reducer(m) for m in methods}}
+    reuse = known_prefill is not None and known_prefill[0] == n_prefill
+    pieces = {**({} if reuse else {"prefill": prefill}), **{m: reducer(m) for m in methods}}
     times = rounds(pieces, repeats, "4096 tokens")
-    pre_s = min(times.pop("prefill"))
+    pre_s = known_prefill[1] if reuse else min(times.pop("prefill"))
     return {"visual_tokens": side * side, "keep_ratio": ratio, "reduced_prefill_tokens": n_prefill,
+            "reduced_prefill_is_the_sweeps_unreduced_prefill": reuse,
             "reduced_prefill_s": pre_s, "merge_unit_features": int(units.shape[1]) if units is not None else None,
             "unit_patches": m2,
             "methods": {m: {"reduction_s": min(v), "ratio_to_reduced_prefill": min(v) / pre_s}
