@@ -157,3 +157,14 @@ def test_selection_covers_the_grid_and_prefers_detail():
     assert len(cells) == oh * ow  # one unit in every cell
     assert 5 * w + 7 in kept.tolist()
     assert torch.equal(tower_select(units, (t, h, w), 1.0), torch.arange(t * h * w))
+
+
+def test_yaml_accepts_every_reduction_method():
+    import typing
+
+    from cascade.models import Reduction
+    from cascade.vlm import METHODS
+    from cascade.stages.vlm_answer import VLMAnswer
+
+    assert set(typing.get_args(Reduction)) == set(METHODS)
+    assert VLMAnswer.Params(reduction="tower", keep_ratio=0.25).reduction == "tower"
