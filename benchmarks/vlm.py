@@ -43,7 +43,8 @@ import torch  # noqa: E402
 
 from cascade.artifacts import Image  # noqa: E402
 from cascade.vlm import VLM, ReductionConfig, build_tiny_vlm  # noqa: E402
-from vlm_timing import CLOCK, WALL, Sweep, int8_storage, reduction_at_4096, rounds, timed, turn2, use_clock  # noqa: E402
+from vlm_timing import (CLOCK, WALL, Sweep, int8_storage, prefill_scaling,  # noqa: E402
+                        reduction_at_4096, rounds, turn2, use_clock)
 
 TARGETS = {"prefill_speedup_at_0.25": 3.0, "e2e_ttft_speedup_at_0.25_tower": 2.0,
            "turn2_cache_speedup": 30.0, "cost_model_max_rel_error": 0.15,
@@ -211,6 +212,12 @@ def main(argv: list[str] | None = None) -> dict:
     print("reduction cost at 4096 tokens", flush=True)
     r4096 = reduction_at_4096(s, [m for m in args.methods if m != "fastv"], 0.25, args.repeats,
                               known_prefill=(base["prompt_tokens_before"], base["prefill_s"]))
+    scaling = None
+    if not args.quick:
+        print("prefill seconds vs prompt length (what the FLOP count leaves out)", flush=True)
+        lengths = sorted({1, 32, *(r["prompt_tokens_before"] - r["visual_tokens_before"] + r["visual_tokens"]
+                                   for r in rows if r["method"] == "pool"), base["prompt_tokens_before"]})
+        scaling = prefill_scaling(s, lengths, args.repeats)
     print("turn 2 with the KV prefix cache, and generate TTFT", flush=True)
     gen_methods = ["tower"] if args.quick else ["pool", "tower"]
     t2, gen, cached = turn2(path, args.device, img, question, args.repeats,
@@ -237,7 +244,7 @@ def main(argv: list[str] | None = None) -> dict:
         "predicted_prefill_speedup": predicted, "cost_model_rel_error": errors,
         "cost_model_max_rel_error": max_err, "predicted_e2e_flops_speedup": predicted_e2e,
         "generate_ttft_s": gen, "generate_ttft_speedup_vs_full": {k: gen["none@1"] / v for k, v in gen.items()},
-        "identity": identity, "reduction_cost_at_4096": r4096, "turn2": t2, "int8": i8,
+        "identity": identity, "reduction_cost_at_4096": r4096, "prefill_scaling": scaling, "turn2": t2, "int8": i8,
         "targets": {
             "prefill_speedup_at_0.25": {"target": TARGETS["prefill_speedup_at_0.25"], "measured": at25},
             "e2e_ttft_speedup_at_0.25_tower": {"target": TARGETS["e2e_ttft_speedup_at_0.25_tower"],

@@ -330,3 +330,30 @@ def reduction_at_4096(sweep: Sweep, methods: list[str], ratio: float, repeats: i
             "unit_patches": m2,
             "methods": {m: {"reduction_s": min(v), "ratio_to_reduced_prefill": min(v) / pre_s}
                         for m, v in times.items()}}
+
+
+def prefill_scaling(sweep: Sweep, lengths: list[int], repeats: int) -> dict:
+    """CPU/GPU seconds of the bare LLM prefill (random embeddings, last-token logits) at several
+    prompt lengths, next to the cost model's FLOPs: shows what a FLOP count cannot, e.g. the
+    fixed cost of a forward (a 1-token prefill reads every weight once) and kernels whose
+    FLOP rate depends on the length (attention vs dense matmuls)."""
+    fam, b = sweep.fam, sweep.b
+    llm = fam.shapes.llm
+
+    def piece(n: int) -> Callable[[], float]:
+        emb = torch.randn(1, n, fam.text_config.hidden_size, dtype=sweep.feats[0].dtype)
+        pos = fam.text_positions(0, n)
+
+        def run() -> float:
+            cache = b.engine.new_cache()
+            t0 = _clock(b.device)
+            with torch.inference_mode():
+                int(fam.lm_head(fam.forward(emb, pos, cache)[:, -1]).argmax())
+            return _clock(b.device) - t0
+        return run
+
+    times = rounds({str(n): piece(n) for n in lengths}, repeats, "prefill scaling")
+    rows = [{"tokens": n, "seconds": min(times[str(n)]), "flops": prefill_flops(llm, n)} for n in lengths]
+    for r in rows:
+        r["seconds_per_gflop"] = r["seconds"] / (r["flops"] / 1e9)
+    return {"rows": rows, "one_token_forward_s": rows[0]["seconds"] if lengths[0] == 1 else None}
