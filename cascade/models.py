@@ -49,7 +49,7 @@ def model_params(params_cls: type[BaseModel]) -> list[str]:
             if any(isinstance(m, _ModelRef) for m in f.metadata)]
 
 
-Reduction = Literal["none", "pool", "divprune", "visionzip", "dart", "fastv"]
+Reduction = Literal["none", "pool", "divprune", "visionzip", "dart", "fastv", "tower"]
 
 
 class ModelSpec(BaseModel):

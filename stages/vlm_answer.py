@@ -39,7 +39,7 @@ class VLMAnswer(Stage):
     class Params(StageParams):
         model: ModelName = Field("vlm", description="the model, by its name in the pipeline's `models:`")
         max_new_tokens: int = Field(128, gt=0)
-        reduction: Literal["none", "pool", "divprune", "visionzip", "dart", "fastv"] | None = Field(
+        reduction: Literal["none", "pool", "divprune", "visionzip", "dart", "fastv", "tower"] | None = Field(
             None, description="visual token reduction (default: the model's)")
         keep_ratio: float | None = Field(None, gt=0.0, le=1.0,
                                          description="fraction of visual tokens kept (default: the model's)")

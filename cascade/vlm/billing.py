@@ -22,14 +22,18 @@ __all__ = ["vlm_bill", "baseline"]
 def vlm_bill(family: Family, model: str, *, costs: list[ImageCost], visual_tokens: int,
              prompt_tokens: int, generated: Generated, cache: CacheOutcome, reduction: ReductionConfig,
              t0: float, vision_s: float, prefill_s: float, cached_tokens: int = 0,
-             encoded: list[ImageCost] | None = None, fastv_layer: int | None = None) -> Bill:
+             encoded: list[ImageCost] | None = None, fastv_layer: int | None = None,
+             tower: "list[ImageCost] | tuple | None" = None) -> Bill:
     """The bill of one request.
 
     costs: what each of its images costs the model (`Family.image_cost`), unreduced; encoded: the
     images this call ran through the tower (default: all of `costs`; none on a cache hit or a later
     session turn); visual_tokens: visual tokens the LLM attended to (FastV: after its layer);
     prompt_tokens: text tokens of the prompt; cached_tokens: prompt tokens (visual and text) reused
-    from a KV cache rather than prefilled; fastv_layer: FastV's K when it pruned."""
+    from a KV cache rather than prefilled; fastv_layer: FastV's K when it pruned; tower: what the
+    tower costs on each image under a reduction before the tower (`tower`: only the kept patches
+    are encoded), None when it encodes every patch. Vision FLOPs are billed on `tower` when given
+    (and `encoded` defaults to it); visual tokens before reduction stay those of `costs`."""
     llm = family.shapes.llm
     unreduced = sum(c.tokens for c in costs)
     full = unreduced + prompt_tokens  # the prompt's length before any visual token is dropped
@@ -40,8 +44,9 @@ def vlm_bill(family: Family, model: str, *, costs: list[ImageCost], visual_token
         prefill = fastv_prefill_flops(llm, full, n, fastv_layer)
         context = fastv_context(llm, full, n, fastv_layer)
     computed = prefill if not cached_tokens else prefill_flops(llm, n - cached_tokens, past=cached_tokens)
-    encoded = costs if encoded is None else encoded
-    vision = family.vision_flops(costs)
+    towered = list(costs if tower is None else tower)
+    encoded = towered if encoded is None else encoded
+    vision = family.vision_flops(towered)
     t_end = generated.t_end or time.perf_counter()
     steps = len(generated.tokens) - 1
     return Bill(

@@ -58,6 +58,7 @@ class PrefixState:
     visual_tokens_before: int
     text_tokens: int
     quantized: bool = False
+    tower_costs: tuple | None = None  # per image, what a reduction before the tower encoded
 
     def kv(self, impl: str = "auto") -> list[tuple[torch.Tensor, torch.Tensor]]:
         """fp (k, v) per layer; int8 entries are dequantized (all layers in one call) with kernels

@@ -2,8 +2,8 @@
 
 `state()` returns the prefix (system prompt + images) as a `PrefixState`: from the KV prefix cache
 when an entry matches (model, preprocessing, reduction, media hashes, prefix text), else computed:
-preprocess -> vision tower -> token reduction -> embeddings -> prefill of the prefix as its own
-chunk. The prefix is always its own chunk, cached or not, so a hit computes bit for bit what a miss
+preprocess -> (a `tower` reduction's selection of merge units) -> vision tower -> token reduction
+-> embeddings -> prefill of the prefix as its own chunk. The prefix is always its own chunk, cached or not, so a hit computes bit for bit what a miss
 computes (fp storage) and answers with the same tokens. `generate`, sessions and batches are its
 clients; each decodes on its own (`cascade.vlm.decode`).
 """
@@ -18,7 +18,7 @@ import torch
 from ..errors import InputError
 from .families import Family, PrefixInputs
 from .kv_cache import KVPrefixCache, PrefixState, cache_layers, new_dynamic_cache
-from .reduction import ReductionConfig, reduce_tokens
+from .reduction import Reduced, ReductionConfig, reduce_tokens
 
 __all__ = ["PrefixEngine", "Assembled", "sync"]
 
@@ -33,7 +33,9 @@ def sync(device: torch.device) -> None:
 class Assembled:
     """A reduced prefix ready to prefill: ids [L'], positions [R, L'], embeddings [L', D], the
     extra features of its visual tokens (family-specific, e.g. DeepStack; None for most),
-    visual tokens before reduction, the next text position, and the tower's seconds."""
+    visual tokens before reduction, the next text position, the tower's seconds, the reduction's
+    seconds (selection + gather + embedding) and, for a reduction before the tower, each image's
+    `ImageCost` of what the tower encoded (None: the tower encoded every patch)."""
 
     ids: torch.Tensor
     positions: torch.Tensor
@@ -42,6 +44,8 @@ class Assembled:
     unreduced: int
     next_pos: int
     vision_s: float = 0.0
+    reduce_s: float = 0.0
+    tower_costs: tuple | None = None  # per image, what the tower encoded (a `tower` reduction)
 
 
 class PrefixEngine:
@@ -100,7 +104,7 @@ class PrefixEngine:
         sync(self.device)
         n_vis = int((a.ids == self.family.image_token_id).sum())
         state = PrefixState(cache_layers(cache), a.ids.numel(), a.next_pos, n_vis,
-                            a.unreduced, a.ids.numel() - n_vis)
+                            a.unreduced, a.ids.numel() - n_vis, tower_costs=a.tower_costs)
         return state, a.vision_s, time.perf_counter() - t
 
     def visual_kwargs(self, a: Assembled) -> dict[str, Any]:
@@ -112,29 +116,48 @@ class PrefixEngine:
     def assemble(self, images: list, prefix_text: str, red: ReductionConfig) -> Assembled:
         """Preprocessing + vision tower + reduction of a prefix."""
         pre = self.family.build_prefix(prefix_text, self.family.preprocess([im.to_pil() for im in images]))
-        feats, vision_s = self.run_tower(pre.vision_inputs, len(images))
-        a = self.reduce(pre, feats, red)
-        a.vision_s = vision_s
+        units, select_s = self.select(pre.vision_inputs, red)
+        feats, vision_s = self.run_tower(pre.vision_inputs, len(images), units)
+        t = time.perf_counter()
+        a = self.reduce(pre, feats, red, units)
+        sync(self.device)
+        a.vision_s, a.reduce_s = vision_s, select_s + time.perf_counter() - t
         return a
 
-    def run_tower(self, vision_inputs: dict, n_images: int) -> tuple[list[torch.Tensor], float]:
-        """One vision-tower call: (features per visual block, seconds); counts the call and the
-        images it encoded."""
+    def select(self, vision_inputs: dict, red: ReductionConfig) -> tuple[list[torch.Tensor] | None, float]:
+        """(merge units kept per visual block, seconds) of a reduction before the tower; (None, 0)
+        for every other reduction."""
+        if not red.before_tower:
+            return None, 0.0
         t = time.perf_counter()
         with torch.inference_mode():
-            feats = self.family.encode(vision_inputs)
+            units = self.family.tower_keep(vision_inputs, red.keep_ratio)
+        sync(self.device)
+        return units, time.perf_counter() - t
+
+    def run_tower(self, vision_inputs: dict, n_images: int, units: list[torch.Tensor] | None = None
+                  ) -> tuple[list[torch.Tensor], float]:
+        """One vision-tower call: (features per visual block, seconds); counts the call and the
+        images it encoded. units: per block the merge units to encode (`select`), None: all."""
+        t = time.perf_counter()
+        with torch.inference_mode():
+            feats = (self.family.encode(vision_inputs) if units is None
+                     else self.family.encode(vision_inputs, keep=units))
         sync(self.device)
         self.vision_tower_calls += 1
         self.vision_images_encoded += n_images
         return feats, time.perf_counter() - t
 
-    def reduce(self, pre: PrefixInputs, feats: list[torch.Tensor], red: ReductionConfig) -> Assembled:
-        """Reduce each visual block, drop the removed placeholders and embed the rest."""
+    def reduce(self, pre: PrefixInputs, feats: list[torch.Tensor], red: ReductionConfig,
+               units: list[torch.Tensor] | None = None) -> Assembled:
+        """Reduce each visual block, drop the removed placeholders and embed the rest. units: the
+        merge units a reduction before the tower kept (feats are then theirs alone)."""
         fam = self.family
         keep = torch.ones(pre.input_ids.numel(), dtype=torch.bool, device=self.device)
         kept_feats = []
-        for (s, e), grid, f in zip(pre.spans, pre.grids, feats):
-            r = reduce_tokens(f, grid, red, impl=self.kernels)
+        for i, ((s, e), grid, f) in enumerate(zip(pre.spans, pre.grids, feats)):
+            r = (reduce_tokens(f, grid, red, impl=self.kernels) if units is None
+                 else Reduced(f, units[i].to(self.device)))
             span = torch.zeros(e - s, dtype=torch.bool, device=self.device)
             span[r.index] = True
             keep[s:e] = span
@@ -146,7 +169,12 @@ class PrefixEngine:
             emb = fam.embed(ids)
             vis = (ids == fam.image_token_id).unsqueeze(-1)
             emb = emb.masked_scatter(vis, main.to(emb.dtype))
-        return Assembled(ids, pos, emb, extra, sum(e - s for s, e in pre.spans), next_pos)
+        tower_costs = None
+        if units is not None:  # one visual block per image in the families that support it
+            blocks = iter(units)
+            tower_costs = tuple(fam.tower_cost(im, [next(blocks) for _ in im.blocks]) for im in pre.images)
+        return Assembled(ids, pos, emb, extra, sum(e - s for s, e in pre.spans), next_pos,
+                         tower_costs=tower_costs)
 
     def prefill(self, cache: Any, next_pos: int, ids: list[int]) -> torch.Tensor:
         """Prefill text tokens after what `cache` holds; returns their last-layer hidden states."""

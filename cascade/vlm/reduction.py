@@ -26,6 +26,15 @@ Methods (all attention-free, so the LLM keeps SDPA/FlashAttention):
              to it.
 - dart:      DART-style duplicate removal: a few pivot tokens (largest norm), then the tokens least
              similar to any pivot; near-duplicates of the pivots are dropped.
+- tower:     acts *before* the vision tower, so it saves tower compute as well as LLM prefill: the
+             family drops whole merge units (the spatial_merge_size² patches that become one LLM
+             token) from the patch sequence and the tower encodes the kept patches only
+             (`Family.tower_keep` / `Family.encode(..., keep=)`; Qwen2-VL, Qwen2.5-VL, Qwen3-VL).
+             Selection (`tower_select`) is question-agnostic and costs one pass over the pixels:
+             the merged grid is cut into round(h*sqrt(r)) x round(w*sqrt(r)) cells (the pool
+             bins, non-overlapping) and each cell keeps its one unit whose normalized pixel values
+             vary most (texture/detail), so kept tokens cover the whole image. Like pool, its count
+             follows the grid.
 """
 from __future__ import annotations
 
@@ -39,10 +48,14 @@ import torch.nn.functional as F
 from ..errors import InputError, did_you_mean
 from ..kernels.prune import score_and_gather
 
-__all__ = ["ReductionConfig", "METHODS", "PRE_LLM_METHODS", "Reduced", "reduce_tokens", "keep_count"]
+__all__ = ["ReductionConfig", "METHODS", "PRE_LLM_METHODS", "TOWER_METHODS", "Reduced", "reduce_tokens",
+           "keep_count", "tower_select"]
 
-METHODS = ("none", "pool", "divprune", "visionzip", "dart", "fastv")
+METHODS = ("none", "pool", "divprune", "visionzip", "dart", "fastv", "tower")
 PRE_LLM_METHODS = ("pool", "divprune", "visionzip", "dart")
+# Methods that act before the vision tower (PRE_LLM_METHODS act on its output); a family must
+# support them (`Family.reductions`).
+TOWER_METHODS = ("tower",)
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,11 @@ class ReductionConfig:
     def is_identity(self) -> bool:
         """True when the LLM sees every visual token (keep 1.0 reproduces the unpruned model)."""
         return self.method == "none" or self.keep_ratio == 1.0
+
+    @property
+    def before_tower(self) -> bool:
+        """True when the reduction drops patches before the vision tower (method `tower`)."""
+        return self.method in TOWER_METHODS and not self.is_identity
 
     @property
     def question_dependent(self) -> bool:
@@ -224,11 +242,44 @@ def _dart(x: torch.Tensor, k: int, pivots: int) -> torch.Tensor:
     return torch.sort(torch.cat([pivot, others])).values
 
 
+def tower_select(units: torch.Tensor, grid: tuple[int, int, int], keep_ratio: float) -> torch.Tensor:
+    """The merge units the `tower` method keeps for one image, ascending.
+
+    units: [t*h*w, F] the image's normalized patch values grouped per merge unit (row-major over
+    the merged (t, h, w) grid, F = merge² * channels * temporal * patch²). Each frame's grid is
+    cut into round(h*sqrt(r)) x round(w*sqrt(r)) non-overlapping cells (cell of row i:
+    i*oh // h); each cell keeps the unit whose values have the largest variance (ties to the
+    lower index). One pass over the pixels, no model, no question."""
+    t, h, w = grid
+    if keep_ratio >= 1.0:
+        return torch.arange(t * h * w, device=units.device)
+    oh, ow = max(1, round(h * math.sqrt(keep_ratio))), max(1, round(w * math.sqrt(keep_ratio)))
+    # variance from two one-pass reductions (||x||² and Σx; torch.var's two-pass kernel is ~20x
+    # slower on CPU); normalized pixels are O(1), so float32 cancellation is negligible here
+    x = units.float()
+    f = x.shape[1]
+    score = (torch.linalg.vector_norm(x, dim=1).square() - x.sum(1).square() / f) / max(f - 1, 1)
+    dev = units.device
+    rows = torch.arange(h, device=dev) * oh // h
+    cols = torch.arange(w, device=dev) * ow // w
+    cell = ((torch.arange(t, device=dev)[:, None, None] * oh + rows[None, :, None]) * ow
+            + cols[None, None, :]).reshape(-1)
+    # best first (stable: ties keep the lower index), then grouped by cell (stable again)
+    order = torch.argsort(-score, stable=True)
+    order = order[torch.argsort(cell[order], stable=True)]
+    first = torch.ones_like(order, dtype=torch.bool)
+    first[1:] = cell[order][1:] != cell[order][:-1]
+    return torch.sort(order[first]).values
+
+
 def reduce_tokens(x: torch.Tensor, grid: tuple[int, int, int], config: ReductionConfig,
                   impl: str = "auto") -> Reduced:
     """Reduce one image's merged visual tokens x [n, D] laid out on grid (t, h, w), n = t*h*w.
     `impl` ("auto" | "triton" | "torch") picks the cascade.kernels prune op's implementation."""
     n = x.shape[0]
+    if config.before_tower:
+        raise ValueError("the 'tower' reduction drops patches before the vision tower; its tokens "
+                         "come reduced from Family.encode(..., keep=), not from reduce_tokens")
     if config.is_identity or config.method == "fastv":
         return Reduced(x, torch.arange(n, device=x.device))
     if config.method == "pool":

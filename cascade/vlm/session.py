@@ -47,6 +47,7 @@ class Session:
         self.vision_tower_calls = 0
         self.turns: list[tuple[str, VLMResult]] = []
         self._cache: Any = None
+        self._tower: tuple | None = None  # what the tower encoded, for a `tower` reduction
         self._next_pos = 0
         self._length = 0  # tokens in the session's KV cache
         self._pending: list[int] = []  # the last answer's final token, fed with the next turn
@@ -68,6 +69,7 @@ class Session:
             self.vision_tower_calls += engine.vision_tower_calls - calls
             self._cache = state.to_cache(b.family.text_config, impl=b.kernels)
             self._next_pos, self._length, self._visual = state.next_pos, state.length, state.visual_tokens
+            self._tower = state.tower_costs
             new = b.layout.tokenize(suffix_text)
             cached = state.length if status == "hit" else 0
             if status != "hit":
@@ -95,7 +97,8 @@ class Session:
         bill = vlm_bill(b.family, b.model_id, costs=self.costs, visual_tokens=self._visual,
                         prompt_tokens=prompt_tokens, generated=gen, cache=status,
                         reduction=self.reduction, t0=t0, vision_s=vision_s,
-                        prefill_s=prefix_s + gen.t_first - t, cached_tokens=cached, encoded=encoded)
+                        prefill_s=prefix_s + gen.t_first - t, cached_tokens=cached, encoded=encoded,
+                        tower=self._tower)
         result = b.result(gen, bill)
         self.turns.append((question, result))
         return result

@@ -32,7 +32,7 @@ from .kv_cache import KVPrefixCache
 from .media import as_images
 from .prefix import PrefixEngine, sync
 from .prompt import History, PromptLayout
-from .reduction import PRE_LLM_METHODS, ReductionConfig, keep_count
+from .reduction import PRE_LLM_METHODS, TOWER_METHODS, ReductionConfig, keep_count
 from .result import VLMResult, peak_memory
 
 __all__ = ["TransformersBackend"]
@@ -124,8 +124,10 @@ class TransformersBackend:
         red = reduction or ReductionConfig()
         supported = self.family.reductions
         if red.method not in supported and not red.is_identity:
+            why = (" (it drops merge units before the vision tower, which this family's tower "
+                   "cannot encode in part)" if red.method in TOWER_METHODS else "")
             raise InputError(f"reduction '{red.method}' is not supported for {self.family.name} "
-                             f"models; supported: {list(supported)}")
+                             f"models{why}; supported: {list(supported)}")
         return red
 
     def begin_call(self) -> float:
@@ -173,7 +175,8 @@ class TransformersBackend:
         bill = vlm_bill(self.family, self.model_id, costs=costs, visual_tokens=state.visual_tokens,
                         prompt_tokens=state.text_tokens + len(suffix), generated=gen, cache=status,
                         reduction=red, t0=t0, vision_s=vision_s, prefill_s=prefix_s + gen.t_first - t,
-                        cached_tokens=state.length if hit else 0, encoded=[] if hit else None)
+                        cached_tokens=state.length if hit else 0, encoded=[] if hit else None,
+                        tower=state.tower_costs)
         return self.result(gen, bill)
 
     def _generate_fastv(self, images, prefix_text, suffix, red, max_new_tokens, t0, costs,
@@ -239,7 +242,7 @@ class TransformersBackend:
         if red.question_dependent:
             raise InputError("fastv prunes inside the decoder per question and is not batched; call "
                              "`generate` per request or use a pre-LLM method "
-                             f"{list(PRE_LLM_METHODS)}")
+                             f"{list(PRE_LLM_METHODS + TOWER_METHODS)}")
         fam = self.family
         parsed = []
         for i, req in enumerate(requests):
@@ -259,28 +262,33 @@ class TransformersBackend:
             for h, im in zip(hashes, images):
                 unique.setdefault(h, im)
         items = dict(zip(unique, fam.preprocess([im.to_pil() for im in unique.values()])))
-        feats, vision_s = self.engine.run_tower(fam.collate(list(items.values())), len(items))
-        per_image, k = {}, 0
+        vision_inputs = fam.collate(list(items.values()))
+        units, _ = self.engine.select(vision_inputs, red)  # question-agnostic: shared per image
+        feats, vision_s = self.engine.run_tower(vision_inputs, len(items), units)
+        per_image, per_units, k = {}, {}, 0
         for h, item in items.items():
             per_image[h] = feats[k:k + len(item.blocks)]
+            per_units[h] = None if units is None else units[k:k + len(item.blocks)]
             k += len(item.blocks)
 
         # Per-request prompts, assembled as `generate` assembles them.
         seqs, billed = [], set()
         for hashes, images, prefix_text, suffix in parsed:
             a = self.engine.reduce(fam.build_prefix(prefix_text, [items[h] for h in hashes]),
-                                   [f for h in hashes for f in per_image[h]], red)
+                                   [f for h in hashes for f in per_image[h]], red,
+                                   None if units is None else [u for h in hashes for u in per_units[h]])
             self.engine.check_context(a.ids.numel() + len(suffix), max_new_tokens)
             with torch.inference_mode():
                 emb = torch.cat([a.embeds, fam.embed(torch.tensor(suffix, device=self.device))])
             pos = torch.cat([a.positions, fam.text_positions(a.next_pos, len(suffix))], dim=1)
             costs = [fam.image_cost(im.width, im.height) for im in images]
+            tower = list(a.tower_costs) if a.tower_costs is not None else costs
             encoded = []
-            for h, c in zip(hashes, costs):
+            for h, c in zip(hashes, tower):
                 if h not in billed:  # the tower's cost of a shared image goes to its first request
                     billed.add(h)
                     encoded.append(c)
-            seqs.append((emb, pos, a, len(suffix), costs, encoded))
+            seqs.append((emb, pos, a, len(suffix), costs, encoded))  # a.tower_costs: billed below
 
         # Left-padded batch prefill (padding: zero embeddings at position 1, masked out).
         t = time.perf_counter()
@@ -308,7 +316,8 @@ class TransformersBackend:
             n_vis = int((a.ids == fam.image_token_id).sum())
             bill = vlm_bill(fam, self.model_id, costs=costs, visual_tokens=n_vis,
                             prompt_tokens=a.ids.numel() - n_vis + n_sfx, generated=gen, cache="off",
-                            reduction=red, t0=t0, vision_s=vision_s, prefill_s=prefill_s, encoded=encoded)
+                            reduction=red, t0=t0, vision_s=vision_s, prefill_s=prefill_s, encoded=encoded,
+                            tower=a.tower_costs)
             results.append(self.result(gen, bill))
         return results
 

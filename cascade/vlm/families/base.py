@@ -40,7 +40,7 @@ import torch
 
 from ...cost import DecoderShape, EncoderShape, encoder_flops
 from ...errors import CascadeError, InputError, RegistryError
-from ..reduction import METHODS
+from ..reduction import METHODS, TOWER_METHODS
 
 __all__ = ["Family", "ImageInputs", "PrefixInputs", "ImageLimits", "ImageCost", "ModelShapes",
            "FAMILIES", "register_family", "family_for", "load_family", "matmul_weights"]
@@ -152,7 +152,9 @@ class Family(ABC):
 
     model_types: ClassVar[tuple[str, ...]] = ()
     # Reduction methods this family supports; the runtime refuses others with an InputError.
-    reductions: ClassVar[tuple[str, ...]] = METHODS
+    # Methods that act before the tower (TOWER_METHODS) need `tower_keep`, `tower_cost` and
+    # `encode(..., keep=)`, so a family opts in to them.
+    reductions: ClassVar[tuple[str, ...]] = tuple(m for m in METHODS if m not in TOWER_METHODS)
     # ImageLimits fields (besides `resolution`) this family's preprocessing has.
     limit_names: ClassVar[tuple[str, ...]] = ()
     position_rows: ClassVar[int] = 1
@@ -285,7 +287,19 @@ class Family(ABC):
     @abstractmethod
     def encode(self, vision_inputs: dict[str, Any]) -> list[torch.Tensor]:
         """Run the vision tower (+ merger/connector) on collated inputs: one [n_b, F] tensor per
-        visual block, image by image in order (F: the features per token, see module docstring)."""
+        visual block, image by image in order (F: the features per token, see module docstring).
+        Families that support the `tower` reduction also take `keep` (per block, the merge units
+        `tower_keep` chose) and return the features of the kept units only."""
+
+    def tower_keep(self, vision_inputs: dict[str, Any], keep_ratio: float) -> list[torch.Tensor]:
+        """Per visual block, the merge units (ascending indices into its merged tokens) a
+        before-the-tower reduction keeps (`reduction.tower_select`). Families without it raise."""
+        raise InputError(f"reduction 'tower' is not supported for {self.name} models: it drops "
+                         "merge units before the vision tower, which this family's tower cannot do")
+
+    def tower_cost(self, image: "ImageInputs", keep: list[torch.Tensor]) -> ImageCost:
+        """What the tower costs on one image encoding only the merge units `keep` (per block)."""
+        raise InputError(f"reduction 'tower' is not supported for {self.name} models")
 
     def split_features(self, feats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(input embeddings [n, D], extra per-token features or None) of `encode`d features."""

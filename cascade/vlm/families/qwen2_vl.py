@@ -18,6 +18,7 @@ import torch
 
 from ...cost import EncoderShape
 from ...errors import InputError
+from ..reduction import METHODS, tower_select
 from .base import Family, ImageCost, ImageInputs, PrefixInputs, matmul_weights, register_family
 
 # Qwen2-VL's own chat template (images as <|vision_start|><|image_pad|><|vision_end|> parts, a
@@ -72,6 +73,7 @@ class Qwen2VLFamily(Family):
     model_types = ("qwen2_vl", "qwen2_5_vl")
     limit_names = ("min_pixels", "max_pixels")
     position_rows = 3
+    reductions = METHODS  # `tower` included: the tower can encode a subset of merge units
 
     @staticmethod
     def _text_model(model: Any) -> torch.nn.Module:
@@ -262,9 +264,104 @@ class Qwen2VLFamily(Family):
             grids.append(grid)
         return torch.cat(patches), torch.tensor(grids, dtype=torch.long)
 
-    def encode(self, vision_inputs: dict[str, Any]) -> list[torch.Tensor]:
+    def encode(self, vision_inputs: dict[str, Any], keep: list[torch.Tensor] | None = None
+               ) -> list[torch.Tensor]:
         vi = vision_inputs
+        if keep is not None:
+            out, sizes = self.encode_kept(vi, keep)
+            return list(out.pooler_output.split(sizes))
         out = self.model.model.get_image_features(vi["pixel_values"], vi["image_grid_thw"].to(self.device))
         feats = out.pooler_output if hasattr(out, "pooler_output") else out
         return list(feats)
+
+    # -- the `tower` reduction: merge units dropped before the vision blocks --------------------
+    # Each merge unit (merge x merge patches, one LLM token) is `merge**2` consecutive rows of
+    # pixel_values (the processor lays patches out unit by unit, units row-major), and the merger
+    # merges consecutive groups of `merge**2` rows. Dropping units is therefore slicing rows: the
+    # tower is called with the kept rows and, through transformers' precomputed-input kwargs
+    # (`transformers.vision_utils`), the kept rows of every per-patch tensor it would compute from
+    # the full grid (rotary position ids; Qwen3-VL's interpolated position-embedding taps),
+    # attention segments of the kept lengths (`cu_seqlens`, one per frame) and, for Qwen2.5-VL,
+    # the window order and window boundaries restricted to the kept units. Every kept patch thus
+    # gets exactly the positions it has in the full image. Keeping every unit computes what the
+    # unreduced call computes (tested bit for bit).
+
+    def tower_keep(self, vision_inputs: dict[str, Any], keep_ratio: float) -> list[torch.Tensor]:
+        pv, m2 = vision_inputs["pixel_values"], self.merge ** 2
+        out, start = [], 0
+        for t, h, w in vision_inputs["image_grid_thw"].tolist():
+            n = t * h * w
+            units = pv[start:start + n].reshape(n // m2, -1)
+            out.append(tower_select(units, (t, h // self.merge, w // self.merge), keep_ratio))
+            start += n
+        return out
+
+    def _frame_lengths(self, grid: tuple[int, int, int], keep: torch.Tensor) -> list[int]:
+        """Kept patches in each frame of one image (kept merge units x merge**2)."""
+        t, h, w = grid
+        per_frame = h * w // self.merge ** 2
+        return (torch.bincount(keep // per_frame, minlength=t) * self.merge ** 2).tolist()
+
+    def _window_lengths(self, grid: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Qwen2.5-VL windows of images `grid` [n, 3] restricted to the kept units `keep`
+        (global unit indices, ascending): (window_index over the kept units, cu_window_seqlens)."""
+        from transformers.vision_utils import get_vision_window_index
+
+        v, m2 = self.config.vision_config, self.merge ** 2
+        window_index, cu = get_vision_window_index(grid, self.merge, v.window_size, v.patch_size)
+        window_index, cu = window_index.to(keep.device), cu.to(keep.device)
+        mask = torch.zeros(window_index.numel(), dtype=torch.bool, device=keep.device)
+        mask[keep] = True
+        rank = torch.cumsum(mask, 0) - 1  # unit index -> its index among the kept units
+        kept_in_order = mask[window_index]
+        window_of = torch.bucketize(torch.arange(window_index.numel(), device=keep.device) * m2,
+                                    cu[1:], right=True)
+        counts = torch.bincount(window_of[kept_in_order], minlength=cu.numel() - 1) * m2
+        cu_kept = torch.nn.functional.pad(counts.cumsum(0), (1, 0)).to(torch.int32)
+        return rank[window_index[kept_in_order]], torch.unique_consecutive(cu_kept)
+
+    def _tower_inputs(self, grid: torch.Tensor, rows: torch.Tensor, keep: list[torch.Tensor],
+                      units: torch.Tensor) -> dict[str, Any]:
+        """The tower's precomputed per-patch inputs restricted to the kept patch `rows`."""
+        from transformers.vision_utils import get_vision_position_ids
+
+        lengths = [n for g, k in zip(grid.tolist(), keep) for n in self._frame_lengths(g, k)]
+        cu = torch.nn.functional.pad(torch.tensor(lengths, device=rows.device).cumsum(0), (1, 0))
+        kw = {"position_ids": get_vision_position_ids(grid, self.merge)[rows],
+              "cu_seqlens": cu.to(torch.int32)}
+        if self.name == "qwen2_5_vl":
+            kw["window_index"], kw["cu_window_seqlens"] = self._window_lengths(grid, units)
+        return kw
+
+    def encode_kept(self, vision_inputs: dict[str, Any], keep: list[torch.Tensor]) -> tuple[Any, list[int]]:
+        """The tower's output (transformers' own) on the kept merge units of each image, and the
+        kept token count per image."""
+        try:
+            import transformers.vision_utils  # noqa: F401  (precomputed tower inputs, transformers 5)
+        except ImportError as e:
+            raise InputError("the 'tower' reduction needs transformers >= 5 (transformers."
+                             "vision_utils' precomputed vision inputs)") from e
+        visual, m2 = self.model.model.visual, self.merge ** 2
+        grid = vision_inputs["image_grid_thw"].to(self.device)
+        offsets = torch.nn.functional.pad((grid.prod(-1) // m2).cumsum(0), (1, 0))[:-1].tolist()
+        units = torch.cat([k.to(self.device) + o for k, o in zip(keep, offsets)])
+        rows = (units[:, None] * m2 + torch.arange(m2, device=self.device)).reshape(-1)
+        kw = self._tower_inputs(grid, rows, keep, units)
+        pixels = vision_inputs["pixel_values"][rows].type(visual.dtype)
+        return visual(pixels, grid_thw=grid, **kw), [int(k.numel()) for k in keep]
+
+    def tower_cost(self, image: ImageInputs, keep: list[torch.Tensor]) -> ImageCost:
+        grid = image.tensors["image_grid_thw"]
+        k, m2 = keep[0].cpu(), self.merge ** 2
+        frames = self._frame_lengths(tuple(grid[0].tolist()), k)
+        v = self.config.vision_config
+        pairs = float(sum(n * n for n in frames))
+        if self.name != "qwen2_5_vl":
+            pairs *= v.depth
+        else:
+            _, cu = self._window_lengths(grid.cpu(), k)
+            windows = float(((cu[1:] - cu[:-1]).double() ** 2).sum())
+            full = len(v.fullatt_block_indexes)
+            pairs = full * pairs + (v.depth - full) * windows
+        return ImageCost(int(k.numel()), int(k.numel()) * m2, pairs)
 

@@ -13,7 +13,8 @@ The runtime's block/positions/prefix machinery is Qwen2-VL's (a subclass). What 
 - FastV runs the decoder layer by layer: `after_layer` adds the DeepStack features there, to the
   visual tokens still kept, and `query_states` applies Qwen3's per-head query norm.
 
-All reductions, the KV prefix cache, sessions, batching and FastV apply.
+All reductions (`tower` too: the kept patches take their rows of the interpolated position
+embeddings), the KV prefix cache, sessions, batching and FastV apply.
 """
 from __future__ import annotations
 
@@ -63,11 +64,31 @@ class Qwen3VLFamily(Qwen2VLFamily):
                                         chat_template=QWEN_CHAT_TEMPLATE)
 
     # -- tower output: embedding and DeepStack features per token ---------------------------------
-    def encode(self, vision_inputs: dict[str, Any]) -> list[torch.Tensor]:
+    def encode(self, vision_inputs: dict[str, Any], keep: list[torch.Tensor] | None = None
+               ) -> list[torch.Tensor]:
         vi = vision_inputs
-        out = self.model.model.get_image_features(vi["pixel_values"], vi["image_grid_thw"].to(self.device))
-        levels = list(zip(*out.deepstack_features))  # per image: its feature at every level
-        return [torch.cat([main, *deep], dim=-1) for main, deep in zip(out.pooler_output, levels)]
+        if keep is not None:
+            out, sizes = self.encode_kept(vi, keep)
+            main = out.pooler_output.split(sizes)
+            levels = list(zip(*[d.split(sizes) for d in out.deepstack_features]))
+        else:
+            out = self.model.model.get_image_features(vi["pixel_values"], vi["image_grid_thw"].to(self.device))
+            main, levels = out.pooler_output, list(zip(*out.deepstack_features))
+        # per image: its embedding and its feature at every DeepStack level
+        return [torch.cat([m, *deep], dim=-1) for m, deep in zip(main, levels)]
+
+    def _tower_inputs(self, grid: torch.Tensor, rows: torch.Tensor, keep: list[torch.Tensor],
+                      units: torch.Tensor) -> dict[str, Any]:
+        from transformers.vision_utils import get_vision_interpolation_indices_and_weights
+
+        kw = super()._tower_inputs(grid, rows, keep, units)
+        visual = self.model.model.visual
+        idx, weights = get_vision_interpolation_indices_and_weights(
+            grid, num_grid_per_side=visual.num_grid_per_side, mode=visual.interpolation_mode,
+            align_corners=visual.interpolation_align_corners,
+            spatial_merge_size=self.config.vision_config.spatial_merge_size)
+        kw["interp_indices"], kw["interp_weights"] = idx[rows], weights[rows]
+        return kw
 
     def split_features(self, feats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         d = self.text_config.hidden_size
