@@ -228,7 +228,7 @@ class DecodeStep:
         d = self.fam.text_config.hidden_size
         dtype = next(self.fam.model.parameters()).dtype
         with torch.inference_mode():
-            self.cache = vlm.backend.new_cache()
+            self.cache = vlm.backend.engine.new_cache()
             emb = torch.randn(1, prefix_tokens, d, device=self.fam.device, dtype=dtype)
             self.fam.forward(emb, self.fam.text_positions(0, prefix_tokens), self.cache)
         self.pos = prefix_tokens
@@ -341,7 +341,7 @@ def reduction_cost(vlm, dev: str, rounds: int) -> dict:
 
     def prefill():
         with torch.inference_mode():
-            h = fam.forward(emb, pos, vlm.backend.new_cache())
+            h = fam.forward(emb, pos, vlm.backend.engine.new_cache())
             int(fam.lm_head(h[:, -1]).argmax())
 
     runs = {m: (lambda m=m: reduce_tokens(x, (1, side, side), ReductionConfig(m, keep)))

@@ -226,7 +226,9 @@ def test_a_client_that_leaves_mid_stream_stops_the_generation(served, image_url)
 def test_an_error_after_the_first_token_is_an_error_event_then_done(tiny_vlm, image_url):
     from cascade.serve.app import create_app
 
-    app = create_app(small_config(tiny_vlm, request_timeout_s=3.0))
+    # A deadline well after the first token (~0.1 s, warmed) and well before 2,000 more (a
+    # decode step of the tiny model takes over a millisecond on any CPU).
+    app = create_app(small_config(tiny_vlm, request_timeout_s=1.0))
     warm(app)
     body = {"model": IMAGES, "stream": True, "max_tokens": 2000,
             "messages": [_user("Go on and on.", image_url)]}
