@@ -23,6 +23,7 @@ from typing import Literal
 from pydantic import Field
 
 from cascade.artifacts import Answer, Evidence, Image
+from cascade.bill import Bill
 from cascade.errors import InputError
 from cascade.models import ModelName
 from cascade.stage import Stage, StageParams, stage
@@ -74,14 +75,19 @@ class VLMAnswer(Stage):
             r = declared.vlm.generate(items, text, max_new_tokens=limit,
                                       reduction=red, system_prompt=p.system_prompt,
                                       history=history or (), on_token=on_token)
-        b = r.bill
-        record(visual_tokens=b.visual_tokens, visual_tokens_before_reduction=b.unreduced_visual_tokens,
-               prompt_tokens=b.prompt_tokens, generated_tokens=b.generated_tokens,
-               vision_flops=b.vision_flops, prefill_flops=b.prefill_flops,
-               unreduced_prefill_flops=b.unreduced_prefill_flops,
-               computed_vision_flops=b.computed_vision_flops,
-               computed_prefill_flops=b.computed_prefill_flops, decode_flops=b.decode_flops,
-               kv_cache_hits=int(b.cache == "hit"), kv_cache_misses=int(b.cache == "miss"),
-               vision_tower_calls=int(b.images_encoded > 0), vision_images_encoded=b.images_encoded,
-               ttft_s=b.ttft_s, vision_s=b.vision_s)
-        return self.Outputs(Answer(r.text, "vlm", Evidence(images=tuple(items)), b), b.confidence)
+        record_bill(r.bill)
+        return self.Outputs(Answer(r.text, "vlm", Evidence(images=tuple(items)), r.bill),
+                            r.bill.confidence)
+
+
+def record_bill(b: Bill, **extra: float) -> None:
+    """The trace counters of one VLM answer (also recorded by batched remote answers)."""
+    record(visual_tokens=b.visual_tokens, visual_tokens_before_reduction=b.unreduced_visual_tokens,
+           prompt_tokens=b.prompt_tokens, generated_tokens=b.generated_tokens,
+           vision_flops=b.vision_flops, prefill_flops=b.prefill_flops,
+           unreduced_prefill_flops=b.unreduced_prefill_flops,
+           computed_vision_flops=b.computed_vision_flops,
+           computed_prefill_flops=b.computed_prefill_flops, decode_flops=b.decode_flops,
+           kv_cache_hits=int(b.cache == "hit"), kv_cache_misses=int(b.cache == "miss"),
+           vision_tower_calls=int(b.images_encoded > 0), vision_images_encoded=b.images_encoded,
+           ttft_s=b.ttft_s, vision_s=b.vision_s, **extra)

@@ -64,7 +64,7 @@ from ray import serve
 from ..cache import content_hash, nbytes_of
 from ..errors import CascadeError, did_you_mean
 from ..stage import Stage
-from ..streaming import claim_stream, is_silent
+from ..streaming import answer_stream, claim_stream, is_silent
 from ..trace import StageRecord, mark_cached, record, stage_scope, warn
 from .config import ServeConfig
 
@@ -326,8 +326,6 @@ class VLMReplica(StageReplica):
                             media_id: str = ""):
         """`run` of one call whose caller streams: yields each `TokenEvent` as the VLM generates
         it, then the reply. Never batched (a batch decodes in lockstep for all its callers)."""
-        from ..streaming import answer_stream
-
         media_id = media_id or serve.get_multiplexed_model_id()
         if media_id:
             await self._media(media_id)
@@ -369,6 +367,8 @@ class VLMReplica(StageReplica):
     def _run_batch(self, key: str, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """`vlm_answer`'s run for several calls at once, through `VLM.generate_batch`."""
         from ..artifacts import Answer, Evidence
+        from ..stages._shared import as_image_list
+        from ..stages.vlm_answer import record_bill
 
         stage = self.stages[key]
         p = stage.params
@@ -376,7 +376,7 @@ class VLMReplica(StageReplica):
         red = declared.reduction(p.reduction, p.keep_ratio, p.fastv_layer)
         items, requests = [], []
         for inputs in batch:
-            ims = _image_list(inputs["images"])
+            ims = as_image_list(inputs["images"])
             hint, q = inputs.get("hint"), inputs["question"]
             items.append(ims)
             requests.append((ims, f"{hint.strip()}\n{q}" if hint and hint.strip() else q))
@@ -394,7 +394,7 @@ class VLMReplica(StageReplica):
         for n, (ims, r) in enumerate(zip(items, results)):
             rec = StageRecord(stage.name, stage.type_name)
             with stage_scope(rec):
-                _record_vlm(r.bill, batch_size=len(batch))
+                record_bill(r.bill, vlm_batch_size=len(batch))
                 out = stage.Outputs(Answer(r.text, "vlm", Evidence(images=tuple(ims)), r.bill),
                                     r.bill.confidence)
             rec.seconds = seconds
@@ -416,26 +416,6 @@ def _batch_across_media() -> None:
         serve_context._serve_request_context.set(dataclasses.replace(ctx, multiplexed_model_id=""))
     except Exception:  # noqa: BLE001 - a layout change costs batching, never a request
         log.debug("could not clear the multiplexed model id; batching per media", exc_info=True)
-
-
-def _image_list(images: Any) -> list:
-    from ..artifacts import Image
-
-    return [images] if isinstance(images, Image) else list(images)
-
-
-def _record_vlm(b: Any, batch_size: int) -> None:
-    """The counters `vlm_answer` records for one answer (kept in step with stages/vlm_answer.py;
-    tests/serve/test_ray_serve.py compares the two paths' counter names)."""
-    record(visual_tokens=b.visual_tokens, visual_tokens_before_reduction=b.unreduced_visual_tokens,
-           prompt_tokens=b.prompt_tokens, generated_tokens=b.generated_tokens,
-           vision_flops=b.vision_flops, prefill_flops=b.prefill_flops,
-           unreduced_prefill_flops=b.unreduced_prefill_flops,
-           computed_vision_flops=b.computed_vision_flops,
-           computed_prefill_flops=b.computed_prefill_flops, decode_flops=b.decode_flops,
-           kv_cache_hits=int(b.cache == "hit"), kv_cache_misses=int(b.cache == "miss"),
-           vision_tower_calls=int(b.images_encoded > 0), vision_images_encoded=b.images_encoded,
-           ttft_s=b.ttft_s, vision_s=b.vision_s, vlm_batch_size=batch_size)
 
 
 # -- the ingress side ----------------------------------------------------------------------------
@@ -579,7 +559,9 @@ def _nbytes(value: Any) -> int:
 
 def media_id(key: str, images: Any) -> str:
     """The affinity id of a VLM call: its stage configuration and its images' content."""
-    return content_hash([key, [im.__content_hash__() for im in _image_list(images)]])[:24]
+    from ..stages._shared import as_image_list
+
+    return content_hash([key, [im.__content_hash__() for im in as_image_list(images)]])[:24]
 
 
 class _Unlocked(contextlib.nullcontext):
