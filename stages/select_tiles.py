@@ -7,7 +7,8 @@ or the key the question names. Atoms become crops with a margin; crops that over
 merge into one, so a sign is never cut and a key stays with its value. Crops (and any grid `tiles`
 given, scored only by the atoms they hold whole) are taken best first while they add atoms not
 yet sent and fit the budget. Crops whose text is smaller than `min_text_px` are enlarged (up to
-3x) so the VLM sees it at a readable size. With no evidence at all, the VLM gets the best whole
+3x) so the VLM sees it at a readable size, and every crop is cut to a size the model's processor
+keeps (`Family.native_size`), so the model reads the chosen pixels unresampled. With no evidence at all, the VLM gets the best whole
 frame at a moderate size (`fallback_size`), said so in the route: never tiles chosen by position.
 """
 from __future__ import annotations
@@ -140,6 +141,23 @@ class SelectTiles(Stage):
         f = min(3.0, self.params.min_text_px / max(min(heights), 1.0))
         return crop.resized(round(crop.width * f), round(crop.height * f))
 
+    def _native(self, crop: Image, image: Image) -> Image:
+        """`crop` at a size the model's processor keeps (Qwen: sides a multiple of 28), so the
+        pixels chosen are the pixels read: a plain crop grows around its centre inside `image`
+        (a smaller resampled copy can turn a legible 'O' into a '0'); an enlarged one is
+        resized once, to that size."""
+        w, h = self.model(self.params.model).family.native_size(crop.width, crop.height)
+        if (w, h) == (crop.width, crop.height):
+            return crop
+        if crop.scale == image.scale and w <= image.width and h <= image.height:
+            local = image.from_source(crop.box)
+            x0 = min(max(0, round((local.x0 + local.x1 - w) / 2)), image.width - w)
+            y0 = min(max(0, round((local.y0 + local.y1 - h) / 2)), image.height - h)
+            grown = image.crop(image.to_source(Box(x0, y0, x0 + w, y0 + h)))
+            if (grown.width, grown.height) == (w, h):
+                return grown
+        return crop.resized(w, h)
+
     def run(self, images: list[Image], question: str, ocr_lines: list[OcrLine] | None = None,
             detections: list[Detection] | None = None, tiles: list[Image] | None = None,
             retrieval_scores: list[float] | None = None,
@@ -155,7 +173,8 @@ class SelectTiles(Stage):
                                           i < len(retrieval_scores) else 0.0)
             for box in boxes:
                 held = [a for a in mine if _inside(a.box, box)]
-                candidates.append((self._enlarge(im.crop(box), held), held, bonus))
+                candidates.append((self._native(self._enlarge(im.crop(box), held), im), held,
+                                   bonus))
         for tile in tiles or ():
             held = [a for a in atoms if tile.is_from(a.media_index, a.timestamp)
                     and _inside(a.box, tile.box)]

@@ -42,7 +42,20 @@ def test_small_text_is_enlarged_and_paid_for():
     lines = [OcrLine("GATE 5W", 0.95, Box(600, 300, 650, 312))]  # 12-px text
     out = select(min_text_px=24).run(images=[FULL], question="Read the sign.", ocr_lines=lines)
     (crop,) = out.tiles
-    assert crop.scale[1] == 2.0 and crop.height >= 2 * crop.box.height - 1
+    assert crop.scale[1] >= 2.0 and crop.height >= 2 * crop.box.height - 1
+
+
+def test_crops_are_cut_to_a_size_the_processor_keeps_so_no_pixel_is_resampled():
+    family = MODELS["vlm"].family
+    photo = Image(np.random.default_rng(0).integers(0, 255, (448, 1344, 3), dtype=np.uint8))
+    lines = [OcrLine("DOCK 35", 0.99, Box(363, 185, 509, 231))]  # 46-px text: no enlarging
+    (crop,) = select().run(images=[photo], question="What does the sign say?",
+                           ocr_lines=lines).tiles
+    assert crop.scale == (1.0, 1.0) and crop.width % 28 == 0 and crop.height % 28 == 0
+    assert family.resized(crop.width, crop.height) == (crop.height, crop.width)  # sent as is
+    b = crop.box
+    assert b.x0 <= 363 and b.x1 >= 509 and b.y0 <= 185 and b.y1 >= 231
+    assert np.array_equal(crop.pixels, photo.pixels[int(b.y0):int(b.y1), int(b.x0):int(b.x1)])
 
 
 def test_key_and_value_far_apart_on_a_row_stay_together_and_win():

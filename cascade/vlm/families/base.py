@@ -208,6 +208,12 @@ class Family(ABC):
         """Visual tokens the LLM reads for one width x height image (before any reduction)."""
         return self.image_cost(int(width), int(height)).tokens
 
+    def native_size(self, width: int, height: int) -> tuple[int, int]:
+        """The smallest (width, height), at least the given one, that the processor sends to the
+        tower without resampling; a crop cut to it reaches the model pixel for pixel. Here: the
+        size itself (a family whose processor resizes says what it keeps)."""
+        return width, height
+
     def vision_flops(self, costs: list[ImageCost]) -> float:
         """Cost-model FLOPs of the vision tower (and merger) on these images."""
         return encoder_flops(self.shapes.vision, sum(c.patches for c in costs),

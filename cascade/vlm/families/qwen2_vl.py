@@ -111,6 +111,11 @@ class Qwen2VLFamily(Family):
         except ValueError as e:  # an extreme aspect ratio
             raise InputError(f"the image processor rejects a {width}x{height} image: {e}") from e
 
+    def native_size(self, width: int, height: int) -> tuple[int, int]:
+        f = self.patch * self.merge  # the processor rounds each side to a multiple of this
+        w, h = -(-int(width) // f) * f, -(-int(height) // f) * f
+        return (w, h) if self.resized(w, h) == (h, w) else (int(width), int(height))
+
     def image_cost(self, width: int, height: int) -> ImageCost:
         h, w = self.resized(width, height)
         gh, gw = h // self.patch, w // self.patch
