@@ -8,8 +8,9 @@ merge into one, so a sign is never cut and a key stays with its value. Crops (an
 given, scored only by the atoms they hold whole) are taken best first while they add atoms not
 yet sent and fit the budget. Crops whose text is smaller than `min_text_px` are enlarged (up to
 3x) so the VLM sees it at a readable size, and every crop is cut to a size the model's processor
-keeps (`Family.native_size`), so the model reads the chosen pixels unresampled. With no evidence at all, the VLM gets the best whole
-frame at a moderate size (`fallback_size`), said so in the route: never tiles chosen by position.
+keeps (`Family.native_size`), so the model reads the chosen pixels unresampled. With no evidence
+at all, the VLM gets the best whole frame at a moderate size (`fallback_size`), said so in the
+route: never tiles chosen by position.
 """
 from __future__ import annotations
 

@@ -3,8 +3,9 @@
 `state()` returns the prefix (system prompt + images) as a `PrefixState`: from the KV prefix cache
 when an entry matches (model, preprocessing, reduction, media hashes, prefix text), else computed:
 preprocess -> (a `tower` reduction's selection of merge units) -> vision tower -> token reduction
--> embeddings -> prefill of the prefix as its own chunk. The prefix is always its own chunk, cached or not, so a hit computes bit for bit what a miss
-computes (fp storage) and answers with the same tokens. `generate`, sessions and batches are its
+-> embeddings -> prefill of the prefix as its own chunk. The prefix is always its own chunk,
+cached or not, so a hit computes bit for bit what a miss computes (fp storage) and answers with
+the same tokens. `generate`, sessions and batches are its
 clients; each decodes on its own (`cascade.vlm.decode`).
 """
 from __future__ import annotations
