@@ -297,15 +297,7 @@ def reduction_at_4096(sweep: Sweep, methods: list[str], ratio: float, repeats: i
     units = grow(sweep.pre.vision_inputs["pixel_values"].reshape(t * h * w, -1)) if "tower" in methods else None
     grid = (1, side, side)
     n_prefill = keep_count(side * side, ratio) + (sweep.pre.input_ids.numel() - t * h * w) + len(sweep.suffix)
-    emb = torch.randn(1, n_prefill, fam.text_config.hidden_size, dtype=sweep.feats[0].dtype)
-    pos = fam.text_positions(0, n_prefill)
-
-    def prefill() -> float:
-        cache = b.engine.new_cache()
-        t0 = _clock(b.device)
-        with torch.inference_mode():
-            int(fam.lm_head(fam.forward(emb, pos, cache)[:, -1]).argmax())
-        return _clock(b.device) - t0
+    prefill = bare_prefill(sweep, n_prefill)
 
     def reducer(m: str) -> Callable[[], float]:
         red = ReductionConfig(m, ratio)
@@ -332,27 +324,28 @@ def reduction_at_4096(sweep: Sweep, methods: list[str], ratio: float, repeats: i
                         for m, v in times.items()}}
 
 
+def bare_prefill(sweep: Sweep, n: int) -> Callable[[], float]:
+    """A timed LLM prefill of `n` random embeddings up to the last token's logits (seconds)."""
+    fam, b = sweep.fam, sweep.b
+    emb = torch.randn(1, n, fam.text_config.hidden_size, dtype=sweep.feats[0].dtype)
+    pos = fam.text_positions(0, n)
+
+    def run() -> float:
+        cache = b.engine.new_cache()
+        t0 = _clock(b.device)
+        with torch.inference_mode():
+            int(fam.lm_head(fam.forward(emb, pos, cache)[:, -1]).argmax())
+        return _clock(b.device) - t0
+    return run
+
+
 def prefill_scaling(sweep: Sweep, lengths: list[int], repeats: int) -> dict:
     """CPU/GPU seconds of the bare LLM prefill (random embeddings, last-token logits) at several
     prompt lengths, next to the cost model's FLOPs: shows what a FLOP count cannot, e.g. the
     fixed cost of a forward (a 1-token prefill reads every weight once) and kernels whose
     FLOP rate depends on the length (attention vs dense matmuls)."""
-    fam, b = sweep.fam, sweep.b
-    llm = fam.shapes.llm
-
-    def piece(n: int) -> Callable[[], float]:
-        emb = torch.randn(1, n, fam.text_config.hidden_size, dtype=sweep.feats[0].dtype)
-        pos = fam.text_positions(0, n)
-
-        def run() -> float:
-            cache = b.engine.new_cache()
-            t0 = _clock(b.device)
-            with torch.inference_mode():
-                int(fam.lm_head(fam.forward(emb, pos, cache)[:, -1]).argmax())
-            return _clock(b.device) - t0
-        return run
-
-    times = rounds({str(n): piece(n) for n in lengths}, repeats, "prefill scaling")
+    llm = sweep.fam.shapes.llm
+    times = rounds({str(n): bare_prefill(sweep, n) for n in lengths}, repeats, "prefill scaling")
     rows = [{"tokens": n, "seconds": min(times[str(n)]), "flops": prefill_flops(llm, n)} for n in lengths]
     for r in rows:
         r["seconds_per_gflop"] = r["seconds"] / (r["flops"] / 1e9)

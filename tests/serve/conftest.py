@@ -111,3 +111,22 @@ def warm(app) -> None:
     """Load every served pipeline's models now (`QA.setup`), so no request pays the model load."""
     for served in app.state.engine.models.values():
         served.qa.setup()
+
+
+def stream_spread(client, model: str, messages: list, max_tokens: int):
+    """Stream a completion: (the content pieces, their arrival times, `decode_seconds`)."""
+    arrivals, texts, last = [], [], None
+    for chunk in client.chat.completions.create(model=model, messages=messages,
+                                                max_tokens=max_tokens, stream=True):
+        if chunk.choices and chunk.choices[0].delta.content:
+            arrivals.append(time.perf_counter())
+            texts.append(chunk.choices[0].delta.content)
+        last = chunk
+    return texts, arrivals, decode_seconds(last)
+
+
+def decode_seconds(completion) -> float:
+    """First token to last, on the server: the `vlm` stage's time less its time to first token."""
+    vlm = next(s for s in completion.model_extra["cascade"]["trace"]["stages"] if s["name"] == "vlm")
+    return vlm["seconds"] - vlm["counters"]["ttft_s"]
+

@@ -16,7 +16,8 @@ import openai
 import pytest
 from openai import OpenAI
 
-from .conftest import IMAGES, VIDEO, data_url, png_bytes, running_server, small_config, warm
+from .conftest import (IMAGES, VIDEO, data_url, decode_seconds, png_bytes, running_server,
+                       small_config, stream_spread, warm)
 
 
 @pytest.fixture(scope="module")
@@ -151,24 +152,11 @@ def _long_answer(client: OpenAI, image_url: str, limit: int):
     raise AssertionError("no question got a long answer")
 
 
-def _decode_seconds(completion) -> float:
-    """First token to last, on the server: the VLM stage's time less its time to first token."""
-    vlm = next(s for s in completion.model_extra["cascade"]["trace"]["stages"] if s["name"] == "vlm")
-    return vlm["seconds"] - vlm["counters"]["ttft_s"]
-
-
 def test_stream_chunks_leave_while_the_vlm_generates(served, image_url):
     client, *_ = served
     messages, plain = _long_answer(client, image_url, 128)
-    arrivals, texts, last = [], [], None
-    for chunk in client.chat.completions.create(model=IMAGES, messages=messages, max_tokens=128,
-                                                stream=True):
-        if chunk.choices and chunk.choices[0].delta.content:
-            arrivals.append(time.perf_counter())
-            texts.append(chunk.choices[0].delta.content)
-        last = chunk
+    texts, arrivals, decode_s = stream_spread(client, IMAGES, messages, 128)
     assert "".join(texts) == plain.choices[0].message.content
-    decode_s = _decode_seconds(last)
     assert decode_s > 0.1, "128 tokens take longer than that"
     # One chunk per token as it is chosen (a token whose text is an incomplete character adds
     # none): the chunks are spread over the decode, the first one long before the last. A
@@ -193,7 +181,7 @@ def test_a_client_that_leaves_mid_stream_stops_the_generation(served, image_url)
     client, app, url = served
     engine = app.state.engine
     messages, timed = _long_answer(client, image_url, 64)
-    per_token = _decode_seconds(timed) / (timed.usage.completion_tokens - 1)
+    per_token = decode_seconds(timed) / (timed.usage.completion_tokens - 1)
     before = httpx.get(url + "/metrics").text
     stream = client.chat.completions.create(model=IMAGES, messages=messages, max_tokens=2000,
                                             stream=True)

@@ -25,7 +25,7 @@ from cascade.serve.ray_app import (APP_NAME, HEAVY_STAGES, RayOptions, RemoteSta
                                    app_args, build_app)
 
 from .conftest import (IMAGES, PIPELINES, chat, data_url, free_port, image_part,  # noqa: E402
-                       png_bytes, small_config)
+                       png_bytes, small_config, stream_spread)
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
 REPO = Path(__file__).resolve().parents[2]
@@ -131,16 +131,8 @@ def test_tokens_stream_from_the_vlm_replica_as_they_are_generated(server):
         if plain.choices[0].finish_reason == "length":
             break
     assert plain.choices[0].finish_reason == "length", "no question got a long answer"
-    arrivals, texts, last = [], [], None
-    for chunk in client.chat.completions.create(model=IMAGES, messages=messages, max_tokens=64,
-                                                stream=True):
-        if chunk.choices and chunk.choices[0].delta.content:
-            arrivals.append(time.perf_counter())
-            texts.append(chunk.choices[0].delta.content)
-        last = chunk
+    texts, arrivals, decode_s = stream_spread(client, IMAGES, messages, 64)
     assert "".join(texts) == plain.choices[0].message.content
-    vlm = next(st for st in last.model_extra["cascade"]["trace"]["stages"] if st["name"] == "vlm")
-    decode_s = vlm["seconds"] - vlm["counters"]["ttft_s"]
     # one chunk per token, spread over the replica's decode: not the finished answer at the end
     assert 1 < len(texts) <= plain.usage.completion_tokens
     assert arrivals[-1] - arrivals[0] > 0.5 * decode_s > 0
