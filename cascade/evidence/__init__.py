@@ -1,0 +1,8 @@
+"""Evidence for a question, with no model where rules are exact (import path `cascade.evidence`).
+
+What the question asks for (`query`: the typed `Query` that `understand` builds once and every
+later stage reads; `intent`; `lexicon`, the English and Chinese words it is read with), and what
+the tools found that answers it: text blocks and their salience (`blocks`), the value of a key on
+a document (`keyvalue`). Pure functions on the tools' outputs (OCR lines, detections, boxes):
+stages call them, tests call them directly.
+"""
