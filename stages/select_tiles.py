@@ -1,9 +1,11 @@
 """Pick the pixels the VLM sees: crops around the evidence, under a visual-token budget.
 
-Evidence units, not grid cells. Every text block (adjacent OCR lines, `_evidence.text_blocks`),
-every detection of the object the question names and every key-value pair the question asks for
-(`_keyvalue`) is an *atom* with a weight: its salience, more when it holds a word of the question
-or the key the question names. Atoms become crops with a margin; crops that overlap in one frame
+Evidence units, not grid cells. What counts as evidence comes from the `Query`: every text block
+(adjacent OCR lines, `blocks.text_blocks`) that has the query's colour, position and time order
+(`attributes.select`: all of them when those cannot be measured: recall first), every detection
+of the object the query names and every key-value pair it asks for (`keyvalue`) is an *atom* with
+a weight: its salience, more when it holds a word of the question or the key the query names.
+Atoms become crops with a margin; crops that overlap in one frame
 merge into one, so a sign is never cut and a key stays with its value. Crops (and any grid `tiles`
 given, scored only by the atoms they hold whole) are taken best first while they add atoms not
 yet sent and fit the budget. Crops whose text is smaller than `min_text_px` are enlarged (up to
@@ -24,10 +26,10 @@ from cascade.models import ModelName
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
-from cascade.evidence.blocks import (cue_words, frame_size_of, has_cue, named_detections, norm_text, salience,
-                        text_blocks)
-from cascade.evidence.intent import counted_label, rule_intent
+from cascade.evidence import attributes
+from cascade.evidence.blocks import frame_size_of, named_detections, norm_text, salience, text_blocks
 from cascade.evidence.keyvalue import PATTERNS, key_query, read_key_value
+from cascade.evidence.query import Query, has_cue
 from .resize import fit_longest_side
 from .tiles import merge_boxes
 
@@ -85,26 +87,28 @@ class SelectTiles(Stage):
         """Visual tokens one image costs (the one place that asks the model family)."""
         return self.model(self.params.model).family.visual_tokens(image.width, image.height)
 
-    def _atoms(self, question: str, images: list[Image], lines: list[OcrLine],
-               detections: list[Detection]) -> list[Atom]:
+    def _atoms(self, query: Query, images: list[Image], lines: list[OcrLine],
+               detections: list[Detection]) -> tuple[list[Atom], str]:
+        """The evidence atoms for the query, and why the text atoms are the ones they are."""
         p = self.params
-        cues, query = cue_words(question), key_query(question)
+        kq = key_query(query)
         atoms = []
-        for b in text_blocks(lines):
-            sal = salience(b, frame_size_of(images, b.media_index, b.timestamp))
-            cued = has_cue(b.text, cues) or bool(query and query.key.search(b.text) and not (
-                query.exclude and query.exclude.search(b.text)))
+        chosen = attributes.select(query, text_blocks(lines), images, detections)
+        for b in chosen.blocks:
+            sal = salience(b, frame_size_of(images, b.media_index, b.timestamp), query.language)
+            cued = has_cue(b.text, query.cues) or bool(kq and kq.key.search(b.text) and not (
+                kq.exclude and kq.exclude.search(b.text)))
             atoms.append(Atom(b.box, p.text_weight * sal * (1 + p.cue_weight * cued),
                               "text:" + norm_text(b.text), b.media_index, b.timestamp, b.line_height))
-        if query is not None:
-            found, keys = read_key_value(lines, query)
+        if kq is not None:
+            found, keys = read_key_value(lines, kq)
             for kv in found:  # the key with its value, even when they are far apart on a row
                 box = kv.key_line.box.union(kv.value_line.box)
                 atoms.append(Atom(box, p.text_weight * (1 + p.cue_weight), "kv:" + norm_text(kv.value),
                                   kv.key_line.media_index, kv.key_line.timestamp,
                                   min(kv.key_line.box.height, kv.value_line.box.height)))
             if not keys:  # no key on the page: lines holding a value of the kind asked for
-                kind = r"\d" if query.value == "id" else PATTERNS[query.value]
+                kind = r"\d" if kq.value == "id" else PATTERNS[kq.value]
                 for line in lines:
                     if re.search(kind, line.text):
                         atoms.append(Atom(line.box, p.text_weight * (1 + p.cue_weight),
@@ -116,13 +120,11 @@ class SelectTiles(Stage):
                 box = Box(key.box.x0, key.box.y0, max(key.box.x1, right), key.box.y1 + 1.5 * key.box.height)
                 atoms.append(Atom(box, p.text_weight, "key:" + norm_text(key.text), key.media_index,
                                   key.timestamp, key.box.height))
-        intent = rule_intent(question)
-        label = counted_label(question)
-        if label is not None or "detail" in intent.matched:
-            for d in named_detections(detections, label):
-                atoms.append(Atom(d.box, p.object_weight * d.confidence * (1.0 if label else 0.5),
+        if query.target in ("object_count", "object"):
+            for d in named_detections(detections, query.label):
+                atoms.append(Atom(d.box, p.object_weight * d.confidence * (1.0 if query.label else 0.5),
                                   f"det:{d.label}:{d.box.as_tuple()}", d.media_index, d.timestamp))
-        return [a for a in atoms if a.weight > 0]
+        return [a for a in atoms if a.weight > 0], chosen.reason
 
     def _pad(self, a: Atom, image: Image) -> Box:
         m = self.params.margin
@@ -159,12 +161,13 @@ class SelectTiles(Stage):
                 return grown
         return crop.resized(w, h)
 
-    def run(self, images: list[Image], question: str, ocr_lines: list[OcrLine] | None = None,
+    def run(self, images: list[Image], query: Query, ocr_lines: list[OcrLine] | None = None,
             detections: list[Detection] | None = None, tiles: list[Image] | None = None,
             retrieval_scores: list[float] | None = None,
             routes: list[Route] | None = None) -> Outputs:
         p = self.params
-        atoms = self._atoms(question, images, list(ocr_lines or ()), list(detections or ()))
+        atoms, why = self._atoms(query, images, list(ocr_lines or ()), list(detections or ()))
+        why = f"; {why}" if why else ""
         candidates: list[tuple[Image, list[Atom], float]] = []
         for i, im in enumerate(images):
             mine = [a for a in atoms if im.is_from(a.media_index, a.timestamp)
@@ -202,7 +205,8 @@ class SelectTiles(Stage):
         if chosen:
             kinds = sorted({k.split(":")[0] for k in sent})
             route = Route("evidence", f"{len(chosen)} crop(s) around {', '.join(kinds)} evidence "
-                          f"({len(sent)} unit(s)), {spent} of {p.max_visual_tokens} visual tokens",
+                          f"({len(sent)} unit(s)), {spent} of {p.max_visual_tokens} visual tokens"
+                          f"{why}",
                           {"crops": float(len(chosen)), "visual_tokens": float(spent)})
         elif images:
             best = fit_longest_side(images[0], p.fallback_size)
