@@ -22,8 +22,8 @@ def triton_available() -> bool:
 
 
 def interpreter_enabled() -> bool:
-    # Triton reads this when a kernel is decorated, i.e. when our triton.py module is first
-    # imported; it must therefore be set before that, normally before the process starts.
+    # Triton (>= 3.8) reads this when triton itself is first imported, so it must be set before
+    # anything imports triton, normally before the process starts.
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
