@@ -20,7 +20,7 @@ from cascade.artifacts import Image, OcrLine, Route
 from cascade.models import ModelName
 from cascade.stage import Router, StageParams, stage
 
-from cascade.stages._intent import IntentScorer
+from cascade.evidence.intent import IntentScorer
 
 
 def shows(image: Image, line: OcrLine) -> bool:

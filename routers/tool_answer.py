@@ -19,10 +19,10 @@ from pydantic import Field
 from cascade.artifacts import Answer, Detection, Evidence, Image, OcrLine, Route
 from cascade.bill import Bill
 from cascade.stage import Router, StageParams, stage
-from cascade.stages._evidence import (TextBlock, cue_words, frame_size_of, has_cue, implausible,
+from cascade.evidence.blocks import (TextBlock, cue_words, frame_size_of, has_cue, implausible,
                                       norm_text, text_blocks)
-from cascade.stages._intent import counted_label, rule_intent
-from cascade.stages._keyvalue import PATTERNS, key_query, lone_value, read_key_value
+from cascade.evidence.intent import counted_label, rule_intent
+from cascade.evidence.keyvalue import PATTERNS, key_query, lone_value, read_key_value
 
 def count_objects(dets: list[Detection], label: str) -> int:
     """Objects of `label` in the frame/image that shows the most of them (a video count)."""

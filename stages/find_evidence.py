@@ -28,9 +28,9 @@ from cascade.registry import get_stage_class
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
-from ._evidence import ByFrame, frame_size_of, named_detections, salience, text_blocks
-from ._intent import counted_label, rule_intent
-from ._keyvalue import key_query
+from cascade.evidence.blocks import ByFrame, frame_size_of, named_detections, salience, text_blocks
+from cascade.evidence.intent import counted_label, rule_intent
+from cascade.evidence.keyvalue import key_query
 
 
 def _place(im: Image) -> tuple[int, float | None]:

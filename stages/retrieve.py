@@ -25,9 +25,9 @@ from cascade.media import VideoSource
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
-from ._evidence import (ByFrame, cue_words, frame_size_of, has_cue, named_detections, norm_text,
+from cascade.evidence.blocks import (ByFrame, cue_words, frame_size_of, has_cue, named_detections, norm_text,
                         salience, text_blocks)
-from ._intent import counted_label, rule_intent
+from cascade.evidence.intent import counted_label, rule_intent
 from ._retrieval import Embeddings, VectorIndex, index_dir_for, mmr_select, save_vectors
 from .tiles import owner_of
 
@@ -99,7 +99,7 @@ class Retrieve(Stage):
         @field_validator("weights")
         @classmethod
         def _known(cls, v: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-            from ._intent import INTENTS
+            from cascade.evidence.intent import INTENTS
 
             for intent, ws in v.items():
                 if intent not in INTENTS:

@@ -24,10 +24,10 @@ from cascade.models import ModelName
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
-from ._evidence import (cue_words, frame_size_of, has_cue, named_detections, norm_text, salience,
+from cascade.evidence.blocks import (cue_words, frame_size_of, has_cue, named_detections, norm_text, salience,
                         text_blocks)
-from ._intent import counted_label, rule_intent
-from ._keyvalue import PATTERNS, key_query, read_key_value
+from cascade.evidence.intent import counted_label, rule_intent
+from cascade.evidence.keyvalue import PATTERNS, key_query, read_key_value
 from .resize import fit_longest_side
 from .tiles import merge_boxes
 

@@ -11,7 +11,7 @@ from cascade.errors import InputError
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
-from ._evidence import ByFrame
+from cascade.evidence.blocks import ByFrame
 from ._retrieval import Embeddings, normalize
 from ._shared import Shared, as_image_list, pick_device, shared_model
 from .tiles import owner_of

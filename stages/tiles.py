@@ -9,7 +9,7 @@ from cascade.artifacts import Box, Detection, Image, OcrLine
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
-from ._evidence import ByFrame
+from cascade.evidence.blocks import ByFrame
 from ._shared import as_image_list
 from .resize import fit_longest_side
 

@@ -4,7 +4,7 @@ import pytest
 
 from cascade import Box, Image, OcrLine
 from cascade.registry import get_stage_class
-from cascade.stages._intent import IntentScorer, rule_intent
+from cascade.evidence.intent import IntentScorer, rule_intent
 from cascade.stages.text_embed import bundled_text_model
 
 THUMB = Image(np.zeros((100, 200, 3), np.uint8)).resized(50, 25)  # source 200x100

@@ -94,7 +94,7 @@ def test_overlapping_tiles_hold_every_box_a_cut_goes_through(stage):
 
 def test_by_frame_finds_the_image_a_finding_belongs_to_like_a_scan_does():
     from cascade.artifacts import FRAME_TIME_TOLERANCE
-    from cascade.stages._evidence import ByFrame
+    from cascade.evidence.blocks import ByFrame
 
     px = np.zeros((20, 40, 3), np.uint8)
     # many frames, a tile pair on one of them, timestamps that sit on a bucket edge

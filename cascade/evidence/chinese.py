@@ -1,0 +1,125 @@
+"""Chinese rules for `understand`: a question -> the fields of its `Query`.
+
+Chinese has no spaces: patterns are the words themselves, and cues are character bigrams of what
+is left once question words, target kinds and attribute words are taken out.
+"""
+from __future__ import annotations
+
+import re
+
+from . import lexicon as lx
+from .intent import Intent, counted_label, zh_label_in
+from .query import TimeOrder, cue_tokens
+
+__all__ = ["read_chinese"]
+
+
+def _zh_time_order(q: str) -> tuple[TimeOrder | None, str]:
+    m = re.search(r"(?<![最然])(之后|以后|过后|出现后|后面出现|之前|以前|出现前)", q)
+    if m:
+        relation = "before" if "前" in m.group(1) else "after"
+        head = q[:m.start()]
+        start = max(head.rfind(c) for c in "，,。？?在当从")
+        anchor = re.sub(r"(出现|消失|经过|离开|结束|开走|走过)$", "", head[start + 1:]).strip()
+        if anchor:
+            rest = q[:start + 1] + q[m.end():]
+            size = next((s for w, s in lx.ZH_SIZE if w in anchor), None) or (
+                "big" if anchor.startswith("大") else "small" if anchor.startswith("小") else None)
+            return TimeOrder(relation, anchor, tuple(sorted(_cues_zh(anchor))),
+                             zh_label_in(anchor), size, _colour_zh(anchor)), rest
+    if re.search(r"第一个|最先|最早|首先|一开始|开头", q):
+        return TimeOrder("first"), q
+    if re.search(r"最后|最末|结尾|最终", q):
+        return TimeOrder("last"), q
+    return None, q
+
+
+def _colour_zh(q: str) -> str | None:
+    m = re.search(r"([红绿蓝黄橙橘白黑紫粉棕褐灰])(?:色|底)", q)
+    return lx.ZH_COLOURS[m.group(1)] if m else None
+
+
+def _size_zh(q: str) -> str | None:
+    if any(w in q for w, _ in lx.ZH_SIZE):
+        return next(s for w, s in lx.ZH_SIZE if w in q)
+    if re.search(r"(?:较|很|最)?小的|小(?=[牌标招告字])", q):
+        return "small"
+    if re.search(r"(?:较|很|最)?大的|大(?=[牌标招告字])", q):
+        return "big"
+    return None
+
+
+def _position_zh(q: str) -> str | None:
+    for words, pos in ((("左上",), "top-left"), (("右上",), "top-right"), (("左下",), "bottom-left"),
+                       (("右下",), "bottom-right"), (("左边", "左侧", "左面"), "left"),
+                       (("右边", "右侧", "右面"), "right"), (("上方", "顶部", "上面的"), "top"),
+                       (("下方", "底部", "下面的"), "bottom"), (("中间", "中央"), "centre")):
+        if any(w in q for w in words):
+            return pos
+    return None
+
+
+def _cues_zh(q: str) -> set[str]:
+    """Content tokens of a Chinese question: its Latin words and numbers, and the bigrams of what
+    is left of its Chinese once question words, target kinds, colours and sizes are taken out."""
+    text = re.sub(r"[红绿蓝黄橙橘白黑紫粉棕褐灰][色底]|第.[节章行列]|标题|题目|牌子|标志|招牌|标牌|"
+                  r"告示|横幅|标签|表格|表中|代码|函数|方法|变量|段落|文中|通知|根据|合计|总计|"
+                  r"小计|金额|日期|星期|号码|编号|时间|几点|哪天|周几|之后|以后|之前|以前|左边|"
+                  r"右边|上方|下方|大的|小的|小|大|最后|最先|最早|首先|第一个|一开始", " ", q)
+    for w in sorted(lx.ZH_GENERIC, key=len, reverse=True):
+        text = text.replace(w, " ")
+    return cue_tokens(text)
+
+
+def _zh_cell(q: str) -> tuple[str | None, str | None]:
+    body = re.sub(r"^(?:请问)?(?:在)?(?:这张|这个|该)?(?:表格|表)(?:中|里|上)?[，,]?", "", q)
+    m = re.search(r"第\s*([\d一二三四五六七八九十]+)\s*行.*?第\s*([\d一二三四五六七八九十]+)\s*列", body)
+    if m:
+        return f"row {lx.zh_number(m.group(1))}", f"column {lx.zh_number(m.group(2))}"
+    m = re.search(r"^(.{1,20}?)的(.{1,12}?)(?:是|为|有)?(?:多少|什么|几|哪|何时)", body)
+    if m:
+        return m.group(1).strip(), m.group(2).strip()
+    return None, None
+
+
+def read_chinese(question: str, intent: Intent) -> dict:
+    time_order, q = _zh_time_order(question)
+    found: dict = {}
+    answer_type = next((t for t, rx in lx.ZH_ANSWER_TYPES if re.search(rx, q)), "text")
+    key = next((k for k, rx in lx.ZH_KEYS if re.search(rx, q)), None)
+    section = re.search(r"第\s*([\d一二三四五六七八九十]+)\s*(?:节|章|部分|小节)", q)
+    code = next((kind for w, kind in lx.ZH_CODE_KINDS if w in q), None)
+    sign = re.search(r"牌|标志|标识|告示|横幅|标签|写着|写的|写了|文字|字", q)
+    if section or re.search(r"章节|小节|节标题|小标题|子标题", q):
+        found.update(target="heading", answer_type="text",
+                     section_number=str(lx.zh_number(section.group(1))) if section else None)
+    elif code and re.search(r"代码|程序|定义|声明|调用|名", q):
+        found.update(target="code_identifier", code_kind=code, answer_type="identifier")
+    elif re.search(r"表格|表中|表里|第.行|第.列|这一行|这一列", q):
+        found.update(target="table_cell", answer_type="cell")
+    elif re.search(r"标题|题目|题名", q):
+        found.update(target="title", answer_type="text")
+    elif key is not None and not (key == "number" and sign) and answer_type not in ("day", "time"):
+        noun = next((n for w, n in lx.ZH_KEY_NOUNS.items() if w in q), None)
+        found.update(target="key_value", key=key, key_noun=noun,
+                     answer_type={"number": "id", "date": "date"}.get(key, "amount"))
+    elif "count" in intent.matched:
+        found.update(target="object_count", answer_type="count", label=counted_label(q))
+    elif re.search(r"根据|文中|段落|通知|公告|说明", q) or (answer_type != "text" and not sign):
+        found["target"] = "paragraph_fact"
+    elif sign or "read" in intent.matched:
+        found["target"] = "sign"
+    elif "detail" in intent.matched:
+        found.update(target="object", answer_type="description", label=zh_label_in(q))
+    else:
+        found.update(target="scene", answer_type="description")
+    found.setdefault("answer_type", answer_type)
+    if found["target"] in ("table_cell",) or (found["target"] in ("paragraph_fact", "key_value")
+                                              and answer_type != "text"):
+        row, col = _zh_cell(q)
+        if row and col:
+            found.update(row_key=row, column_key=col)
+    found["cues"] = tuple(sorted(_cues_zh(q)))
+    found.update(colour=_colour_zh(q), position=_position_zh(q), size=_size_zh(q),
+                 time_order=time_order if found["target"] != "title" else None)
+    return found

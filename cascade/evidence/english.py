@@ -1,0 +1,196 @@
+"""English rules for `understand`: a question (any case) -> the fields of its `Query`.
+
+Exact patterns over the lower-cased question (`lexicon`); what they cannot tell is left to the
+intent scores. The time-order phrase is read first and taken out, so the anchor's words ("the
+*big banner*") never describe the target.
+"""
+from __future__ import annotations
+
+import re
+
+from . import lexicon as lx
+from .intent import Intent, counted_label, label_in
+from .query import TimeOrder, singular
+
+__all__ = ["read_english"]
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9][a-z0-9.'-]*[a-z0-9]|[a-z0-9]", text.lower())
+
+
+_SECTION_WORD = r"(?:section|chapter|part|subsection|heading)"
+_ORDINAL = "|".join(lx.ORDINALS)
+
+
+def _en_section(q: str) -> tuple[str | None, str | None, str]:
+    """(section number, section name, the question without that phrase)."""
+    m = (re.search(rf"\b{_SECTION_WORD}\s+(\d+(?:\.\d+)*|[ivx]+)\b", q)
+         or re.search(rf"\b(\d+(?:\.\d+)*)\s+{_SECTION_WORD}\b", q))
+    if m:
+        num = m.group(1)
+        roman = {"i": 1, "ii": 2, "iii": 3, "iv": 4, "v": 5, "vi": 6, "vii": 7, "viii": 8,
+                 "ix": 9, "x": 10}
+        return str(roman.get(num, num)), None, q[:m.start()] + q[m.end():]
+    m = re.search(rf"\b({_ORDINAL}|\d+(?:st|nd|rd|th))\s+(?:sub)?{_SECTION_WORD}\b", q)
+    if m:
+        word = m.group(1)
+        num = lx.ORDINALS.get(word) or int(re.sub(r"\D", "", word))
+        return str(num), None, q[:m.start()] + q[m.end():]
+    m = (re.search(rf"\b{_SECTION_WORD}\s+(?:about|on|called|named|titled|covering|for)\s+"
+                   r"(?:the\s+)?['\"]?([^?'\"]+?)['\"]?\s*(?:\?|$|\bsay|\bis\b)", q)
+         or re.search(rf"\bthe\s+['\"]?([a-z][\w' -]{{1,40}}?)['\"]?\s+(?:sub)?{_SECTION_WORD}\b", q))
+    if m and not set(_words(m.group(1))) <= lx.GENERIC | lx.TARGET_WORDS | set(lx.ORDINALS):
+        return None, m.group(1).strip(), q[:m.start()] + q[m.end():]
+    return None, None, q
+
+
+def _clean_key(text: str) -> str:
+    text = re.sub(r"^(?:the|a|an|row|column|col\.?)\s+", "", text.strip(" '\"?.,"), flags=re.I)
+    text = re.sub(r"\s+(?:row|column|entry|line)$", "", text, flags=re.I)
+    return text.strip(" '\"?,")
+
+
+_TABLE_TAIL = r"(?:\s+(?:in|on|from|of)\s+(?:the|this|that)\s+(?:table|chart|schedule|timetable|list|grid))?"
+
+
+def _en_cell(question: str) -> tuple[str | None, str | None]:
+    """(row key, column key) for "the <column> of/for <row>", "row X, column Y", "X's Y"."""
+    q = question.strip()
+    m = re.search(r"\brow\s+['\"]?(.+?)['\"]?\s*(?:,|and|under|in)\s*(?:the\s+)?column\s+['\"]?"
+                  r"([^?'\",]+)", q, re.I)
+    if m:
+        return _clean_key(m.group(1)), _clean_key(m.group(2))
+    m = re.search(r"\bcolumn\s+['\"]?(.+?)['\"]?\s*(?:,|and|for|of|in)\s*(?:the\s+)?row\s+['\"]?"
+                  r"([^?'\",]+)", q, re.I)
+    if m:
+        return _clean_key(m.group(2)), _clean_key(m.group(1))
+    m = re.search(r"^(?:what|which|how much|how many|when)\s+(?:is|are|was|were|'s|does|do)?\s*"
+                  r"(?:the\s+)?(.{1,40}?)\s+(?:of|for)\s+(?:the\s+)?(.{1,60}?)" + _TABLE_TAIL +
+                  r"\s*\??$", q, re.I)
+    if m and not set(_words(m.group(1))) <= lx.GENERIC | lx.TARGET_WORDS:
+        return _clean_key(m.group(2)), _clean_key(m.group(1))
+    m = re.search(r"^(?:what|which)\s+(?:is|are|was|were)\s+(.{1,60}?)'s\s+(.{1,40}?)" +
+                  _TABLE_TAIL + r"\s*\??$", q, re.I)
+    if m:
+        return _clean_key(m.group(1)), _clean_key(m.group(2))
+    return None, None
+
+
+def _en_time_order(q: str) -> tuple[TimeOrder | None, str]:
+    """The time order and the question without the anchor phrase (its words describe the
+    anchor, not the target)."""
+    m = re.search(r"\b(after|before|(?:following|preceding|prior to)(?=\s+(?:the|a|an)\b|\s*['\"]))"
+                  r"\s+(.*)$", q)
+    if m:
+        relation = "before" if m.group(1) in ("before", "prior to", "preceding") else "after"
+        quoted = re.match(r"\s*(?:the\s+)?(?:words?|text|sign|title)?\s*['\"]([^'\"]+)['\"]", m.group(2))
+        anchor_words = []
+        if quoted:
+            anchor_words = _words(quoted.group(1))
+        else:
+            for w in _words(m.group(2)):
+                if w in lx.EVENT_VERBS or len(anchor_words) >= 5:
+                    break
+                if w not in ("the", "a", "an", "this", "that"):
+                    anchor_words.append(w)
+        if anchor_words:
+            rest = q[:m.start()]
+            anchor = quoted.group(1) if quoted else " ".join(anchor_words)
+            return TimeOrder(relation, anchor, tuple(sorted(_cues_en(anchor_words))),
+                             label_in(anchor_words), _size_en(anchor_words),
+                             _colour_en(anchor_words)), rest
+    if re.search(r"\b(?:first|earliest|initially|at the (?:start|beginning))\b", q):
+        return TimeOrder("first"), q
+    if re.search(r"\b(?:last|final|latest|finally|at the end)\b", q):
+        return TimeOrder("last"), q
+    return None, q
+
+
+def _size_en(words: list[str]) -> str | None:
+    return next((lx.SIZE_WORDS[w] for w in words if w in lx.SIZE_WORDS), None)
+
+
+def _colour_en(words: list[str]) -> str | None:
+    return next((lx.COLOURS[w] for w in words if w in lx.COLOURS), None)
+
+
+def _position_en(q: str) -> str | None:
+    m = re.search(r"\b(?:on|at|in|to|from)\s+the\s+(?:(top|bottom|upper|lower)[\s-]+)?(left|right)\b"
+                  r"|\b(top|bottom|upper|lower)[\s-]+(left|right)\b|\b(left|right)[\s-]*(?:hand|side|most)\b"
+                  r"|\b(leftmost|rightmost|topmost|bottommost)\b"
+                  r"|\b(?:on|at|in)\s+the\s+(top|bottom|middle|centre|center)\b", q)
+    if not m:
+        return None
+    words = [g for g in m.groups() if g]
+    norm = {"upper": "top", "lower": "bottom", "leftmost": "left", "rightmost": "right",
+            "topmost": "top", "bottommost": "bottom", "center": "centre", "middle": "centre"}
+    return "-".join(norm.get(w, w) for w in words)
+
+
+def _cues_en(words: list[str]) -> set[str]:
+    drop = lx.GENERIC | lx.TARGET_WORDS | set(lx.COLOURS) | set(lx.SIZE_WORDS) | set(lx.ORDINALS)
+    drop |= {"day", "date", "time", "when", "much", "many", "left", "right", "top", "bottom",
+             "first", "last", "after", "before", "number", "no", "id", "code", "total",
+             "subtotal", "tax", "price", "cost", "amount", "value"}
+    return {singular(w.strip(".'")) for w in words if w not in drop and (len(w) > 1 or w.isdigit())}
+
+
+def read_english(question: str, intent: Intent) -> dict:
+    q = question.lower()
+    found: dict = {}
+    time_order, q_target = _en_time_order(q)
+    number, name, q_rest = _en_section(q_target)
+    answer_type = next((t for t, rx in lx.ANSWER_TYPES if re.search(rx, q_rest)), "text")
+    words = _words(q_rest)
+    key = next((k for k, rx in lx.KEYS if re.search(rx, q_rest)), None)
+    code = next((lx.CODE_KINDS[w] for w in words if w in lx.CODE_KINDS), None)
+    code_context = re.search(r"\b(code|snippet|program|script|source|defin\w*|declar\w*|"
+                             r"implement\w*|call\w*|named|name of the)\b", q_rest)
+    table = re.search(r"\b(table|tables|row|rows|column|columns|cell|cells|col\.?|timetable|"
+                      r"spreadsheet|grid)\b", q_rest)
+    title = re.search(r"\b(title|titled|headline|heading|header|name of (?:the|this) "
+                      r"(?:document|page|article|paper|report|book|notice|poster|form|memo|letter))\b"
+                      r"|\b(?:document|page|article|paper|report|notice|memo|letter)\b.*\b(?:called|"
+                      r"named|titled)\b", q_rest)
+    paragraph = re.search(r"\b(according to|paragraph|passage|notice|announcement|article|"
+                          r"the text|the letter|the memo|the email)\b", q_rest)
+    sign = re.search(r"\b(sign|signs|label|plate|poster|banner|board|placard|sticker|tag|"
+                     r"written|writing|says?|read|text|caption|logo)\b", q_rest)
+    label = counted_label(q_rest) if "count" in intent.matched else label_in(words)
+    if number or name or re.search(r"\bsub[\s-]?heading\b|\b(?:heading|title|name)\b.*\bsection\b|"
+                                   r"\bsection\b.*\b(?:heading|title|called|named|titled)\b", q_rest):
+        found.update(target="heading", section_number=number, section_name=name)
+    elif code and (code_context or code in ("function", "method", "variable", "identifier")):
+        found.update(target="code_identifier", code_kind=code, answer_type="identifier")
+    elif table:
+        found.update(target="table_cell", answer_type="cell")
+    elif title:
+        found["target"] = "title"
+    elif key is not None and (key != "number" or not sign) and not (
+            key == "date" and answer_type in ("day", "time")):
+        noun = next((n for n in lx.KEY_NOUNS if re.search(rf"\b{n}\b", q_rest)), None)
+        found.update(target="key_value", key=key, key_noun=noun,
+                     answer_type={"number": "id", "date": "date"}.get(key, "amount"))
+    elif "count" in intent.matched and (label or not intent.matched == ("read",)):
+        found.update(target="object_count", answer_type="count", label=label)
+    elif paragraph or (answer_type not in ("text", "id") and not sign):
+        found["target"] = "paragraph_fact"
+    elif sign or "read" in intent.matched:
+        found["target"] = "sign"
+    elif "detail" in intent.matched or label:
+        found.update(target="object", label=label, answer_type="description")
+    else:
+        found.update(target="scene", answer_type="description")
+    found.setdefault("answer_type", answer_type)
+    if found["target"] in ("table_cell", "paragraph_fact", "sign", "key_value"):
+        row, col = _en_cell(question)
+        if row and col and (found["target"] == "table_cell" or answer_type != "text"):
+            found.update(row_key=row, column_key=col)
+    if found["target"] in ("title", "heading") or found["target"] in ("object", "scene"):
+        found["answer_type"] = {"title": "text", "heading": "text"}.get(found["target"],
+                                                                       "description")
+    found["cues"] = tuple(sorted(_cues_en(words)))
+    found.update(colour=_colour_en(words), position=_position_en(q_rest), size=_size_en(words),
+                 time_order=time_order if found["target"] not in ("title",) else None)
+    return found

@@ -1,0 +1,127 @@
+"""`understand`: one typed Query per question, per target kind, in English and Chinese."""
+import dataclasses
+
+import pytest
+
+from cascade.evidence.query import TARGETS, Query, cue_tokens, has_cue, understand
+from cascade.registry import get_stage_class
+
+# (question, target, fields the Query must hold)
+CASES = [
+    ("What does the sign say?", "sign", {"answer_type": "text", "language": "en"}),
+    ("牌子上写着什么？", "sign", {"answer_type": "text", "language": "zh"}),
+    ("What is the title of this document?", "title", {}),
+    ("What is its heading?", "title", {}),
+    ("这份文件的标题是什么？", "title", {"language": "zh"}),
+    ("What is the heading of section 3?", "heading", {"section_number": "3"}),
+    ("What is the title of the second section?", "heading", {"section_number": "2"}),
+    ("What does the pricing section say?", "heading", {"section_name": "pricing"}),
+    ("第三节的标题是什么？", "heading", {"section_number": "3"}),
+    ("What is the Dep. of Express 12 in the table?", "table_cell",
+     {"row_key": "Express 12", "column_key": "Dep", "answer_type": "cell"}),
+    ("In row Express 12, column Dep., what is the value?", "table_cell",
+     {"row_key": "Express 12", "column_key": "Dep"}),
+    ("表格中快车12的出发时间是什么？", "table_cell", {"row_key": "快车12", "column_key": "出发时间"}),
+    ("On which day will the east entrance be closed?", "paragraph_fact",
+     {"answer_type": "day", "cues": ("closed", "east", "entrance")}),
+    ("What time does the museum open?", "paragraph_fact", {"answer_type": "time"}),
+    ("东门哪天关闭？", "paragraph_fact", {"answer_type": "day", "cues": ("东门", "关闭")}),
+    ("What is the name of the function that this code defines?", "code_identifier",
+     {"code_kind": "function", "answer_type": "identifier"}),
+    ("这段代码定义的函数名是什么？", "code_identifier", {"code_kind": "function"}),
+    ("What is the total amount?", "key_value", {"key": "total", "answer_type": "amount"}),
+    ("What is the invoice number?", "key_value",
+     {"key": "number", "key_noun": "invoice", "answer_type": "id"}),
+    ("What is the date on the receipt?", "key_value", {"key": "date", "answer_type": "date"}),
+    ("合计多少钱？", "key_value", {"key": "total", "answer_type": "amount"}),
+    ("发票号码是多少？", "key_value", {"key": "number", "key_noun": "invoice"}),
+    ("How many people are there?", "object_count", {"label": "person", "intent": "count"}),
+    ("图中有几个人？", "object_count", {"label": "person"}),
+    ("What colour is the car?", "object", {"label": "car", "intent": "detail"}),
+    ("Describe the scene.", "scene", {"intent": "scene"}),
+    ("描述一下这个场景。", "scene", {}),
+]
+
+
+@pytest.mark.parametrize("question,target,fields", CASES, ids=[c[0] for c in CASES])
+def test_target_kind_and_its_fields(question, target, fields):
+    q = understand(question)
+    assert q.target == target, q.describe()
+    for name, value in fields.items():
+        assert getattr(q, name) == value, (name, q.describe())
+
+
+def test_every_target_kind_is_covered_in_both_languages():
+    for lang in ("en", "zh"):
+        seen = {understand(c[0]).target for c in CASES if understand(c[0]).language == lang}
+        assert seen >= set(TARGETS) - {"object"} if lang == "zh" else seen == set(TARGETS)
+
+
+@pytest.mark.parametrize("question,relation,anchor,size,label", [
+    ("What does the small sign that appears after the big banner say?", "after", "big banner",
+     "big", None),
+    ("What does the sign say after the bus passes?", "after", "bus", None, "bus"),
+    ("What did the sign show before the red truck?", "before", "red truck", None, "truck"),
+    ("在大横幅之后出现的小牌子上写着什么？", "after", "大横幅", "big", None),
+    ("公交车开走以前牌子上写着什么？", "before", "公交车", None, "bus")])
+def test_time_order_names_its_anchor_apart_from_the_target(question, relation, anchor, size, label):
+    q = understand(question)
+    assert q.time_order.relation == relation and q.time_order.anchor == anchor
+    assert q.time_order.anchor_size == size and q.time_order.anchor_label == label
+    assert q.target == "sign"
+    if "small" in question or "小牌" in question:
+        assert q.size == "small"  # the target's size, not the banner's
+
+
+@pytest.mark.parametrize("question,relation", [
+    ("What does the last sign say?", "last"), ("What does the first sign say?", "first"),
+    ("最后出现的牌子上写着什么？", "last"), ("第一个牌子上写着什么？", "first")])
+def test_first_and_last(question, relation):
+    assert understand(question).time_order.relation == relation
+
+
+@pytest.mark.parametrize("question,colour,position", [
+    ("What does the red sign say?", "red", None), ("What does the sign on the left say?", None, "left"),
+    ("What is written on the blue sign in the top right corner?", "blue", "top-right"),
+    ("红色的牌子上写的是什么？", "red", None), ("左边的牌子写着什么？", None, "left")])
+def test_colour_and_position(question, colour, position):
+    q = understand(question)
+    assert (q.colour, q.position) == (colour, position) and q.target == "sign"
+    assert "red" not in q.cues and "left" not in q.cues
+
+
+def test_reading_targets_need_pixels_scenes_do_not():
+    assert understand("牌子上写着什么？").needs_high_res == 1.0
+    assert understand("牌子上写着什么？").intent == "read"
+    assert understand("Describe the scene.").needs_high_res == 0.0
+
+
+def test_cues_are_exact_words_and_chinese_bigrams():
+    assert cue_tokens("Gates 12 of EXPRESS") == {"gate", "12", "of", "express"}
+    assert has_cue("东门将于周三关闭", understand("东门哪天关闭？").cues)
+    assert not has_cue("西门", understand("东门哪天关闭？").cues)
+
+
+def test_query_is_frozen_hashable_and_describes_itself():
+    q = understand("What is the Dep. of Express 12 in the table?")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        q.target = "sign"
+    assert hash(q) == hash(understand("What is the Dep. of Express 12 in the table?"))
+    assert q.describe().startswith("table_cell row='Express 12' col='Dep' answer=cell")
+    assert q.route().reason.startswith("understood: table_cell")
+
+
+def test_understand_stage_outputs_the_query_and_says_what_it_understood():
+    stage = get_stage_class("understand")({"text_model": None})
+    out = stage(question="在大横幅之后出现的小牌子上写着什么？")
+    assert isinstance(out.query, Query) and out.query.language == "zh"
+    assert out.route.branch == "understood"
+    assert "sign" in out.route.reason and "order=after '大横幅'" in out.route.reason
+    assert "lang=zh" in out.route.reason
+
+
+def test_understand_stage_refuses_an_empty_question():
+    from cascade.errors import InputError
+
+    with pytest.raises(InputError, match="understand: question"):
+        get_stage_class("understand")({"text_model": None})(question="  ")
