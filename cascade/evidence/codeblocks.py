@@ -1,7 +1,7 @@
 """Code: the identifiers a block of code defines (functions, methods, classes, types, tables ...).
 
 Read from OCR lines of a screenshot or a photographed listing, one line at a time, by the
-definition syntax of the common languages: Python, JavaScript / TypeScript, C / C++ / Java / C# /
+definition syntax of the common languages (functions, methods, types, variables): Python, JavaScript / TypeScript, C / C++ / Java / C# /
 Kotlin / Swift / Go / Rust / PHP / Ruby / Lua / shell function forms, and SQL `CREATE ...`. Only
 definitions count: a call (`print(x)`), a control statement (`if (x) {`) or an assignment of a
 plain value defines nothing. A function written indented under a class on the same page (before a
@@ -17,11 +17,16 @@ from cascade.artifacts import LayoutRegion, OcrLine
 
 from .structure import Located, pages
 
-__all__ = ["Definition", "definition_in", "definitions", "reads_like_code", "FUNCTION_KINDS",
-           "TYPE_KINDS"]
+__all__ = ["Definition", "definition_in", "definitions", "defined", "reads_like_code",
+           "FUNCTION_KINDS", "TYPE_KINDS", "KIND_GROUPS"]
 
 FUNCTION_KINDS = ("function", "method")
 TYPE_KINDS = ("class", "struct", "interface", "enum", "trait", "type")
+# What a question's word for a kind of code identifier covers, most specific first: "the
+# function" is a plain function where there is one, else a method; "the class" any type.
+KIND_GROUPS = {"function": (("function", "procedure"), ("method",)), "method": (("method",),),
+               "class": (TYPE_KINDS,), "variable": (("variable",),),
+               "table": (("table", "view", "materialized view"),)}
 
 _ID = r"[A-Za-z_$][\w$]*"
 _MODIFIERS = (r"(?:(?:public|private|protected|internal|static|final|abstract|virtual|override|"
@@ -75,6 +80,15 @@ _DEFINITIONS = [
     ("function", rf"^\s*{_NOT_TYPES}{_MODIFIERS}(?:[\w:<>,\[\]]+[\s*&]+)+(?:{_ID}::)?"
                  rf"(?P<name>~?{_ID})\s*\([^;=]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:override\s*)?"
                  rf"(?:throws\s+[\w.,\s]+)?(?:->\s*[\w:<>*&\s]+)?\s*(?:\{{\s*\}}?|:|;)?\s*$", 0, True),
+    # variables: const / let / var / val [mut] name = ...; Go name := ...; UPPER_CASE = ...
+    ("variable", rf"^\s*{_MODIFIERS}(?:const|let|var|val)\s+(?:mut\s+)?(?P<name>{_ID})\s*"
+                 rf"(?::[^=]+)?=(?!=)", 0, False),
+    ("variable", rf"^\s*(?P<name>{_ID})\s*:=", 0, False),
+    ("variable", r"^(?P<name>[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Z]{2,})\s*(?::\s*[\w\[\], .]+)?"
+                 r"\s*=(?!=)", 0, False),
+    # C-family declarations: [modifiers] type name = value; (on a page that reads like code)
+    ("variable", rf"^\s*{_NOT_TYPES}{_MODIFIERS}(?:[\w<>\[\],:]+\s+)+[*&]*(?P<name>{_ID})\s*"
+                 rf"(?:\[[^\]]*\])?\s*=(?!=)[^;]*;\s*$", 0, True),
     # class-body methods (JS/TS/Java-like): name(params) { / async name(params): T {
     ("method", rf"^\s*{_MODIFIERS}(?:get\s+|set\s+|\*\s*)?(?P<name>{_ID})\s*(?:<[^>]*>\s*)?"
                rf"\([^;=]*\)\s*(?::\s*[^={{]+)?\{{\s*$", 0, True),
@@ -143,3 +157,16 @@ def definitions(lines: Iterable[OcrLine],
             if what in TYPE_KINDS:
                 classes.append(d)
     return out
+
+
+def defined(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (),
+            kind: str | None = None) -> list[Definition]:
+    """The definitions of a kind of identifier a question names (`KIND_GROUPS`: function,
+    method, class, variable, table; None or another word: every definition). One distinct
+    name means the answer is sure."""
+    found = definitions(lines, regions)
+    for group in KIND_GROUPS.get(kind or "", ()):
+        picked = [d for d in found if d.what in group]
+        if picked:
+            return picked
+    return found if kind not in KIND_GROUPS else []

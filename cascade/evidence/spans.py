@@ -5,8 +5,9 @@ on Tuesday for repairs.", "weekday")` is 'Tuesday'. Precision first: `exact_span
 span of the kind asked for, or None when there is none **or several different ones** ('Monday to
 Friday' has no single day). The same value written twice ('Tue' and 'Tuesday') is one value.
 
-Kinds (`KINDS`): weekday (alias day), date, time, amount, percent, id, identifier, number, name,
-email, url. English and Chinese forms are read: 星期二 / 周二 / 礼拜二, 2024年3月5日, 三月五日,
+Kinds (`KINDS`): weekday (alias day), date, time, when (a date, time or day; written together,
+one span), amount, percent, id, identifier, number, name, email, url; text and cell (the whole
+text, trimmed). English and Chinese forms are read: 星期二 / 周二 / 礼拜二, 2024年3月5日, 三月五日,
 下午3点 / 15:30, ¥ 12.50 / 12.50元, 百分之五 / 5%, 十五分钟 (a number with its measure word).
 A kind never claims text a more specific kind holds: in '5 March 2024, 14:30, $12.50' there is no
 `number`, in 'Order A-10293, total $45.00' one `id`.
@@ -274,18 +275,44 @@ _FINDERS: dict[str, Callable[[str], Found]] = {
     "percent": _percents, "id": _ids, "number": _numbers,
     "identifier": _identifiers, "name": _names,
 }
-KINDS = tuple(_FINDERS)
-_ALIASES = {"day": "weekday", "day_of_week": "weekday", "weekday": "weekday"}
+# 'when': a date, a time or a day, those written together ('Tuesday, 5 March at 14:30') one span;
+# 'text' / 'cell': the whole text, trimmed (a table cell or a text block is its own answer).
+KINDS = (*_FINDERS, "when", "text", "cell")
+_ALIASES = {"day": "weekday", "day_of_week": "weekday"}
 # Kinds whose candidates never yield to the earlier ones (a name may hold a weekday's letters).
 _INDEPENDENT = {"weekday", "identifier", "name"}
+_WHEN_JOINERS = re.compile(r"[\s,，、]*(?:at|on|the|@|from)?[\s,，、]*", re.I)
+
+
+def _when(text: str) -> list[Span]:
+    parts = sorted(candidates(text, "date") + candidates(text, "time")
+                   + candidates(text, "weekday"), key=lambda p: p.start)
+    merged: list[Span] = []
+    for p in parts:
+        last = merged[-1] if merged else None
+        if last is not None and p.start < last.end:
+            continue
+        if last is not None and _WHEN_JOINERS.fullmatch(text[last.end:p.start]):
+            merged[-1] = Span(text[last.start:p.end], last.start, p.end, "when",
+                              f"{last.value} {p.kind}:{p.value}")
+        else:
+            merged.append(Span(p.text, p.start, p.end, "when", f"{p.kind}:{p.value}"))
+    return merged
 
 
 def candidates(text: str, kind: str) -> list[Span]:
     """Every span of `kind` in `text`, in order (the same value may appear more than once)."""
     kind = _ALIASES.get(kind, kind)
-    if kind not in _FINDERS:
+    if kind not in KINDS:
         raise ValueError(f"unknown span kind '{kind}'; kinds: {', '.join(KINDS)} (or 'day')")
     text = unicodedata.normalize("NFC", text)
+    if kind == "when":
+        return _when(text)
+    if kind in ("text", "cell"):
+        trimmed = text.strip()
+        start = text.index(trimmed) if trimmed else 0
+        return [Span(trimmed, start, start + len(trimmed), kind, " ".join(trimmed.split()))] \
+            if trimmed else []
     taken: list[tuple[int, int]] = []
     if kind not in _INDEPENDENT:
         for other, find in _FINDERS.items():
