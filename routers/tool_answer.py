@@ -6,8 +6,11 @@ that key's value (`keyvalue`), never the label and never a neighbouring key's va
 question with the whole text of one sign: the one plausible block (`blocks.implausible`: length,
 script, not the whole frame, confidence) that has the query's colour, position and time order
 (`attributes.select`, only when measured and sure) and is the only such text, or the only one
-holding a word of the question; a sign question asking for a span (a number, an id ...) is not
-answered from a whole line. Anything else abstains: the route goes to `vlm` with what the tools
+holding a word of the question, or, when a span was asked for (a number, an id ...), the one span
+of that type inside it (`spans.exact_span`). A document target (title, heading, table cell, fact
+in a paragraph, code identifier) is read from the page's structure (`documents`: OCR lines and
+`layout` regions), and answered only when one candidate fits and holds one span of the type
+asked for. Anything else abstains: the route goes to `vlm` with what the tools
 found as a hint. In `hint` mode the stage always routes to `vlm` with the hint; `off` routes to
 `vlm` with none. The answer says which happened (`produced_by`).
 """
@@ -18,9 +21,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from cascade.artifacts import Answer, Detection, Evidence, Image, OcrLine, Route
+from cascade.artifacts import Answer, Detection, Evidence, Image, LayoutRegion, OcrLine, Route, same_time
 from cascade.bill import Bill
-from cascade.evidence import attributes
+from cascade.evidence import attributes, spans
+from cascade.evidence.documents import SPAN_KINDS, answer_span, located_for
 from cascade.evidence.blocks import TextBlock, frame_size_of, implausible, norm_text, text_blocks
 from cascade.evidence.keyvalue import key_query, lone_value, read_key_value
 from cascade.evidence.query import Query, has_cue
@@ -110,12 +114,32 @@ def read_sign(query: Query, lines: list[OcrLine], images: list[Image] | None,
         return Finding(why=f"{len(good)} different texts and the question singles out none",
                        seen=seen)
     block = cued[0] if len(good) > 1 else next(iter(good.values()))
-    if query.answer_type != "text":  # a span was asked for: the whole line is not the answer
-        return Finding(why=f"a {query.answer_type} was asked for, not the whole text "
-                       f"'{block.text}'", seen=seen)
     also = f" ({chosen.reason})" if chosen.reason else ""
+    if query.answer_type != "text":  # a span was asked for: the whole line is not the answer
+        kind = SPAN_KINDS.get(query.answer_type)
+        span = spans.exact_span(block.text, kind) if kind else None
+        if span is None:
+            return Finding(why=f"no single {query.answer_type} in '{block.text}'", seen=seen)
+        return Finding(span.text, block.confidence, f"the {query.answer_type} in one text block"
+                       f"{also}", seen, block.lines)
     return Finding(block.text, block.confidence, f"OCR read one text block of {len(block.lines)} "
                    f"line(s){also}", seen, block.lines)
+
+
+def read_structure(query: Query, lines: list[OcrLine], regions: list[LayoutRegion]) -> Finding:
+    """A title, heading, cell, fact or identifier from the page's structure, as its exact span."""
+    found, what = located_for(query, lines, regions)
+    text, why = answer_span(query, found)
+    seen = "; ".join(f"{f.kind} '{f.text}'" for f in found[:6]) or \
+        "; ".join(l.text for l in lines[:12])
+    if text is None:
+        return Finding(why=f"{what}: {why}", seen=seen)
+    best = found[0]
+    used = tuple(l for l in lines if l.media_index == best.media_index
+                 and same_time(l.timestamp, best.timestamp)
+                 and any(l.box.intersects(b) for b in best.boxes))
+    conf = min((l.confidence for l in used), default=0.0)
+    return Finding(text, conf, f"{what}: {why}", seen, used)
 
 
 def count_named(query: Query, detections: list[Detection]) -> Finding | None:
@@ -153,8 +177,8 @@ class ToolAnswer(Router):
         hint: str
 
     def run(self, query: Query, ocr_lines: list[OcrLine] | None = None,
-            detections: list[Detection] | None = None,
-            images: list[Image] | None = None) -> Outputs:
+            detections: list[Detection] | None = None, images: list[Image] | None = None,
+            regions: list[LayoutRegion] | None = None) -> Outputs:
         p = self.params
         lines, dets = list(ocr_lines or ()), list(detections or ())
         finding = None
@@ -165,8 +189,7 @@ class ToolAnswer(Router):
         elif lines and (query.target == "sign" or (p.always_read and not query.reads_text)):
             finding = read_sign(query, lines, images, dets, p.min_confidence, p.min_chars)
         elif lines and query.reads_text:
-            finding = Finding(why=f"no tool reads a {query.target} yet",
-                              seen="; ".join(l.text for l in lines[:12]))
+            finding = read_structure(query, lines, list(regions or ()))
         if finding is None:
             return self.Outputs(Route("vlm", f"no tool fits the question ({query.target})"), None, "")
         hint = f"Tools found: {finding.seen}" if finding.seen else ""

@@ -19,6 +19,7 @@ import numpy as np
 from pydantic import Field
 
 from cascade.artifacts import Box, Image, LayoutRegion
+from cascade.evidence.query import Query
 from cascade.progress import progress
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
@@ -74,6 +75,9 @@ class Layout(Stage):
     PP-Layout PicoDet ONNX export may be given as `model_path` (ONNX is data: nothing runs on
     load). The network's input is fixed by the export (800 x 608 for CDLA): every image is
     resized to it, and boxes are mapped back to source coordinates. Cached by pixel content.
+    Given the `query` (the `understand` stage), it looks only when the question's target lives in
+    a document (title, heading, table cell, paragraph, code, key-value): a sign or a scene
+    question costs no layout pass.
     """
 
     class Params(StageParams):
@@ -120,7 +124,10 @@ class Layout(Stage):
                                               res.class_names or [])]
         return sorted(found, key=lambda f: (f[2].y0, f[2].x0))  # reading order
 
-    def run(self, images: list[Image] | Image) -> Outputs:
+    def run(self, images: list[Image] | Image, query: Query | None = None) -> Outputs:
+        if query is not None and not query.in_document:
+            record(layout_skipped=1)
+            return self.Outputs([], {})
         keep = set(self.params.classes) if self.params.classes else None
         regions: list[LayoutRegion] = []
         counts: dict[str, int] = {}

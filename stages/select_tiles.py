@@ -5,7 +5,10 @@ Evidence units, not grid cells. What counts as evidence comes from the `Query`: 
 (`attributes.select`: all of them when those cannot be measured: recall first), every detection
 of the object the query names and every key-value pair it asks for (`keyvalue`) is an *atom* with
 a weight: its salience, more when it holds a word of the question or the key the query names.
-Atoms become crops with a margin; crops that overlap in one frame
+A document target (title, heading, table cell, fact in a paragraph, code identifier) adds every
+region the page's structure says may hold it (`documents.located_for`: every title candidate,
+the cell with its row and column keys, the sentences holding the question's words ...), weighted
+above plain text, so they are sent first and all of them. Atoms become crops with a margin; crops that overlap in one frame
 merge into one, so a sign is never cut and a key stays with its value. Crops (and any grid `tiles`
 given, scored only by the atoms they hold whole) are taken best first while they add atoms not
 yet sent and fit the budget. Crops whose text is smaller than `min_text_px` are enlarged (up to
@@ -21,13 +24,14 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from cascade.artifacts import Box, Detection, Image, OcrLine, Route
+from cascade.artifacts import Box, Detection, Image, LayoutRegion, OcrLine, Route
 from cascade.models import ModelName
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
 from cascade.evidence import attributes
 from cascade.evidence.blocks import frame_size_of, named_detections, norm_text, salience, text_blocks
+from cascade.evidence.documents import located_for
 from cascade.evidence.keyvalue import PATTERNS, key_query, read_key_value
 from cascade.evidence.query import Query, has_cue
 from .resize import fit_longest_side
@@ -88,11 +92,17 @@ class SelectTiles(Stage):
         return self.model(self.params.model).family.visual_tokens(image.width, image.height)
 
     def _atoms(self, query: Query, images: list[Image], lines: list[OcrLine],
-               detections: list[Detection]) -> tuple[list[Atom], str]:
+               detections: list[Detection], regions: list[LayoutRegion]) -> tuple[list[Atom], str]:
         """The evidence atoms for the query, and why the text atoms are the ones they are."""
         p = self.params
         kq = key_query(query)
         atoms = []
+        found, looked_for = located_for(query, lines, regions) if query.in_document else ([], "")
+        for f in found:  # recall first: every candidate the structure gives, the answer's box
+            for k, box in enumerate(f.boxes):  # first, then its context (row / column keys)
+                atoms.append(Atom(box, p.text_weight * (1 + 2 * p.cue_weight) * (1.0 if k == 0 else 0.6),
+                                  f"{f.kind}:{norm_text(f.text)}:{k}", f.media_index, f.timestamp,
+                                  box.height))
         chosen = attributes.select(query, text_blocks(lines), images, detections)
         for b in chosen.blocks:
             sal = salience(b, frame_size_of(images, b.media_index, b.timestamp), query.language)
@@ -124,7 +134,9 @@ class SelectTiles(Stage):
             for d in named_detections(detections, query.label):
                 atoms.append(Atom(d.box, p.object_weight * d.confidence * (1.0 if query.label else 0.5),
                                   f"det:{d.label}:{d.box.as_tuple()}", d.media_index, d.timestamp))
-        return [a for a in atoms if a.weight > 0], chosen.reason
+        why = "; ".join(filter(None, (f"{looked_for}: {len(found)} found" if looked_for else "",
+                                      chosen.reason)))
+        return [a for a in atoms if a.weight > 0], why
 
     def _pad(self, a: Atom, image: Image) -> Box:
         m = self.params.margin
@@ -164,9 +176,10 @@ class SelectTiles(Stage):
     def run(self, images: list[Image], query: Query, ocr_lines: list[OcrLine] | None = None,
             detections: list[Detection] | None = None, tiles: list[Image] | None = None,
             retrieval_scores: list[float] | None = None,
-            routes: list[Route] | None = None) -> Outputs:
+            routes: list[Route] | None = None, regions: list[LayoutRegion] | None = None) -> Outputs:
         p = self.params
-        atoms, why = self._atoms(query, images, list(ocr_lines or ()), list(detections or ()))
+        atoms, why = self._atoms(query, images, list(ocr_lines or ()), list(detections or ()),
+                                 list(regions or ()))
         why = f"; {why}" if why else ""
         candidates: list[tuple[Image, list[Atom], float]] = []
         for i, im in enumerate(images):

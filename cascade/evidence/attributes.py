@@ -6,8 +6,8 @@ fallback (the attribute could not be measured, or nothing fits it: every block i
 evidence is sent rather than guessed). Measured, never guessed:
 
 - **colour**: the plate colour of a sign, the larger of two colour clusters inside the text's
-  box (the ink is the smaller), named from its hue, saturation and value; a near colour (orange
-  for red) keeps the block but is not sure;
+  box (the ink is the smaller), named from its hue, saturation and value; when no plate has the
+  colour (a dim red read as brown), every block is kept and the choice is not sure;
 - **position**: the block's centre in its frame; the blocks at the named side (within a quarter
   of the frame of the most extreme one) are kept;
 - **time order**: frame timestamps (image sets: their order). `before` / `after` are relative to
@@ -29,12 +29,6 @@ from .blocks import ByFrame, TextBlock, norm_text
 from .query import Query, has_cue
 
 __all__ = ["Selection", "select", "plate_colour", "colour_name", "block_time"]
-
-# Colours a reader may call by either name (a dim red plate looks orange on camera).
-_NEAR = {frozenset(p) for p in (("red", "orange"), ("orange", "yellow"), ("orange", "brown"),
-                                ("red", "pink"), ("pink", "purple"), ("purple", "blue"),
-                                ("white", "grey"), ("grey", "black"), ("green", "blue"))}
-
 
 @dataclass(frozen=True)
 class Selection:
@@ -108,14 +102,10 @@ def _by_colour(query: Query, blocks: list[TextBlock], frames: ByFrame) -> Select
         return Selection(tuple(blocks), (f"colour {query.colour}: no pixels to measure; "
                                          f"all {len(blocks)} kept",), False)
     exact = [b for b in blocks if named.get(b) == query.colour]
-    near = [b for b in blocks if frozenset((named.get(b), query.colour)) in _NEAR]
     seen = ", ".join(sorted(set(named.values())))
     if exact:
         return Selection(tuple(exact), (f"colour {query.colour}: {len(exact)} of {len(blocks)} "
                                         f"text(s) on a {query.colour} plate (plates seen: {seen})",))
-    if near:
-        return Selection(tuple(near), (f"colour {query.colour}: none exactly, {len(near)} on a near "
-                                       f"colour (plates seen: {seen}); kept",), False)
     return Selection(tuple(blocks), (f"colour {query.colour}: no plate of that colour (seen: "
                                      f"{seen}); all {len(blocks)} kept",), False)
 
