@@ -31,6 +31,7 @@ def test_reading_question_is_answered_by_ocr_from_the_sign_frames(video_qa, item
     it = items["video_1_read"]  # 16-px text: unreadable on a thumbnail
     answer = video_qa.ask(it.media[0], it.question)
     assert answer.text == "12" and answer.produced_by == "tool"  # the number asked for, not the line
+    assert answer.evidence.routes[0].reason.startswith("understood: sign answer=number")
     frames = [im for im in answer.evidence.images if isinstance(im, Frame)]
     sign_times = {i / 4 for i in it.frames}
     assert any(f.timestamp in sign_times for f in frames)  # (the bus frames have text too)
@@ -53,7 +54,9 @@ def test_scene_question_stays_on_thumbnails_and_session_reuses_caches(video_qa, 
     session = video_qa.session(it.media[0])
     first = session.ask(it.question)
     assert first.produced_by == "vlm"
-    assert [r.branch for r in first.evidence.routes] == ["scene", "thumbnail"]  # retrieval, router
+    # understanding, retrieval, router
+    assert [r.branch for r in first.evidence.routes] == ["understood", "scene", "thumbnail"]
+    assert first.evidence.routes[0].reason.startswith("understood: scene")
     assert all(max(im.width, im.height) <= 224 for im in first.evidence.images)
     tokens, baseline = first.bill.visual_tokens, first.bill.baseline_visual_tokens
     assert 0 < tokens * 10 <= baseline  # >= 10x fewer visual tokens than full resolution

@@ -39,3 +39,19 @@ def with_signs(signs: list[tuple[np.ndarray, int, int]], t: float | None = None,
     for s, x, y in signs:
         px[y:y + s.shape[0], x:x + s.shape[1]] = s
     return Frame(px, source="test.mp4", timestamp=t) if t is not None else Image(px)
+
+
+def page(rows: list[list[tuple[str, int]]], size: int = 22, width: int = 900,
+         title: str | None = None) -> np.ndarray:
+    """A white page: an optional title, then rows of (text, x) at `size` px."""
+    img = PILImage.new("RGB", (width, 120 + int(1.8 * size) * (len(rows) + 2)), (255, 255, 255))
+    draw = ImageDraw.Draw(img)
+    y = 40
+    if title:
+        draw.text((40, y), title, font=font(int(size * 1.8)), fill=(0, 0, 0))
+        y += int(size * 3.5)
+    for row in rows:
+        for text, x in row:
+            draw.text((x, y), text, font=font(size, bold=False), fill=(0, 0, 0))
+        y += int(size * 1.8)
+    return np.asarray(img)
