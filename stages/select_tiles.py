@@ -62,6 +62,10 @@ class SelectTiles(Stage):
 
     class Params(StageParams):
         max_visual_tokens: int = Field(1280, gt=0, description="budget of visual tokens for all crops")
+        budget_share: float = Field(0.1, ge=0, le=1, description="also at most this share of what "
+                                    "the images selected from cost whole at full resolution (the "
+                                    "baseline), but never under min_budget; 0 = max_visual_tokens only")
+        min_budget: int = Field(64, gt=0, description="the smallest budget budget_share may leave")
         max_tiles: int = Field(8, gt=0, description="at most this many crops")
         text_weight: float = Field(1.0, ge=0, description="weight of a text block (x its salience)")
         cue_weight: float = Field(2.0, ge=0, description="extra weight of a block holding a word "
@@ -86,6 +90,19 @@ class SelectTiles(Stage):
         scores: list[float]
         visual_tokens: int
         routes: list[Route]
+
+    def _budget(self, images: list[Image]) -> int:
+        """Visual tokens the crops may cost: `max_visual_tokens`, capped at `budget_share` of the
+        images' sources sent whole at full resolution (each source once)."""
+        p = self.params
+        if not p.budget_share or not images:
+            return p.max_visual_tokens
+        from cascade.vlm.families import ImageLimits
+
+        full = self.model(p.model).family.with_limits(ImageLimits(resolution="full"))
+        sources = {(im.media_index, getattr(im, "timestamp", None)): im.source_size for im in images}
+        whole = sum(full.image_cost(w, h).tokens for w, h in sources.values())
+        return min(p.max_visual_tokens, max(p.min_budget, int(p.budget_share * whole)))
 
     def _tokens(self, image: Image) -> int:
         """Visual tokens one image costs (the one place that asks the model family)."""
@@ -178,6 +195,7 @@ class SelectTiles(Stage):
             retrieval_scores: list[float] | None = None,
             routes: list[Route] | None = None, regions: list[LayoutRegion] | None = None) -> Outputs:
         p = self.params
+        budget = self._budget(images)
         atoms, why = self._atoms(query, images, list(ocr_lines or ()), list(detections or ()),
                                  list(regions or ()))
         why = f"; {why}" if why else ""
@@ -203,22 +221,22 @@ class SelectTiles(Stage):
         for crop, held, bonus in ranked:
             new = [a for a in held if a.key not in sent and a.weight >= floor]
             cost = self._tokens(crop)
-            if new and len(chosen) < p.max_tiles and spent + cost <= p.max_visual_tokens:
+            if new and len(chosen) < p.max_tiles and spent + cost <= budget:
                 chosen.append((crop, sum(a.weight for a in new) + bonus))
                 spent += cost
                 sent |= {a.key for a in new}
         if not chosen and ranked and ranked[0][1]:  # evidence that does not fit: shrink the best
             crop, held, bonus = ranked[0]
-            f = (p.max_visual_tokens / self._tokens(crop)) ** 0.5
+            f = (budget / self._tokens(crop)) ** 0.5
             crop = crop.resized(max(1, int(crop.width * f)), max(1, int(crop.height * f)))
-            while self._tokens(crop) > p.max_visual_tokens and min(crop.width, crop.height) > 28:
+            while self._tokens(crop) > budget and min(crop.width, crop.height) > 28:
                 crop = crop.resized(int(crop.width * 0.9), int(crop.height * 0.9))
             chosen, spent = [(crop, sum(a.weight for a in held) + bonus)], self._tokens(crop)
             sent = {a.key for a in held}
         if chosen:
             kinds = sorted({k.split(":")[0] for k in sent})
             route = Route("evidence", f"{len(chosen)} crop(s) around {', '.join(kinds)} evidence "
-                          f"({len(sent)} unit(s)), {spent} of {p.max_visual_tokens} visual tokens"
+                          f"({len(sent)} unit(s)), {spent} of {budget} visual tokens"
                           f"{why}",
                           {"crops": float(len(chosen)), "visual_tokens": float(spent)})
         elif images:

@@ -33,9 +33,9 @@ def scene(width: int = 960, height: int = 540, seed: int = 0) -> np.ndarray:
 
 
 def with_signs(signs: list[tuple[np.ndarray, int, int]], t: float | None = None,
-               seed: int = 0) -> Image:
+               seed: int = 0, size: tuple[int, int] = (960, 540)) -> Image:
     """A frame (t given) or an image with each (sign pixels, x, y) pasted on `scene()`."""
-    px = scene(seed=seed)
+    px = scene(*size, seed=seed)
     for s, x, y in signs:
         px[y:y + s.shape[0], x:x + s.shape[1]] = s
     return Frame(px, source="test.mp4", timestamp=t) if t is not None else Image(px)

@@ -75,7 +75,8 @@ def test_before_sends_the_earlier_sign_and_first_the_first(timeline):
 @pytest.fixture(scope="module")
 def two_signs():
     image = with_signs([(sign("EXIT 4", 26, plate=RED, ink=WHITE), 120, 200),
-                        (sign("EXIT 9", 26, plate=BLUE, ink=WHITE), 640, 260)], seed=7)
+                        (sign("EXIT 9", 26, plate=BLUE, ink=WHITE), 640, 260)], seed=7,
+                       size=(1280, 720))
     return image, readers()([image])
 
 
