@@ -125,6 +125,6 @@ def test_cli_runs_video_qa_on_a_generated_video(items):
                           "-i", f"question={it.question}"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
-    assert result["outputs"]["answer"]["text"] == "GATE 12"
+    assert result["outputs"]["answer"]["text"] == "12"  # the gate number asked for
     status = {s["name"]: s["status"] for s in result["trace"]["stages"]}
     assert status["vlm_thumb"] == "skipped" and status["ocr"] == "ran"
