@@ -87,7 +87,7 @@ def test_multi_image_reading_finds_the_small_price_tag(items):
 def test_doc_qa_reads_the_page(tmp_path):
     from PIL import Image as PILImage
 
-    from cascade.media_gen import render_text_image
+    from cascade.eval.render import render_text_image
 
     page = render_text_image("INVOICE 2291   TOTAL DUE 118.40 EUR", font_size=22, size=(900, 1200))
     PILImage.fromarray(page).save(tmp_path / "page.png")

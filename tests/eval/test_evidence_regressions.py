@@ -12,9 +12,11 @@ import pytest
 
 import cascade.stages  # noqa: F401
 from cascade.artifacts import Frame, Image
-from cascade.bench import Readers
+from cascade.eval.judge import Readers
+from cascade.eval.photos import photo
+from cascade.eval.render import Overlay, render_document, render_sign
+from cascade.eval.video import make_overlay_video
 from cascade.models import Models
-from cascade.media_gen import Overlay, make_overlay_video, photo, render_document, render_sign
 from cascade.registry import get_stage_class
 from cascade.stages.detect import bundled_yolo11n
 from cascade.vlm import build_tiny_vlm
