@@ -8,13 +8,14 @@ the exact span of the answer type inside it (`spans.exact_span`), or None with t
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from cascade.artifacts import LayoutRegion, OcrLine
 
 from . import codeblocks, headings, paragraphs, spans, tables
 from .blocks import norm_text
-from .query import Query
+from .query import Query, singular
 from .structure import Located
 
 __all__ = ["located_for", "answer_span", "SPAN_KINDS"]
@@ -58,7 +59,11 @@ def located_for(query: Query, lines: Sequence[OcrLine],
         found += cells
         what.append(f"cell {query.row_key!r} x {query.column_key!r}" + ("" if cells else
                                                                         ": no such cell"))
-    if target == "paragraph_fact" and query.cues:
+    if target in ("table_cell", "paragraph_fact") and not (query.row_key and query.column_key):
+        cells = _cells_by_words(query, lines, regions)
+        found += cells
+        what.append(f"cells whose row and column keys hold the question's words: {len(cells)}")
+    if target == "paragraph_fact" and query.cues and not found:  # a cell fits: no sentence
         sentences = paragraphs.sentence_with(lines, regions, phrase=_phrase(query))
         found += sentences
         what.append(f"sentence holding '{_phrase(query)}'" + ("" if sentences else ": none"))
@@ -66,6 +71,39 @@ def located_for(query: Query, lines: Sequence[OcrLine],
         found += codeblocks.defined(lines, regions, query.code_kind)
         what.append(f"{query.code_kind or 'identifier'} definitions")
     return found, "; ".join(what)
+
+
+def _word_runs(query: Query) -> list[str]:
+    """Phrases of 1-3 consecutive cue words, in the question's order ("When does Express 12 leave
+    Leeds?" -> 'express', 'express 12', '12', '12 leave', 'leeds' ...)."""
+    tokens = [t for t in (singular(w.lower()) for w in re.findall(r"[^\W_]+", query.question))
+              if t in query.cues] if query.language != "zh" else list(query.cues)
+    return list(dict.fromkeys(" ".join(tokens[i:i + n]) for n in (1, 2, 3)
+                              for i in range(len(tokens) - n + 1)))
+
+
+def _cells_by_words(query: Query, lines: list[OcrLine], regions: list[LayoutRegion]) -> list[Located]:
+    """Cells whose row key and column key both hold words of the question, when the question
+    does not name them as such ("When does Express 12 leave Leeds?"): the pairs of phrases that
+    cover the most question words, every cell they fit (recall first)."""
+    runs = _word_runs(query)
+    if len(runs) < 2:
+        return []
+    best: list[Located] = []
+    best_cover = 0
+    for table in tables.tables(lines, regions):
+        for row_key in runs:
+            for column_key in runs:
+                if set(row_key.split()) & set(column_key.split()):
+                    continue
+                cover = len(row_key.split()) + len(column_key.split())
+                if cover < best_cover:
+                    continue
+                cells = table.cells_for(row_key, column_key)
+                if cells:
+                    best = cells if cover > best_cover else best + cells
+                    best_cover = cover
+    return best
 
 
 def answer_span(query: Query, found: Sequence[Located]) -> tuple[str | None, str]:
