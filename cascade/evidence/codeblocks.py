@@ -106,10 +106,13 @@ class Definition(Located):
     line: str = ""
 
 
+_GUTTER = re.compile(r"^\d{1,5}(?:\s*[|:.])?\s+(?=[A-Za-z_@])")
+
+
 def definition_in(code: str, in_code: bool = False) -> tuple[str, str] | None:
     """(identifier, what) a single line of code defines, or None. `in_code`: the line is known
     to be code (its page reads like code), so C-style signatures count without a '{'."""
-    text = code.strip()
+    text = _GUTTER.sub("", code.strip())  # an editor's line number read with the line
     for kind, rx, weak in _PATTERNS:
         m = rx.match(text)
         if not m or weak and not (in_code or text.endswith("{")):
