@@ -5,7 +5,8 @@
     result.outputs, result.trace
 """
 from .api import QA, DocQA, MultiImageQA, Session, VideoQA
-from .artifacts import Answer, Box, Detection, Evidence, Frame, Image, OcrLine, Route
+from .artifacts import (Answer, Box, Detection, Evidence, Frame, Image, LayoutRegion, OcrLine,
+                        Route)
 from .errors import (CascadeError, ConnectError, InputError, RegistryError, SpecError,
                      StageError)
 from .pipeline import Pipeline
@@ -16,5 +17,5 @@ from .trace import Trace
 __version__ = "0.1.0"
 
 __all__ = ["QA", "DocQA", "MultiImageQA", "Session", "VideoQA", "Answer", "Box", "CascadeError", "ConnectError", "Detection", "Evidence", "Frame",
-           "Image", "InputError", "OcrLine", "Pipeline", "PipelineResult", "RegistryError",
+           "Image", "InputError", "LayoutRegion", "OcrLine", "Pipeline", "PipelineResult", "RegistryError",
            "Route", "Router", "SpecError", "Stage", "StageError", "StageParams", "Trace", "stage"]

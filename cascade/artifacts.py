@@ -19,7 +19,8 @@ import numpy as np
 from .bill import Bill
 from .errors import InputError
 
-__all__ = ["Box", "Image", "Frame", "OcrLine", "Detection", "Route", "Evidence", "Answer"]
+__all__ = ["Box", "Image", "Frame", "OcrLine", "Detection", "LayoutRegion", "Route", "Evidence",
+           "Answer"]
 
 
 @dataclass(frozen=True)
@@ -252,6 +253,22 @@ class Detection:
         return {"label": self.label, "confidence": self.confidence, "box": self.box.to_dict(),
                 "class_id": self.class_id, "media_index": self.media_index,
                 "timestamp": self.timestamp}
+
+
+@dataclass(frozen=True)
+class LayoutRegion:
+    """A region of a document page found by a layout model (label: text, title, table, figure ...),
+    its confidence, and its box in source coordinates."""
+
+    label: str
+    confidence: float
+    box: Box
+    media_index: int = 0
+    timestamp: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "confidence": self.confidence, "box": self.box.to_dict(),
+                "media_index": self.media_index, "timestamp": self.timestamp}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,152 @@
+"""Paragraphs and sentences: the sentence of a page that holds a key phrase, with its lines' boxes.
+
+Lines join into a paragraph when one sits right below another (a gap under ~1 line height, the
+columns overlapping, about the same height) and, where there is a layout, inside the same region;
+headings and cells of a layout table never join a paragraph. Line breaks are undone as the script wants (a space between
+Latin words, nothing between CJK characters, a hyphenated word put back together). Sentences end
+at . ! ? … and at the CJK 。！？; a '.' ends one only before a space and a capital, a digit or a
+CJK character, and not after a known abbreviation or a single initial.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from cascade.artifacts import LayoutRegion, OcrLine
+
+from .headings import headings
+from .structure import Located, Page, is_cjk, pages
+from .textmatch import phrase_score
+
+__all__ = ["Paragraph", "paragraphs", "split_sentences", "sentence_with"]
+
+MIN_PHRASE_SCORE = 0.5  # least share of the phrase's content words a sentence must hold
+_ABBREVIATIONS = set("""mr mrs ms dr prof st no nos vs etc eg ie fig figs approx dept inc ltd co
+jr sr vol pp p ca cf al est min max jan feb mar apr jun jul aug sep sept oct nov dec""".split())
+_CLOSERS = "\"'”’)]）】」』"
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    """Lines read as one text: `text` with the line breaks undone, `starts[i]` the offset in
+    `text` where `lines[i]` begins."""
+
+    lines: tuple[OcrLine, ...]
+    text: str
+    starts: tuple[int, ...]
+    media_index: int = 0
+    timestamp: float | None = None
+
+    def lines_between(self, start: int, end: int) -> list[OcrLine]:
+        """The lines that hold text[start:end]."""
+        ends = self.starts[1:] + (len(self.text) + 1,)
+        return [ln for ln, s, e in zip(self.lines, self.starts, ends) if s < end and e > start]
+
+
+def _join(parts: Sequence[str]) -> tuple[str, tuple[int, ...]]:
+    text, starts = "", []
+    for part in parts:
+        part = part.strip()
+        if text:
+            if text.endswith("-") and part[:1].islower() and text[-2:-1].isalpha():
+                text = text[:-1]  # a word hyphenated at the line break
+            elif not (is_cjk(text[-1]) or is_cjk(part[:1] or " ")):
+                text += " "
+        starts.append(len(text))
+        text += part
+    return text, tuple(starts)
+
+
+def _continues(above: OcrLine, line: OcrLine) -> bool:
+    a, b = above.box, line.box
+    gap = b.y0 - a.y1
+    return -0.3 * a.height <= gap <= 0.9 * a.height and 0.7 <= b.height / a.height <= 1.4 \
+        and min(a.x1, b.x1) > max(a.x0, b.x0)
+
+
+def _page_paragraphs(page: Page, heading_boxes: set) -> list[Paragraph]:
+    blocks: list[list[OcrLine]] = []
+    for line in page.lines:
+        if line.box in heading_boxes or page.region_of(line, ["table"]) is not None:
+            blocks.append([line])  # a heading or a table cell stands alone
+            continue
+        region = page.region_of(line)
+        open_blocks = [b for b in blocks if b[-1].box not in heading_boxes
+                       and _continues(b[-1], line) and page.region_of(b[-1]) == region]
+        if open_blocks:
+            max(open_blocks, key=lambda b: b[-1].box.y1).append(line)
+        else:
+            blocks.append([line])
+    out = []
+    for block in blocks:
+        text, starts = _join([ln.text for ln in block])
+        out.append(Paragraph(tuple(block), text, starts, page.media_index, page.timestamp))
+    return out
+
+
+def paragraphs(lines: Iterable[OcrLine],
+               regions: Iterable[LayoutRegion] = ()) -> list[Paragraph]:
+    """Every paragraph (and every heading, as a paragraph of its own) on every page."""
+    lines, regions = list(lines), list(regions)
+    heading_boxes = {b for h in headings(lines, regions) for b in h.boxes}
+    return [p for page in pages(lines, regions) for p in _page_paragraphs(page, heading_boxes)]
+
+
+def _ends_sentence(text: str, i: int) -> bool:
+    """Does the '.' at text[i] end a sentence?"""
+    rest = text[i + 1:].lstrip(_CLOSERS)
+    if rest and not rest[0].isspace():
+        return False  # 3.5, e.g., www.site.com
+    nxt = rest.lstrip()[:1]
+    if nxt and not (nxt.isupper() or nxt.isdigit() or is_cjk(nxt) or nxt in "\"'“‘(["):
+        return False
+    word = re.search(r"([^\W\d_]+)\.?$", text[:i].replace(".", ""))
+    prev = word.group(1).lower() if word else ""
+    before = text[:i].split()[-1] if text[:i].split() else ""
+    if prev in _ABBREVIATIONS or re.fullmatch(r"(?:[A-Za-z]\.)*[A-Za-z]", before):
+        return False  # Dr. Smith, J. Doe, U.S.
+    return True
+
+
+def split_sentences(text: str) -> list[tuple[int, int]]:
+    """(start, end) offsets of each sentence of `text`, surrounding spaces left out."""
+    spans, start, i = [], 0, 0
+    while i < len(text):
+        if text[i] in "!?。！？…" or text[i] == "." and _ends_sentence(text, i):
+            end = i + 1
+            while end < len(text) and text[end] in _CLOSERS + ".!?。！？…":
+                end += 1
+            spans.append((start, end))
+            start = i = end
+        else:
+            i += 1
+    spans.append((start, len(text)))
+    out = []
+    for s, e in spans:
+        while s < e and text[s].isspace():
+            s += 1
+        while e > s and text[e - 1].isspace():
+            e -= 1
+        if e > s:
+            out.append((s, e))
+    return out
+
+
+def sentence_with(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (), *,
+                  phrase: str | Sequence[str]) -> list[Located]:
+    """The sentences holding the most of `phrase`'s content words (at least half), best first,
+    each with the boxes of the lines it is written on. Several different texts mean several
+    sentences fit equally well (a caller that must answer abstains); the same text several times
+    is one sentence seen in several frames."""
+    phrase = phrase if isinstance(phrase, str) else " ".join(phrase)
+    found: list[Located] = []
+    for para in paragraphs(lines, regions):
+        for s, e in split_sentences(para.text):
+            score = phrase_score(phrase, para.text[s:e])
+            if score >= MIN_PHRASE_SCORE:
+                boxes = tuple(ln.box for ln in para.lines_between(s, e))
+                found.append(Located(para.text[s:e], "sentence", boxes, para.media_index,
+                                     para.timestamp, score))
+    best = max((f.score for f in found), default=0.0)
+    return [f for f in found if f.score >= best - 1e-9]

