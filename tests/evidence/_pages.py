@@ -1,0 +1,165 @@
+"""Document pages rendered with PIL for the structure tests, with where each part was drawn.
+
+A report page (title, numbered section headings, paragraphs, a ruled table), in English (DejaVu)
+or Chinese (WenQuanYi Micro Hei), and code listings in several languages (DejaVu Sans Mono).
+Each renderer returns the pixels and the boxes (source pixels) of what the tests look for.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cascade.artifacts import Box
+from cascade.media_gen import font_file
+
+CJK_FONT = "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc"
+
+
+def cjk_font() -> str:
+    if not Path(CJK_FONT).is_file():
+        pytest.skip(f"Chinese test pages need a CJK font at {CJK_FONT} (Debian: fonts-wqy-microhei)")
+    return CJK_FONT
+
+
+@dataclass
+class Page:
+    pixels: np.ndarray
+    title: Box
+    headings: dict[int, Box] = field(default_factory=dict)  # section number -> box
+    cells: dict[tuple[str, str], Box] = field(default_factory=dict)  # (row, column) -> box
+    table: Box | None = None
+    lines: dict[str, Box] = field(default_factory=dict)  # a paragraph line's text -> box
+
+
+EN = {
+    "title": "Annual Report on Urban Transit",
+    "sections": [
+        ("1. Overview", ["This report summarises how the city transit network ran this year.",
+                         "Ridership grew steadily and punctuality improved on every line.",
+                         "Passenger satisfaction reached a record high in the autumn survey."]),
+        ("2. Ridership by Line", None),
+        ("3. Service Changes", ["The east entrance will be closed on Tuesday for repairs.",
+                                "The west entrance remains open as usual. Night buses will",
+                                "run every fifteen minutes from the first of March."]),
+    ],
+    "table": [["Line", "January", "February", "March"], ["Red", "1200", "1350", "1410"],
+              ["Blue", "980", "1010", "1100"], ["Green", "760", "800", "845"]],
+}
+ZH = {
+    "title": "城市交通年度报告",
+    "sections": [
+        ("一、概述", ["本报告总结了本年度城市公共交通的运营情况。全年客流量稳步增长。",
+                     "各线路的准点率均有提高，乘客满意度达到新高。"]),
+        ("二、客流统计", None),
+        ("三、服务变更", ["东入口将于周二关闭进行维修。西入口照常开放。",
+                       "夜间班车的发车间隔缩短为十五分钟。"]),
+    ],
+    "table": [["线路", "一月", "二月", "三月"], ["红线", "1200", "1350", "1410"],
+              ["蓝线", "980", "1010", "1100"], ["绿线", "760", "800", "845"]],
+}
+
+
+def render_report(content: dict, regular: str, bold: str, width: int = 1240,
+                  height: int = 1500) -> Page:
+    """A report page: centred title, numbered sections, paragraphs and a ruled table."""
+    from PIL import Image as PILImage, ImageDraw, ImageFont
+
+    page = PILImage.new("RGB", (width, height), "white")
+    draw = ImageDraw.Draw(page)
+
+    def text(xy, s, font):
+        draw.text(xy, s, font=font, fill="black")
+        return Box(*draw.textbbox(xy, s, font=font))
+
+    big, head, body = (ImageFont.truetype(bold, 48), ImageFont.truetype(bold, 34),
+                       ImageFont.truetype(regular, 28))
+    title = content["title"]
+    out = Page(np.zeros(1), text(((width - draw.textlength(title, font=big)) / 2, 100), title, big))
+    y = 220
+    for number, (heading, paragraph) in enumerate(content["sections"], start=1):
+        out.headings[number] = text((100, y), heading, head)
+        y += 70
+        if paragraph is None:
+            y = _table(draw, content["table"], ImageFont.truetype(regular, 28),
+                       ImageFont.truetype(bold, 28), 140, y, out) + 60
+            continue
+        for line in paragraph:
+            out.lines[line] = text((100, y), line, body)
+            y += 44
+        y += 40
+    out.pixels = np.asarray(page)
+    return out
+
+
+def _table(draw, rows, font, header_font, x0: int, y0: int, out: Page) -> int:
+    cw, rh = 220, 56
+    for r, row in enumerate(rows):
+        for c, cell in enumerate(row):
+            f = header_font if r == 0 else font
+            box = Box(*draw.textbbox((x0 + c * cw + 12, y0 + r * rh + 12), cell, font=f))
+            draw.text((x0 + c * cw + 12, y0 + r * rh + 12), cell, font=f, fill="black")
+            out.cells[(rows[r][0], rows[0][c])] = box
+    for r in range(len(rows) + 1):
+        draw.line([(x0, y0 + r * rh), (x0 + len(rows[0]) * cw, y0 + r * rh)], fill="black", width=2)
+    for c in range(len(rows[0]) + 1):
+        draw.line([(x0 + c * cw, y0), (x0 + c * cw, y0 + len(rows) * rh)], fill="black", width=2)
+    out.table = Box(x0, y0, x0 + len(rows[0]) * cw, y0 + len(rows) * rh)
+    return y0 + len(rows) * rh
+
+
+def english_report() -> Page:
+    return render_report(EN, font_file("DejaVuSerif.ttf"), font_file("DejaVuSerif-Bold.ttf"))
+
+
+def chinese_report() -> Page:
+    font = cjk_font()
+    return render_report(ZH, font, font)
+
+
+CODE = {
+    "python": ["import json", "", "class InvoiceParser(BaseParser):",
+               "    def parse_header(self, line):", "        return line.split(';')", "",
+               "def load_invoices(folder):", "    return [InvoiceParser(p) for p in folder]"],
+    "javascript": ["export async function fetchOrders(userId) {",
+                   "  const res = await fetch(`/api/orders/${userId}`);", "  return res.json();",
+                   "}"],
+    "go": ["package main", "", "type Server struct {", "    port int", "}", "",
+           "func (s *Server) handleRequest(w http.ResponseWriter, r *http.Request) {",
+           "    fmt.Fprintln(w, \"ok\")", "}"],
+    "c": ["#include <stdio.h>", "", "static int checksum_block(const uint8_t *data, size_t n)",
+          "{", "    int sum = 0;", "    for (size_t i = 0; i < n; i++) sum += data[i];",
+          "    return sum;", "}"],
+    "sql": ["CREATE TABLE IF NOT EXISTS shipments (", "    id SERIAL PRIMARY KEY,",
+            "    sent_at TIMESTAMP", ");", "SELECT * FROM shipments WHERE id = 4;"],
+    "rust": ["pub fn parse_config(path: &Path) -> Result<Config, Error> {",
+             "    let text = fs::read_to_string(path)?;", "    toml::from_str(&text)", "}"],
+}
+
+
+def render_code(lines: list[str], size: int = 22) -> np.ndarray:
+    """A code listing in DejaVu Sans Mono on an off-white editor background."""
+    from PIL import Image as PILImage, ImageDraw, ImageFont
+
+    font = ImageFont.truetype(font_file("DejaVuSansMono.ttf"), size)
+    step = int(size * 1.55)
+    page = PILImage.new("RGB", (1100, 40 + step * len(lines)), (250, 250, 248))
+    draw = ImageDraw.Draw(page)
+    for i, line in enumerate(lines):
+        draw.text((30, 20 + step * i), line, font=font, fill=(30, 30, 30))
+    return np.asarray(page)
+
+
+def read(*pixels: np.ndarray) -> tuple[list, list]:
+    """The real OCR (RapidOCR) and layout (PP-Layout CDLA) stages on the pages, one media index
+    each: (OCR lines, layout regions)."""
+    import cascade.stages  # noqa: F401
+    from cascade.artifacts import Image
+    from cascade.registry import get_stage_class
+
+    images = [Image(px, media_index=i) for i, px in enumerate(pixels)]
+    lines = get_stage_class("ocr")({})(images=images).lines
+    regions = get_stage_class("layout")({})(images=images).regions
+    return lines, regions
