@@ -139,7 +139,7 @@ def definitions(lines: Iterable[OcrLine],
     """Every definition on every page, in reading order."""
     out: list[Definition] = []
     for page in pages(lines, regions):
-        classes: list[Definition] = []  # classes whose body the lines are still in
+        classes: list[OcrLine] = []  # the lines of the classes whose body we are still in
         in_code = reads_like_code(list(page.lines))
         for ln in page.lines:
             indent = 0.5 * ln.box.height
@@ -151,11 +151,11 @@ def definitions(lines: Iterable[OcrLine],
             name, what = found
             if what == "function" and classes:
                 what = "method"
-            d = Definition(name, "definition", (ln.box,), page.media_index, page.timestamp,
-                           1.0, what, ln.text.strip())
+            d = Definition(name, "definition", page.source_boxes([ln]), page.media_index,
+                           page.timestamp, 1.0, what, ln.text.strip())
             out.append(d)
             if what in TYPE_KINDS:
-                classes.append(d)
+                classes.append(ln)
     return out
 
 

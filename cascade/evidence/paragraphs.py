@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from cascade.artifacts import LayoutRegion, OcrLine
 
-from .headings import headings
+from .headings import heading_lines
 from .structure import Located, Page, is_cjk, pages
 from .textmatch import phrase_score
 
@@ -30,7 +30,7 @@ _CLOSERS = "\"'”’)]）】」』"
 @dataclass(frozen=True)
 class Paragraph:
     """Lines read as one text: `text` with the line breaks undone, `starts[i]` the offset in
-    `text` where `lines[i]` begins."""
+    `text` where `lines[i]` begins (the lines as OCR gave them: boxes in source pixels)."""
 
     lines: tuple[OcrLine, ...]
     text: str
@@ -65,14 +65,15 @@ def _continues(above: OcrLine, line: OcrLine) -> bool:
         and min(a.x1, b.x1) > max(a.x0, b.x0)
 
 
-def _page_paragraphs(page: Page, heading_boxes: set) -> list[Paragraph]:
+def _page_paragraphs(page: Page) -> list[Paragraph]:
+    heads = heading_lines(page)
     blocks: list[list[OcrLine]] = []
     for line in page.lines:
-        if line.box in heading_boxes or page.region_of(line, ["table"]) is not None:
+        if id(line) in heads or page.region_of(line, ["table"]) is not None:
             blocks.append([line])  # a heading or a table cell stands alone
             continue
         region = page.region_of(line)
-        open_blocks = [b for b in blocks if b[-1].box not in heading_boxes
+        open_blocks = [b for b in blocks if id(b[-1]) not in heads
                        and _continues(b[-1], line) and page.region_of(b[-1]) == region]
         if open_blocks:
             max(open_blocks, key=lambda b: b[-1].box.y1).append(line)
@@ -81,16 +82,15 @@ def _page_paragraphs(page: Page, heading_boxes: set) -> list[Paragraph]:
     out = []
     for block in blocks:
         text, starts = _join([ln.text for ln in block])
-        out.append(Paragraph(tuple(block), text, starts, page.media_index, page.timestamp))
+        out.append(Paragraph(tuple(page.original(ln) for ln in block), text, starts,
+                             page.media_index, page.timestamp))
     return out
 
 
 def paragraphs(lines: Iterable[OcrLine],
                regions: Iterable[LayoutRegion] = ()) -> list[Paragraph]:
     """Every paragraph (and every heading, as a paragraph of its own) on every page."""
-    lines, regions = list(lines), list(regions)
-    heading_boxes = {b for h in headings(lines, regions) for b in h.boxes}
-    return [p for page in pages(lines, regions) for p in _page_paragraphs(page, heading_boxes)]
+    return [p for page in pages(lines, regions) for p in _page_paragraphs(page)]
 
 
 def _ends_sentence(text: str, i: int) -> bool:

@@ -20,14 +20,18 @@ Lines and regions of several images or video frames may be mixed: `pages` splits
 """
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+import numpy as np
+
 from cascade.artifacts import Box, LayoutRegion, OcrLine, frame_key
 
-__all__ = ["Located", "Page", "pages", "union_box", "overlap_fraction", "is_cjk"]
+__all__ = ["Located", "Page", "pages", "page_skew", "reading_order", "union_box",
+           "overlap_fraction", "is_cjk", "text_length"]
 
 
 @dataclass(frozen=True)
@@ -89,12 +93,27 @@ def text_length(text: str) -> int:
 
 @dataclass(frozen=True)
 class Page:
-    """The lines and layout regions of one image or video frame, lines in reading order."""
+    """The lines and layout regions of one image or video frame, lines in reading order.
+
+    A page photographed at an angle is read level: `lines` and `regions` are turned back by the
+    page's `skew` (the median angle of its lines) around the middle of its text, each line's box
+    the upright box of its level text. Readers measure on these and report `original(line)`'s
+    box, which is where the line is in the source.
+    """
 
     media_index: int
     timestamp: float | None
     lines: tuple[OcrLine, ...]
     regions: tuple[LayoutRegion, ...] = field(default=())
+    skew: float = 0.0
+    originals: dict[int, OcrLine] = field(default_factory=dict, compare=False, repr=False)
+
+    def original(self, line: OcrLine) -> OcrLine:
+        """The source line of one of `lines` (the line itself when the page is level)."""
+        return self.originals.get(id(line), line)
+
+    def source_boxes(self, lines: Iterable[OcrLine]) -> tuple[Box, ...]:
+        return tuple(self.original(ln).box for ln in lines)
 
     def region_of(self, line: OcrLine, labels: Sequence[str] | None = None,
                   min_overlap: float = 0.5) -> LayoutRegion | None:
@@ -123,21 +142,59 @@ class Page:
         long = [ln.box.height for ln in self.lines if text_length(ln.text) >= max(cut, 4)]
         return statistics.median(long or [ln.box.height for ln in self.lines])
 
-    @property
-    def size(self) -> tuple[float, float]:
-        """Width and height of what the lines and regions span (the page, as far as it is seen)."""
-        box = union_box([ln.box for ln in self.lines] + [r.box for r in self.regions])
-        return box.x1, box.y1
+
+MIN_SKEW = 0.5  # degrees: pages turned less are read as they are
+MAX_SKEW = 30.0  # beyond this a page is not 'at an angle' but turned: read as it is
+
+
+def page_skew(lines: Sequence[OcrLine]) -> float:
+    """The median baseline angle of the lines at least twice as wide as tall (a short word's
+    angle is noisy), or of all lines when none is; 0 when that is under MIN_SKEW."""
+    long = [ln.angle for ln in lines if ln.box.width >= 2 * ln.box.height]
+    angles = long or [ln.angle for ln in lines]
+    skew = statistics.median(angles) if angles else 0.0
+    return skew if MIN_SKEW <= abs(skew) <= MAX_SKEW else 0.0
+
+
+def _level(lines: list[OcrLine], regions: list[LayoutRegion], skew: float):
+    """Lines and regions turned back by `skew` degrees around the middle of the text."""
+    t = np.radians(skew)
+    cos, sin = float(np.cos(t)), float(np.sin(t))
+    mid = union_box(ln.box for ln in lines)
+    mx, my = (mid.x0 + mid.x1) / 2, (mid.y0 + mid.y1) / 2
+
+    def turn(x: float, y: float) -> tuple[float, float]:
+        dx, dy = x - mx, y - my  # clockwise by `skew` on screen (y grows downwards)
+        return mx + dx * cos - dy * sin, my + dx * sin + dy * cos
+
+    c, s = abs(cos), abs(sin)
+    det = c * c - s * s
+    level_lines, originals = [], {}
+    for ln in lines:
+        b = ln.box  # the upright box of a w x h line turned by skew is (w c + h s) x (w s + h c)
+        w = max((b.width * c - b.height * s) / det, 0.5 * b.width)
+        h = max((b.height * c - b.width * s) / det, 0.25 * b.height)
+        x, y = turn((b.x0 + b.x1) / 2, (b.y0 + b.y1) / 2)
+        level = dataclasses.replace(ln, box=Box(x - w / 2, y - h / 2, x + w / 2, y + h / 2),
+                                    angle=ln.angle - skew)
+        level_lines.append(level)
+        originals[id(level)] = ln
+    level_regions = []
+    for r in regions:
+        corners = [turn(x, y) for x in (r.box.x0, r.box.x1) for y in (r.box.y0, r.box.y1)]
+        xs, ys = [p[0] for p in corners], [p[1] for p in corners]
+        level_regions.append(dataclasses.replace(r, box=Box(min(xs), min(ys), max(xs), max(ys))))
+    return level_lines, level_regions, originals
 
 
 def pages(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = ()) -> list[Page]:
     """Split lines and regions by image / video frame; lines with text only, in reading order
-    (top to bottom, then left to right within a row)."""
+    (top to bottom, then left to right within a row), a page at an angle read level."""
     groups: dict[tuple, tuple[list[OcrLine], list[LayoutRegion]]] = {}
 
     def group_of(media_index: int, timestamp: float | None):
         key = frame_key(media_index, timestamp)
-        if key not in groups and key[1] is not None:  # same_time frames fall in the same bucket or a neighbouring one
+        if key not in groups and key[1] is not None:  # same frame, neighbouring bucket
             key = next((k for k in ((media_index, key[1] - 1), (media_index, key[1] + 1))
                         if k in groups), key)
         return groups.setdefault(key, ([], []))
@@ -150,7 +207,11 @@ def pages(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = ()) -> lis
     out = []
     for (media, _), (lns, regs) in groups.items():
         ts = lns[0].timestamp if lns else regs[0].timestamp
-        out.append(Page(media, ts, tuple(reading_order(lns)), tuple(regs)))
+        skew = page_skew(lns)
+        originals: dict[int, OcrLine] = {}
+        if skew:
+            lns, regs, originals = _level(lns, regs, skew)
+        out.append(Page(media, ts, tuple(reading_order(lns)), tuple(regs), skew, originals))
     return sorted(out, key=lambda p: (p.media_index, p.timestamp or 0.0))
 
 

@@ -44,7 +44,8 @@ class Cell(Located):
 
 @dataclass(frozen=True)
 class Table:
-    """A grid of OCR lines: `grid[r][c]` the lines of row r, column c (empty where the cell is)."""
+    """A grid of OCR lines: `grid[r][c]` the lines of row r, column c (none where the cell is
+    empty), as OCR gave them: boxes in source pixels."""
 
     grid: tuple[tuple[tuple[OcrLine, ...], ...], ...]
     box: Box
@@ -174,8 +175,8 @@ def _build(rows: list[list[OcrLine]], page: Page) -> Table | None:
     for r, row in enumerate(rows):
         for ln in row:
             grid[r][_column_of(ln, columns)].append(ln)
-    frozen = tuple(tuple(tuple(cell) for cell in row) for row in grid)
-    box = union_box(ln.box for row in rows for ln in row)
+    frozen = tuple(tuple(tuple(page.original(ln) for ln in cell) for cell in row) for row in grid)
+    box = union_box(ln.box for row in frozen for cell in row for ln in cell)
     table = Table(frozen, box, page.media_index, page.timestamp)
     return Table(frozen, box, page.media_index, page.timestamp, _header_row(table),
                  _key_column(table))

@@ -161,5 +161,5 @@ def read(*pixels: np.ndarray) -> tuple[list, list]:
 
     images = [Image(px, media_index=i) for i, px in enumerate(pixels)]
     lines = get_stage_class("ocr")({})(images=images).lines
-    regions = get_stage_class("layout")({})(images=images).regions
+    regions = get_stage_class("layout")({})(images=images, ocr_lines=lines).regions
     return lines, regions
