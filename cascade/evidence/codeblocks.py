@@ -17,8 +17,8 @@ from cascade.artifacts import LayoutRegion, OcrLine
 
 from .structure import Located, pages
 
-__all__ = ["Definition", "definition_in", "definitions", "defined", "reads_like_code",
-           "FUNCTION_KINDS", "TYPE_KINDS", "KIND_GROUPS"]
+__all__ = ["Definition", "definition_in", "definitions", "defined", "looks_like_code",
+           "reads_like_code", "FUNCTION_KINDS", "TYPE_KINDS", "KIND_GROUPS"]
 
 FUNCTION_KINDS = ("function", "method")
 TYPE_KINDS = ("class", "struct", "interface", "enum", "trait", "type")
@@ -128,9 +128,14 @@ def definition_in(code: str, in_code: bool = False) -> tuple[str, str] | None:
     return None
 
 
+def looks_like_code(text: str) -> bool:
+    """A line with code punctuation: a call, braces or ';' at an end, an arrow, '::' ..."""
+    return bool(_CODE_LINE.search(text))
+
+
 def reads_like_code(lines: list[OcrLine]) -> bool:
     """At least 3 lines, or 40 % of them, look like code."""
-    n = sum(bool(_CODE_LINE.search(ln.text)) for ln in lines)
+    n = sum(looks_like_code(ln.text) for ln in lines)
     return n >= 3 or bool(lines) and n >= 0.4 * len(lines)
 
 

@@ -19,7 +19,7 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .codeblocks import definition_in
+from .codeblocks import definition_in, looks_like_code
 from .numbering import chinese_int
 
 __all__ = ["Span", "KINDS", "candidates", "exact_span"]
@@ -227,7 +227,7 @@ def _looks_like_identifier(m: re.Match) -> bool:
 
 
 def _identifiers(text: str) -> Found:
-    defined = definition_in(text)
+    defined = definition_in(text, in_code=looks_like_code(text))
     if defined is not None:
         i = re.search(rf"(?<![\w$]){re.escape(defined[0])}(?![\w$])", text)
         if i:

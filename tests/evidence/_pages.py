@@ -6,6 +6,7 @@ Each renderer returns the pixels and the boxes (source pixels) of what the tests
 """
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from cascade.artifacts import Box
-from cascade.media_gen import font_file
+from cascade.media_gen import font_file, photo
 
 CJK_FONT = "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc"
 
@@ -163,3 +164,17 @@ def read(*pixels: np.ndarray) -> tuple[list, list]:
     lines = get_stage_class("ocr")({})(images=images).lines
     regions = get_stage_class("layout")({})(images=images, ocr_lines=lines).regions
     return lines, regions
+
+
+def photographed(pixels: np.ndarray, angle: float) -> np.ndarray:
+    """The page shrunk, turned, at lower contrast, on a photo, saved as a JPEG."""
+    from PIL import Image as PILImage, ImageEnhance
+
+    page = ImageEnhance.Contrast(PILImage.fromarray(pixels)).enhance(0.6)
+    page = page.resize((page.width * 3 // 5, page.height * 3 // 5), PILImage.BICUBIC)
+    mask = PILImage.new("L", page.size, 255).rotate(angle, expand=True)
+    scene = PILImage.fromarray(photo("coffee")).resize((1600, 1200)).convert("RGB")
+    scene.paste(page.rotate(angle, expand=True, resample=PILImage.BICUBIC), (300, 60), mask)
+    buf = io.BytesIO()
+    scene.save(buf, "JPEG", quality=60)
+    return np.asarray(PILImage.open(buf).convert("RGB"))

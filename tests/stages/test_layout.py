@@ -8,7 +8,7 @@ import pytest
 from cascade import Pipeline
 from cascade.artifacts import Box, Image, LayoutRegion
 from cascade.media_gen import scene_images
-from tests.evidence._pages import english_report
+from tests.evidence._pages import english_report, photographed
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +55,20 @@ def test_resized_copy_and_crop_map_back_to_source(stage, found, report):
     table = best(on_crop, "table", report.table).box
     assert table.iou(report.table) > 0.8, table
     assert crop.box.union(table) == crop.box  # found on the crop, reported on the page
+
+
+def test_a_page_in_a_photo_is_read_where_its_text_is(stage, report):
+    """On the whole photo the model sees one figure; given the OCR lines it looks at the text."""
+    scene = Image(photographed(report.pixels, angle=0), source="desk.jpg")
+    lines = stage("ocr")(images=scene).lines
+    whole = stage("layout")(images=scene)
+    assert "table" not in whole.counts and "title" not in whole.counts, whole.counts
+    found = stage("layout")(images=scene, ocr_lines=lines)
+    assert found.counts.get("table", 0) >= 1 and found.counts.get("title", 0) >= 3, found.counts
+    text = next(ln for ln in lines if ln.text == "Annual Report on Urban Transit").box
+    assert best(found.regions, "title", text).box.iou(text) > 0.5  # in the photo's pixels
+    kept = stage("layout", crop_to_text=0)(images=scene, ocr_lines=lines)
+    assert kept.counts == whole.counts
 
 
 def test_photos_are_figures_not_documents(stage):
