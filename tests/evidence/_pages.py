@@ -14,9 +14,15 @@ import numpy as np
 import pytest
 
 from cascade.artifacts import Box
-from cascade.media_gen import font_file, photo
 
 CJK_FONT = "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc"
+
+
+def font_file(name: str) -> str:
+    """A DejaVu font from matplotlib's bundled fonts (present wherever matplotlib is)."""
+    import matplotlib
+
+    return str(Path(matplotlib.__file__).parent / "mpl-data" / "fonts" / "ttf" / name)
 
 
 def cjk_font() -> str:
@@ -173,7 +179,9 @@ def photographed(pixels: np.ndarray, angle: float) -> np.ndarray:
     page = ImageEnhance.Contrast(PILImage.fromarray(pixels)).enhance(0.6)
     page = page.resize((page.width * 3 // 5, page.height * 3 // 5), PILImage.BICUBIC)
     mask = PILImage.new("L", page.size, 255).rotate(angle, expand=True)
-    scene = PILImage.fromarray(photo("coffee")).resize((1600, 1200)).convert("RGB")
+    from skimage import data
+
+    scene = PILImage.fromarray(data.coffee()).resize((1600, 1200)).convert("RGB")
     scene.paste(page.rotate(angle, expand=True, resample=PILImage.BICUBIC), (300, 60), mask)
     buf = io.BytesIO()
     scene.save(buf, "JPEG", quality=60)

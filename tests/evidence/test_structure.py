@@ -11,8 +11,8 @@ from cascade.artifacts import Box
 from cascade.evidence import codeblocks, headings, paragraphs, tables
 from cascade.evidence.spans import exact_span
 
-from ._pages import (CODE, chinese_report, english_report, photographed, read, render_code,
-                     render_report)
+from ._pages import (CODE, chinese_report, english_report, font_file, photographed, read,
+                     render_code, render_report)
 
 
 def holds(found: Box, drawn: Box, slack: float = 8) -> bool:
@@ -102,8 +102,6 @@ AMBIGUOUS = {
 
 @pytest.fixture(scope="module")
 def timetable():
-    from cascade.media_gen import font_file
-
     page = render_report(AMBIGUOUS, font_file("DejaVuSans.ttf"), font_file("DejaVuSans-Bold.ttf"),
                          height=700)
     return page, *read(page.pixels)
