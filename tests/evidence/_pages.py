@@ -27,7 +27,8 @@ def font_file(name: str) -> str:
 
 def cjk_font() -> str:
     if not Path(CJK_FONT).is_file():
-        pytest.skip(f"Chinese test pages need a CJK font at {CJK_FONT} (Debian: fonts-wqy-microhei)")
+        pytest.skip(f"Chinese test pages need a CJK font at {CJK_FONT} "
+                    "(Debian: apt-get install fonts-wqy-microhei)")
     return CJK_FONT
 
 
