@@ -2,10 +2,10 @@
 names (by number: 'section 3', '3.2', '第三章'; or by topic: 'the section about ridership').
 
 A line heads something when several signs agree: the layout model calls its region a title, it
-starts with a section number (`numbering`), its text is taller than the page's body text, space
-separates it from the lines around it, and it is short and does not end like a sentence. Lines
-in a table, a page header or footer are not headings. The document title is the heading that is
-not numbered, tallest and nearest the top; when two are about as likely, both are returned.
+starts with a section number (`numbering`), its letters are larger than the page's body text
+(`text_size`), space separates it from the lines around it, and it is short and does not end like
+a sentence. Lines in a table, a page header or footer are not headings. The document title is the heading that is
+not numbered, largest and nearest the top; when two are about as likely, both are returned.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from cascade.artifacts import Box, LayoutRegion, OcrLine
 
 from .numbering import SectionNumber, parse_number, split_numbering
-from .structure import Located, Page, pages, text_length, union_box
+from .structure import Located, Page, pages, text_length, text_size, union_box
 from .textmatch import key_match, normalize, phrase_score
 
 __all__ = ["Heading", "headings", "document_title", "section_heading", "heading_lines"]
@@ -44,9 +44,13 @@ def _gap_above(page: Page, line: OcrLine) -> float:
 
 
 def _shares_row(page: Page, line: OcrLine) -> bool:
+    """Another line sits on its row close by (a table row, a key and its value), or two others do
+    (a row of cells); a line in the next column of the page, a gutter away, does not count."""
     b = line.box
-    return any(o is not line and min(o.box.y1, b.y1) - max(o.box.y0, b.y0)
-               >= 0.5 * min(o.box.height, b.height) for o in page.lines)
+    mates = [o for o in page.lines if o is not line and min(o.box.y1, b.y1) - max(o.box.y0, b.y0)
+             >= 0.5 * min(o.box.height, b.height)]
+    gutter = 4 * page.body_height
+    return len(mates) >= 2 or any(max(o.box.x0 - b.x1, b.x0 - o.box.x1) < gutter for o in mates)
 
 
 def _heading_score(page: Page, line: OcrLine) -> tuple[float, SectionNumber | None, str]:
@@ -60,10 +64,10 @@ def _heading_score(page: Page, line: OcrLine) -> tuple[float, SectionNumber | No
         return 0.0, None, text
     numbered = split_numbering(text)
     number, name = numbered if numbered else (None, text)
-    score = 2.0 * title.confidence if title else 0.0
+    score = 1.2 * title.confidence if title else 0.0
     score += 1.0 if numbered and name else 0.0
-    if page.body_height > 0:
-        score += min(2.0, max(0.0, 4.0 * (line.box.height / page.body_height - 1.0)))
+    if page.body_size > 0:
+        score += min(2.0, max(0.0, 4.0 * (text_size(line) / page.body_size - 1.0)))
     score += 0.5 if _gap_above(page, line) >= 0.6 * page.body_height else 0.0
     score -= 2.0 if _SENTENCE_END.search(text) else 0.0
     score -= 1.0 if _shares_row(page, line) else 0.0
@@ -85,8 +89,8 @@ class _Head:
         return union_box(ln.box for ln in self.lines)
 
     @property
-    def line_height(self) -> float:
-        return self.box.height / len(self.lines)
+    def size(self) -> float:
+        return max(text_size(ln) for ln in self.lines)
 
     def emit(self, page: Page, kind: str, score: float) -> Heading:
         text = " ".join(ln.text.strip() for ln in self.lines)
@@ -130,7 +134,7 @@ def headings(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = ()) -> 
 def document_title(lines: Iterable[OcrLine],
                    regions: Iterable[LayoutRegion] = ()) -> list[Heading]:
     """The document's title: the candidates within TITLE_MARGIN of the best, best first (one
-    text per distinct title). A title is an unnumbered heading with text below it; taller and
+    text per distinct title). A title is an unnumbered heading with text below it; larger and
     nearer the top is likelier. [] when no page has one."""
     scored: list[Heading] = []
     for page in pages(lines, regions):
@@ -138,12 +142,12 @@ def document_title(lines: Iterable[OcrLine],
         if not heads:
             continue
         top = min(h.box.y0 for h in heads)
-        tallest = max(h.line_height for h in heads)
+        largest = max(h.size for h in heads)
         for h in heads:
             below = [ln for ln in page.lines if ln.box.y0 >= h.box.y1 - 1]
             if h.number is not None or len(below) < 2:
                 continue
-            score = h.score + 2.0 * h.line_height / tallest + (1.0 if h.box.y0 == top else 0.0)
+            score = h.score + 2.0 * h.size / largest + (1.0 if h.box.y0 == top else 0.0)
             scored.append(h.emit(page, "title", score))
     return _best(scored, TITLE_MARGIN)
 

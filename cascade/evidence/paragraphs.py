@@ -1,8 +1,8 @@
 """Paragraphs and sentences: the sentence of a page that holds a key phrase, with its lines' boxes.
 
 Lines join into a paragraph when one sits right below another (a gap under ~1 line height, the
-columns overlapping, about the same height) and, where there is a layout, inside the same region;
-headings and cells of a layout table never join a paragraph. Line breaks are undone as the script
+columns overlapping, about the same height) unless the layout model put them in two different
+text regions; headings and cells of a layout table never join a paragraph. Line breaks are undone as the script
 wants (a space between Latin words, nothing between CJK characters, a hyphenated word put back
 together). Sentences end at . ! ? … and at the CJK 。！？; a '.' ends one only before a space and a
 capital, a digit or a CJK character, and not after a known abbreviation or a single initial.
@@ -65,6 +65,12 @@ def _continues(above: OcrLine, line: OcrLine) -> bool:
         and min(a.x1, b.x1) > max(a.x0, b.x0)
 
 
+def _other_paragraph(a: LayoutRegion | None, b: LayoutRegion | None) -> bool:
+    """Lines in two different layout text regions belong to two paragraphs (paragraphs set
+    closer than a line apart); a line the model put in no text region may join either."""
+    return a is not None and b is not None and a != b
+
+
 def _page_paragraphs(page: Page) -> list[Paragraph]:
     heads = heading_lines(page)
     blocks: list[list[OcrLine]] = []
@@ -72,9 +78,9 @@ def _page_paragraphs(page: Page) -> list[Paragraph]:
         if id(line) in heads or page.region_of(line, ["table"]) is not None:
             blocks.append([line])  # a heading or a table cell stands alone
             continue
-        region = page.region_of(line)
-        open_blocks = [b for b in blocks if id(b[-1]) not in heads
-                       and _continues(b[-1], line) and page.region_of(b[-1]) == region]
+        region = page.region_of(line, ["text"])
+        open_blocks = [b for b in blocks if id(b[-1]) not in heads and _continues(b[-1], line)
+                       and not _other_paragraph(region, page.region_of(b[-1], ["text"]))]
         if open_blocks:
             max(open_blocks, key=lambda b: b[-1].box.y1).append(line)
         else:

@@ -168,6 +168,8 @@ def _column_of(line: OcrLine, columns: list[tuple[float, float]]) -> int:
 
 
 def _build(rows: list[list[OcrLine]], page: Page) -> Table | None:
+    while len(rows) > 2 and len(rows[0]) < 2 <= max(len(r) for r in rows):
+        rows = rows[1:]  # a lone line above the cells is the table's caption or title
     columns = _columns(rows)
     if len(columns) < 2 or len(rows) < 2:
         return None

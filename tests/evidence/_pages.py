@@ -187,3 +187,57 @@ def photographed(pixels: np.ndarray, angle: float) -> np.ndarray:
     buf = io.BytesIO()
     scene.save(buf, "JPEG", quality=60)
     return np.asarray(PILImage.open(buf).convert("RGB"))
+
+
+NEWS = [  # two columns: (heading, body lines) each
+    [("Ferry timetable changes", ["The morning ferry to Skye will leave",
+                                  "at 07:40 from Pier 3 starting on",
+                                  "Monday. Tickets cost 12.50 each."]),
+     ("Market reopens", ["The fish market reopens on Friday", "after a month of repairs to the roof."])],
+    [("Council notice", ["Road works on Mill Street begin on",
+                         "Wednesday and last two weeks. Buses", "will divert via Quay Road."]),
+     ("Weather", ["Strong winds are expected over the", "weekend, with gusts up to 60 mph."])],
+]
+
+
+def render_two_columns() -> np.ndarray:
+    """A newsletter page: a masthead over two columns of headed stories (no numbering)."""
+    from PIL import Image as PILImage, ImageDraw, ImageFont
+
+    page = PILImage.new("RGB", (1300, 900), "white")
+    draw = ImageDraw.Draw(page)
+    bold, body = font_file("DejaVuSerif-Bold.ttf"), font_file("DejaVuSerif.ttf")
+    draw.text((300, 40), "The Harbour Gazette", font=ImageFont.truetype(bold, 44), fill="black")
+    for stories, x in zip(NEWS, (60, 680)):
+        y = 140
+        for heading, lines in stories:
+            draw.text((x, y), heading, font=ImageFont.truetype(bold, 30), fill="black")
+            y += 48
+            for line in lines:
+                draw.text((x, y), line, font=ImageFont.truetype(body, 22), fill="black")
+                y += 34
+            y += 34
+    return np.asarray(page)
+
+
+RECEIPT = [("品名", "数量", "金额"), ("拿铁咖啡", "2", "¥ 56.00"), ("牛角包", "1", "¥ 18.50"),
+           ("矿泉水", "3", "¥ 9.00"), None, ("小计", "", "¥ 83.50"), ("合计", "", "¥ 83.50")]
+
+
+def render_receipt() -> np.ndarray:
+    """A Chinese till slip: the shop's name over item rows (amounts right-aligned) and totals."""
+    from PIL import Image as PILImage, ImageDraw, ImageFont
+
+    font = cjk_font()
+    page = PILImage.new("RGB", (600, 440), "white")
+    draw = ImageDraw.Draw(page)
+    draw.text((200, 10), "星光咖啡馆", font=ImageFont.truetype(font, 34), fill="black")
+    small = ImageFont.truetype(font, 26)
+    for i, row in enumerate(RECEIPT):
+        if row is not None:
+            name, count, amount = row
+            draw.text((40, 60 + 50 * i), name, font=small, fill="black")
+            draw.text((300, 60 + 50 * i), count, font=small, fill="black")
+            draw.text((560 - draw.textlength(amount, font=small), 60 + 50 * i), amount, font=small,
+                      fill="black")
+    return np.asarray(page)

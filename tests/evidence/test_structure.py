@@ -12,7 +12,7 @@ from cascade.evidence import codeblocks, headings, paragraphs, tables
 from cascade.evidence.spans import exact_span
 
 from ._pages import (CODE, chinese_report, english_report, font_file, photographed, read,
-                     render_code, render_report)
+                     render_code, render_receipt, render_report, render_two_columns)
 
 
 def holds(found: Box, drawn: Box, slack: float = 8) -> bool:
@@ -173,3 +173,34 @@ def test_a_page_photographed_at_an_angle(english):
     assert cell.boxes[0] == blue.box  # reported where it is in the photo, not where it was turned
     (sentence,) = paragraphs.sentence_with(lines, regions, phrase="east entrance closed")
     assert exact_span(sentence.text, "day").text == "Tuesday"
+
+
+@pytest.fixture(scope="module")
+def newsletter():
+    return read(render_two_columns())
+
+
+def test_two_columns_keep_their_headings_and_paragraphs(newsletter):
+    lines, regions = newsletter
+    assert [h.text for h in headings.headings(lines, regions)] == [
+        "The Harbour Gazette", "Ferry timetable changes", "Council notice", "Market reopens",
+        "Weather"]
+    (title,) = headings.document_title(lines, regions)
+    assert title.text == "The Harbour Gazette"
+    (council,) = headings.section_heading(lines, regions, topic="road works on Mill Street")
+    assert council.text == "Council notice"  # the right column's heading, not the left's
+    (road,) = paragraphs.sentence_with(lines, regions, phrase="road works begin")
+    assert road.text == "Road works on Mill Street begin on Wednesday and last two weeks."
+    assert exact_span(road.text, "day").text == "Wednesday" and len(road.boxes) == 2
+
+
+def test_a_chinese_receipt_is_a_table_under_its_shop_name():
+    lines, regions = read(render_receipt())
+    (table,) = tables.tables(lines, regions)
+    assert table.text(table.header_row, 2) == "金额"  # the shop's name is not a row
+    (croissant,) = tables.table_cell(lines, regions, row_key="牛角包", column_key="金额")
+    assert exact_span(croissant.text, "amount").value == "18.50"
+    (total,) = tables.table_cell(lines, regions, row_key="合计", column_key="金额")
+    assert exact_span(total.text, "amount").value == "83.50"
+    # two value columns: a row key alone does not say which
+    assert tables.table_cell(lines, regions, row_key="合计") == []
