@@ -95,7 +95,7 @@ def _decorate(frame: np.ndarray, loop: int, sign: str | None) -> np.ndarray:
     (on photo segments) a sign."""
     from PIL import Image as PILImage, ImageDraw, ImageFont
 
-    from cascade.media_gen import font_path
+    from cascade.eval.fonts import font_path
 
     x = frame[:, ::-1] if loop % 2 else frame
     x = np.clip(x.astype(np.float32) * (0.8 + 0.05 * (loop % 9)), 0, 255).astype(np.uint8)
@@ -118,7 +118,7 @@ def make_footage(minutes: float, folder: Path) -> Path:
     """Write (once) `long_<minutes>min.mp4` in `folder`; returns its path."""
     import av
 
-    from cascade.media_gen import scene_images
+    from cascade.eval.photos import scene_images
 
     path = folder / f"long_{minutes:g}min_v{FOOTAGE_VERSION}.mp4"
     if path.is_file():

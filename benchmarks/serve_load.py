@@ -47,7 +47,7 @@ def _page(i: int, same: bool) -> str:
     """A data URL of a small receipt-like page; request i gets its own numbers unless `same`."""
     from PIL import Image as PILImage
 
-    from cascade.media_gen import render_text_image
+    from cascade.eval.render import render_text_image
 
     n = 0 if same else i
     text = f"ORDER {1000 + n}\nTea        {n % 7 + 2}.50\nTOTAL      {n % 90 + 10}.25"

@@ -122,14 +122,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import run_bench
+    from .eval.bench import run_bench
 
     result = run_bench(args.out, args.media_dir, split=args.split, quick=args.quick,
                        size="test" if args.quick else args.size, limit=args.limit,
                        max_new_tokens=args.max_new_tokens, full_res=args.full_res,
-                       progress=not args.quiet)
+                       progress=not args.quiet, genres=args.genre)
     print(json.dumps({"split": result["split"], "device": result["device"],
-                      "summary": result["summary"], "ratios": result["ratios"]}, indent=2))
+                      "by_genre": {g: v["headline"] for g, v in result["by_genre"].items()},
+                      "ratios": result["ratios"]}, indent=2, ensure_ascii=False))
     return 0
 
 
@@ -169,21 +170,29 @@ def build_parser() -> argparse.ArgumentParser:
                    "noise), bundled YOLO11n ONNX and RapidOCR (real)")
     p.set_defaults(func=cmd_run)
 
+    from .eval.items import GENRES
+
     p = sub.add_parser("bench", help="cascade vs full_res vs thumbnail_only on the built-in eval set",
                        description="Generate one split of the evaluation set (videos, image sets "
-                       "and documents with text and objects at known places), run every pipeline "
-                       "on it with random-weight VLM/CLIP and real OCR/YOLO, and write JSON + a "
-                       "PNG plot. Tune on --split dev; report --split test.")
+                       "and documents with text and objects at known places, in genres: "
+                       f"{', '.join(GENRES)}), run every pipeline on it with random-weight "
+                       "VLM/CLIP and real OCR/YOLO, and write JSON + a per-genre PNG plot: "
+                       "evidence recall, visual tokens vs full_res, tool answers given / exact, "
+                       "router agreement, per genre. Tune on --split dev; report --split test.")
     p.add_argument("--split", choices=["dev", "test"], default="test",
                    help="which split to run (default: test, the one to report)")
-    p.add_argument("--quick", action="store_true", help="a few questions per kind and the tiny "
-                   "VLM shape: runs in a few minutes")
-    p.add_argument("--out", default="benchmarks/results", help="folder for cascade_<device>.json/.png")
+    p.add_argument("--quick", action="store_true", help="1-3 questions per genre and the tiny "
+                   "VLM shape")
+    p.add_argument("--genre", action="append", choices=list(GENRES), default=None,
+                   metavar="GENRE", help="run this genre only (repeat for several); one of: "
+                   f"{', '.join(GENRES)}")
+    p.add_argument("--out", default="benchmarks/results",
+                   help="folder for cascade_<split>[_quick][_<genres>]_<device>.json/.png")
     p.add_argument("--media-dir", default=None, help="where to generate/reuse the eval media")
     p.add_argument("--size", choices=["test", "bench"], default="bench",
                    help="random-weight VLM shape: test (tiny) or bench (~200M-param LM)")
     p.add_argument("--limit", type=int, default=None,
-                   help="only the first N questions of each kind of media")
+                   help="only the first N questions of each genre")
     p.add_argument("--full-res", choices=["run", "estimate"], default="run",
                    help="run the full_res baseline through the VLM, or only count its tokens and "
                    "read its evidence (no VLM call, no time: minutes per video saved on a CPU)")

@@ -2,8 +2,10 @@
 
 The seed's rule: process a low-resolution thumbnail first to determine whether high-resolution
 tiles are strictly necessary. Three cheap signals, each reported in the route's scores and reason:
-the question's intent (rules + a sentence-embedding zero-shot score), the text density the OCR
-detector found on the thumbnail, and, when a thumbnail-only VLM pass ran, its confidence.
+what the question asks for (the `Query`: text of any kind, in any language, or a counted object
+needs pixels; otherwise its intent scores, rules + a sentence-embedding zero-shot score), the text
+density the OCR detector found on the thumbnail, and, when a thumbnail-only VLM pass ran, its
+confidence.
 
 With `model` set, the router also asks that model's family what each route costs in visual tokens
 (thumbnails as sent vs their sources at full resolution) and reports both; when full resolution
@@ -17,10 +19,9 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from cascade.artifacts import Image, OcrLine, Route
+from cascade.evidence.query import Query
 from cascade.models import ModelName
 from cascade.stage import Router, StageParams, stage
-
-from cascade.evidence.intent import IntentScorer
 
 
 def shows(image: Image, line: OcrLine) -> bool:
@@ -36,21 +37,18 @@ def text_density(lines: list[OcrLine], images: list[Image]) -> float:
 
 @stage("resolution_router")
 class ResolutionRouter(Router):
-    """Route to `high_res` when the question and the thumbnail say fine pixels matter, else `thumbnail`."""
+    """Route to `high_res` when the query and the thumbnail say fine pixels matter, else `thumbnail`."""
 
     branches = ("thumbnail", "high_res")
 
     class Params(StageParams):
         threshold: float = Field(0.5, ge=0, le=1, description="need score at which to go high_res")
-        intent_weight: float = Field(0.6, ge=0, description="weight of the question-intent signal")
+        intent_weight: float = Field(0.6, ge=0, description="weight of the query's need for "
+                                     "pixels (its target and intent)")
         text_weight: float = Field(0.4, ge=0, description="weight of the thumbnail text-density signal")
         confidence_weight: float = Field(0.5, ge=0, description="weight of (1 - VLM thumbnail confidence)")
         text_density_saturation: float = Field(
             0.02, gt=0, description="text area fraction counted as fully text-heavy")
-        text_model: str | None = Field(
-            "auto", description="sentence-transformers model for zero-shot intent; 'auto' = bundled "
-            "all-MiniLM-L6-v2 when installed, null = rules only")
-        zero_shot_weight: float = Field(0.5, ge=0, le=1, description="share of zero-shot vs rules")
         model: ModelName | None = Field(
             None, description="the VLM the routes feed, by its name in `models:`; its family prices "
             "each route in visual tokens (null: routes are not priced)")
@@ -62,20 +60,14 @@ class ResolutionRouter(Router):
     class Outputs:
         route: Route
 
-    def setup(self) -> None:
-        from cascade.stages.text_embed import bundled_text_model
-
-        model = bundled_text_model() if self.params.text_model == "auto" else self.params.text_model
-        self.intent = IntentScorer(model, self.params.zero_shot_weight)
-
-    def run(self, question: str, images: list[Image], text_lines: list[OcrLine] | None = None,
+    def run(self, query: Query, images: list[Image], text_lines: list[OcrLine] | None = None,
             confidence: float | None = None) -> Outputs:
         p = self.params
-        intent = self.intent(question)
-        signals = {"intent": (p.intent_weight, intent.needs_high_res)}
-        reasons = [f"intent {intent.top} ({', '.join(intent.matched) or 'no rule'}) "
-                   f"-> {intent.needs_high_res:.2f}"]
-        scores = {f"intent_{k}": v for k, v in intent.scores.items()}
+        need_px = query.needs_high_res
+        signals = {"intent": (p.intent_weight, need_px)}
+        reasons = [f"intent {query.intent} ({', '.join(query.matched) or 'no rule'}, "
+                   f"lang {query.language}) -> {need_px:.2f}"]
+        scores = {f"intent_{k}": v for k, v in query.intent_scores}
         if text_lines is not None:
             text_lines = [l for l in text_lines if any(shows(im, l) for im in images)]
             density = text_density(text_lines, images)

@@ -1,28 +1,35 @@
 """Let a specialist answer when it is sure: OCR reads text and key-value pairs, the detector counts.
 
-Right or silent. A reading answer is one whole text block (all lines of one sign) that passes the
-plausibility checks (`_evidence.implausible`: length, script, not the whole frame, confidence) and
-is the only such text, or the only one containing a word of the question. A document question that
-names a key ("total", "date", "invoice number") is answered with the value of that key
-(`_keyvalue`), never the label and never a neighbouring key's value. Anything else abstains: the
-route goes to `vlm` with what the tools found as a hint. In `hint` mode the stage always routes to
-`vlm` with the hint; `off` routes to `vlm` with none. The answer says which happened (`produced_by`).
+Right or silent, and the answer is the span asked for, never the line it sits on. What to read
+comes from the `Query`: a key-value question ("total", "date", "invoice number") is answered with
+that key's value (`keyvalue`), never the label and never a neighbouring key's value; a sign
+question with the whole text of one sign: the one plausible block (`blocks.implausible`: length,
+script, not the whole frame, confidence) that has the query's colour, position and time order
+(`attributes.select`, only when measured and sure) and is the only such text, or the only one
+holding a word of the question, or, when a span was asked for (a number, an id ...), the one span
+of that type inside it (`spans.exact_span`). A document target (title, heading, table cell, fact
+in a paragraph, code identifier) is read from the page's structure (`documents`: OCR lines and
+`layout` regions), and answered only when one candidate fits and holds one span of the type
+asked for. Anything else abstains: the route goes to `vlm` with what the tools
+found as a hint. In `hint` mode the stage always routes to `vlm` with the hint; `off` routes to
+`vlm` with none. The answer says which happened (`produced_by`).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field
 
-from cascade.artifacts import Answer, Detection, Evidence, Image, OcrLine, Route
+from cascade.artifacts import Answer, Detection, Evidence, Image, LayoutRegion, OcrLine, Route, same_time
 from cascade.bill import Bill
+from cascade.evidence import attributes, spans
+from cascade.evidence.documents import SPAN_KINDS, answer_span, located_for
+from cascade.evidence.blocks import TextBlock, frame_size_of, implausible, norm_text, text_blocks
+from cascade.evidence.keyvalue import key_query, lone_value, read_key_value
+from cascade.evidence.query import Query, has_cue
 from cascade.stage import Router, StageParams, stage
-from cascade.evidence.blocks import (TextBlock, cue_words, frame_size_of, has_cue, implausible,
-                                      norm_text, text_blocks)
-from cascade.evidence.intent import counted_label, rule_intent
-from cascade.evidence.keyvalue import PATTERNS, key_query, lone_value, read_key_value
+
 
 def count_objects(dets: list[Detection], label: str) -> int:
     """Objects of `label` in the frame/image that shows the most of them (a video count)."""
@@ -52,13 +59,13 @@ class Finding:
     detections: tuple[Detection, ...] = ()
 
 
-def read_document(question: str, lines: list[OcrLine]) -> Finding | None:
-    """The value of the key the question names; None when the question names no key."""
-    query = key_query(question)
-    if query is None:
+def read_document(query: Query, lines: list[OcrLine]) -> Finding | None:
+    """The value of the key the query names; None when it names no key."""
+    kq = key_query(query)
+    if kq is None:
         return None
-    found, keys = read_key_value(lines, query)
-    if not keys and query.value == "date":
+    found, keys = read_key_value(lines, kq)
+    if not keys and kq.value == "date":
         lone = lone_value(lines, "date")
         if lone is not None:  # no 'date' key, but the page shows exactly one date
             return Finding(lone[0], lone[1].confidence, "the only date the OCR read",
@@ -66,48 +73,77 @@ def read_document(question: str, lines: list[OcrLine]) -> Finding | None:
     seen = "; ".join(f"{kv.key_line.text} -> {kv.value}" for kv in found)
     values = {norm_text(kv.value) for kv in found}
     if not found:
-        why = (f"found the key '{keys[0].text}' but no {query.value} next to it" if keys
-               else f"no '{query.name}' key in the OCR text")
-        return Finding(why=why, seen=seen)
+        why = (f"found the key '{keys[0].text}' but no {kq.value} next to it" if keys
+               else f"no '{kq.name}' key in the OCR text")
+        return Finding(why=why, seen="; ".join(l.text for l in keys))
     if len(values) > 1:
-        return Finding(why=f"{len(values)} different values for '{query.name}'", seen=seen)
+        return Finding(why=f"{len(values)} different values for '{kq.name}'", seen=seen)
     used = tuple(dict.fromkeys(l for kv in found for l in (kv.key_line, kv.value_line)))
     conf = min(l.confidence for l in used)
     return Finding(found[0].value, conf, f"OCR read key '{found[0].key_line.text}' -> value",
                    seen, used)
 
 
-def read_sign(question: str, lines: list[OcrLine], images: list[Image] | None,
-              min_confidence: float, min_chars: int, kind: str | re.Pattern | None = None) -> Finding:
-    """One plausible text block that is the only one (or the only one with a question word);
-    with `kind`, only blocks containing that pattern count."""
-    blocks = [b for b in text_blocks(lines) if kind is None or re.search(kind, b.text)]
+def read_sign(query: Query, lines: list[OcrLine], images: list[Image] | None,
+              detections: list[Detection], min_confidence: float, min_chars: int) -> Finding:
+    """One plausible text block with the query's attributes that is the only one (or the only
+    one with a word of the question)."""
+    blocks = text_blocks(lines)
+    chosen = attributes.select(query, blocks, images, detections)
     good: dict[str, TextBlock] = {}
     rejected = []
-    for b in blocks:
-        why = implausible(b, question, frame_size_of(images, b.media_index, b.timestamp),
+    for b in chosen.blocks:
+        why = implausible(b, query.language, frame_size_of(images, b.media_index, b.timestamp),
                           min_confidence, min_chars)
         if why:
             rejected.append(why)
         elif norm_text(b.text) not in good or b.confidence > good[norm_text(b.text)].confidence:
             good[norm_text(b.text)] = b
-    seen = ", ".join(f"'{b.text}'{_where(b)}" for b in good.values())
+    seen = ", ".join(f"'{b.text}'{_where(b)}" for b in good.values()) or \
+        ", ".join(f"'{b.text}'{_where(b)}" for b in blocks[:8])
+    if not chosen.sure:
+        return Finding(why=f"the question's attributes do not single out a text ({chosen.reason})",
+                       seen=seen)
     if not good:
-        return Finding(why="no plausible text" + (f" ({'; '.join(rejected[:3])})" if rejected else ""))
-    cues = cue_words(question) - {"number", "no", "num", "date", "total", "id", "code"}
-    cued = [b for b in good.values() if has_cue(b.text, cues)]
-    if cues and not cued:  # "which gate number?": an answer without 'gate' is some other text
-        return Finding(why=f"no text holds the question's word(s) {sorted(cues)}", seen=seen)
+        return Finding(why="no plausible text" + (f" ({'; '.join(rejected[:3])})" if rejected else ""),
+                       seen=seen)
+    cued = [b for b in good.values() if has_cue(b.text, query.cues)]
+    if query.cues and not cued:  # "which gate?": an answer without 'gate' is some other text
+        return Finding(why=f"no text holds the question's word(s) {list(query.cues)}", seen=seen)
     if len(good) > 1 and len(cued) != 1:
         return Finding(why=f"{len(good)} different texts and the question singles out none",
                        seen=seen)
     block = cued[0] if len(good) > 1 else next(iter(good.values()))
+    also = f" ({chosen.reason})" if chosen.reason else ""
+    if query.answer_type != "text":  # a span was asked for: the whole line is not the answer
+        kind = SPAN_KINDS.get(query.answer_type)
+        span = spans.exact_span(block.text, kind) if kind else None
+        if span is None:
+            return Finding(why=f"no single {query.answer_type} in '{block.text}'", seen=seen)
+        return Finding(span.text, block.confidence, f"the {query.answer_type} in one text block"
+                       f"{also}", seen, block.lines)
     return Finding(block.text, block.confidence, f"OCR read one text block of {len(block.lines)} "
-                   "line(s)", seen, block.lines)
+                   f"line(s){also}", seen, block.lines)
 
 
-def count_named(question: str, detections: list[Detection]) -> Finding | None:
-    label = counted_label(question)
+def read_structure(query: Query, lines: list[OcrLine], regions: list[LayoutRegion]) -> Finding:
+    """A title, heading, cell, fact or identifier from the page's structure, as its exact span."""
+    found, what = located_for(query, lines, regions)
+    text, why = answer_span(query, found)
+    seen = "; ".join(f"{f.kind} '{f.text}'" for f in found[:6]) or \
+        "; ".join(l.text for l in lines[:12])
+    if text is None:
+        return Finding(why=f"{what}: {why}", seen=seen)
+    best = found[0]
+    used = tuple(l for l in lines if l.media_index == best.media_index
+                 and same_time(l.timestamp, best.timestamp)
+                 and any(l.box.intersects(b) for b in best.boxes))
+    conf = min((l.confidence for l in used), default=0.0)
+    return Finding(text, conf, f"{what}: {why}", seen, used)
+
+
+def count_named(query: Query, detections: list[Detection]) -> Finding | None:
+    label = query.label
     if label is None:
         return None
     used = tuple(d for d in detections if d.label == label)
@@ -131,8 +167,8 @@ class ToolAnswer(Router):
         min_confidence: float = Field(0.8, ge=0, le=1, description="recognition / detection "
                                       "confidence every line of an answer needs")
         min_chars: int = Field(2, ge=1, description="letters/digits a read answer needs at least")
-        always_read: bool = Field(False, description="treat every question as a reading question "
-                                  "(documents: the answer is in the text)")
+        always_read: bool = Field(False, description="read a sign-like answer even when the "
+                                  "query's target is not text (documents: the answer is in the text)")
 
     @dataclass(frozen=True)
     class Outputs:
@@ -140,32 +176,22 @@ class ToolAnswer(Router):
         answer: Answer | None
         hint: str
 
-    def run(self, question: str, ocr_lines: list[OcrLine] | None = None,
-            detections: list[Detection] | None = None,
-            images: list[Image] | None = None) -> Outputs:
+    def run(self, query: Query, ocr_lines: list[OcrLine] | None = None,
+            detections: list[Detection] | None = None, images: list[Image] | None = None,
+            regions: list[LayoutRegion] | None = None) -> Outputs:
         p = self.params
-        intent = rule_intent(question)
         lines, dets = list(ocr_lines or ()), list(detections or ())
         finding = None
-        if "count" in intent.matched:
-            finding = count_named(question, dets)
-        # A key the question names is read wherever it is. Without such a key on the page, a
-        # reading question may still be answered by a sign, but only by text of the kind the key
-        # asks for ("which gate number?" -> text with a digit; never a word that merely matches).
-        reading = "read" in intent.matched or p.always_read
-        query = key_query(question)
-        kind = None if query is None else (r"\d" if query.value == "id" else PATTERNS[query.value])
-        attempts = (lambda: read_document(question, lines),
-                    lambda: read_sign(question, lines, images, p.min_confidence, p.min_chars, kind)
-                    if reading else None)
-        for attempt in attempts if lines else ():
-            if finding is not None and finding.text:
-                break
-            found = attempt()
-            if found is not None and (found.text or finding is None):
-                finding = found
+        if query.target == "object_count":
+            finding = count_named(query, dets)
+        elif query.target == "key_value" and lines:
+            finding = read_document(query, lines)
+        elif lines and (query.target == "sign" or (p.always_read and not query.reads_text)):
+            finding = read_sign(query, lines, images, dets, p.min_confidence, p.min_chars)
+        elif lines and query.reads_text:
+            finding = read_structure(query, lines, list(regions or ()))
         if finding is None:
-            return self.Outputs(Route("vlm", "no tool fits the question"), None, "")
+            return self.Outputs(Route("vlm", f"no tool fits the question ({query.target})"), None, "")
         hint = f"Tools found: {finding.seen}" if finding.seen else ""
         scores = {"tool_confidence": finding.confidence}
         if not finding.text:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from cascade.artifacts import Answer, Detection, Evidence, Image, OcrLine, Route
+from cascade.evidence.query import Query
 from cascade.models import ModelName
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
@@ -15,6 +16,9 @@ from cascade.trace import record
 @stage("compose_answer")
 class ComposeAnswer(Stage):
     """Attach evidence (images, OCR, detections, routes, scores) and the baseline bill to an answer.
+
+    The routes start with what was understood (`query`, from the `understand` stage), then the
+    earlier decisions (retrieval, evidence search, crop selection), then the routers'.
 
     The baseline is `baseline_images` (the source media) sent whole at full resolution to the
     declared `model`: its visual tokens, tower and prefill FLOPs come from the model's family, so
@@ -32,7 +36,7 @@ class ComposeAnswer(Stage):
             ocr_lines: list[OcrLine] | None = None, detections: list[Detection] | None = None,
             route: Route | None = None, tool_route: Route | None = None,
             scores: list[float] | None = None, baseline_images: list[Image] | None = None,
-            routes: list[Route] | None = None) -> Outputs:
+            routes: list[Route] | None = None, query: Query | None = None) -> Outputs:
         from cascade.vlm.billing import baseline
 
         ev = answer.evidence
@@ -40,9 +44,8 @@ class ComposeAnswer(Stage):
             images=ev.images or tuple(images or ()),
             ocr_lines=ev.ocr_lines or tuple(ocr_lines or ()),
             detections=ev.detections or tuple(detections or ()),
-            # earlier decisions (retrieval, evidence search, crop selection), then the routers'
-            routes=ev.routes + tuple(routes or ()) + tuple(r for r in (route, tool_route)
-                                                         if r is not None),
+            routes=((query.route(),) if query is not None else ()) + ev.routes + tuple(routes or ())
+            + tuple(r for r in (route, tool_route) if r is not None),
             scores=ev.scores or tuple(scores or ()))
         bill = answer.bill
         if baseline_images and self.params.model is not None:

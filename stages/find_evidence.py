@@ -1,7 +1,8 @@
 """Widen instead of guessing: when the fine look found nothing for the question, look further.
 
 The fine pass reads the few frames retrieval picked. When none of them holds text a reading
-question could be about (or, for a counting question, the object it names), this stage looks
+question (any text target of the `Query`) could be about (or, for a counting question, the object
+it names), this stage looks
 further, cheapest first, until it finds some or its budget of `max_extra_frames` is spent:
 
 1. a text-detector pass at higher resolution (`hires_side`) on the frames already fetched, for
@@ -29,8 +30,7 @@ from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
 from cascade.evidence.blocks import ByFrame, frame_size_of, named_detections, salience, text_blocks
-from cascade.evidence.intent import counted_label, rule_intent
-from cascade.evidence.keyvalue import key_query
+from cascade.evidence.query import Query
 
 
 def _place(im: Image) -> tuple[int, float | None]:
@@ -77,42 +77,41 @@ class FindEvidence(Stage):
                           "det_limit_side_len": self.params.hires_side},
                          name=f"{self.name}.hires") if self.params.hires_side else None
 
-    def _found(self, question: str, frames: list[Image], lines: list[OcrLine],
+    def _found(self, query: Query, frames: list[Image], lines: list[OcrLine],
                detections: list[Detection]) -> str | None:
         """What counts as evidence here, or None when there is none."""
-        intent = rule_intent(question)
-        if "read" in intent.matched or key_query(question) is not None:
+        if query.reads_text:
             good = [b for b in text_blocks(lines) if salience(
-                b, frame_size_of(frames, b.media_index, b.timestamp)) >= self.params.min_salience]
+                b, frame_size_of(frames, b.media_index, b.timestamp),
+                query.language) >= self.params.min_salience]
             return f"{len(good)} text block(s), e.g. '{good[0].text}'" if good else None
-        label = counted_label(question)
-        if label is not None:
-            named = named_detections(detections, label)
-            return f"{len(named)} {label} detection(s)" if named else None
-        return "nothing to widen for a question that is not about text or a named object"
+        if query.label is not None and query.target == "object_count":
+            named = named_detections(detections, query.label)
+            return f"{len(named)} {query.label} detection(s)" if named else None
+        return "nothing to widen for a question that is not about text or a counted object"
 
     def _read(self, images: list[Image], hires: bool = False) -> list[OcrLine]:
         self.ensure_setup()
         engine = self.hires if hires else self.ocr
         return engine(images=images).lines if images else []
 
-    def run(self, question: str, frames: list[Image], ocr_lines: list[OcrLine] | None = None,
+    def run(self, query: Query, frames: list[Image], ocr_lines: list[OcrLine] | None = None,
             detections: list[Detection] | None = None, ranked: list[Image] | None = None,
             video: Path | VideoSource | None = None, routes: list[Route] | None = None,
             coarse_lines: list[OcrLine] | None = None) -> Outputs:
-        frames, lines, dets, route = self._search(question, frames, ocr_lines, detections, ranked,
+        frames, lines, dets, route = self._search(query, frames, ocr_lines, detections, ranked,
                                                   video)
         evidence = with_coarse(frames, lines, list(coarse_lines or ()))
         record(coarse_lines_added=len(evidence) - len(lines))
         return self.Outputs(frames, lines, evidence, dets, [*(routes or ()), route])
 
-    def _search(self, question: str, frames: list[Image], ocr_lines: list[OcrLine] | None,
+    def _search(self, query: Query, frames: list[Image], ocr_lines: list[OcrLine] | None,
                 detections: list[Detection] | None, ranked: list[Image] | None,
                 video: Path | VideoSource | None
                 ) -> tuple[list[Image], list[OcrLine], list[Detection], Route]:
         p = self.params
         frames, lines, dets = list(frames), list(ocr_lines or ()), list(detections or ())
-        found = self._found(question, frames, lines, dets)
+        found = self._found(query, frames, lines, dets)
         if found is not None:
             return frames, lines, dets, Route("found",
                                               f"fine pass: {found} in {len(frames)} frame(s)")
@@ -128,7 +127,7 @@ class FindEvidence(Stage):
         if self.params.hires_side and max((max(f.width, f.height) for f in frames), default=0) > 960:
             lines += self._read(frames, hires=True)
             steps.append(f"text detection at {p.hires_side} px on {len(frames)} frame(s)")
-            found = self._found(question, frames, lines, dets)
+            found = self._found(query, frames, lines, dets)
         if found is None and src is not None and p.neighbours_s > 0 and budget > 0:
             times = []
             for f in frames:
@@ -143,7 +142,7 @@ class FindEvidence(Stage):
             lines += self._read(near)
             frames += near
             steps.append(f"{len(near)} neighbouring frame(s) (+-{p.neighbours_s:g} s)")
-            found = self._found(question, frames, lines, dets)
+            found = self._found(query, frames, lines, dets)
         if found is None and budget > 0 and ranked:
             more = [im for im in ranked if _place(im) not in looked][:budget]
             if src is not None:
@@ -152,7 +151,7 @@ class FindEvidence(Stage):
             lines += self._read(more)
             frames += more
             steps.append(f"{len(more)} more candidate(s) in retrieval order")
-            found = self._found(question, frames, lines, dets)
+            found = self._found(query, frames, lines, dets)
         record(widened_frames=p.max_extra_frames - budget)
         looked_at = "; ".join(steps) or "nothing left to look at"
         if found is not None:

@@ -19,6 +19,7 @@ import numpy as np
 from pydantic import Field
 
 from cascade.artifacts import Box, Image, LayoutRegion, OcrLine
+from cascade.evidence.query import Query
 from cascade.evidence.structure import union_box
 from cascade.progress import progress
 from cascade.stage import Stage, StageParams, stage
@@ -76,6 +77,11 @@ class Layout(Stage):
     PP-Layout PicoDet ONNX export may be given as `model_path` (ONNX is data: nothing runs on
     load). The network's input is fixed by the export (800 x 608 for CDLA): every image is
     resized to it, and boxes are mapped back to source coordinates. Cached by pixel content.
+    Given the OCR lines, it looks only where the text is when that is a small part of the image
+    (`crop_to_text`): a page photographed on a desk is read as a page, not as one figure. Given
+    the `query` (the `understand` stage), it looks only when the question's target lives in a
+    document (title, heading, table cell, paragraph, code, key-value): a sign or a scene question
+    costs no layout pass.
     """
 
     class Params(StageParams):
@@ -141,7 +147,11 @@ class Layout(Stage):
             return im
         return im.crop(text)
 
-    def run(self, images: list[Image] | Image, ocr_lines: list[OcrLine] | None = None) -> Outputs:
+    def run(self, images: list[Image] | Image, ocr_lines: list[OcrLine] | None = None,
+            query: Query | None = None) -> Outputs:
+        if query is not None and not query.in_document:
+            record(layout_skipped=1)
+            return self.Outputs([], {})
         keep = set(self.params.classes) if self.params.classes else None
         regions: list[LayoutRegion] = []
         counts: dict[str, int] = {}

@@ -1,13 +1,17 @@
 """Query-aware retrieval of frames, images or regions, by what the question needs to see.
 
-Each candidate gets four signals, each scaled to [0, 1] over the candidates: `text` (salience of
-the text the cheap OCR pass found in it: `_evidence.salience`), `objects` (detections of the label
-a counting question names), `clip` (CLIP image-question similarity) and `semantic` (similarity of
-the question to the tools' text about the item, a sentence embedding). The question's intent picks
-the fusion weights: reading questions rank by text presence and salience, never by how close the
-question's meaning is to the text (the answer to "what does the sign say?" shares no meaning with
-the question); counting questions by the named detections; scene questions by CLIP, with the
-semantic side as a tie-breaker. The route it reports says which signal won.
+Each candidate gets four signals, each scaled to [0, 1] over the candidates: `text` (the text the
+cheap OCR pass found in it, valued by what the `Query` asks for: for a sign, its salience
+(`blocks.salience`); for a document target (title, heading, table cell, paragraph fact, code,
+key-value) the amount of confident text, so a page outranks a brand name on a vehicle in another
+photo), `objects` (detections of the label a counting question names), `clip` (CLIP
+image-question similarity) and `semantic` (similarity of the question to the tools' text about
+the item, a sentence embedding). The query's intent picks the fusion weights: reading questions
+rank by text, never by how close the question's meaning is to the text (the answer to "what does
+the sign say?" shares no meaning with the question); counting questions by the named detections;
+scene questions by CLIP, with the semantic side as a tie-breaker. Only text with the query's
+colour, position and time order counts (`attributes.select`); frames outside a before / after
+window are left for last. The route it reports says which signal won, and why.
 """
 from __future__ import annotations
 
@@ -25,9 +29,10 @@ from cascade.media import VideoSource
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
-from cascade.evidence.blocks import (ByFrame, cue_words, frame_size_of, has_cue, named_detections, norm_text,
-                        salience, text_blocks)
-from cascade.evidence.intent import counted_label, rule_intent
+from cascade.evidence import attributes
+from cascade.evidence.blocks import (ByFrame, TextBlock, frame_size_of, named_detections, norm_text,
+                                     reading_chars, salience, text_blocks)
+from cascade.evidence.query import Query, has_cue
 from ._retrieval import Embeddings, VectorIndex, index_dir_for, mmr_select, save_vectors
 from .tiles import owner_of
 
@@ -58,11 +63,11 @@ def _saved_set_key(folder: Path | None) -> str | None:
 
 @stage("retrieve")
 class Retrieve(Stage):
-    """Pick the top-k items (frames, images, regions) for the question, fused by intent.
+    """Pick the top-k items (frames, images, regions) for the query, fused by intent.
 
     Give the candidates as `images` and/or through embeddings (CLIP `embeddings`, sentence
-    `text_embeddings` of the tools' text); give `question`, `ocr_lines` and `detections` for the
-    text and object signals. Without a question the intent is `scene`. Weights per intent are the
+    `text_embeddings` of the tools' text); give the `query` (the `understand` stage), `ocr_lines`
+    and `detections` for the text and object signals. Without a query the intent is `scene`. Weights per intent are the
     `weights` param (defaults in `DEFAULT_WEIGHTS`); `clip_weight` and `text_weight` scale the
     CLIP and semantic signals in every intent (0 turns one off, e.g. a random-weight CLIP).
     Reading questions pick greedily for *coverage*: a frame whose texts were already picked adds
@@ -154,8 +159,28 @@ class Retrieve(Stage):
         out[ids[0]] = scores[0]
         return out
 
+    def _text_signal(self, query: Query | None, items: list[Image], by_frame: ByFrame,
+                     ocr_lines: list[OcrLine] | None, detections: list[Detection] | None
+                     ) -> tuple[list[dict[str, float]], list[str], attributes.Selection]:
+        """Per item: {text: value} of the blocks that count for the query, the best one's text,
+        and the attribute selection (what was kept and why)."""
+        found = text_blocks(list(ocr_lines or ()))
+        chosen = attributes.select(query, found, by_frame, detections) if query is not None else \
+            attributes.Selection(tuple(found))
+        blocks: list[dict[str, float]] = [{} for _ in items]
+        best_text = ["" for _ in items]
+        for b in chosen.blocks:
+            i = owner_of(by_frame, b.box, b.media_index, b.timestamp)
+            if i is None:
+                continue
+            s = _text_value(query, b, frame_size_of(by_frame, b.media_index, b.timestamp))
+            if s > max(blocks[i].values(), default=0.0):
+                best_text[i] = b.text
+            blocks[i][norm_text(b.text)] = max(s, blocks[i].get(norm_text(b.text), 0.0))
+        return blocks, best_text, chosen
+
     def run(self, embeddings: Embeddings | None = None, text_embeddings: Embeddings | None = None,
-            video: Path | VideoSource | None = None, question: str | None = None,
+            video: Path | VideoSource | None = None, query: Query | None = None,
             images: list[Image] | None = None, ocr_lines: list[OcrLine] | None = None,
             detections: list[Detection] | None = None) -> Outputs:
         p = self.params
@@ -172,7 +197,7 @@ class Retrieve(Stage):
                                  f"items) describe other items than the first candidates ({len(items)}); "
                                  "embed and detect on the same list")
         video_path = video.path if isinstance(video, VideoSource) else video
-        intent = rule_intent(question).top if question else "scene"
+        intent = query.intent if query is not None else "scene"
         weights = dict(p.weights[intent])
         weights["clip"] = weights.get("clip", 0.0) * p.clip_weight
         weights["semantic"] = weights.get("semantic", 0.0) * p.text_weight
@@ -182,21 +207,10 @@ class Retrieve(Stage):
             raw["clip"] = self._similarity(embeddings, "embeddings", video_path)
         if text_embeddings is not None and weights["semantic"]:
             raw["semantic"] = self._similarity(text_embeddings, "text_embeddings", video_path)
-        blocks: list[dict[str, float]] = [{} for _ in items]  # per item: text -> salience
-        cues = cue_words(question) if question else set()
-        best_text: list[str] = ["" for _ in items]
         by_frame = ByFrame(items)
-        for b in text_blocks(list(ocr_lines or ())):
-            i = owner_of(by_frame, b.box, b.media_index, b.timestamp)
-            if i is None:
-                continue
-            s = salience(b, frame_size_of(by_frame, b.media_index, b.timestamp))
-            s *= 1 + 2 * has_cue(b.text, cues)  # a word of the question, matched exactly
-            if s > max(blocks[i].values(), default=0.0):
-                best_text[i] = b.text
-            blocks[i][norm_text(b.text)] = max(s, blocks[i].get(norm_text(b.text), 0.0))
+        blocks, best_text, why = self._text_signal(query, items, by_frame, ocr_lines, detections)
         raw["text"] = np.array([sum(d.values()) for d in blocks], np.float32)
-        label = counted_label(question) if question else None
+        label = query.label if query is not None else None
         for d in named_detections(list(detections or ()), label):
             i = owner_of(by_frame, d.box, d.media_index, d.timestamp)
             if i is not None:
@@ -204,6 +218,9 @@ class Retrieve(Stage):
         signals = {s: _unit(v) for s, v in raw.items()}
         fused = sum(weights.get(s, 0.0) * signals[s] for s in SIGNALS)
         times = [getattr(it, "timestamp", None) for it in items]
+        if why.window is not None:  # outside a before / after window: only when nothing is inside
+            fused = fused - 2.0 * np.array([t is not None and not why.window[0] < t < why.window[1]
+                                            for t in times], np.float32)
         if intent == "read" and weights.get("text", 0) > 0:
             picks = _coverage_picks(fused, signals, weights, blocks, raw["text"].max(), times,
                                     p.top_k, p.min_gap_s)
@@ -211,7 +228,7 @@ class Retrieve(Stage):
             diversity = embeddings.vectors if embeddings is not None else np.eye(n, dtype=np.float32)
             picks = mmr_select(np.arange(n), fused, diversity, p.top_k, p.mmr_lambda, times,
                                p.min_gap_s)
-        route = _reason(intent, weights, signals, picks, items, best_text, label)
+        route = _reason(intent, weights, signals, picks, items, best_text, label, why.reason)
         ranked = [items[i] for i in np.argsort(-fused, kind="stable")]
         if p.order == "time":
             picks.sort(key=lambda c: (times[c[0]] if times[c[0]] is not None else 0.0, c[0]))
@@ -221,6 +238,20 @@ class Retrieve(Stage):
         return self.Outputs(out_images, scores, Evidence(images=tuple(out_images),
                                                          scores=tuple(scores), routes=(route,)),
                             ranked, [route])
+
+
+def _text_value(query: Query | None, block: TextBlock, frame: tuple[int, int] | None) -> float:
+    """What a block is worth to the query: a sign's salience; for a document target, its amount
+    of confident text (a page's many lines add up; a lone brand name does not), so the page
+    holding the title or the table outranks a photo with one salient word. A word of the
+    question, matched exactly, triples either."""
+    language = query.language if query is not None else "en"
+    if query is not None and query.in_document:
+        value = block.confidence * min(1.0, reading_chars(block.text) / 4) * len(block.lines)
+    else:
+        value = salience(block, frame, language)
+    cued = query is not None and has_cue(block.text, query.cues)
+    return value * (1 + 2 * cued)
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -260,7 +291,7 @@ def _coverage_picks(fused: np.ndarray, signals: dict[str, np.ndarray], weights: 
 
 def _reason(intent: str, weights: dict[str, float], signals: dict[str, np.ndarray],
             picks: list[tuple[int, float]], items: list[Image], best_text: list[str],
-            label: str | None) -> Route:
+            label: str | None, attributes_why: str = "") -> Route:
     """Which signal decided the top pick, and what it saw there."""
     w = ", ".join(f"{s} {weights.get(s, 0):g}" for s in SIGNALS)
     if not picks:
@@ -279,4 +310,5 @@ def _reason(intent: str, weights: dict[str, float], signals: dict[str, np.ndarra
     else:
         why = f"{winner} similarity won: {where}"
     scores = {f"{s}": float(signals[s][top]) for s in SIGNALS}
-    return Route(intent, f"{intent}: {why} (weights {w})", scores)
+    also = f"; {attributes_why}" if attributes_why else ""
+    return Route(intent, f"{intent}: {why}{also} (weights {w})", scores)

@@ -1,9 +1,14 @@
 """Pick the pixels the VLM sees: crops around the evidence, under a visual-token budget.
 
-Evidence units, not grid cells. Every text block (adjacent OCR lines, `_evidence.text_blocks`),
-every detection of the object the question names and every key-value pair the question asks for
-(`_keyvalue`) is an *atom* with a weight: its salience, more when it holds a word of the question
-or the key the question names. Atoms become crops with a margin; crops that overlap in one frame
+Evidence units, not grid cells. What counts as evidence comes from the `Query`: every text block
+(adjacent OCR lines, `blocks.text_blocks`) that has the query's colour, position and time order
+(`attributes.select`: all of them when those cannot be measured: recall first), every detection
+of the object the query names and every key-value pair it asks for (`keyvalue`) is an *atom* with
+a weight: its salience, more when it holds a word of the question or the key the query names.
+A document target (title, heading, table cell, fact in a paragraph, code identifier) adds every
+region the page's structure says may hold it (`documents.located_for`: every title candidate,
+the cell with its row and column keys, the sentences holding the question's words ...), weighted
+above plain text, so they are sent first and all of them. Atoms become crops with a margin; crops that overlap in one frame
 merge into one, so a sign is never cut and a key stays with its value. Crops (and any grid `tiles`
 given, scored only by the atoms they hold whole) are taken best first while they add atoms not
 yet sent and fit the budget. Crops whose text is smaller than `min_text_px` are enlarged (up to
@@ -19,15 +24,16 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from cascade.artifacts import Box, Detection, Image, OcrLine, Route
+from cascade.artifacts import Box, Detection, Image, LayoutRegion, OcrLine, Route
 from cascade.models import ModelName
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
-from cascade.evidence.blocks import (cue_words, frame_size_of, has_cue, named_detections, norm_text, salience,
-                        text_blocks)
-from cascade.evidence.intent import counted_label, rule_intent
+from cascade.evidence import attributes
+from cascade.evidence.blocks import frame_size_of, named_detections, norm_text, salience, text_blocks
+from cascade.evidence.documents import located_for
 from cascade.evidence.keyvalue import PATTERNS, key_query, read_key_value
+from cascade.evidence.query import Query, has_cue
 from .resize import fit_longest_side
 from .tiles import merge_boxes
 
@@ -56,6 +62,10 @@ class SelectTiles(Stage):
 
     class Params(StageParams):
         max_visual_tokens: int = Field(1280, gt=0, description="budget of visual tokens for all crops")
+        budget_share: float = Field(0.1, ge=0, le=1, description="also at most this share of what "
+                                    "the images selected from cost whole at full resolution (the "
+                                    "baseline), but never under min_budget; 0 = max_visual_tokens only")
+        min_budget: int = Field(64, gt=0, description="the smallest budget budget_share may leave")
         max_tiles: int = Field(8, gt=0, description="at most this many crops")
         text_weight: float = Field(1.0, ge=0, description="weight of a text block (x its salience)")
         cue_weight: float = Field(2.0, ge=0, description="extra weight of a block holding a word "
@@ -81,30 +91,51 @@ class SelectTiles(Stage):
         visual_tokens: int
         routes: list[Route]
 
+    def _budget(self, images: list[Image]) -> int:
+        """Visual tokens the crops may cost: `max_visual_tokens`, capped at `budget_share` of the
+        images' sources sent whole at full resolution (each source once)."""
+        p = self.params
+        if not p.budget_share or not images:
+            return p.max_visual_tokens
+        from cascade.vlm.families import ImageLimits
+
+        full = self.model(p.model).family.with_limits(ImageLimits(resolution="full"))
+        sources = {(im.media_index, getattr(im, "timestamp", None)): im.source_size for im in images}
+        whole = sum(full.image_cost(w, h).tokens for w, h in sources.values())
+        return min(p.max_visual_tokens, max(p.min_budget, int(p.budget_share * whole)))
+
     def _tokens(self, image: Image) -> int:
         """Visual tokens one image costs (the one place that asks the model family)."""
         return self.model(self.params.model).family.visual_tokens(image.width, image.height)
 
-    def _atoms(self, question: str, images: list[Image], lines: list[OcrLine],
-               detections: list[Detection]) -> list[Atom]:
+    def _atoms(self, query: Query, images: list[Image], lines: list[OcrLine],
+               detections: list[Detection], regions: list[LayoutRegion]) -> tuple[list[Atom], str]:
+        """The evidence atoms for the query, and why the text atoms are the ones they are."""
         p = self.params
-        cues, query = cue_words(question), key_query(question)
+        kq = key_query(query)
         atoms = []
-        for b in text_blocks(lines):
-            sal = salience(b, frame_size_of(images, b.media_index, b.timestamp))
-            cued = has_cue(b.text, cues) or bool(query and query.key.search(b.text) and not (
-                query.exclude and query.exclude.search(b.text)))
+        found, looked_for = located_for(query, lines, regions) if query.in_document else ([], "")
+        for f in found:  # recall first: every candidate the structure gives, the answer's box
+            for k, box in enumerate(f.boxes):  # first, then its context (row / column keys)
+                atoms.append(Atom(box, p.text_weight * (1 + 2 * p.cue_weight) * (1.0 if k == 0 else 0.6),
+                                  f"{f.kind}:{norm_text(f.text)}:{k}", f.media_index, f.timestamp,
+                                  box.height))
+        chosen = attributes.select(query, text_blocks(lines), images, detections)
+        for b in chosen.blocks:
+            sal = salience(b, frame_size_of(images, b.media_index, b.timestamp), query.language)
+            cued = has_cue(b.text, query.cues) or bool(kq and kq.key.search(b.text) and not (
+                kq.exclude and kq.exclude.search(b.text)))
             atoms.append(Atom(b.box, p.text_weight * sal * (1 + p.cue_weight * cued),
                               "text:" + norm_text(b.text), b.media_index, b.timestamp, b.line_height))
-        if query is not None:
-            found, keys = read_key_value(lines, query)
+        if kq is not None:
+            found, keys = read_key_value(lines, kq)
             for kv in found:  # the key with its value, even when they are far apart on a row
                 box = kv.key_line.box.union(kv.value_line.box)
                 atoms.append(Atom(box, p.text_weight * (1 + p.cue_weight), "kv:" + norm_text(kv.value),
                                   kv.key_line.media_index, kv.key_line.timestamp,
                                   min(kv.key_line.box.height, kv.value_line.box.height)))
             if not keys:  # no key on the page: lines holding a value of the kind asked for
-                kind = r"\d" if query.value == "id" else PATTERNS[query.value]
+                kind = r"\d" if kq.value == "id" else PATTERNS[kq.value]
                 for line in lines:
                     if re.search(kind, line.text):
                         atoms.append(Atom(line.box, p.text_weight * (1 + p.cue_weight),
@@ -116,13 +147,13 @@ class SelectTiles(Stage):
                 box = Box(key.box.x0, key.box.y0, max(key.box.x1, right), key.box.y1 + 1.5 * key.box.height)
                 atoms.append(Atom(box, p.text_weight, "key:" + norm_text(key.text), key.media_index,
                                   key.timestamp, key.box.height))
-        intent = rule_intent(question)
-        label = counted_label(question)
-        if label is not None or "detail" in intent.matched:
-            for d in named_detections(detections, label):
-                atoms.append(Atom(d.box, p.object_weight * d.confidence * (1.0 if label else 0.5),
+        if query.target in ("object_count", "object"):
+            for d in named_detections(detections, query.label):
+                atoms.append(Atom(d.box, p.object_weight * d.confidence * (1.0 if query.label else 0.5),
                                   f"det:{d.label}:{d.box.as_tuple()}", d.media_index, d.timestamp))
-        return [a for a in atoms if a.weight > 0]
+        why = "; ".join(filter(None, (f"{looked_for}: {len(found)} found" if looked_for else "",
+                                      chosen.reason)))
+        return [a for a in atoms if a.weight > 0], why
 
     def _pad(self, a: Atom, image: Image) -> Box:
         m = self.params.margin
@@ -159,12 +190,15 @@ class SelectTiles(Stage):
                 return grown
         return crop.resized(w, h)
 
-    def run(self, images: list[Image], question: str, ocr_lines: list[OcrLine] | None = None,
+    def run(self, images: list[Image], query: Query, ocr_lines: list[OcrLine] | None = None,
             detections: list[Detection] | None = None, tiles: list[Image] | None = None,
             retrieval_scores: list[float] | None = None,
-            routes: list[Route] | None = None) -> Outputs:
+            routes: list[Route] | None = None, regions: list[LayoutRegion] | None = None) -> Outputs:
         p = self.params
-        atoms = self._atoms(question, images, list(ocr_lines or ()), list(detections or ()))
+        budget = self._budget(images)
+        atoms, why = self._atoms(query, images, list(ocr_lines or ()), list(detections or ()),
+                                 list(regions or ()))
+        why = f"; {why}" if why else ""
         candidates: list[tuple[Image, list[Atom], float]] = []
         for i, im in enumerate(images):
             mine = [a for a in atoms if im.is_from(a.media_index, a.timestamp)
@@ -187,22 +221,23 @@ class SelectTiles(Stage):
         for crop, held, bonus in ranked:
             new = [a for a in held if a.key not in sent and a.weight >= floor]
             cost = self._tokens(crop)
-            if new and len(chosen) < p.max_tiles and spent + cost <= p.max_visual_tokens:
+            if new and len(chosen) < p.max_tiles and spent + cost <= budget:
                 chosen.append((crop, sum(a.weight for a in new) + bonus))
                 spent += cost
                 sent |= {a.key for a in new}
         if not chosen and ranked and ranked[0][1]:  # evidence that does not fit: shrink the best
             crop, held, bonus = ranked[0]
-            f = (p.max_visual_tokens / self._tokens(crop)) ** 0.5
+            f = (budget / self._tokens(crop)) ** 0.5
             crop = crop.resized(max(1, int(crop.width * f)), max(1, int(crop.height * f)))
-            while self._tokens(crop) > p.max_visual_tokens and min(crop.width, crop.height) > 28:
+            while self._tokens(crop) > budget and min(crop.width, crop.height) > 28:
                 crop = crop.resized(int(crop.width * 0.9), int(crop.height * 0.9))
             chosen, spent = [(crop, sum(a.weight for a in held) + bonus)], self._tokens(crop)
             sent = {a.key for a in held}
         if chosen:
             kinds = sorted({k.split(":")[0] for k in sent})
             route = Route("evidence", f"{len(chosen)} crop(s) around {', '.join(kinds)} evidence "
-                          f"({len(sent)} unit(s)), {spent} of {p.max_visual_tokens} visual tokens",
+                          f"({len(sent)} unit(s)), {spent} of {budget} visual tokens"
+                          f"{why}",
                           {"crops": float(len(chosen)), "visual_tokens": float(spent)})
         elif images:
             best = fit_longest_side(images[0], p.fallback_size)

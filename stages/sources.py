@@ -20,17 +20,19 @@ from ._retrieval import index_dir_for
 
 
 def drop_near_duplicates(frames: list[Frame], threshold: float) -> list[Frame]:
-    """Keep a frame only when it differs from the last kept one: mean absolute difference of
-    32x32 grayscale thumbnails (0-255 scale) of at least `threshold`. A static shot keeps its
-    first frame; a cut or enough motion keeps the next. threshold 0 keeps every frame."""
+    """Keep a frame only when some part of it differs from the last kept frame: the largest
+    change of any cell of a 32x18 grid (mean grayscale of the cell, 0-255) is at least
+    `threshold`. A static shot keeps its first frame; a cut, motion, or a small sign appearing
+    in one corner (a change of a few cells the frame's mean would average away) keeps the frame.
+    threshold 0 keeps every frame."""
     if threshold <= 0:
         return frames
     from PIL import Image as PILImage
 
     kept, last = [], None
     for f in frames:
-        small = np.asarray(f.to_pil().convert("L").resize((32, 32), PILImage.BOX), np.float32)
-        if last is None or float(np.abs(small - last).mean()) >= threshold:
+        small = np.asarray(f.to_pil().convert("L").resize((32, 18), PILImage.BOX), np.float32)
+        if last is None or float(np.abs(small - last).max()) >= threshold:
             kept.append(f)
             last = small
     return kept
@@ -67,9 +69,9 @@ class VideoFrames(Stage):
         size: int | None = Field(448, gt=0, le=8192,
                                  description="longest side of decoded frames; None = full size")
         max_side: int = Field(8192, gt=0, description="refuse videos whose frames are larger")
-        dedup: float = Field(0.0, ge=0, le=255, description="drop frames whose mean absolute "
-                             "difference from the last kept frame (32x32 grayscale, 0-255) is "
-                             "below this; 0 keeps every sampled frame")
+        dedup: float = Field(0.0, ge=0, le=255, description="drop frames none of whose cells "
+                             "(32x18 grid, mean grayscale 0-255) changed by this much since the "
+                             "last kept frame; 0 keeps every sampled frame")
         persist: bool = Field(False, description="save the sampled frames next to the video and "
                               "reuse them (later questions and processes skip decoding)")
         index_path: str | None = Field(None, description="folder for the saved frames "

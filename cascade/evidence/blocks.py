@@ -1,11 +1,10 @@
-"""Evidence from what the tools found, with no model: text blocks, salience, plausibility, cues.
+"""Evidence from what the tools found, with no model: text blocks, salience, plausibility.
 
 A reading question's answer is unknown text, so nothing here compares meanings. A frame or region
 is worth sending for a reading question when it holds *salient text*: confident, not a lone glyph,
 not a box the size of the frame, laid out like a sign (a short block of adjacent lines). Lines that
 sit next to each other are one block (a two-line sign, a key and its value on one row), so a crop
-or an answer never keeps half of it. Question *cues* are the question's own content words ("gate",
-"total"): a block that contains one is preferred, by exact word, never by similarity.
+or an answer never keeps half of it. (The question's cues and what they match: `query.has_cue`.)
 """
 from __future__ import annotations
 
@@ -16,31 +15,14 @@ from dataclasses import dataclass
 from cascade.artifacts import Box, Detection, Image, OcrLine
 from cascade.artifacts import frame_key, same_time
 
-__all__ = ["ByFrame", "TextBlock", "text_blocks", "salience", "implausible", "cue_words",
-           "has_cue", "frame_size_of", "named_detections", "norm_text"]
+__all__ = ["ByFrame", "TextBlock", "text_blocks", "salience", "implausible", "frame_size_of",
+           "named_detections", "norm_text", "reading_chars"]
 
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
-# Words that say *that* something is read, not *what*: never cues.
-_GENERIC = set("""a an the is are was were be what which who whom whose where when how does do did
-say says said written write writes read text texts word words sign signs label labels shown show
-shows visible see seen on in of at to for from by with and or this that these those there here it
-its small tiny little big large one image images picture pictures photo photos video clip frame
-frames scene please tell me can you could value amount""".split())
 
 
 def norm_text(text: str) -> str:
     """Upper-case letters and digits only: how texts are compared for identity."""
     return re.sub(r"[\W_]+", "", text.upper())
-
-
-def cue_words(question: str) -> set[str]:
-    """The question's content words (lower case, plural 's' dropped), minus reading words."""
-    return {w.lower().rstrip("s") for w in _WORD.findall(question)
-            if w.lower() not in _GENERIC and len(w) > 1}
-
-
-def has_cue(text: str, cues: set[str]) -> bool:
-    return bool(cues & {w.lower().rstrip("s") for w in _WORD.findall(text)})
 
 
 @dataclass(frozen=True)
@@ -155,6 +137,16 @@ def _alnum(text: str) -> int:
     return sum(ch.isalnum() for ch in text)
 
 
+def _han(text: str) -> int:
+    return sum("\u4e00" <= ch <= "\u9fff" for ch in text)
+
+
+def reading_chars(text: str) -> int:
+    """How much there is to read: letters and digits, a Chinese character counting two (one
+    carries about what a short Latin word does)."""
+    return _alnum(text) + _han(text)
+
+
 def _latin_share(text: str) -> float:
     letters = [ch for ch in text if ch.isalpha()]
     if not letters:
@@ -162,14 +154,15 @@ def _latin_share(text: str) -> float:
     return sum("LATIN" in unicodedata.name(ch, "") for ch in letters) / len(letters)
 
 
-def implausible(block: TextBlock, question: str, frame: tuple[int, int] | None,
+def implausible(block: TextBlock, language: str, frame: tuple[int, int] | None,
                 min_confidence: float = 0.8, min_chars: int = 2) -> str | None:
     """Why `block` cannot be an answer read off the image, or None when it can: too short, a
-    script other than the question's, a box covering (nearly) the whole frame, low confidence."""
+    script other than the question's (`language` 'en': Latin only; 'zh': Chinese or Latin), a
+    box covering (nearly) the whole frame, low confidence."""
     chars = _alnum(block.text)
     if chars < min_chars:
         return f"'{block.text}' has {chars} letter(s)/digit(s) < {min_chars}"
-    if _latin_share(question) >= 0.9 and _latin_share(block.text) < 0.9:
+    if language == "en" and _latin_share(block.text) < 0.9:
         return f"'{block.text}' is not in the question's (Latin) script"
     if frame is not None:
         w, h = frame
@@ -180,16 +173,19 @@ def implausible(block: TextBlock, question: str, frame: tuple[int, int] | None,
     return None
 
 
-def salience(block: TextBlock, frame: tuple[int, int] | None) -> float:
+def salience(block: TextBlock, frame: tuple[int, int] | None, language: str = "en") -> float:
     """How much a block looks like readable text worth sending, in [0, 1]: recognition confidence,
-    times how much there is to read (saturating at 4 characters), times its layout (short blocks
-    of a few lines score full; a box spanning the frame or a long paragraph scores low)."""
-    chars = _alnum(block.text)
+    times how much there is to read (`reading_chars`, saturating at 4), times its layout (short
+    blocks of a few lines score full; a box spanning the frame or a long paragraph scores low).
+    A couple of glyphs of a script the question is not in are mostly texture misread as text
+    (Chinese text is read for a Chinese question)."""
+    chars = reading_chars(block.text)
     if chars < 2:
         return 0.0
     score = block.confidence * min(1.0, chars / 4)
-    if _latin_share(block.text) < 0.5 and _alnum(block.text) < 4:
-        score *= 0.3  # a couple of stray glyphs of some script: mostly texture misread as text
+    native = _latin_share(block.text) >= 0.5 or (language == "zh" and _han(block.text) >= 2)
+    if not native and _alnum(block.text) < 4:
+        score *= 0.3
     if frame is not None:
         w, h = frame
         if block.box.width >= 0.9 * w or block.box.area >= 0.5 * w * h:

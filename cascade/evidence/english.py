@@ -56,7 +56,8 @@ _TABLE_TAIL = r"(?:\s+(?:in|on|from|of)\s+(?:the|this|that)\s+(?:table|chart|sch
 
 def _en_cell(question: str) -> tuple[str | None, str | None]:
     """(row key, column key) for "the <column> of/for <row>", "row X, column Y", "X's Y"."""
-    q = question.strip()
+    q = re.sub(r"^(?:in|on|from)\s+(?:the|this|that)\s+(?:table|chart|schedule|timetable|list)"
+               r"\s*,?\s*", "", question.strip(), flags=re.I)
     m = re.search(r"\brow\s+['\"]?(.+?)['\"]?\s*(?:,|and|under|in)\s*(?:the\s+)?column\s+['\"]?"
                   r"([^?'\",]+)", q, re.I)
     if m:
@@ -178,6 +179,8 @@ def read_english(question: str, intent: Intent) -> dict:
         found["target"] = "paragraph_fact"
     elif sign or "read" in intent.matched:
         found["target"] = "sign"
+        if answer_type == "id" and not re.search(r"\b(?:id|code|reference|ref)\b", q_rest):
+            found["answer_type"] = "number"  # "which gate number?" on a sign asks for the number
     elif "detail" in intent.matched or label:
         found.update(target="object", label=label, answer_type="description")
     else:

@@ -13,15 +13,21 @@ from dataclasses import dataclass
 
 from cascade.artifacts import OcrLine, same_time
 
+from .lexicon import KEY_NOUNS, ZH_KEY_NOUNS
+from .query import Query
+
 __all__ = ["KeyQuery", "key_query", "KeyValue", "read_key_value", "lone_value"]
 
 _MONTHS = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
 PATTERNS = {
-    "amount": re.compile(r"[$€£]?\s?\d{1,3}(?:[,\s]\d{3})*[.,]\d{2}(?!\d)|[$€£]?\s?\d+[.,]\d{2}(?!\d)"),
-    "date": re.compile(rf"\b\d{{4}}-\d{{1,2}}-\d{{1,2}}\b|\b\d{{1,2}}[/.]\d{{1,2}}[/.]\d{{2,4}}\b|"
-                       rf"\b\d{{1,2}}\s+{_MONTHS}\s+\d{{4}}\b|\b{_MONTHS}\s+\d{{1,2}},?\s+\d{{4}}\b",
+    "amount": re.compile(r"[$€£¥]?\s?\d{1,3}(?:[,\s]\d{3})*[.,]\d{2}(?!\d)|[$€£¥]?\s?\d+[.,]\d{2}(?!\d)"),
+    # digits are bounded by non-digits, not \b: a Chinese key runs straight into its value
+    "date": re.compile(rf"(?<!\d)\d{{4}}-\d{{1,2}}-\d{{1,2}}(?!\d)|(?<!\d)\d{{1,2}}[/.]\d{{1,2}}[/.]"
+                       rf"\d{{2,4}}(?!\d)|(?<!\d)\d{{1,2}}\s+{_MONTHS}\s+\d{{4}}(?!\d)|"
+                       rf"\b{_MONTHS}\s+\d{{1,2}},?\s+\d{{4}}(?!\d)|\d{{4}}年\d{{1,2}}月\d{{1,2}}[日号]",
                        re.I),
-    "id": re.compile(r"(?<![\w.])(?=[\w-]*\d)[A-Za-z]{0,6}-?\d[\w-]{2,}(?![\w.])"),
+    "id": re.compile(r"(?<![A-Za-z0-9_.])(?=[A-Za-z0-9-]*\d)[A-Za-z]{0,6}-?\d[A-Za-z0-9-]{2,}"
+                     r"(?![A-Za-z0-9_.])"),
 }
 
 
@@ -33,33 +39,33 @@ class KeyQuery:
     key: re.Pattern[str]
     exclude: re.Pattern[str] | None
     value: str  # a PATTERNS name
-    noun: str | None = None  # 'invoice' in "What is the invoice number?": preferred in the key
+    noun: re.Pattern[str] | None = None  # 'invoice' in "What is the invoice number?": preferred
 
 
-_NOUNS = ("invoice", "receipt", "order", "claim", "policy", "account", "reference", "ticket",
-          "booking", "customer", "transaction", "member", "case", "serial", "tracking")
+# Each key in English and Chinese, whatever the question's language (a Chinese question about an
+# English receipt is common): (key pattern, lines it must not be on, value pattern).
+_KEYS = {
+    "subtotal": (r"\bsub[\s-]?total\b|小计", None, "amount"),
+    "tax": (r"\b(?:tax|vat|gst)\b|税额|税金|税", r"total|合计|总计|小计", "amount"),
+    "total": (r"\b(?:total|amount\s+due|balance\s+due)\b|合计|总计|总额|总金额|总价|应付|实付|应收|"
+              r"实收|共计", r"\bsub|sub[\s-]?total|\btax|\bvat\b|\bgst\b|before|小计|税", "amount"),
+    "date": (r"\b(?:date|dated|issued)\b|日期", r"\bdue\b|到期", "date"),
+    "number": (r"\b(?:number|no|num|id|ref|reference)\b\.?|#|号码|编号|单号|号", None, "id"),
+}
+_NOUN_WORDS = {noun: "|".join([rf"\b{noun}\b"] + [zh for zh, en in ZH_KEY_NOUNS.items() if en == noun])
+               for noun in KEY_NOUNS}
 
 
-def key_query(question: str) -> KeyQuery | None:
-    """The key a question names (total / subtotal / tax / date / a number), or None."""
-    q = question.lower()
-    if re.search(r"\bsub[\s-]?total\b", q):
-        return KeyQuery("subtotal", re.compile(r"\bsub[\s-]?total\b", re.I), None, "amount")
-    if re.search(r"\b(tax|vat|gst)\b", q):
-        return KeyQuery("tax", re.compile(r"\b(tax|vat|gst)\b", re.I), re.compile(r"total", re.I),
-                        "amount")
-    if re.search(r"\b(total|amount due|balance due|grand total)\b", q):
-        return KeyQuery("total", re.compile(r"\b(total|amount\s+due|balance\s+due)\b", re.I),
-                        re.compile(r"\bsub|sub[\s-]?total|\btax|\bvat\b|\bgst\b|before", re.I),
-                        "amount")
-    if re.search(r"\bdate\b|\bwhen\b", q):
-        return KeyQuery("date", re.compile(r"\b(date|dated|issued)\b", re.I),
-                        re.compile(r"\bdue\b", re.I) if "due" not in q else None, "date")
-    if re.search(r"\b(number|no\.?|#|id|reference|ref)\b|#", q):
-        noun = next((n for n in _NOUNS if re.search(rf"\b{n}\b", q)), None)
-        return KeyQuery("number", re.compile(r"\b(number|no|num|id|ref|reference)\b\.?|#", re.I),
-                        None, "id", noun)
-    return None
+def key_query(query: Query) -> KeyQuery | None:
+    """The key a `Query` names (total / subtotal / tax / date / a number), or None."""
+    if query.key is None:
+        return None
+    key, exclude, value = _KEYS[query.key]
+    if query.key == "date" and ("due" in query.cues or "到期" in query.question):
+        exclude = None  # "the due date": the due key is the one asked for
+    noun = re.compile(_NOUN_WORDS[query.key_noun], re.I) if query.key_noun in _NOUN_WORDS else None
+    return KeyQuery(query.key, re.compile(key, re.I), re.compile(exclude, re.I) if exclude else None,
+                    value, noun)
 
 
 @dataclass(frozen=True)
@@ -113,8 +119,8 @@ def read_key_value(lines: list[OcrLine], query: KeyQuery) -> tuple[list[KeyValue
         m = query.key.search(line.text)
         if m and not (query.exclude and query.exclude.search(line.text)):
             keys.append((line, m))
-    if query.noun and any(query.noun in l.text.lower() for l, _ in keys):
-        keys = [(l, m) for l, m in keys if query.noun in l.text.lower()]
+    if query.noun and any(query.noun.search(l.text) for l, _ in keys):
+        keys = [(l, m) for l, m in keys if query.noun.search(l.text)]
     found = []
     for line, m in keys:
         hit = _value_for(line, m, lines, query.value)

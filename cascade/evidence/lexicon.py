@@ -6,7 +6,6 @@ boundaries; Chinese ones on the question as written (Chinese has no spaces, so n
 """
 from __future__ import annotations
 
-import re
 
 __all__ = ["COLOURS", "ZH_COLOURS", "ORDINALS", "ZH_DIGITS", "zh_number", "GENERIC", "ZH_GENERIC",
            "TARGET_WORDS", "ANSWER_TYPES", "ZH_ANSWER_TYPES", "KEYS", "ZH_KEYS", "KEY_NOUNS",

@@ -1,7 +1,7 @@
 """The web demo: upload a video or images, ask, and see the answer with its evidence and bill.
 
 Built on the server's `Engine` (same live pipelines, same caches, same limits), mounted at /demo by
-`cascade demo` / `cascade serve --demo`. Examples are generated offline from `cascade.media_gen`
+`cascade demo` / `cascade serve --demo`. Examples are generated offline with `cascade.eval`'s media
 (a video with a sign, a rendered receipt, the ultralytics bus photo) so one click works anywhere.
 """
 from __future__ import annotations
@@ -33,7 +33,9 @@ def demo_examples(models: list[str], folder: Path | None = None) -> list[list[An
     """[[files], question, model] rows for the models being served; media made once, offline."""
     from PIL import Image as PILImage
 
-    from ..media_gen import bus_image_path, make_sign_video, render_text_image
+    from ..eval.photos import bus_image_path
+    from ..eval.render import render_text_image
+    from ..eval.video import make_sign_video
 
     folder = Path(folder or _examples_dir())
     folder.mkdir(parents=True, exist_ok=True)

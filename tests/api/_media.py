@@ -1,5 +1,5 @@
 """Small generated media with known answers for the product-path tests (not the benchmark set,
-which is larger and split dev/test: `cascade.evalset`)."""
+which is larger and split dev/test: `cascade.eval`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,7 +11,9 @@ import numpy as np
 def api_media(folder: Path) -> dict[str, SimpleNamespace]:
     from PIL import Image as PILImage
 
-    from cascade.media_gen import Overlay, make_sign_video, render_sign, scene_images
+    from cascade.eval.photos import scene_images
+    from cascade.eval.render import Overlay, render_sign
+    from cascade.eval.video import make_sign_video
 
     v0 = make_sign_video(folder / "v0.mp4", sign_text="OPEN 24 HOURS", sign_font_size=44,
                          sign_frames=range(6, 16), frames_per_scene=12, fps=4)

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image as PILImage
 
 from cascade import QA
-from cascade.media_gen import scene_images
+from cascade.eval.photos import scene_images
 from cascade.vlm import build_tiny_vlm
 
 

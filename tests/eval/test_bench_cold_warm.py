@@ -2,9 +2,10 @@
 from PIL import Image as PILImage
 
 from cascade import QA
-from cascade.bench import Readers, ask_cold_then_warm
-from cascade.evalset import EvalItem
-from cascade.media_gen import scene_images
+from cascade.eval.bench import ask_cold_then_warm
+from cascade.eval.items import EvalItem
+from cascade.eval.judge import Readers
+from cascade.eval.photos import scene_images
 
 
 def test_each_question_is_cold_then_warm_and_flops_are_as_computed(tmp_path):
@@ -12,8 +13,9 @@ def test_each_question_is_cold_then_warm_and_flops_are_as_computed(tmp_path):
     for name in ("astronaut", "coffee"):
         paths.append(str(tmp_path / f"{name}.png"))
         PILImage.fromarray(scene_images()[name]).save(paths[-1])
-    item = EvalItem("scene", "test", "images", tuple(paths), "Which picture shows a cup?", "coffee",
-                    "scene", frames=(1,))
+    item = EvalItem(id="scene", split="test", genre="router", media_kind="images",
+                    media=tuple(paths), question="Which picture shows a cup?", answer="coffee",
+                    kind="scene", frames=(1,))
     qa = QA.offline("full_res", size="test", type_overrides={"vlm_answer": {"max_new_tokens": 2}})
     readers = Readers()
 

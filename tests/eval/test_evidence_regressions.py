@@ -12,12 +12,15 @@ import pytest
 
 import cascade.stages  # noqa: F401
 from cascade.artifacts import Frame, Image
-from cascade.bench import Readers
+from cascade.eval.judge import Readers
+from cascade.eval.photos import photo
+from cascade.eval.render import Overlay, render_document, render_sign
+from cascade.eval.video import make_overlay_video
 from cascade.models import Models
-from cascade.media_gen import Overlay, make_overlay_video, photo, render_document, render_sign
 from cascade.registry import get_stage_class
 from cascade.stages.detect import bundled_yolo11n
 from cascade.vlm import build_tiny_vlm
+from cascade.evidence.query import understand
 
 pytestmark = pytest.mark.slow  # real OCR, YOLO and video decoding: ~1 min in all
 
@@ -48,7 +51,7 @@ def test_reading_retrieval_prefers_a_sign_to_a_yolo_label():
     lines = stage("ocr")(images=frames).lines
     dets = stage("detect", weights=bundled_yolo11n())(images=frames).detections
     assert {d.label for d in dets if d.timestamp == 0.0} >= {"person"}
-    out = stage("retrieve", top_k=1)(images=frames, question="What is written on the small sign?",
+    out = stage("retrieve", top_k=1)(images=frames, query=understand("What is written on the small sign?"),
                                      ocr_lines=lines, detections=dets)
     assert out.images[0].timestamp == 1.0
     (route,) = out.routes
@@ -58,7 +61,7 @@ def test_reading_retrieval_prefers_a_sign_to_a_yolo_label():
 def test_a_sign_across_a_tile_boundary_reaches_the_vlm_whole(readers):
     frame = frame_with("astronaut", 2.0, sign_at=(448 - 40, 300), size=14)  # the 448-px cut
     lines = stage("ocr")(images=[frame]).lines
-    out = stage("select_tiles")(images=[frame], question="What does the sign say?", ocr_lines=lines)
+    out = stage("select_tiles")(images=[frame], query=understand("What does the sign say?"), ocr_lines=lines)
     assert out.tiles and all(t.box.area < 0.05 * frame.box.area for t in out.tiles)
     assert readers.reads(out.tiles, SIGN, readers.vlm)  # real OCR, at the size sent
 
@@ -70,9 +73,9 @@ def test_receipt_label_and_amount_are_separate_lines_and_the_tool_reads_the_amou
     page = Image(render_document(rows, "DejaVuSans.ttf", 22, 640))
     lines = stage("ocr")(images=[page]).lines
     assert {"TOTAL", "8.37"} <= {l.text for l in lines}  # two OCR lines, far apart on one row
-    out = stage("tool_answer")(question="What is the total amount?", ocr_lines=lines, images=[page])
+    out = stage("tool_answer")(query=understand("What is the total amount?"), ocr_lines=lines, images=[page])
     assert out.answer.text == "8.37"
-    crops = stage("select_tiles")(images=[page], question="What is the total amount?",
+    crops = stage("select_tiles")(images=[page], query=understand("What is the total amount?"),
                                   ocr_lines=lines).tiles
     assert readers.reads(crops, "TOTAL", readers.vlm) and readers.reads(crops, "8.37", readers.vlm)
 
@@ -86,12 +89,12 @@ def test_no_text_in_the_fine_frames_widens_then_sends_the_best_whole_frame(tmp_p
     full = list(src.fetch([ranked[1].timestamp]).values())
     question = "What does the sign say?"
     search = stage("find_evidence", max_extra_frames=3)(
-        question=question, frames=full, ocr_lines=stage("ocr")(images=full).lines,
+        query=understand(question), frames=full, ocr_lines=stage("ocr")(images=full).lines,
         ranked=ranked, video=src)
     (route,) = search.routes
     assert route.branch == "none" and "neighbouring frame(s)" in route.reason
     assert len(search.frames) == 4 and all(f.width == 640 for f in search.frames)
-    out = stage("select_tiles")(images=search.frames, question=question,
+    out = stage("select_tiles")(images=search.frames, query=understand(question),
                                 ocr_lines=search.ocr_lines, routes=search.routes)
     (sent,) = out.tiles
     assert out.routes[-1].branch == "fallback" and sent.timestamp == full[0].timestamp
@@ -107,7 +110,7 @@ def test_widening_finds_a_sign_shown_between_the_sampled_frames(tmp_path):
     src = VideoSource(video)
     full = list(src.fetch([1.0]).values())
     search = stage("find_evidence", neighbours_s=0.5)(
-        question="What does the sign say?", frames=full, ocr_lines=stage("ocr")(images=full).lines,
+        query=understand("What does the sign say?"), frames=full, ocr_lines=stage("ocr")(images=full).lines,
         video=src)
     (route,) = search.routes
     assert route.branch == "widened" and SIGN in route.reason
@@ -122,10 +125,10 @@ def test_a_sign_the_cheap_pass_read_but_the_fine_pass_missed_still_gets_its_crop
     question = "What does the sign say?"
     # The fine detector missed the sign (no fine line); nothing widened (no budget, no hi-res).
     search = stage("find_evidence", max_extra_frames=0, hires_side=0)(
-        question=question, frames=[frame], ocr_lines=[], coarse_lines=coarse)
+        query=understand(question), frames=[frame], ocr_lines=[], coarse_lines=coarse)
     assert search.ocr_lines == []  # tools answer from fine reads only
     assert SIGN in {l.text for l in search.evidence_lines}
-    out = stage("select_tiles")(images=search.frames, question=question,
+    out = stage("select_tiles")(images=search.frames, query=understand(question),
                                 ocr_lines=search.evidence_lines, routes=search.routes)
     assert out.routes[-1].branch != "fallback"
     assert readers.reads(out.tiles, SIGN, readers.vlm)  # a crop around it, not the whole frame

@@ -18,7 +18,7 @@ from .videos import remux
     ("what \udcff is it?", "input 'question': not valid UTF-8 text"),  # undecodable argv bytes
 ])
 def test_bad_questions_fail_before_any_model_loads(question, match, tmp_path):
-    from cascade.media_gen import make_sign_video
+    from cascade.eval.video import make_sign_video
 
     pipe = Pipeline.load("video_qa")
     video = make_sign_video(tmp_path / "v.mp4", width=64, height=48, frames_per_scene=2).path
@@ -35,7 +35,7 @@ def test_bytes_questions_in_utf8_are_text():
 
 @pytest.fixture(scope="module")
 def videos(tmp_path_factory):
-    from cascade.media_gen import make_sign_video
+    from cascade.eval.video import make_sign_video
 
     d = tmp_path_factory.mktemp("trunc")
     make_sign_video(d / "src.mp4", width=160, height=120, frames_per_scene=10)  # 40 frames, 4 s

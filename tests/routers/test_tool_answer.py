@@ -5,6 +5,7 @@ import pytest
 
 from cascade import Box, Detection, Image, OcrLine
 from cascade.registry import get_stage_class
+from cascade.evidence.query import understand
 
 FRAME = Image(np.zeros((720, 1280, 3), np.uint8))
 SIGN = [OcrLine("PIER 32N", 0.95, Box(100, 100, 200, 120)),
@@ -18,7 +19,7 @@ def tool(**params):
 
 
 def test_reads_the_whole_block_of_one_sign():
-    out = tool().run(question="What does the sign say?", ocr_lines=SIGN, images=[FRAME])
+    out = tool().run(query=understand("What does the sign say?"), ocr_lines=SIGN, images=[FRAME])
     assert out.route.branch == "tool" and out.answer.text == "PIER 32N NO PARKING"
     assert out.answer.produced_by == "tool" and out.answer.usage["visual_tokens"] == 0
     assert len(out.answer.evidence.ocr_lines) == 2
@@ -26,10 +27,10 @@ def test_reads_the_whole_block_of_one_sign():
 
 def test_two_texts_abstain_unless_the_question_names_one():
     lines = SIGN + [OcrLine("CH 5", 0.99, Box(10, 10, 50, 30))]
-    out = tool().run(question="What does the sign say?", ocr_lines=lines, images=[FRAME])
+    out = tool().run(query=understand("What does the sign say?"), ocr_lines=lines, images=[FRAME])
     assert out.route.branch == "vlm" and out.answer is None
     assert "2 different texts" in out.route.reason and "'PIER 32N NO PARKING'" in out.hint
-    named = tool().run(question="Which pier is on the sign?", ocr_lines=lines, images=[FRAME])
+    named = tool().run(query=understand("Which pier is on the sign?"), ocr_lines=lines, images=[FRAME])
     assert named.answer.text == "PIER 32N NO PARKING"
 
 
@@ -39,7 +40,7 @@ def test_two_texts_abstain_unless_the_question_names_one():
     (OcrLine("TEXTURE", 0.95, Box(0, 100, 1270, 700)), "spans the whole frame"),
     (OcrLine("PIER 32N", 0.6, Box(100, 100, 200, 120)), "confidence 0.60 < 0.8")])
 def test_implausible_reads_are_not_answers(line, why):
-    out = tool().run(question="What does the sign say?", ocr_lines=[line], images=[FRAME])
+    out = tool().run(query=understand("What does the sign say?"), ocr_lines=[line], images=[FRAME])
     assert out.answer is None and out.route.branch == "vlm" and why in out.route.reason
 
 
@@ -47,10 +48,10 @@ def test_the_total_is_the_amount_next_to_total_not_the_label_subtotal_or_tax():
     lines = [OcrLine("SUBTOTAL", 0.99, Box(20, 400, 120, 420)), OcrLine("7.00", 0.99, Box(420, 400, 470, 420)),
              OcrLine("TAX", 0.99, Box(20, 420, 60, 440)), OcrLine("0.75", 0.99, Box(420, 420, 470, 440)),
              OcrLine("TOTAL", 0.99, Box(20, 440, 90, 460)), OcrLine("7.75", 0.99, Box(420, 440, 470, 460))]
-    out = tool().run(question="What is the total on the receipt?", ocr_lines=lines)
+    out = tool().run(query=understand("What is the total on the receipt?"), ocr_lines=lines)
     assert out.answer.text == "7.75" and "key 'TOTAL'" in out.route.reason
-    assert tool().run(question="How much tax was paid?", ocr_lines=lines).answer.text == "0.75"
-    assert tool().run(question="What is the subtotal?", ocr_lines=lines).answer.text == "7.00"
+    assert tool().run(query=understand("How much tax was paid?"), ocr_lines=lines).answer.text == "0.75"
+    assert tool().run(query=understand("What is the subtotal?"), ocr_lines=lines).answer.text == "7.00"
 
 
 @pytest.mark.parametrize("lines,question,value", [
@@ -64,41 +65,41 @@ def test_the_total_is_the_amount_next_to_total_not_the_label_subtotal_or_tax():
      "What is the order number?", "48213"),
     ([OcrLine("Total: 36.13", 0.99, Box(0, 0, 150, 20))], "What is the total amount?", "36.13")])
 def test_key_value_layouts(lines, question, value):
-    assert tool().run(question=question, ocr_lines=lines).answer.text == value
+    assert tool().run(query=understand(question), ocr_lines=lines).answer.text == value
 
 
 def test_disagreeing_values_abstain():
     lines = [OcrLine("TOTAL 7.75", 0.99, Box(0, 0, 150, 20)), OcrLine("TOTAL 9.10", 0.99, Box(0, 300, 150, 320))]
-    out = tool().run(question="What is the total?", ocr_lines=lines)
+    out = tool().run(query=understand("What is the total?"), ocr_lines=lines)
     assert out.answer is None and "2 different values" in out.route.reason and "7.75" in out.hint
 
 
 def test_counts_what_the_question_names_in_the_busiest_frame():
-    out = tool().run(question="How many people are there?", detections=DETS)
+    out = tool().run(query=understand("How many people are there?"), detections=DETS)
     assert out.answer.text == "3" and "detector counted 3 person" in out.route.reason
     buses = [d for d in DETS if d.label == "bus"]
-    none = tool().run(question="How many people are by the bus?", detections=buses)
+    none = tool().run(query=understand("How many people are by the bus?"), detections=buses)
     assert none.route.branch == "vlm" and none.answer is None
 
 
 def test_hint_mode_and_low_confidence_go_to_the_vlm():
-    hint = tool(mode="hint").run(question="How many people?", detections=DETS)
+    hint = tool(mode="hint").run(query=understand("How many people?"), detections=DETS)
     assert hint.route.branch == "vlm" and hint.answer is None
     assert hint.hint == "detector counted 3 person: 3"
-    unsure = tool(min_confidence=0.99).run(question="How many people?", detections=DETS)
+    unsure = tool(min_confidence=0.99).run(query=understand("How many people?"), detections=DETS)
     assert unsure.route.branch == "vlm" and "confidence 0.90 < 0.99" in unsure.route.reason
 
 
 def test_scene_questions_are_not_for_tools():
-    out = tool().run(question="What is the mood of this scene?", ocr_lines=SIGN, detections=DETS)
+    out = tool().run(query=understand("What is the mood of this scene?"), ocr_lines=SIGN, detections=DETS)
     assert out.route.branch == "vlm" and out.hint == ""
 
 
 def test_a_question_naming_a_key_is_never_answered_by_a_word_match():
     lines = [OcrLine("Order # 56753", 0.99, Box(0, 0, 150, 20)), OcrLine("Harbor Market", 0.99, Box(0, 60, 150, 80)),
              OcrLine("06/03/2024", 0.99, Box(300, 0, 420, 20))]
-    out = tool(always_read=True).run(question="What is the date on the order?", ocr_lines=lines)
+    out = tool(always_read=True).run(query=understand("What is the date on the order?"), ocr_lines=lines)
     assert out.answer.text == "06/03/2024" and "only date" in out.route.reason
     lines.append(OcrLine("07/03/2024", 0.99, Box(300, 90, 420, 110)))
-    out = tool(always_read=True).run(question="What is the date on the order?", ocr_lines=lines)
+    out = tool(always_read=True).run(query=understand("What is the date on the order?"), ocr_lines=lines)
     assert out.answer is None  # two dates, no 'date' key: abstain, never 'Order # 56753'

@@ -69,7 +69,8 @@ def video_part(url: str) -> dict:
 
 @pytest.fixture(scope="session")
 def media_dir(tmp_path_factory):
-    from cascade.media_gen import make_sign_video, render_text_image
+    from cascade.eval.render import render_text_image
+    from cascade.eval.video import make_sign_video
 
     d = tmp_path_factory.mktemp("serve-media")
     truth = make_sign_video(d / "sign.mp4", width=320, height=240, frames_per_scene=10,

@@ -56,7 +56,7 @@ def test_video_qa_bill_evidence_and_follow_up_cache(server, media_dir):
 
 
 def test_doc_qa_reads_text_with_the_real_ocr(server):
-    from cascade.media_gen import render_text_image
+    from cascade.eval.render import render_text_image
 
     client, engine, _ = server
     _served(engine, "cascade/doc_qa")
@@ -121,7 +121,7 @@ def test_selfcheck_streams_its_final_answer_only(server, media_dir):
 
 
 def test_a_tool_answer_streams_at_once(server):
-    from cascade.media_gen import render_text_image
+    from cascade.eval.render import render_text_image
 
     client, engine, oai = server
     _served(engine, "cascade/doc_qa")

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cascade.media_gen import bus_image_path, make_sign_video
+from cascade.eval.photos import bus_image_path
+from cascade.eval.video import make_sign_video
 
 
 def yolo_onnx_path() -> str:

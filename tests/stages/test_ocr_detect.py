@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from cascade.artifacts import Box, Image
-from cascade.media_gen import render_text_image
+from cascade.eval.render import render_text_image
 
 TEXTS = ["PARKING LEVEL 3", "EXIT 42B NORTH"]
 

@@ -7,6 +7,7 @@ import pytest
 
 from cascade import Pipeline
 from cascade.stages._retrieval import Embeddings, VectorIndex, mmr_select, normalize
+from cascade.evidence.query import understand
 
 from .conftest import yolo_onnx_path
 
@@ -129,7 +130,7 @@ def test_reading_questions_rank_by_text_salience_not_by_meaning(stage, sign_vide
     text = stage("text_embed")(images=frames, ocr_lines=lines, detections=dets,
                                text=QUESTION).embeddings
     clip = stage("clip_embed", pretrained=None)(images=frames, text=QUESTION).embeddings
-    out = stage("retrieve", top_k=2)(embeddings=clip, text_embeddings=text, question=QUESTION,
+    out = stage("retrieve", top_k=2)(embeddings=clip, text_embeddings=text, query=understand(QUESTION),
                                      ocr_lines=lines, detections=dets)
     sign_times = set(sign_video.sign_times)
     # the best pick shows the sign; the second covers other text (none here), not the same sign
@@ -140,7 +141,7 @@ def test_reading_questions_rank_by_text_salience_not_by_meaning(stage, sign_vide
     assert out.ranked[0] is out.images[0] and len(out.ranked) == len(frames)
     # a scene question ranks by CLIP / the semantic side; the route says which signal won
     scene = stage("retrieve", top_k=2, clip_weight=0.0)(
-        embeddings=clip, text_embeddings=text, question="What animal is in the video?")
+        embeddings=clip, text_embeddings=text, query=understand("What animal is in the video?"))
     assert scene.routes[0].branch == "scene" and "semantic similarity won" in scene.routes[0].reason
 
 
@@ -151,10 +152,10 @@ def test_reading_picks_cover_different_texts():
     frames = [Frame(np.zeros((360, 640, 3), np.uint8), timestamp=float(t)) for t in range(4)]
     lines = [OcrLine("CHANNEL 5", 0.99, Box(10, 10, 120, 30), timestamp=float(t)) for t in range(4)]
     lines += [OcrLine("EXIT 7", 0.9, Box(300, 200, 360, 215), timestamp=3.0)]
-    out = stage_instance("retrieve", top_k=2)(images=frames, question="What does the sign say?",
+    out = stage_instance("retrieve", top_k=2)(images=frames, query=understand("What does the sign say?"),
                                               ocr_lines=lines)
     assert [f.timestamp for f in out.images][0] == 3.0
-    cover = stage_instance("retrieve", top_k=3)(images=frames, question="What does the sign say?",
+    cover = stage_instance("retrieve", top_k=3)(images=frames, query=understand("What does the sign say?"),
                                                 ocr_lines=lines[:4])
     assert len(cover.images) == 3  # no text left to cover: the rest follow the fused order
 

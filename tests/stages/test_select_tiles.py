@@ -8,6 +8,7 @@ from cascade import Box, Detection, Frame, Image, OcrLine
 from cascade.models import Models
 from cascade.registry import get_stage_class
 from cascade.vlm import build_tiny_vlm
+from cascade.evidence.query import understand
 
 FULL = Image(np.full((448, 1344, 3), 90, np.uint8), source="wide.png")
 GRID = [FULL.crop(Box(x, 0, x + 448, 448)) for x in (0, 448, 896)]
@@ -22,7 +23,7 @@ def test_crop_cost_is_what_the_declared_model_spends():
     small = Models({"vlm": {"id": MODELS["vlm"].spec.id, "max_pixels": 28 * 28 * 4}})
     lines = [OcrLine("PIER 32N", 0.97, Box(200, 100, 400, 160))]
     out = get_stage_class("select_tiles")({"max_visual_tokens": 10_000}, models=small).run(
-        images=[FULL], question="What does the sign say?", ocr_lines=lines)
+        images=[FULL], query=understand("What does the sign say?"), ocr_lines=lines)
     (crop,) = out.tiles
     assert out.visual_tokens == small["vlm"].family.visual_tokens(crop.width, crop.height) <= 4
     assert MODELS["vlm"].family.visual_tokens(crop.width, crop.height) > 4
@@ -30,7 +31,7 @@ def test_crop_cost_is_what_the_declared_model_spends():
 
 def test_a_sign_across_a_tile_boundary_is_sent_whole():
     lines = [OcrLine("PIER 32N", 0.97, Box(420, 100, 480, 118))]  # the cut at x=448 splits it
-    out = select().run(images=[FULL], question="What does the sign say?", ocr_lines=lines,
+    out = select().run(images=[FULL], query=understand("What does the sign say?"), ocr_lines=lines,
                        tiles=GRID)
     (crop,) = out.tiles
     assert crop.box.x0 < 420 and crop.box.x1 > 480 and crop.box.area < 0.02 * FULL.box.area
@@ -40,7 +41,7 @@ def test_a_sign_across_a_tile_boundary_is_sent_whole():
 
 def test_small_text_is_enlarged_and_paid_for():
     lines = [OcrLine("GATE 5W", 0.95, Box(600, 300, 650, 312))]  # 12-px text
-    out = select(min_text_px=24).run(images=[FULL], question="Read the sign.", ocr_lines=lines)
+    out = select(min_text_px=24).run(images=[FULL], query=understand("Read the sign."), ocr_lines=lines)
     (crop,) = out.tiles
     assert crop.scale[1] >= 2.0 and crop.height >= 2 * crop.box.height - 1
 
@@ -49,7 +50,7 @@ def test_crops_are_cut_to_a_size_the_processor_keeps_so_no_pixel_is_resampled():
     family = MODELS["vlm"].family
     photo = Image(np.random.default_rng(0).integers(0, 255, (448, 1344, 3), dtype=np.uint8))
     lines = [OcrLine("DOCK 35", 0.99, Box(363, 185, 509, 231))]  # 46-px text: no enlarging
-    (crop,) = select().run(images=[photo], question="What does the sign say?",
+    (crop,) = select().run(images=[photo], query=understand("What does the sign say?"),
                            ocr_lines=lines).tiles
     assert crop.scale == (1.0, 1.0) and crop.width % 28 == 0 and crop.height % 28 == 0
     assert family.resized(crop.width, crop.height) == (crop.height, crop.width)  # sent as is
@@ -63,17 +64,17 @@ def test_key_and_value_far_apart_on_a_row_stay_together_and_win():
     lines = [OcrLine("SUBTOTAL", 0.99, Box(20, 400, 120, 420)), OcrLine("7.00", 0.99, Box(420, 400, 470, 420)),
              OcrLine("TOTAL", 0.99, Box(20, 440, 90, 460)), OcrLine("7.75", 0.99, Box(420, 440, 470, 460)),
              OcrLine("CORNER CAFE", 0.99, Box(150, 20, 350, 50))]
-    out = select().run(images=[page], question="What is the total amount?", ocr_lines=lines)
+    out = select().run(images=[page], query=understand("What is the total amount?"), ocr_lines=lines)
     (crop,) = out.tiles  # the title and the subtotal row are not worth half the key-value pair
     assert crop.box.x0 <= 20 and crop.box.x1 >= 470 and crop.box.y0 <= 440 and crop.box.y1 >= 460
 
 
 def test_named_detections_and_budget():
     dets = [Detection("bus", 0.9, Box(10, 10, 400, 400)), Detection("dog", 0.9, Box(500, 10, 600, 80))]
-    out = select().run(images=[FULL], question="How many buses are there?", detections=dets)
+    out = select().run(images=[FULL], query=understand("How many buses are there?"), detections=dets)
     (crop,) = out.tiles
     assert crop.box.x1 < 500  # the dog is not what the question names
-    tight = select(max_visual_tokens=8).run(images=[FULL], question="How many buses?", detections=dets)
+    tight = select(max_visual_tokens=8).run(images=[FULL], query=understand("How many buses?"), detections=dets)
     (small,) = tight.tiles  # evidence that does not fit is shrunk, never swapped for other pixels
     assert small.box == crop.box and 0 < tight.visual_tokens <= 8
 
@@ -81,7 +82,7 @@ def test_named_detections_and_budget():
 def test_no_evidence_sends_the_best_whole_frame_not_the_first_tiles():
     frames = [Frame(np.full((720, 1280, 3), 40, np.uint8), timestamp=t) for t in (5.0, 1.0)]
     junk = [OcrLine("B", 0.9, Box(10, 10, 20, 22), timestamp=5.0)]  # one glyph: no evidence
-    out = select().run(images=frames, question="What does the sign say?", ocr_lines=junk,
+    out = select().run(images=frames, query=understand("What does the sign say?"), ocr_lines=junk,
                        tiles=GRID)
     (sent,) = out.tiles
     assert sent.timestamp == 5.0 and max(sent.width, sent.height) == 448
@@ -94,7 +95,7 @@ def test_other_frames_do_not_count_and_routes_chain():
     from cascade.artifacts import Route
 
     lines = [OcrLine("STOP", 0.99, Box(1000, 100, 1100, 150), media_index=1)]
-    out = select().run(images=[FULL], question="read the sign", ocr_lines=lines,
+    out = select().run(images=[FULL], query=understand("read the sign"), ocr_lines=lines,
                        routes=[Route("read", "earlier")])
     assert [r.branch for r in out.routes] == ["read", "fallback"]
 
@@ -103,5 +104,5 @@ def test_a_date_question_without_a_date_key_sends_the_date():
     page = Image(np.full((300, 600, 3), 255, np.uint8))
     lines = [OcrLine("Order # 56753", 0.99, Box(20, 20, 200, 44)), OcrLine("06/03/2024", 0.99, Box(450, 20, 580, 44)),
              OcrLine("Harbor Market", 0.99, Box(20, 100, 200, 124))]
-    out = select().run(images=[page], question="What is the date on the order?", ocr_lines=lines)
+    out = select().run(images=[page], query=understand("What is the date on the order?"), ocr_lines=lines)
     assert any(t.box.x0 <= 450 and t.box.x1 >= 580 for t in out.tiles)

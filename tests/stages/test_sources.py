@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from cascade.artifacts import Box, Frame, Image
 from cascade.errors import InputError, StageError
 from cascade.media import VideoSource
-from cascade.stages.sources import drop_near_duplicates
+from cascade.stages.sources import drop_near_duplicates, thin
 
 
 def test_fps_sampling_counts_and_timestamps(stage, sign_video):
@@ -35,20 +35,24 @@ def test_keyframes_only_and_uniform_and_all(stage, sign_video):
     assert len(capped) == 8 and capped[0].index == 0 and capped[-1].index == 79
 
 
-def test_dedup_keeps_scene_cuts_and_drops_a_static_shot(stage, sign_video):
+def test_dedup_keeps_scene_cuts_and_a_small_sign_and_drops_a_static_shot(stage, sign_video):
     every = stage("video_frames", mode="all", max_frames=None, size=160)(video=sign_video.path).frames
     kept = stage("video_frames", mode="all", max_frames=None, size=160, dedup=6.0)(
         video=sign_video.path).frames
     starts = {0, 20, 40, 60}  # the four scenes: a cut is never a near-duplicate
-    assert starts <= {f.index for f in kept} and len(kept) < len(every) // 3
-    # a shot of identical frames keeps one
+    assert starts <= {f.index for f in kept}
+    # a static shot of identical frames keeps one; a small sign appearing in it is kept
     frame = every[0]
     same = [dataclasses.replace(frame, timestamp=t, index=i) for i, t in enumerate((0.0, 0.1, 0.2))]
     assert [f.index for f in drop_near_duplicates(same, 0.5)] == [0]
     assert drop_near_duplicates(same, 0.0) == same
+    px = frame.pixels.copy()
+    px[10:18, 120:150] = 255  # a plate of 30x8 px: 1 % of the frame, its mean barely moves
+    sign = dataclasses.replace(frame, pixels=px, timestamp=0.3, index=3)
+    assert [f.index for f in drop_near_duplicates([*same, sign], 6.0)] == [0, 3]
     capped = stage("video_frames", mode="all", max_frames=3, size=160, dedup=6.0)(
         video=sign_video.path).frames
-    assert [f.index for f in capped] == [kept[0].index, kept[len(kept) // 2].index, kept[-1].index]
+    assert [f.index for f in capped] == [f.index for f in thin(kept, 3)]  # dedup, then thin
 
 
 def test_persisted_frames_are_reused_without_decoding(stage, sign_video, tmp_path, monkeypatch):

@@ -1,0 +1,48 @@
+"""doc_qa end to end on a page rendered here (real OCR and layout model; random-weight VLM): the
+answer's routes start with what was understood, and a table question gets the cell."""
+from __future__ import annotations
+
+import pytest
+from PIL import Image as PILImage
+
+from cascade import QA
+
+from ._render import page
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def timetable(tmp_path_factory):
+    rows = [[("Train", 40), ("Dep.", 320), ("Arr.", 520), ("Platform", 700)],
+            [("Express 12", 40), ("08:15", 320), ("09:40", 520), ("4", 700)],
+            [("Local 7", 40), ("08:30", 320), ("10:05", 520), ("2", 700)],
+            [("Express 21", 40), ("09:15", 320), ("10:30", 520), ("5", 700)]]
+    path = tmp_path_factory.mktemp("doc") / "timetable.png"
+    PILImage.fromarray(page(rows, title="Morning departures")).save(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def doc_qa():
+    return QA.offline("doc_qa", size="test")
+
+
+@pytest.mark.parametrize("question,answer,understood", [
+    ("What is the Dep. of Express 12 in the table?", "08:15",
+     "understood: table_cell row='Express 12' col='Dep' answer=cell"),
+    ("What is the title of this document?", "Morning departures", "understood: title"),
+    ("表格中Local 7的Arr.是什么？", "10:05", "understood: table_cell row='Local 7' col='Arr.'")])
+def test_the_route_says_what_was_understood_and_the_tool_answers_the_span(
+        doc_qa, timetable, question, answer, understood):
+    out = doc_qa.ask([timetable], question)
+    assert out.evidence.routes[0].branch == "understood"
+    assert out.evidence.routes[0].reason.startswith(understood)
+    assert (out.text, out.produced_by) == (answer, "tool")
+
+
+def test_an_ambiguous_cell_abstains_and_the_vlm_gets_the_candidates(doc_qa, timetable):
+    out = doc_qa.ask([timetable], "What is the Dep. of Express in the table?")
+    assert out.produced_by == "vlm"
+    assert any("different candidates" in r.reason for r in out.evidence.routes)
+    assert 0 < out.bill.visual_tokens < out.bill.baseline_visual_tokens
