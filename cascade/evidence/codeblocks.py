@@ -96,13 +96,15 @@ _DEFINITIONS = [
                rf"\([^;=]*\)\s*(?::\s*[^={{]+)?\{{\s*$", 0, True),
 ]
 _PATTERNS = [(kind, re.compile(rx, flags), weak) for kind, rx, flags, weak in _DEFINITIONS]
+_GUTTER = re.compile(r"\d{1,5}(?:\s+|\s*[:|│]\s*)(?=\S)")  # a line number in an editor's margin
 
 
 @dataclass(frozen=True)
 class Definition(Located):
     """An identifier a line of code defines: `text` is the identifier, `what` what it is
-    (function, method, class, struct, interface, enum, trait, type, or the SQL object: table,
-    view, procedure ...), `line` the code line it was read from; the box is the line's."""
+    (function, method, class, struct, interface, enum, trait, type, variable, or the SQL object:
+    table, view, procedure ...), `line` the code line it was read from; the boxes are the line's
+    (OCR may read one line of code as several pieces)."""
 
     what: str = ""
     line: str = ""
@@ -110,8 +112,17 @@ class Definition(Located):
 
 def definition_in(code: str, in_code: bool = False) -> tuple[str, str] | None:
     """(identifier, what) a single line of code defines, or None. `in_code`: the line is known
-    to be code (its page reads like code), so C-style signatures count without a '{'."""
+    to be code (its page reads like code), so C-style signatures count without a '{'. An
+    editor's line number read with the line ('5 def f(x):') is not part of it."""
     text = code.strip()
+    found = _definition(text, in_code)
+    numbered = _GUTTER.match(text)
+    if found is None and numbered:
+        found = _definition(text[numbered.end():], in_code)
+    return found
+
+
+def _definition(text: str, in_code: bool) -> tuple[str, str] | None:
     for kind, rx, weak in _PATTERNS:
         m = rx.match(text)
         if not m or weak and not (in_code or text.endswith("{")):
@@ -146,24 +157,41 @@ def definitions(lines: Iterable[OcrLine],
     """Every definition on every page, in reading order."""
     out: list[Definition] = []
     for page in pages(lines, regions):
-        classes: list[OcrLine] = []  # the lines of the classes whose body we are still in
+        classes: list[OcrLine] = []  # the first pieces of the classes whose body we are in
         in_code = reads_like_code(list(page.lines))
-        for ln in page.lines:
-            indent = 0.5 * ln.box.height
+        for pieces in _code_lines(page.lines):
+            first = pieces[0]
             # a line as far left as a class's own line ends that class's body
-            classes = [c for c in classes if ln.box.x0 > c.box.x0 + indent]
-            found = definition_in(ln.text, in_code)
+            classes = [c for c in classes if first.box.x0 > c.box.x0 + 0.5 * first.box.height]
+            text = " ".join(p.text.strip() for p in pieces)
+            found = definition_in(text, in_code)
             if found is None:
                 continue
             name, what = found
             if what == "function" and classes:
                 what = "method"
-            d = Definition(name, "definition", page.source_boxes([ln]), page.media_index,
-                           page.timestamp, 1.0, what, ln.text.strip())
-            out.append(d)
+            out.append(Definition(name, "definition", page.source_boxes(pieces),
+                                  page.media_index, page.timestamp, 1.0, what, text))
             if what in TYPE_KINDS:
-                classes.append(ln)
+                classes.append(first)
     return out
+
+
+def _code_lines(lines: Iterable[OcrLine]) -> list[list[OcrLine]]:
+    """OCR pieces joined into code lines: pieces of one row less than two line heights apart
+    ('def' and 'load(path):' read as two boxes) are one line of code; an editor's line number
+    read alone stays apart."""
+    rows: list[list[OcrLine]] = []
+    for ln in lines:  # reading order: a row's pieces come together, left to right
+        last = rows[-1][-1] if rows else None
+        if last is not None and not last.text.strip().isdigit() \
+                and min(last.box.y1, ln.box.y1) - max(last.box.y0, ln.box.y0) \
+                >= 0.5 * min(last.box.height, ln.box.height) \
+                and -0.5 * ln.box.height <= ln.box.x0 - last.box.x1 < 2 * ln.box.height:
+            rows[-1].append(ln)
+        else:
+            rows.append([ln])
+    return rows
 
 
 def defined(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (),

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from cascade.artifacts import Box, LayoutRegion, OcrLine
 
 from .structure import Located, Page, pages, reading_order, union_box
-from .textmatch import key_match
+from .textmatch import CONTAINED, key_match, named_in
 
-__all__ = ["Table", "Cell", "tables", "table_cell"]
+__all__ = ["Table", "Cell", "tables", "table_cell", "cells_named_in"]
 
 MIN_KEY_MATCH = 0.6  # least key_match score of a row or column key
 _NUMERIC = re.compile(r"^[\s$€£¥￥%+\-–−.,:/()\d]*\d[\s$€£¥￥%+\-–−.,:/()\d]*[A-Za-z元%]{0,3}$")
@@ -109,6 +109,22 @@ class Table:
         best = max((c.score for c in found.values()), default=0.0)
         return [c for c in found.values() if c.score >= best - 1e-9]
 
+    def cells_named_in(self, question: str) -> list[Cell]:
+        """The cells whose row key and column key the question both names in full ('When does
+        Train 107 leave Mill Lane?': row 'Train 107' x column 'Mill Lane'), for questions whose
+        keys were not picked out; the most specific keys win, several cells may remain."""
+        rows = [(named_in(self.text(r, self.key_column), question), r)
+                for r in range(self.n_rows) if r != self.header_row]
+        if self.header_row is not None:
+            columns = [(named_in(self.text(self.header_row, c), question), c)
+                       for c in range(self.n_columns) if c != self.key_column]
+        else:
+            values = [c for c in range(self.n_columns) if c != self.key_column]
+            columns = [(1, values[0])] if len(values) == 1 else []
+        rows, columns = _most_named(rows), _most_named(columns)
+        return [cell for _, r in rows for _, c in columns
+                if (cell := self._cell(r, c, CONTAINED)) is not None]
+
     def cell(self, row_key: str, column_key: str | None = None) -> Cell | None:
         """The one cell at row_key x column_key; None when none or several fit (abstain)."""
         found = self.cells_for(row_key, column_key)
@@ -125,6 +141,11 @@ class Table:
                     self.media_index, self.timestamp, score, row, column,
                     self.text(row, self.key_column),
                     self.text(self.header_row, column) if self.header_row is not None else "")
+
+
+def _most_named(scored: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    best = max((s for s, _ in scored), default=0)
+    return [(s, i) for s, i in scored if s == best] if best else []
 
 
 def _rows(lines: list[OcrLine]) -> list[list[OcrLine]]:
@@ -260,3 +281,10 @@ def table_cell(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (), *
     found = [c for t in tables(lines, regions) for c in t.cells_for(row_key, column_key)]
     best = max((c.score for c in found), default=0.0)
     return sorted((c for c in found if c.score >= best - 1e-9), key=lambda c: -c.score)
+
+
+def cells_named_in(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (), *,
+                   question: str) -> list[Cell]:
+    """The cells of every table whose row and column keys the question names in full
+    (`Table.cells_named_in`); one text means sure, several abstain (send them all)."""
+    return [c for t in tables(lines, regions) for c in t.cells_named_in(question)]

@@ -44,7 +44,13 @@ from cascade.evidence.spans import KINDS, candidates, exact_span
     # numbers, names, addresses, whole texts
     ("Red line 1200 riders", "number", "1200"),
     ("夜间班车的发车间隔缩短为十五分钟。", "number", "十五"),
-    ("Signed: Dr. John Smith", "name", "John Smith"),
+    ("Signed: Dr. John Smith", "name", "Dr. John Smith"),  # the name as written
+    ("The cleaning team is led by Ms. Alvarez.", "name", "Ms. Alvarez"),
+    ("Spare keys are now kept in Room 330.", "place", "Room 330"),
+    ("Board at Platform 9 on March 5", "place", "Platform 9"),
+    ("请到B区领取", "place", "B区"),
+    ("The new coffee machine arrives on 17 July.", "date", "17 July"),  # not the full stop
+    ("Due Mar. 5, 2024", "date", "Mar. 5, 2024"),
     ("GRAND HOTEL", "name", "GRAND HOTEL"),
     ("Email support@example.com today", "email", "support@example.com"),
     ("Visit www.example.org/help for more.", "url", "www.example.org/help"),
@@ -67,6 +73,8 @@ def test_the_one_span(text, kind, span):
     ("The function parseHeader calls readLine twice.", "identifier"),
     ("March 5, 2024 at 14:30 for $12.50", "number"),  # every number there is a date/time/amount
     ("Contact Maria Lopez for details.", "name"),  # 'Contact' may be a verb or a name
+    ("Spare keys are now kept in Room 330.", "name"),  # a place, not a person
+    ("Meet at Gate 12B or Gate 14", "place"),
     ("Night buses will run every fifteen minutes", "number"),
     ("Ratio 3:2 applies", "time"),
     ("", "cell"),

@@ -120,6 +120,15 @@ def test_table_keys_exact_about_digits_and_abstaining_when_ambiguous(timetable):
     assert table.cell("Express", "Weekday") is None
     assert {c.text for c in tables.table_cell(lines, regions, row_key="Express",
                                               column_key="Weekday")} == {"06:55", "07:05"}
+    # keys a question names without them being picked out
+    (weekend,) = tables.cells_named_in(lines, regions,
+                                       question="When does Line 21 run at the weekend?")
+    assert weekend.text == "09:05"
+    assert tables.cells_named_in(  # no row named in full: 'Express' is two rows' half
+        lines, regions, question="When does the Express run on a weekday?") == []
+    assert {c.text for c in tables.cells_named_in(  # two rows named: both, no single answer
+        lines, regions, question="On a weekday, is Line 2 or Line 21 first?")} == {"07:10",
+                                                                               "07:25"}
 
 
 def test_sentence_holding_a_phrase_and_its_span(english, chinese):

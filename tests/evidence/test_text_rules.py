@@ -8,7 +8,7 @@ import math
 import pytest
 
 from cascade.artifacts import Box, OcrLine
-from cascade.evidence import headings, paragraphs, tables
+from cascade.evidence import codeblocks, headings, paragraphs, tables
 from cascade.evidence.codeblocks import definition_in
 from cascade.evidence.numbering import parse_number, split_numbering
 from cascade.evidence.structure import pages
@@ -94,6 +94,8 @@ def test_wrapped_lines_join_as_the_script_wants():
     ("pub struct Matrix {", ("Matrix", "struct")), ("enum Color { RED, GREEN }", ("Color", "enum")),
     ("create or replace view active_users as", ("active_users", "view")),
     ("const MAX_RETRIES = 5;", ("MAX_RETRIES", "variable")),
+    ("5 def count_header(source, path=None):", ("count_header", "function")),  # line number
+    ("12: function foo() {", ("foo", "function")), ("2 from pathlib import Path", None),
 ])
 def test_definitions_not_calls(code, found):
     assert definition_in(code) == found
@@ -128,3 +130,28 @@ def test_a_turned_page_is_read_level_and_reported_where_it_is():
     (cell,) = tables.table_cell(page_lines, row_key="Coach", column_key="Seats")
     assert cell.text == "49" and cell.boxes[0] == page_lines[-1].box
     assert tables.table_cell(turned(level, 0), row_key="Coach", column_key="Seats")[0].text == "49"
+
+
+def test_code_read_in_pieces_is_one_line():
+    """OCR may read 'def' and the rest of the line as two boxes, and a margin's line numbers."""
+    lines = [L("1", 40, 20, 56, 44), L("import os", 100, 20, 230, 44),
+             L("2", 40, 52, 56, 76), L("def", 100, 52, 150, 76),
+             L("resize_profile(name, count=None):", 146, 52, 560, 76),
+             L("3", 40, 84, 56, 108), L("return count or 0", 150, 84, 380, 108)]
+    (found,) = codeblocks.defined(lines, kind="function")
+    assert (found.text, found.what) == ("resize_profile", "function")
+    assert found.line == "def resize_profile(name, count=None):" and len(found.boxes) == 2
+
+
+def test_cells_a_question_names_without_keys_picked_out():
+    lines = [L("Train", 40, 100, 120, 124), L("Central", 300, 100, 420, 124),
+             L("Mill Lane", 500, 100, 640, 124),
+             L("Train 101", 40, 140, 170, 164), L("08:02", 300, 140, 380, 164),
+             L("08:15", 500, 140, 580, 164),
+             L("Train 107", 40, 180, 170, 204), L("08:24", 300, 180, 380, 204),
+             L("10:19", 500, 180, 580, 204)]
+    (cell,) = tables.cells_named_in(lines, question="When does Train 107 leave Mill Lane?")
+    assert (cell.text, cell.row_key, cell.column_key) == ("10:19", "Train 107", "Mill Lane")
+    assert tables.cells_named_in(lines, question="When does Train 103 leave Central?") == []
+    assert {c.text for c in tables.cells_named_in(
+        lines, question="When does the train leave Central?")} == set()  # no row named
