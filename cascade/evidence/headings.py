@@ -135,10 +135,13 @@ def document_title(lines: Iterable[OcrLine],
                    regions: Iterable[LayoutRegion] = ()) -> list[Heading]:
     """The document's title: the candidates within TITLE_MARGIN of the best, best first (one
     text per distinct title). A title is an unnumbered heading with text below it; larger and
-    nearer the top is likelier. [] when no page has one."""
+    nearer the top is likelier. On a page of numbered sections whose title did not score as a
+    heading (its body text unread, say), the largest unnumbered line above the first section is
+    the candidate. [] when no page has one."""
     scored: list[Heading] = []
     for page in pages(lines, regions):
         heads = _page_heads(page)
+        heads += _title_over_sections(page, heads)
         if not heads:
             continue
         top = min(h.box.y0 for h in heads)
@@ -150,6 +153,24 @@ def document_title(lines: Iterable[OcrLine],
             score = h.score + 2.0 * h.size / largest + (1.0 if h.box.y0 == top else 0.0)
             scored.append(h.emit(page, "title", score))
     return _best(scored, TITLE_MARGIN)
+
+
+def _title_over_sections(page: Page, heads: list[_Head]) -> list[_Head]:
+    numbered = [ln for ln in page.lines if _short_line(ln) and split_numbering(ln.text)]
+    if len(numbered) < 2 or any(h.number is None and h.box.y1 <= numbered[0].box.y0
+                                for h in heads):
+        return []
+    above = [ln for ln in page.lines if ln.box.y1 <= numbered[0].box.y0 + 1
+             and split_numbering(ln.text) is None and _short_line(ln)]
+    if not above:
+        return []
+    line = max(above, key=text_size)
+    return [_Head([line], MIN_SCORE, None, line.text.strip())]
+
+
+def _short_line(line: OcrLine) -> bool:
+    """Short enough for a heading, and not ending like a sentence."""
+    return 0 < text_length(line.text) <= MAX_WORDS and not _SENTENCE_END.search(line.text.strip())
 
 
 def _best(found: Sequence[Heading], margin: float) -> list[Heading]:

@@ -155,3 +155,15 @@ def test_cells_a_question_names_without_keys_picked_out():
     assert tables.cells_named_in(lines, question="When does Train 103 leave Central?") == []
     assert {c.text for c in tables.cells_named_in(
         lines, question="When does the train leave Central?")} == set()  # no row named
+
+
+def test_title_over_numbered_sections_when_the_body_was_not_read():
+    """Small body text OCR missed leaves only the headings: the largest unnumbered line above
+    the numbered sections is still the title candidate (not the running header)."""
+    lines = [L("Blue Harbor Supplies | internal", 700, 20, 900, 34),
+             L("Office Policies", 380, 60, 620, 100), L("Revision 8.5, 2023", 420, 108, 580, 124),
+             L("1 Meeting Rooms", 60, 160, 300, 190), L("2 Quiet Areas", 60, 260, 260, 290),
+             L("3 Kitchen Etiquette", 60, 360, 330, 390)]
+    (title,) = headings.document_title(lines)
+    assert title.text == "Office Policies"
+    assert headings.document_title(lines[:2] + lines[3:4]) == []  # one numbered line: no rule
