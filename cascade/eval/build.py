@@ -14,7 +14,7 @@ from .genres import GENERATORS, Ctx
 from .items import GENRES, EvalItem
 from .splits import spec_for
 
-FORMAT = 3  # bump when a generator changes: cached genres of another format are rebuilt
+FORMAT = 4  # bump when a generator changes: cached genres of another format are rebuilt
 
 
 def _check_genres(genres) -> tuple[str, ...]:

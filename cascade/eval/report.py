@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .items import GENRES
 from .roles import CASCADES
 
 ROLES = ("cascade", "cascade[hint]", "full_res", "thumbnail_only")
@@ -77,7 +78,9 @@ def summarize_genres(rows: list[dict[str, Any]]) -> dict[str, Any]:
     variant: what the fine path sends), the ids it missed, tool answers given / exact with the
     wrong ones by id, router agreement, visual tokens and their share of full_res."""
     out: dict[str, Any] = {}
-    for genre in dict.fromkeys(r["genre"] for r in rows):
+    order = list(GENRES)  # the genres' own order, whatever order the rows came in
+    for genre in sorted({r["genre"] for r in rows},
+                        key=lambda g: order.index(g) if g in order else len(order)):
         sub = [r for r in rows if r["genre"] == genre]
         roles = {role: stats([r for r in sub if r["role"] == role]) for role in ROLES
                  if any(r["role"] == role for r in sub)}
@@ -134,6 +137,9 @@ def plot_genres(per_genre: dict[str, Any], path: Path, split: str) -> None:
         vals = [per_genre[g]["headline"][key] for g in genres]
         top.bar(x + (k - 1) * width, [100 * v if v is not None else 0 for v in vals], width,
                 label=label, color=colour)
+        for i, v in enumerate(vals):
+            if v == 0:  # measured and none read: say so, an empty slot means not measured
+                top.annotate("0", (i + (k - 1) * width, 1), ha="center", fontsize=7, color=colour)
     for i, g in enumerate(genres):
         h = per_genre[g]["headline"]
         if h["tool_answers"]:
@@ -150,6 +156,9 @@ def plot_genres(per_genre: dict[str, Any], path: Path, split: str) -> None:
         vals = [per_genre[g]["headline"][key] for g in genres]
         bottom.bar(x + dx, [100 * max(v, 1e-4) if v is not None else 0 for v in vals], 0.36,
                    label=label, color=colour)
+        for i, v in enumerate(vals):
+            if v == 0:  # every question answered by a tool: no pixels sent
+                bottom.annotate("0", (i + dx, 0.012), ha="center", fontsize=7, color=colour)
     bottom.axhline(10, color="tab:red", lw=0.8, ls="--", label="10 % budget")
     bottom.set_yscale("log")
     bottom.set_ylabel("visual tokens, % of full_res")

@@ -62,7 +62,7 @@ def _position_zh(q: str) -> str | None:
 def _cues_zh(q: str) -> set[str]:
     """Content tokens of a Chinese question: its Latin words and numbers, and the bigrams of what
     is left of its Chinese once question words, target kinds, colours and sizes are taken out."""
-    text = re.sub(r"[红绿蓝黄橙橘白黑紫粉棕褐灰][色底]|第.[节章行列]|标题|题目|牌子|标志|招牌|标牌|"
+    text = re.sub(r"[红绿蓝黄橙橘白黑紫粉棕褐灰][色底]|第.[节章行列]|发票|小票|收据|订单|单号|标题|题目|牌子|标志|招牌|标牌|"
                   r"告示|横幅|标签|表格|表中|代码|函数|方法|变量|段落|文中|通知|根据|合计|总计|"
                   r"小计|金额|日期|星期|号码|编号|时间|几点|哪天|周几|之后|以后|之前|以前|左边|"
                   r"右边|上方|下方|大的|小的|小|大|最后|最先|最早|首先|第一个|一开始", " ", q)
@@ -99,7 +99,8 @@ def read_chinese(question: str, intent: Intent) -> dict:
         found.update(target="table_cell", answer_type="cell")
     elif re.search(r"标题|题目|题名", q):
         found.update(target="title", answer_type="text")
-    elif key is not None and not (key == "number" and sign) and answer_type not in ("day", "time"):
+    elif key is not None and not (key == "number" and sign) and (
+            answer_type not in ("day", "time") or "日期" in q):
         noun = next((n for w, n in lx.ZH_KEY_NOUNS.items() if w in q), None)
         found.update(target="key_value", key=key, key_noun=noun,
                      answer_type={"number": "id", "date": "date"}.get(key, "amount"))
@@ -114,8 +115,8 @@ def read_chinese(question: str, intent: Intent) -> dict:
     else:
         found.update(target="scene", answer_type="description")
     found.setdefault("answer_type", answer_type)
-    if found["target"] in ("table_cell",) or (found["target"] in ("paragraph_fact", "key_value")
-                                              and answer_type != "text"):
+    if found["target"] == "table_cell" or (found["target"] == "paragraph_fact"
+                                           and answer_type != "text"):
         row, col = _zh_cell(q)
         if row and col:
             found.update(row_key=row, column_key=col)

@@ -96,7 +96,8 @@ _DEFINITIONS = [
                rf"\([^;=]*\)\s*(?::\s*[^={{]+)?\{{\s*$", 0, True),
 ]
 _PATTERNS = [(kind, re.compile(rx, flags), weak) for kind, rx, flags, weak in _DEFINITIONS]
-_GUTTER = re.compile(r"\d{1,5}(?:\s+|\s*[:|│]\s*)(?=\S)")  # a line number in an editor's margin
+# a line number in an editor's margin: '5 def', '12. def', '7 | class', '40: fn'
+_GUTTER = re.compile(r"\d{1,5}(?:\s*[:|│.]\s*|\s+)(?=[A-Za-z_@$])")
 
 
 @dataclass(frozen=True)

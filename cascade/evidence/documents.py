@@ -8,13 +8,14 @@ the exact span of the answer type inside it (`spans.exact_span`), or None with t
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from cascade.artifacts import LayoutRegion, OcrLine
 
-from . import codeblocks, headings, paragraphs, spans, tables
+from . import codeblocks, headings, paragraphs, spans, structure, tables
 from .blocks import norm_text
-from .query import Query
+from .query import Query, singular
 from .structure import Located
 
 __all__ = ["located_for", "answer_span", "SPAN_KINDS"]
@@ -26,7 +27,11 @@ SPAN_KINDS = {"day": "weekday", "date": "date", "time": "time", "when": "when",
 
 
 def _phrase(query: Query) -> str:
-    return " ".join(query.cues)
+    """The question's content words as written ('keys', not the cue 'key')."""
+    if query.language == "zh":
+        return " ".join(query.cues)
+    words = re.findall(r"[^\W_]+", query.question)
+    return " ".join(dict.fromkeys(w for w in words if singular(w.lower()) in query.cues))
 
 
 def located_for(query: Query, lines: Sequence[OcrLine],
@@ -38,7 +43,10 @@ def located_for(query: Query, lines: Sequence[OcrLine],
         return [], "no text"
     target = query.target
     if target == "title":
-        return list(headings.document_title(lines, regions)), "title candidates"
+        titles = list(headings.document_title(lines, regions))
+        if titles:
+            return titles, "title candidates"
+        return _tallest_lines(lines, regions), "no heading structure (a page at an angle?): the tallest lines"
     if target == "heading":
         if query.section_number:
             found = headings.section_heading(lines, regions, number=query.section_number)
@@ -58,7 +66,11 @@ def located_for(query: Query, lines: Sequence[OcrLine],
         found += cells
         what.append(f"cell {query.row_key!r} x {query.column_key!r}" + ("" if cells else
                                                                         ": no such cell"))
-    if target == "paragraph_fact" and query.cues:
+    if target in ("table_cell", "paragraph_fact") and not (query.row_key and query.column_key):
+        cells = _cells_by_words(query, lines, regions)
+        found += cells
+        what.append(f"cells whose row and column keys hold the question's words: {len(cells)}")
+    if target == "paragraph_fact" and query.cues and not found:  # a cell fits: no sentence
         sentences = paragraphs.sentence_with(lines, regions, phrase=_phrase(query))
         found += sentences
         what.append(f"sentence holding '{_phrase(query)}'" + ("" if sentences else ": none"))
@@ -66,6 +78,53 @@ def located_for(query: Query, lines: Sequence[OcrLine],
         found += codeblocks.defined(lines, regions, query.code_kind)
         what.append(f"{query.code_kind or 'identifier'} definitions")
     return found, "; ".join(what)
+
+
+def _tallest_lines(lines: list[OcrLine], regions: list[LayoutRegion]) -> list[Located]:
+    """Per page, the (at most 3) short lines nearly as tall as the tallest short line: where a
+    title is when the page's structure cannot be read (recall first: all are candidates). Short
+    lines only: on a page photographed at an angle a long line's box is tall because it slants."""
+    out = []
+    for page in structure.pages(lines, regions):
+        short = [ln for ln in page.lines if 1 <= structure.text_length(ln.text) <= 8]
+        tall = sorted(short, key=lambda ln: -ln.box.height)
+        top = tall[0].box.height if tall else 0
+        out += [Located(ln.text, "tall line", (ln.box,), page.media_index, page.timestamp,
+                        ln.box.height / top) for ln in tall[:3] if ln.box.height >= 0.8 * top]
+    return out
+
+
+def _word_runs(query: Query) -> list[str]:
+    """Phrases of 1-3 consecutive cue words, in the question's order ("When does Express 12 leave
+    Leeds?" -> 'express', 'express 12', '12', '12 leave', 'leeds' ...)."""
+    tokens = [t for t in (singular(w.lower()) for w in re.findall(r"[^\W_]+", query.question))
+              if t in query.cues] if query.language != "zh" else list(query.cues)
+    return list(dict.fromkeys(" ".join(tokens[i:i + n]) for n in (1, 2, 3)
+                              for i in range(len(tokens) - n + 1)))
+
+
+def _cells_by_words(query: Query, lines: list[OcrLine], regions: list[LayoutRegion]) -> list[Located]:
+    """Cells whose row key and column key both hold words of the question, when the question
+    does not name them as such ("When does Express 12 leave Leeds?"): the pairs of phrases that
+    cover the most question words, every cell they fit (recall first)."""
+    runs = _word_runs(query)
+    if len(runs) < 2:
+        return []
+    best: list[Located] = []
+    best_cover = 0
+    for table in tables.tables(lines, regions):
+        for row_key in runs:
+            for column_key in runs:
+                if set(row_key.split()) & set(column_key.split()):
+                    continue
+                cover = len(row_key.split()) + len(column_key.split())
+                if cover < best_cover:
+                    continue
+                cells = table.cells_for(row_key, column_key)
+                if cells:
+                    best = cells if cover > best_cover else best + cells
+                    best_cover = cover
+    return best
 
 
 def answer_span(query: Query, found: Sequence[Located]) -> tuple[str | None, str]:
@@ -77,8 +136,12 @@ def answer_span(query: Query, found: Sequence[Located]) -> tuple[str | None, str
         return None, f"{len(texts)} different candidates: " + ", ".join(
             f"'{f.text}'" for f in list(texts.values())[:4])
     best = next(iter(texts.values()))
+    if best.kind == "tall line":  # a guess at where a title is: a lead for the VLM only
+        return None, f"no title structure; the tallest line '{best.text}' is only a lead"
     if best.kind == "sentence" and best.score < 1.0:  # the tool needs every word of the question
         return None, f"the sentence '{best.text}' holds only {best.score:.0%} of the question's words"
+    if query.target == "heading" and getattr(best, "name", ""):
+        return best.name.strip(), "one heading (its name, without the number)"
     if query.target in ("title", "heading", "code_identifier") or best.kind == "cell":
         return best.text.strip(), f"one {best.kind}"
     kind = SPAN_KINDS.get(query.answer_type)

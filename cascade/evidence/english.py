@@ -129,8 +129,9 @@ def _position_en(q: str) -> str | None:
     return "-".join(norm.get(w, w) for w in words)
 
 
-def _cues_en(words: list[str]) -> set[str]:
-    drop = lx.GENERIC | lx.TARGET_WORDS | set(lx.COLOURS) | set(lx.SIZE_WORDS) | set(lx.ORDINALS)
+def _cues_en(words: list[str], keep_sizes: bool = False) -> set[str]:
+    drop = lx.GENERIC | lx.TARGET_WORDS | set(lx.COLOURS) | set(lx.ORDINALS)
+    drop |= set() if keep_sizes else set(lx.SIZE_WORDS)
     drop |= {"day", "date", "time", "when", "much", "many", "left", "right", "top", "bottom",
              "first", "last", "after", "before", "number", "no", "id", "code", "total",
              "subtotal", "tax", "price", "cost", "amount", "value"}
@@ -159,6 +160,12 @@ def read_english(question: str, intent: Intent) -> dict:
     sign = re.search(r"\b(sign|signs|label|plate|poster|banner|board|placard|sticker|tag|"
                      r"written|writing|says?|read|text|caption|logo)\b", q_rest)
     label = counted_label(q_rest) if "count" in intent.matched else label_in(words)
+    content = _cues_en(words, keep_sizes=True) - set(lx.KEY_NOUNS)
+    # what a picture shows rather than what is written in it
+    visual = re.search(r"\b(photo|photos|picture|pictures|image|images|video|scene|clip|happening|"
+                       r"animal|kind of|type of|colou?r|wearing|doing|look like|shown)\b", q_rest)
+    fact_question = re.match(r"\s*(?:where|who|whom|whose|what|which|when|how)\b", q_rest) and \
+        len(content) >= 2 and not visual and not label
     if number or name or re.search(r"\bsub[\s-]?heading\b|\b(?:heading|title|name)\b.*\bsection\b|"
                                    r"\bsection\b.*\b(?:heading|title|called|named|titled)\b", q_rest):
         found.update(target="heading", section_number=number, section_name=name)
@@ -169,13 +176,15 @@ def read_english(question: str, intent: Intent) -> dict:
     elif title:
         found["target"] = "title"
     elif key is not None and (key != "number" or not sign) and not (
-            key == "date" and answer_type in ("day", "time")):
+            key == "date" and (answer_type in ("day", "time") or content)):
+        # a date of a document ("the date on the receipt"), not of an event a text tells of
         noun = next((n for n in lx.KEY_NOUNS if re.search(rf"\b{n}\b", q_rest)), None)
         found.update(target="key_value", key=key, key_noun=noun,
                      answer_type={"number": "id", "date": "date"}.get(key, "amount"))
     elif "count" in intent.matched and (label or not intent.matched == ("read",)):
         found.update(target="object_count", answer_type="count", label=label)
-    elif paragraph or (answer_type not in ("text", "id") and not sign):
+    elif paragraph or (answer_type not in ("text", "id") and not sign) or (fact_question
+                                                                           and not sign):
         found["target"] = "paragraph_fact"
     elif sign or "read" in intent.matched:
         found["target"] = "sign"
@@ -188,12 +197,15 @@ def read_english(question: str, intent: Intent) -> dict:
     found.setdefault("answer_type", answer_type)
     if found["target"] in ("table_cell", "paragraph_fact", "sign", "key_value"):
         row, col = _en_cell(question)
-        if row and col and (found["target"] == "table_cell" or answer_type != "text"):
+        if row and col and (found["target"] in ("table_cell", "paragraph_fact")
+                            or answer_type != "text"):
             found.update(row_key=row, column_key=col)
     if found["target"] in ("title", "heading") or found["target"] in ("object", "scene"):
         found["answer_type"] = {"title": "text", "heading": "text"}.get(found["target"],
                                                                        "description")
-    found["cues"] = tuple(sorted(_cues_en(words)))
+    # a size is an attribute of a sign or object, but a word of a document ("a large latte")
+    document = found["target"] in ("table_cell", "paragraph_fact", "key_value", "heading")
+    found["cues"] = tuple(sorted(_cues_en(words, keep_sizes=document)))
     found.update(colour=_colour_en(words), position=_position_en(q_rest), size=_size_en(words),
                  time_order=time_order if found["target"] not in ("title",) else None)
     return found

@@ -41,7 +41,7 @@ def colour(ctx: Ctx) -> list[EvalItem]:
         common = dict(question=question, answer=texts[0], kind="read", target="sign", lang=lang,
                       text_size=size, distractors=(texts[1],))
         if i % 2 == 0:  # a video
-            source, width, height = spec.footage[i % len(spec.footage)]
+            source, width, height = spec.footage[(i // 2) % len(spec.footage)]
             seconds, fps = 10.0, 10.0
             t0 = round(rng.uniform(0.5, 4.0), 1)
             together = rng.random() < 0.5

@@ -19,7 +19,8 @@ def zh_sign(ctx: Ctx) -> list[EvalItem]:
         size = rng.randint(16, 28)
         if i % 2 == 0:
             fields = sign_video(ctx, f"zh_video_{i}.mp4", text, fonts, size,
-                                spec.footage[i % len(spec.footage)], other_words=spec.zh_sign_words)
+                                spec.footage[(i // 2) % len(spec.footage)],
+                                other_words=spec.zh_sign_words)
         else:
             fields = sign_image_set(ctx, f"zh_set_{i}", text, fonts, size)
         lang = "zh" if rng.random() < 0.6 else "en"

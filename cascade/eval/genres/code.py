@@ -99,7 +99,7 @@ def code_screenshot(ctx: Ctx, lang: str, lines: list[str],
     size."""
     rng = ctx.rng
     theme = THEMES[rng.choice(ctx.spec.code_themes)]
-    font, size = rng.choice(ctx.spec.fonts.code), rng.randint(14, 20)
+    font, size = rng.choice(ctx.spec.fonts.code), rng.randint(16, 22)
     f = load_font(font, size)
     numbers = ctx.spec.line_numbers
     gutter = int(f.getlength("000 ")) if numbers else 0
@@ -132,14 +132,14 @@ def code(ctx: Ctx) -> list[EvalItem]:
         if wants_class:
             gold = rng.choice(spec.class_nouns)
             lines = _class(lang, gold, names[0], names[1:4])
-            question, target = spec.ask("code_class", rng), "identifier"
+            question = spec.ask("code_class", rng)
         else:
             gold = names[0]
             lines = _function(lang, gold, names[1:4], rng)
-            question, target = spec.ask("code_function", rng), "identifier"
+            question = spec.ask("code_function", rng)
         arr, box, size = code_screenshot(ctx, lang, lines, gold)
         path = save_png(arr, ctx.path(f"code_{i}.png"))
         items.append(ctx.item(i, media_kind="document", media=(path,), question=question,
-                              answer=gold, kind="doc", target=target, frames=(0,), box=box,
+                              answer=gold, kind="doc", target="identifier", frames=(0,), box=box,
                               text_size=size, distractors=tuple(n for n in names if n != gold)))
     return items

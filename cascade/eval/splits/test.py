@@ -28,7 +28,7 @@ TEST = SplitSpec(
             ("images", "Which of these photos looks the most peaceful?", ""),
             ("pan:gradio:lion.jpg", "Describe the animal in the footage.", "lion"),
             ("images", "In which image is there a vehicle?", "bus")),
-    sign_words=("PIER", "EXIT", "PLATFORM", "LOT", "WING", "TRACK"),
+    sign_words=("PIER", "EXIT", "PLATFORM", "LANE", "WING", "TRACK"),
     zh_sign_words=("入口", "电梯", "登机口", "收银台", "会议室", "餐厅"),
     distractor_words=("TRAFFIC CAM", "CH 5", "REPLAY", "SPORT"),
     banners=("FINAL CALL", "NOW BOARDING", "HAPPY NEW YEAR"),
