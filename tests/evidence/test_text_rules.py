@@ -96,6 +96,7 @@ def test_wrapped_lines_join_as_the_script_wants():
     ("const MAX_RETRIES = 5;", ("MAX_RETRIES", "variable")),
     ("5 def count_header(source, path=None):", ("count_header", "function")),  # line number
     ("12: function foo() {", ("foo", "function")), ("2 from pathlib import Path", None),
+    ("12. def f(x):", ("f", "function")), ("7 | class Foo:", ("Foo", "class")),
 ])
 def test_definitions_not_calls(code, found):
     assert definition_in(code) == found
