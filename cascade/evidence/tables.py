@@ -5,9 +5,11 @@ of rows of two or more aligned lines (a price list, a key-value form). Rows are 
 vertical extents overlap; columns are the horizontal extents that the fullest rows' cells share,
 every other cell joining the column it overlaps most. The header row is the top row unless it
 reads like data (as numeric as the rows below); the key column is the leftmost column that
-is mostly words, not numbers. `Table.cells_for(row_key, column_key)` matches the keys fuzzily
-but exactly about digits (`textmatch.key_match`), in either orientation; `Table.cell` answers
-only when exactly one cell fits.
+is mostly words, not numbers; a lone line over the cells is the table's caption, not a row.
+`Table.cells_for(row_key, column_key)` matches the keys fuzzily but exactly about digits
+(`textmatch.key_match`), in either orientation; `Table.cell` answers only when exactly one cell
+fits. `cells_named_in(question)` serves questions whose keys were not picked out: the cells whose
+row and column keys the question names in full.
 """
 from __future__ import annotations
 
