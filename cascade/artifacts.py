@@ -225,17 +225,22 @@ class Frame(Image):
 
 @dataclass(frozen=True)
 class OcrLine:
-    """A line of text read by OCR, its confidence, and its box in source coordinates."""
+    """A line of text read by OCR, its confidence, and its box in source coordinates (the upright
+    box around it). `angle`: degrees the line's baseline is turned counter-clockwise (rising to
+    the right > 0), as the OCR polygon says; 0 for level text (a photographed page at an angle
+    has all its lines turned alike)."""
 
     text: str
     confidence: float
     box: Box
     media_index: int = 0
     timestamp: float | None = None
+    angle: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"text": self.text, "confidence": self.confidence, "box": self.box.to_dict(),
-                "media_index": self.media_index, "timestamp": self.timestamp}
+                "media_index": self.media_index, "timestamp": self.timestamp,
+                "angle": self.angle}
 
 
 @dataclass(frozen=True)

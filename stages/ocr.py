@@ -70,6 +70,15 @@ def text_density(boxes: list[Box], width: int, height: int) -> float:
     return float(mask.mean())
 
 
+def baseline_angle(poly: np.ndarray) -> float:
+    """Degrees counter-clockwise of a text polygon's top edge (first to second corner: the
+    detectors give corners clockwise from the top left); 0 for anything but a quadrilateral."""
+    if len(poly) != 4:
+        return 0.0
+    (x0, y0), (x1, y1) = poly[0], poly[1]
+    return round(float(np.degrees(np.arctan2(y0 - y1, x1 - x0))), 2) if x1 > x0 else 0.0
+
+
 @stage("ocr")
 class Ocr(Stage):
     """Read text lines in a list of images (or, with mode=detect, only find where text is).
@@ -115,8 +124,8 @@ class Ocr(Stage):
                                   p.cache_items)
         self.config_key = f"{key}:{p.mode}:{p.min_confidence}"
 
-    def _read(self, pixels: np.ndarray) -> list[tuple[str, float, Box]]:
-        """(text, confidence, box in these pixels) per line; text is '' in detect mode."""
+    def _read(self, pixels: np.ndarray) -> list[tuple[str, float, Box, float]]:
+        """(text, confidence, box in these pixels, angle) per line; text is '' in detect mode."""
         p = self.params
         bgr = np.ascontiguousarray(pixels[:, :, ::-1])
         with self.shared.lock:
@@ -142,7 +151,7 @@ class Ocr(Stage):
                 continue
             box = Box(float(poly[:, 0].min()), float(poly[:, 1].min()),
                       float(poly[:, 0].max()), float(poly[:, 1].max()))
-            out.append(("" if texts is None else str(texts[i]), conf, box))
+            out.append(("" if texts is None else str(texts[i]), conf, box, baseline_angle(poly)))
         return out
 
     def run(self, images: list[Image] | Image, video: Path | VideoSource | None = None) -> Outputs:
@@ -163,9 +172,11 @@ class Ocr(Stage):
                 hits += 1
             found[key] = local
             ts = getattr(im, "timestamp", None)
-            lines += [OcrLine(text, conf, im.to_source(box), im.media_index, ts)
-                      for text, conf, box in local]
-            density.append(text_density([b for _, _, b in local], im.width, im.height))
+            # results saved before lines had an angle hold three fields: level text
+            lines += [OcrLine(text, conf, im.to_source(box), im.media_index, ts,
+                              angle[0] if angle else 0.0)
+                      for text, conf, box, *angle in local]
+            density.append(text_density([f[2] for f in local], im.width, im.height))
             counts.append(len(local))
         if saved is not None:
             saved.add(found, self.cache)

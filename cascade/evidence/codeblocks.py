@@ -1,8 +1,9 @@
 """Code: the identifiers a block of code defines (functions, methods, classes, types, tables ...).
 
 Read from OCR lines of a screenshot or a photographed listing, one line at a time, by the
-definition syntax of the common languages (functions, methods, types, variables): Python, JavaScript / TypeScript, C / C++ / Java / C# /
-Kotlin / Swift / Go / Rust / PHP / Ruby / Lua / shell function forms, and SQL `CREATE ...`. Only
+definition syntax (functions, methods, types, variables) of the common languages: Python,
+JavaScript / TypeScript, C / C++ / Java / C# / Kotlin / Swift / Go / Rust / PHP / Ruby / Lua /
+shell function forms, and SQL `CREATE ...`. Only
 definitions count: a call (`print(x)`), a control statement (`if (x) {`) or an assignment of a
 plain value defines nothing. A function written indented under a class on the same page (before a
 line as far left as the class's) is a method.
@@ -17,10 +18,9 @@ from cascade.artifacts import LayoutRegion, OcrLine
 
 from .structure import Located, pages
 
-__all__ = ["Definition", "definition_in", "definitions", "defined", "reads_like_code",
-           "FUNCTION_KINDS", "TYPE_KINDS", "KIND_GROUPS"]
+__all__ = ["Definition", "definition_in", "definitions", "defined", "looks_like_code",
+           "reads_like_code", "TYPE_KINDS", "KIND_GROUPS"]
 
-FUNCTION_KINDS = ("function", "method")
 TYPE_KINDS = ("class", "struct", "interface", "enum", "trait", "type")
 # What a question's word for a kind of code identifier covers, most specific first: "the
 # function" is a plain function where there is one, else a method; "the class" any type.
@@ -67,7 +67,8 @@ _DEFINITIONS = [
                  rf"(?P<name>{_ID})\s*[<(]", 0, False),
     # JS / TS: const name = (...) => / = async x => / = function
     ("function", rf"^\s*{_MODIFIERS}(?:const|let|var)\s+(?P<name>{_ID})\s*(?::[^=]+)?=\s*"
-                 rf"(?:async\s+)?(?:function\b|\([^()]*\)\s*(?::\s*[^=]+)?=>|{_ID}\s*=>)", 0, False),
+                 rf"(?:async\s+)?(?:function\b|\([^()]*\)\s*(?::\s*[^=]+)?=>|{_ID}\s*=>)", 0,
+     False),
     # shell: name() {
     ("function", rf"^\s*(?P<name>{_ID})\s*\(\)\s*\{{", 0, False),
     # class Name / struct Name / interface Name / enum Name / trait Name ...
@@ -79,7 +80,8 @@ _DEFINITIONS = [
     # C-family functions and methods: [modifiers] return-type name(params) [const] { | ; | end
     ("function", rf"^\s*{_NOT_TYPES}{_MODIFIERS}(?:[\w:<>,\[\]]+[\s*&]+)+(?:{_ID}::)?"
                  rf"(?P<name>~?{_ID})\s*\([^;=]*\)\s*(?:const\s*)?(?:noexcept\s*)?(?:override\s*)?"
-                 rf"(?:throws\s+[\w.,\s]+)?(?:->\s*[\w:<>*&\s]+)?\s*(?:\{{\s*\}}?|:|;)?\s*$", 0, True),
+                 rf"(?:throws\s+[\w.,\s]+)?(?:->\s*[\w:<>*&\s]+)?\s*(?:\{{\s*\}}?|:|;)?\s*$", 0,
+     True),
     # variables: const / let / var / val [mut] name = ...; Go name := ...; UPPER_CASE = ...
     ("variable", rf"^\s*{_MODIFIERS}(?:const|let|var|val)\s+(?:mut\s+)?(?P<name>{_ID})\s*"
                  rf"(?::[^=]+)?=(?!=)", 0, False),
@@ -94,25 +96,34 @@ _DEFINITIONS = [
                rf"\([^;=]*\)\s*(?::\s*[^={{]+)?\{{\s*$", 0, True),
 ]
 _PATTERNS = [(kind, re.compile(rx, flags), weak) for kind, rx, flags, weak in _DEFINITIONS]
+# a line number in an editor's margin: '5 def', '12. def', '7 | class', '40: fn'
+_GUTTER = re.compile(r"\d{1,5}(?:\s*[:|│.]\s*|\s+)(?=[A-Za-z_@$])")
 
 
 @dataclass(frozen=True)
 class Definition(Located):
     """An identifier a line of code defines: `text` is the identifier, `what` what it is
-    (function, method, class, struct, interface, enum, trait, type, or the SQL object: table,
-    view, procedure ...), `line` the code line it was read from; the box is the line's."""
+    (function, method, class, struct, interface, enum, trait, type, variable, or the SQL object:
+    table, view, procedure ...), `line` the code line it was read from; the boxes are the line's
+    (OCR may read one line of code as several pieces)."""
 
     what: str = ""
     line: str = ""
 
 
-_GUTTER = re.compile(r"^\d{1,5}(?:\s*[|:.])?\s+(?=[A-Za-z_@])")
-
-
 def definition_in(code: str, in_code: bool = False) -> tuple[str, str] | None:
     """(identifier, what) a single line of code defines, or None. `in_code`: the line is known
-    to be code (its page reads like code), so C-style signatures count without a '{'."""
-    text = _GUTTER.sub("", code.strip())  # an editor's line number read with the line
+    to be code (its page reads like code), so C-style signatures count without a '{'. An
+    editor's line number read with the line ('5 def f(x):') is not part of it."""
+    text = code.strip()
+    found = _definition(text, in_code)
+    numbered = _GUTTER.match(text)
+    if found is None and numbered:
+        found = _definition(text[numbered.end():], in_code)
+    return found
+
+
+def _definition(text: str, in_code: bool) -> tuple[str, str] | None:
     for kind, rx, weak in _PATTERNS:
         m = rx.match(text)
         if not m or weak and not (in_code or text.endswith("{")):
@@ -131,9 +142,14 @@ def definition_in(code: str, in_code: bool = False) -> tuple[str, str] | None:
     return None
 
 
+def looks_like_code(text: str) -> bool:
+    """A line with code punctuation: a call, braces or ';' at an end, an arrow, '::' ..."""
+    return bool(_CODE_LINE.search(text))
+
+
 def reads_like_code(lines: list[OcrLine]) -> bool:
     """At least 3 lines, or 40 % of them, look like code."""
-    n = sum(bool(_CODE_LINE.search(ln.text)) for ln in lines)
+    n = sum(looks_like_code(ln.text) for ln in lines)
     return n >= 3 or bool(lines) and n >= 0.4 * len(lines)
 
 
@@ -142,24 +158,41 @@ def definitions(lines: Iterable[OcrLine],
     """Every definition on every page, in reading order."""
     out: list[Definition] = []
     for page in pages(lines, regions):
-        classes: list[Definition] = []  # classes whose body the lines are still in
+        classes: list[OcrLine] = []  # the first pieces of the classes whose body we are in
         in_code = reads_like_code(list(page.lines))
-        for ln in page.lines:
-            indent = 0.5 * ln.box.height
+        for pieces in _code_lines(page.lines):
+            first = pieces[0]
             # a line as far left as a class's own line ends that class's body
-            classes = [c for c in classes if ln.box.x0 > c.box.x0 + indent]
-            found = definition_in(ln.text, in_code)
+            classes = [c for c in classes if first.box.x0 > c.box.x0 + 0.5 * first.box.height]
+            text = " ".join(p.text.strip() for p in pieces)
+            found = definition_in(text, in_code)
             if found is None:
                 continue
             name, what = found
             if what == "function" and classes:
                 what = "method"
-            d = Definition(name, "definition", (ln.box,), page.media_index, page.timestamp,
-                           1.0, what, ln.text.strip())
-            out.append(d)
+            out.append(Definition(name, "definition", page.source_boxes(pieces),
+                                  page.media_index, page.timestamp, 1.0, what, text))
             if what in TYPE_KINDS:
-                classes.append(d)
+                classes.append(first)
     return out
+
+
+def _code_lines(lines: Iterable[OcrLine]) -> list[list[OcrLine]]:
+    """OCR pieces joined into code lines: pieces of one row less than two line heights apart
+    ('def' and 'load(path):' read as two boxes) are one line of code; an editor's line number
+    read alone stays apart."""
+    rows: list[list[OcrLine]] = []
+    for ln in lines:  # reading order: a row's pieces come together, left to right
+        last = rows[-1][-1] if rows else None
+        if last is not None and not last.text.strip().isdigit() \
+                and min(last.box.y1, ln.box.y1) - max(last.box.y0, ln.box.y0) \
+                >= 0.5 * min(last.box.height, ln.box.height) \
+                and -0.5 * ln.box.height <= ln.box.x0 - last.box.x1 < 2 * ln.box.height:
+            rows[-1].append(ln)
+        else:
+            rows.append([ln])
+    return rows
 
 
 def defined(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (),

@@ -2,10 +2,10 @@
 names (by number: 'section 3', '3.2', '第三章'; or by topic: 'the section about ridership').
 
 A line heads something when several signs agree: the layout model calls its region a title, it
-starts with a section number (`numbering`), its text is taller than the page's body text, space
-separates it from the lines around it, and it is short and does not end like a sentence. Lines
-in a table, a page header or footer are not headings. The document title is the heading that is
-not numbered, tallest and nearest the top; when two are about as likely, both are returned.
+starts with a section number (`numbering`), its letters are larger than the page's body text
+(`text_size`), space separates it from the lines around it, and it is short and does not end like
+a sentence. Lines in a table, a page header or footer are not headings. The document title is the heading that is
+not numbered, largest and nearest the top; when two are about as likely, both are returned.
 """
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from cascade.artifacts import LayoutRegion, OcrLine
+from cascade.artifacts import Box, LayoutRegion, OcrLine
 
 from .numbering import SectionNumber, parse_number, split_numbering
-from .structure import Located, Page, pages, text_length, union_box
+from .structure import Located, Page, pages, text_length, text_size, union_box
 from .textmatch import key_match, normalize, phrase_score
 
-__all__ = ["Heading", "headings", "document_title", "section_heading", "section_of"]
+__all__ = ["Heading", "headings", "document_title", "section_heading", "heading_lines"]
 
 NOT_HEADINGS = ("table", "header", "footer", "equation", "reference")
 MIN_SCORE = 1.5  # least heading score (see `_heading_score`)
@@ -44,9 +44,13 @@ def _gap_above(page: Page, line: OcrLine) -> float:
 
 
 def _shares_row(page: Page, line: OcrLine) -> bool:
+    """Another line sits on its row close by (a table row, a key and its value), or two others do
+    (a row of cells); a line in the next column of the page, a gutter away, does not count."""
     b = line.box
-    return any(o is not line and min(o.box.y1, b.y1) - max(o.box.y0, b.y0)
-               >= 0.5 * min(o.box.height, b.height) for o in page.lines)
+    mates = [o for o in page.lines if o is not line and min(o.box.y1, b.y1) - max(o.box.y0, b.y0)
+             >= 0.5 * min(o.box.height, b.height)]
+    gutter = 4 * page.body_height
+    return len(mates) >= 2 or any(max(o.box.x0 - b.x1, b.x0 - o.box.x1) < gutter for o in mates)
 
 
 def _heading_score(page: Page, line: OcrLine) -> tuple[float, SectionNumber | None, str]:
@@ -60,10 +64,10 @@ def _heading_score(page: Page, line: OcrLine) -> tuple[float, SectionNumber | No
         return 0.0, None, text
     numbered = split_numbering(text)
     number, name = numbered if numbered else (None, text)
-    score = 2.0 * title.confidence if title else 0.0
+    score = 1.2 * title.confidence if title else 0.0
     score += 1.0 if numbered and name else 0.0
-    if page.body_height > 0:
-        score += min(2.0, max(0.0, 4.0 * (line.box.height / page.body_height - 1.0)))
+    if page.body_size > 0:
+        score += min(2.0, max(0.0, 4.0 * (text_size(line) / page.body_size - 1.0)))
     score += 0.5 if _gap_above(page, line) >= 0.6 * page.body_height else 0.0
     score -= 2.0 if _SENTENCE_END.search(text) else 0.0
     score -= 1.0 if _shares_row(page, line) else 0.0
@@ -71,59 +75,102 @@ def _heading_score(page: Page, line: OcrLine) -> tuple[float, SectionNumber | No
     return score, number, name
 
 
-def _page_headings(page: Page) -> list[Heading]:
-    found: list[Heading] = []
+@dataclass
+class _Head:
+    """A heading while it is read: its lines on the level page, score, number and name."""
+
+    lines: list[OcrLine]
+    score: float
+    number: SectionNumber | None
+    name: str
+
+    @property
+    def box(self) -> Box:
+        return union_box(ln.box for ln in self.lines)
+
+    @property
+    def size(self) -> float:
+        return max(text_size(ln) for ln in self.lines)
+
+    def emit(self, page: Page, kind: str, score: float) -> Heading:
+        text = " ".join(ln.text.strip() for ln in self.lines)
+        return Heading(text, kind, page.source_boxes(self.lines), page.media_index,
+                       page.timestamp, score, self.number, self.name)
+
+
+def _page_heads(page: Page) -> list[_Head]:
+    found: list[_Head] = []
     for line in page.lines:
         score, number, name = _heading_score(page, line)
         if score < MIN_SCORE:
             continue
         prev = found[-1] if found else None
-        if prev is not None and number is None and _continues(prev, line):
-            found[-1] = Heading(f"{prev.text} {line.text.strip()}".strip(), prev.kind,
-                                prev.boxes + (line.box,), page.media_index, page.timestamp,
-                                max(prev.score, score), prev.number,
-                                f"{prev.name} {name}".strip())
-            continue
-        found.append(Heading(line.text.strip(), "heading", (line.box,), page.media_index,
-                             page.timestamp, score, number, name))
+        if prev is not None and number is None and _continues(prev.lines[-1].box, line.box):
+            prev.lines.append(line)
+            prev.score, prev.name = max(prev.score, score), f"{prev.name} {name}".strip()
+        else:
+            found.append(_Head([line], score, number, name))
     return found
 
 
-def _continues(prev: Heading, line: OcrLine) -> bool:
+def _continues(last: Box, b: Box) -> bool:
     """A heading wrapped onto a second line: right below, about as tall, starting near it."""
-    last = prev.boxes[-1]
-    b = line.box
     return 0 <= b.y0 - last.y1 <= 0.6 * last.height and 0.8 <= b.height / last.height <= 1.25 \
         and (abs(b.x0 - last.x0) <= last.height or abs((b.x0 + b.x1) - (last.x0 + last.x1))
              <= 2 * last.height)
 
 
+def heading_lines(page: Page) -> set[int]:
+    """The ids of the page's lines that are (part of) a title or heading."""
+    return {id(ln) for h in _page_heads(page) for ln in h.lines}
+
+
 def headings(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = ()) -> list[Heading]:
     """Every title and section heading, page by page, in reading order."""
-    return [h for page in pages(lines, regions) for h in _page_headings(page)]
+    return [h.emit(page, "heading", h.score)
+            for page in pages(lines, regions) for h in _page_heads(page)]
 
 
 def document_title(lines: Iterable[OcrLine],
                    regions: Iterable[LayoutRegion] = ()) -> list[Heading]:
     """The document's title: the candidates within TITLE_MARGIN of the best, best first (one
-    text per distinct title). A title is an unnumbered heading with text below it; taller and
-    nearer the top is likelier. [] when no page has one."""
+    text per distinct title). A title is an unnumbered heading with text below it; larger and
+    nearer the top is likelier. On a page of numbered sections whose title did not score as a
+    heading (its body text unread, say), the largest unnumbered line above the first section is
+    the candidate. [] when no page has one."""
     scored: list[Heading] = []
     for page in pages(lines, regions):
-        found = _page_headings(page)
-        if not found:
+        heads = _page_heads(page)
+        heads += _title_over_sections(page, heads)
+        if not heads:
             continue
-        top = min(h.box.y0 for h in found)
-        tallest = max(h.box.height / len(h.boxes) for h in found)
-        for h in found:
+        top = min(h.box.y0 for h in heads)
+        largest = max(h.size for h in heads)
+        for h in heads:
             below = [ln for ln in page.lines if ln.box.y0 >= h.box.y1 - 1]
             if h.number is not None or len(below) < 2:
                 continue
-            score = h.score + 2.0 * (h.box.height / len(h.boxes)) / tallest
-            score += 1.0 if h.box.y0 == top else 0.0
-            scored.append(Heading(h.text, "title", h.boxes, h.media_index, h.timestamp, score,
-                                  None, h.name))
+            score = h.score + 2.0 * h.size / largest + (1.0 if h.box.y0 == top else 0.0)
+            scored.append(h.emit(page, "title", score))
     return _best(scored, TITLE_MARGIN)
+
+
+def _title_over_sections(page: Page, heads: list[_Head]) -> list[_Head]:
+    numbered = [ln for ln in page.lines if _short_line(ln) and split_numbering(ln.text)]
+    if len(numbered) < 2 or any(h.number is None and h.box.y1 <= numbered[0].box.y0
+                                for h in heads):
+        return []
+    above = [ln for ln in page.lines if ln.box.y1 <= numbered[0].box.y0 + 1
+             and split_numbering(ln.text) is None and _short_line(ln)]
+    if not above:
+        return []
+    line = max(above, key=text_size)
+    return [_Head([line], MIN_SCORE, None, line.text.strip())]
+
+
+def _short_line(line: OcrLine) -> bool:
+    """Short enough for a heading, and not ending like a sentence."""
+    return 0 < text_length(line.text) <= MAX_WORDS and not _SENTENCE_END.search(line.text.strip())
 
 
 def _best(found: Sequence[Heading], margin: float) -> list[Heading]:
@@ -152,49 +199,48 @@ def section_heading(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = 
                     topic: str | None = None) -> list[Heading]:
     """The heading of section `number` (3, '3.2', 'III', '三', (3, 2)), or of the section about
     `topic`: the heading that names it, else the heading above the text that does. Several
-    results mean several sections fit (a caller that must answer abstains)."""
-    lines = list(lines)
-    regions = list(regions)
-    found = headings(lines, regions)
-    if number is not None:
-        wanted = _as_number(number)
-        return _best([h for h in found if h.number == wanted], margin=float("inf"))
-    if not topic:
+    different texts mean several sections fit (a caller that must answer abstains)."""
+    if number is None and not topic:
         raise ValueError("section_heading needs a number or a topic")
-    named = []
-    for h in found:
-        fit = max(key_match(topic, h.name), phrase_score(topic, h.name))
-        if fit >= 0.5:
-            named.append(Heading(h.text, h.kind, h.boxes, h.media_index, h.timestamp, fit,
-                                 h.number, h.name))
-    if named:
-        return _best(named, margin=0.0)
-    return _heading_above_topic(lines, regions, found, topic)
-
-
-def _heading_above_topic(lines: list[OcrLine], regions: list[LayoutRegion],
-                         found: list[Heading], topic: str) -> list[Heading]:
-    heads = {id(h): h for h in found}
-    hits: list[Heading] = []
+    wanted = _as_number(number) if number is not None else None
+    named, under = [], []
     for page in pages(lines, regions):
-        page_heads = [h for h in found if h.media_index == page.media_index
-                      and h.timestamp == page.timestamp]
-        best = max((phrase_score(topic, ln.text) for ln in page.lines), default=0.0)
-        if best < 0.5:
-            continue
-        for ln in page.lines:
-            if phrase_score(topic, ln.text) == best:
-                head = section_of(page_heads, ln)
-                if head is not None and id(head) in heads:
-                    hits.append(Heading(head.text, head.kind, head.boxes, head.media_index,
-                                        head.timestamp, best, head.number, head.name))
-    return _best(hits, margin=0.0)
+        heads = _page_heads(page)
+        for h in heads:
+            if wanted is not None:
+                if h.number == wanted:
+                    named.append(h.emit(page, "heading", h.score))
+                continue
+            fit = max(key_match(topic, h.name), phrase_score(topic, h.name))
+            if fit >= 0.5:
+                named.append(h.emit(page, "heading", fit))
+        if wanted is None:
+            under += _heads_above_topic(page, heads, topic)
+    if wanted is not None:
+        return _best(named, margin=float("inf"))
+    return _best(named or under, margin=0.0)
 
 
-def section_of(page_headings: Sequence[Heading], line: OcrLine) -> Heading | None:
-    """The heading a line falls under: the last heading above it on its page (in a column that
-    overlaps the line, so a two-column page keeps its columns apart when it can)."""
-    above = [h for h in page_headings if h.box.y1 <= line.box.y0 + 1]
+def _heads_above_topic(page: Page, heads: list[_Head], topic: str) -> list[Heading]:
+    """The headings of the sections whose text best holds the topic (at least half of it)."""
+    heading_lines = {id(ln) for h in heads for ln in h.lines}
+    body = [ln for ln in page.lines if id(ln) not in heading_lines]
+    scores = [phrase_score(topic, ln.text) for ln in body]
+    best = max(scores, default=0.0)
+    if best < 0.5:
+        return []
+    out = []
+    for ln, score in zip(body, scores):
+        head = _head_above(heads, ln) if score == best else None
+        if head is not None:
+            out.append(head.emit(page, "heading", score))
+    return out
+
+
+def _head_above(heads: Sequence[_Head], line: OcrLine) -> _Head | None:
+    """The heading a line falls under: the last one above it (in a column that overlaps the
+    line, so a two-column page keeps its columns apart when it can)."""
+    above = [h for h in heads if h.box.y1 <= line.box.y0 + 1]
     same_column = [h for h in above if min(h.box.x1, line.box.x1) > max(h.box.x0, line.box.x0)]
     pick = same_column or above
     return max(pick, key=lambda h: h.box.y1) if pick else None

@@ -23,7 +23,8 @@ _EN_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "
             "eighty": 80, "ninety": 90}
 _ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6,
              "seventh": 7, "eighth": 8, "ninth": 9, "tenth": 10}
-_SECTION_WORDS = r"section|sect\.|sec\.|chapter|ch\.|part|article|art\.|clause|appendix|unit|lesson|§"
+_SECTION_WORDS = (r"section|sect\.|sec\.|chapter|ch\.|part|article|art\.|clause|appendix|unit|"
+                  r"lesson|§")
 _EN_NUMBER = r"(?:[a-z]+-[a-z]+|[a-z]+)"  # three, twenty-one
 
 

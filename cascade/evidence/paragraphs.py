@@ -1,11 +1,11 @@
 """Paragraphs and sentences: the sentence of a page that holds a key phrase, with its lines' boxes.
 
 Lines join into a paragraph when one sits right below another (a gap under ~1 line height, the
-columns overlapping, about the same height) and, where there is a layout, inside the same region;
-headings and cells of a layout table never join a paragraph. Line breaks are undone as the script wants (a space between
-Latin words, nothing between CJK characters, a hyphenated word put back together). Sentences end
-at . ! ? … and at the CJK 。！？; a '.' ends one only before a space and a capital, a digit or a
-CJK character, and not after a known abbreviation or a single initial.
+columns overlapping, about the same height) unless the layout model put them in two different
+text regions; headings and cells of a layout table never join a paragraph. Line breaks are undone as the script
+wants (a space between Latin words, nothing between CJK characters, a hyphenated word put back
+together). Sentences end at . ! ? … and at the CJK 。！？; a '.' ends one only before a space and a
+capital, a digit or a CJK character, and not after a known abbreviation or a single initial.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from cascade.artifacts import LayoutRegion, OcrLine
 
-from .headings import headings
+from .headings import heading_lines
 from .structure import Located, Page, is_cjk, pages
 from .textmatch import phrase_score
 
@@ -30,7 +30,7 @@ _CLOSERS = "\"'”’)]）】」』"
 @dataclass(frozen=True)
 class Paragraph:
     """Lines read as one text: `text` with the line breaks undone, `starts[i]` the offset in
-    `text` where `lines[i]` begins."""
+    `text` where `lines[i]` begins (the lines as OCR gave them: boxes in source pixels)."""
 
     lines: tuple[OcrLine, ...]
     text: str
@@ -65,15 +65,22 @@ def _continues(above: OcrLine, line: OcrLine) -> bool:
         and min(a.x1, b.x1) > max(a.x0, b.x0)
 
 
-def _page_paragraphs(page: Page, heading_boxes: set) -> list[Paragraph]:
+def _other_paragraph(a: LayoutRegion | None, b: LayoutRegion | None) -> bool:
+    """Lines in two different layout text regions belong to two paragraphs (paragraphs set
+    closer than a line apart); a line the model put in no text region may join either."""
+    return a is not None and b is not None and a != b
+
+
+def _page_paragraphs(page: Page) -> list[Paragraph]:
+    heads = heading_lines(page)
     blocks: list[list[OcrLine]] = []
     for line in page.lines:
-        if line.box in heading_boxes or page.region_of(line, ["table"]) is not None:
+        if id(line) in heads or page.region_of(line, ["table"]) is not None:
             blocks.append([line])  # a heading or a table cell stands alone
             continue
-        region = page.region_of(line)
-        open_blocks = [b for b in blocks if b[-1].box not in heading_boxes
-                       and _continues(b[-1], line) and page.region_of(b[-1]) == region]
+        region = page.region_of(line, ["text"])
+        open_blocks = [b for b in blocks if id(b[-1]) not in heads and _continues(b[-1], line)
+                       and not _other_paragraph(region, page.region_of(b[-1], ["text"]))]
         if open_blocks:
             max(open_blocks, key=lambda b: b[-1].box.y1).append(line)
         else:
@@ -81,16 +88,15 @@ def _page_paragraphs(page: Page, heading_boxes: set) -> list[Paragraph]:
     out = []
     for block in blocks:
         text, starts = _join([ln.text for ln in block])
-        out.append(Paragraph(tuple(block), text, starts, page.media_index, page.timestamp))
+        out.append(Paragraph(tuple(page.original(ln) for ln in block), text, starts,
+                             page.media_index, page.timestamp))
     return out
 
 
 def paragraphs(lines: Iterable[OcrLine],
                regions: Iterable[LayoutRegion] = ()) -> list[Paragraph]:
     """Every paragraph (and every heading, as a paragraph of its own) on every page."""
-    lines, regions = list(lines), list(regions)
-    heading_boxes = {b for h in headings(lines, regions) for b in h.boxes}
-    return [p for page in pages(lines, regions) for p in _page_paragraphs(page, heading_boxes)]
+    return [p for page in pages(lines, regions) for p in _page_paragraphs(page)]
 
 
 def _ends_sentence(text: str, i: int) -> bool:

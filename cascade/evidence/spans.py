@@ -6,8 +6,8 @@ span of the kind asked for, or None when there is none **or several different on
 Friday' has no single day). The same value written twice ('Tue' and 'Tuesday') is one value.
 
 Kinds (`KINDS`): weekday (alias day), date, time, when (a date, time or day; written together,
-one span), amount, percent, id, identifier, number, name, email, url; text and cell (the whole
-text, trimmed). English and Chinese forms are read: 星期二 / 周二 / 礼拜二, 2024年3月5日, 三月五日,
+one span), amount, percent, id, identifier, number, name, place (Room 330, Gate 12B, 3号楼),
+email, url; text and cell (the whole text, trimmed). English and Chinese forms are read: 星期二 / 周二 / 礼拜二, 2024年3月5日, 三月五日,
 下午3点 / 15:30, ¥ 12.50 / 12.50元, 百分之五 / 5%, 十五分钟 (a number with its measure word).
 A kind never claims text a more specific kind holds: in '5 March 2024, 14:30, $12.50' there is no
 `number`, in 'Order A-10293, total $45.00' one `id`.
@@ -19,7 +19,7 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .codeblocks import definition_in
+from .codeblocks import definition_in, looks_like_code
 from .numbering import chinese_int
 
 __all__ = ["Span", "KINDS", "candidates", "exact_span"]
@@ -28,10 +28,11 @@ _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
 _CN_WEEKDAY = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
            "september", "october", "november", "december")
-_MONTH = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|" \
-         r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
-_CAP_MONTH = r"(?:J(?:an(?:uary)?|une?|uly?)|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|" \
-             r"Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
+# A month's name, or its abbreviation with its dot ('Mar.'): a full name's '.' ends the sentence.
+_MONTH = r"(?:january|february|march|april|may|june|july|august|september|october|november|" \
+         r"december|(?:jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)\.?)"
+_CAP_MONTH = r"(?:January|February|March|April|May|June|July|August|September|October|" \
+             r"November|December|(?:Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)\.?)"
 _ORD = r"(?:st|nd|rd|th)?"
 _CN_NUM = "〇零一二三四五六七八九十百千万两"
 _CURRENCY = r"[$€£¥￥₹₩]|(?:US|HK|S|A|C|NZ)\$|\b(?:USD|EUR|GBP|CNY|RMB|JPY|HKD|CHF|CAD|AUD|INR)\b"
@@ -208,6 +209,24 @@ please note closed open dear""".split())
 _TITLES = {"mr", "mrs", "ms", "dr", "prof", "sir", "madam"}  # the word after one is a name
 
 
+_PLACE = re.compile(r"\b(?P<label>[A-Z][a-z]+|[A-Z]{2,})\s?(?:No\.?\s?|#)?"
+                    r"(?:\d+[A-Z]?|[A-Z]\d{0,3})\b")
+_PLACE_CN = re.compile(r"(?:会议室|教室|办公室|房间|展厅|候车室)\s?[A-Z\d]+|[A-Z\d]+\s?(?:号楼|号门|号厅|"
+                       r"号线|号|楼|室|层|厅|门|区|站台|口)")
+
+
+def _places(text: str) -> Found:
+    """A named place and its number or letter: Room 330, Gate 12B, Building C, 3号楼, B区."""
+    def value(m: re.Match) -> str | None:
+        label = m.group("label").lower()
+        if label in _NOT_NAMES or _WEEKDAY_FULL.fullmatch(label) or label.startswith(
+                tuple(mo[:3] for mo in _MONTHS)) and len(label) <= 9:
+            return None  # 'March 5', 'Monday 3', 'The 2' are not places
+        return re.sub(r"\s+", "", m.group(0)).casefold()
+    return _all(_PLACE, text, value) + _all(_PLACE_CN, text, lambda m: re.sub(r"\s+", "",
+                                                                              m.group(0)))
+
+
 def _ids(text: str) -> Found:
     """Codes with a digit and >= 3 letters/digits: INV-2024-0042, A-10293, B12, 04419873."""
     def value(m: re.Match) -> str | None:
@@ -227,7 +246,7 @@ def _looks_like_identifier(m: re.Match) -> bool:
 
 
 def _identifiers(text: str) -> Found:
-    defined = definition_in(text)
+    defined = definition_in(text, in_code=looks_like_code(text))
     if defined is not None:
         i = re.search(rf"(?<![\w$]){re.escape(defined[0])}(?![\w$])", text)
         if i:
@@ -255,6 +274,10 @@ def _names(text: str) -> Found:
             continue
         s = m.start() + m.group(0).index(kept[0])
         e = m.start() + m.group(0).rindex(kept[-1]) + len(kept[-1])
+        if re.match(r"\s*\d", text[e:]) and len(kept) == 1:
+            continue  # a label and its number ('Room 330', 'Gate 12') is a place, not a name
+        if titled and previous[0].lower().strip(".") in _TITLES:
+            s = text.rindex(previous[0], 0, m.start())  # the name as written: 'Ms. Alvarez'
         before = text[:m.start()].rstrip()
         if not titled and (not before or before[-1] in ".!?:。！？"):
             # a capital at a sentence's start says nothing: 'Contact Maria Lopez' may be a
@@ -263,7 +286,7 @@ def _names(text: str) -> Found:
                 continue
             rest = s + text[s:e].index(kept[1])
             out.append((rest, e, text[rest:e].casefold()))
-        out.append((s, e, text[s:e].casefold()))
+        out.append((s, e, " ".join(kept).casefold()))
     return out
 
 
@@ -273,14 +296,14 @@ _FINDERS: dict[str, Callable[[str], Found]] = {
     "url": lambda t: _all(_URL, t, lambda m: m.group(0)),
     "date": _dates, "time": _times, "weekday": _weekdays, "amount": _amounts,
     "percent": _percents, "id": _ids, "number": _numbers,
-    "identifier": _identifiers, "name": _names,
+    "identifier": _identifiers, "name": _names, "place": _places,
 }
 # 'when': a date, a time or a day, those written together ('Tuesday, 5 March at 14:30') one span;
 # 'text' / 'cell': the whole text, trimmed (a table cell or a text block is its own answer).
 KINDS = (*_FINDERS, "when", "text", "cell")
 _ALIASES = {"day": "weekday", "day_of_week": "weekday"}
 # Kinds whose candidates never yield to the earlier ones (a name may hold a weekday's letters).
-_INDEPENDENT = {"weekday", "identifier", "name"}
+_INDEPENDENT = {"weekday", "identifier", "name", "place"}
 _WHEN_JOINERS = re.compile(r"[\s,，、]*(?:at|on|the|@|from)?[\s,，、]*", re.I)
 
 

@@ -20,14 +20,19 @@ Lines and regions of several images or video frames may be mixed: `pages` splits
 """
 from __future__ import annotations
 
+import dataclasses
 import statistics
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+import numpy as np
+
 from cascade.artifacts import Box, LayoutRegion, OcrLine, frame_key
 
-__all__ = ["Located", "Page", "pages", "union_box", "overlap_fraction", "is_cjk"]
+__all__ = ["Located", "Page", "pages", "page_skew", "reading_order", "union_box",
+           "overlap_fraction", "is_cjk", "text_length", "text_size"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,27 @@ def is_cjk(ch: str) -> bool:
             or 0xAC00 <= o <= 0xD7AF or 0xF900 <= o <= 0xFAFF or 0x20000 <= o <= 0x2FA1F)
 
 
+def _advance(ch: str) -> float:
+    """A character's typical advance in ems: CJK and full-width 1, capitals ~0.68, other letters
+    and digits ~0.55, spaces and punctuation ~0.3."""
+    if is_cjk(ch) or unicodedata.east_asian_width(ch) in "FW":
+        return 1.0
+    if ch.isspace():
+        return 0.3
+    return 0.68 if ch.isupper() else 0.55 if ch.isalnum() else 0.35
+
+
+def text_size(line: OcrLine) -> float:
+    """The line's font size (em) in pixels, from its width per character: unlike the box's
+    height it does not change with ascenders and descenders ('Council notice' vs 'gyp'). OCR boxes
+    are padded by ~0.3 of their height on each side; a line of under 2 ems of text is measured by
+    its height."""
+    ems = sum(_advance(ch) for ch in line.text.strip())
+    if ems < 2:
+        return 0.7 * line.box.height
+    return max(line.box.width - 0.6 * line.box.height, 0.0) / ems
+
+
 def text_length(text: str) -> int:
     """Length in 'words': a CJK character counts as one, so does a run of other letters/digits."""
     n, in_word = 0, False
@@ -89,12 +115,27 @@ def text_length(text: str) -> int:
 
 @dataclass(frozen=True)
 class Page:
-    """The lines and layout regions of one image or video frame, lines in reading order."""
+    """The lines and layout regions of one image or video frame, lines in reading order.
+
+    A page photographed at an angle is read level: `lines` and `regions` are turned back by the
+    page's `skew` (the median angle of its lines) around the middle of its text, each line's box
+    the upright box of its level text. Readers measure on these and report `original(line)`'s
+    box, which is where the line is in the source.
+    """
 
     media_index: int
     timestamp: float | None
     lines: tuple[OcrLine, ...]
     regions: tuple[LayoutRegion, ...] = field(default=())
+    skew: float = 0.0
+    originals: dict[int, OcrLine] = field(default_factory=dict, compare=False, repr=False)
+
+    def original(self, line: OcrLine) -> OcrLine:
+        """The source line of one of `lines` (the line itself when the page is level)."""
+        return self.originals.get(id(line), line)
+
+    def source_boxes(self, lines: Iterable[OcrLine]) -> tuple[Box, ...]:
+        return tuple(self.original(ln).box for ln in lines)
 
     def region_of(self, line: OcrLine, labels: Sequence[str] | None = None,
                   min_overlap: float = 0.5) -> LayoutRegion | None:
@@ -113,6 +154,14 @@ class Page:
         return [ln for ln in self.lines if overlap_fraction(ln.box, box) >= min_overlap]
 
     @cached_property
+    def body_size(self) -> float:
+        """Typical font size of body text (`text_size`), from the lines of >= 4 words, or all."""
+        if not self.lines:
+            return 0.0
+        long = [text_size(ln) for ln in self.lines if text_length(ln.text) >= 4]
+        return statistics.median(long or [text_size(ln) for ln in self.lines])
+
+    @cached_property
     def body_height(self) -> float:
         """Typical height of a body-text line: the median height of the longer lines (headings,
         table cells and labels are short), or of all lines when none is long."""
@@ -123,21 +172,59 @@ class Page:
         long = [ln.box.height for ln in self.lines if text_length(ln.text) >= max(cut, 4)]
         return statistics.median(long or [ln.box.height for ln in self.lines])
 
-    @property
-    def size(self) -> tuple[float, float]:
-        """Width and height of what the lines and regions span (the page, as far as it is seen)."""
-        box = union_box([ln.box for ln in self.lines] + [r.box for r in self.regions])
-        return box.x1, box.y1
+
+MIN_SKEW = 0.5  # degrees: pages turned less are read as they are
+MAX_SKEW = 30.0  # beyond this a page is not 'at an angle' but turned: read as it is
+
+
+def page_skew(lines: Sequence[OcrLine]) -> float:
+    """The median baseline angle of the lines at least twice as wide as tall (a short word's
+    angle is noisy), or of all lines when none is; 0 when that is under MIN_SKEW."""
+    long = [ln.angle for ln in lines if ln.box.width >= 2 * ln.box.height]
+    angles = long or [ln.angle for ln in lines]
+    skew = statistics.median(angles) if angles else 0.0
+    return skew if MIN_SKEW <= abs(skew) <= MAX_SKEW else 0.0
+
+
+def _level(lines: list[OcrLine], regions: list[LayoutRegion], skew: float):
+    """Lines and regions turned back by `skew` degrees around the middle of the text."""
+    t = np.radians(skew)
+    cos, sin = float(np.cos(t)), float(np.sin(t))
+    mid = union_box(ln.box for ln in lines)
+    mx, my = (mid.x0 + mid.x1) / 2, (mid.y0 + mid.y1) / 2
+
+    def turn(x: float, y: float) -> tuple[float, float]:
+        dx, dy = x - mx, y - my  # clockwise by `skew` on screen (y grows downwards)
+        return mx + dx * cos - dy * sin, my + dx * sin + dy * cos
+
+    c, s = abs(cos), abs(sin)
+    det = c * c - s * s
+    level_lines, originals = [], {}
+    for ln in lines:
+        b = ln.box  # the upright box of a w x h line turned by skew is (w c + h s) x (w s + h c)
+        w = max((b.width * c - b.height * s) / det, 0.5 * b.width)
+        h = max((b.height * c - b.width * s) / det, 0.25 * b.height)
+        x, y = turn((b.x0 + b.x1) / 2, (b.y0 + b.y1) / 2)
+        level = dataclasses.replace(ln, box=Box(x - w / 2, y - h / 2, x + w / 2, y + h / 2),
+                                    angle=ln.angle - skew)
+        level_lines.append(level)
+        originals[id(level)] = ln
+    level_regions = []
+    for r in regions:
+        corners = [turn(x, y) for x in (r.box.x0, r.box.x1) for y in (r.box.y0, r.box.y1)]
+        xs, ys = [p[0] for p in corners], [p[1] for p in corners]
+        level_regions.append(dataclasses.replace(r, box=Box(min(xs), min(ys), max(xs), max(ys))))
+    return level_lines, level_regions, originals
 
 
 def pages(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = ()) -> list[Page]:
     """Split lines and regions by image / video frame; lines with text only, in reading order
-    (top to bottom, then left to right within a row)."""
+    (top to bottom, then left to right within a row), a page at an angle read level."""
     groups: dict[tuple, tuple[list[OcrLine], list[LayoutRegion]]] = {}
 
     def group_of(media_index: int, timestamp: float | None):
         key = frame_key(media_index, timestamp)
-        if key not in groups and key[1] is not None:  # same_time frames fall in the same bucket or a neighbouring one
+        if key not in groups and key[1] is not None:  # same frame, neighbouring bucket
             key = next((k for k in ((media_index, key[1] - 1), (media_index, key[1] + 1))
                         if k in groups), key)
         return groups.setdefault(key, ([], []))
@@ -150,7 +237,11 @@ def pages(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = ()) -> lis
     out = []
     for (media, _), (lns, regs) in groups.items():
         ts = lns[0].timestamp if lns else regs[0].timestamp
-        out.append(Page(media, ts, tuple(reading_order(lns)), tuple(regs)))
+        skew = page_skew(lns)
+        originals: dict[int, OcrLine] = {}
+        if skew:
+            lns, regs, originals = _level(lns, regs, skew)
+        out.append(Page(media, ts, tuple(reading_order(lns)), tuple(regs), skew, originals))
     return sorted(out, key=lambda p: (p.media_index, p.timestamp or 0.0))
 
 

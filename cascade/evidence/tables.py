@@ -5,9 +5,11 @@ of rows of two or more aligned lines (a price list, a key-value form). Rows are 
 vertical extents overlap; columns are the horizontal extents that the fullest rows' cells share,
 every other cell joining the column it overlaps most. The header row is the top row unless it
 reads like data (as numeric as the rows below); the key column is the leftmost column that
-is mostly words, not numbers. `Table.cells_for(row_key, column_key)` matches the keys fuzzily
-but exactly about digits (`textmatch.key_match`), in either orientation; `Table.cell` answers
-only when exactly one cell fits.
+is mostly words, not numbers; a lone line over the cells is the table's caption, not a row.
+`Table.cells_for(row_key, column_key)` matches the keys fuzzily but exactly about digits
+(`textmatch.key_match`), in either orientation; `Table.cell` answers only when exactly one cell
+fits. `cells_named_in(question)` serves questions whose keys were not picked out: the cells whose
+row and column keys the question names in full.
 """
 from __future__ import annotations
 
@@ -19,9 +21,9 @@ from dataclasses import dataclass
 from cascade.artifacts import Box, LayoutRegion, OcrLine
 
 from .structure import Located, Page, pages, reading_order, union_box
-from .textmatch import key_match
+from .textmatch import CONTAINED, key_match, named_in
 
-__all__ = ["Table", "Cell", "tables", "table_cell"]
+__all__ = ["Table", "Cell", "tables", "table_cell", "cells_named_in"]
 
 MIN_KEY_MATCH = 0.6  # least key_match score of a row or column key
 _NUMERIC = re.compile(r"^[\s$€£¥￥%+\-–−.,:/()\d]*\d[\s$€£¥￥%+\-–−.,:/()\d]*[A-Za-z元%]{0,3}$")
@@ -44,7 +46,8 @@ class Cell(Located):
 
 @dataclass(frozen=True)
 class Table:
-    """A grid of OCR lines: `grid[r][c]` the lines of row r, column c (empty where the cell is)."""
+    """A grid of OCR lines: `grid[r][c]` the lines of row r, column c (none where the cell is
+    empty), as OCR gave them: boxes in source pixels."""
 
     grid: tuple[tuple[tuple[OcrLine, ...], ...], ...]
     box: Box
@@ -108,6 +111,22 @@ class Table:
         best = max((c.score for c in found.values()), default=0.0)
         return [c for c in found.values() if c.score >= best - 1e-9]
 
+    def cells_named_in(self, question: str) -> list[Cell]:
+        """The cells whose row key and column key the question both names in full ('When does
+        Train 107 leave Mill Lane?': row 'Train 107' x column 'Mill Lane'), for questions whose
+        keys were not picked out; the most specific keys win, several cells may remain."""
+        rows = [(named_in(self.text(r, self.key_column), question), r)
+                for r in range(self.n_rows) if r != self.header_row]
+        if self.header_row is not None:
+            columns = [(named_in(self.text(self.header_row, c), question), c)
+                       for c in range(self.n_columns) if c != self.key_column]
+        else:
+            values = [c for c in range(self.n_columns) if c != self.key_column]
+            columns = [(1, values[0])] if len(values) == 1 else []
+        rows, columns = _most_named(rows), _most_named(columns)
+        return [cell for _, r in rows for _, c in columns
+                if (cell := self._cell(r, c, CONTAINED)) is not None]
+
     def cell(self, row_key: str, column_key: str | None = None) -> Cell | None:
         """The one cell at row_key x column_key; None when none or several fit (abstain)."""
         found = self.cells_for(row_key, column_key)
@@ -124,6 +143,11 @@ class Table:
                     self.media_index, self.timestamp, score, row, column,
                     self.text(row, self.key_column),
                     self.text(self.header_row, column) if self.header_row is not None else "")
+
+
+def _most_named(scored: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    best = max((s for s, _ in scored), default=0)
+    return [(s, i) for s, i in scored if s == best] if best else []
 
 
 def _rows(lines: list[OcrLine]) -> list[list[OcrLine]]:
@@ -167,6 +191,8 @@ def _column_of(line: OcrLine, columns: list[tuple[float, float]]) -> int:
 
 
 def _build(rows: list[list[OcrLine]], page: Page) -> Table | None:
+    while len(rows) > 2 and len(rows[0]) < 2 <= max(len(r) for r in rows):
+        rows = rows[1:]  # a lone line above the cells is the table's caption or title
     columns = _columns(rows)
     if len(columns) < 2 or len(rows) < 2:
         return None
@@ -174,8 +200,8 @@ def _build(rows: list[list[OcrLine]], page: Page) -> Table | None:
     for r, row in enumerate(rows):
         for ln in row:
             grid[r][_column_of(ln, columns)].append(ln)
-    frozen = tuple(tuple(tuple(cell) for cell in row) for row in grid)
-    box = union_box(ln.box for row in rows for ln in row)
+    frozen = tuple(tuple(tuple(page.original(ln) for ln in cell) for cell in row) for row in grid)
+    box = union_box(ln.box for row in frozen for cell in row for ln in cell)
     table = Table(frozen, box, page.media_index, page.timestamp)
     return Table(frozen, box, page.media_index, page.timestamp, _header_row(table),
                  _key_column(table))
@@ -257,3 +283,10 @@ def table_cell(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (), *
     found = [c for t in tables(lines, regions) for c in t.cells_for(row_key, column_key)]
     best = max((c.score for c in found), default=0.0)
     return sorted((c for c in found if c.score >= best - 1e-9), key=lambda c: -c.score)
+
+
+def cells_named_in(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (), *,
+                   question: str) -> list[Cell]:
+    """The cells of every table whose row and column keys the question names in full
+    (`Table.cells_named_in`); one text means sure, several abstain (send them all)."""
+    return [c for t in tables(lines, regions) for c in t.cells_named_in(question)]

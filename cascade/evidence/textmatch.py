@@ -14,6 +14,7 @@ from difflib import SequenceMatcher
 from .structure import is_cjk
 
 __all__ = ["normalize", "words", "digit_runs", "key_match", "phrase_score", "content_words",
+           "named_in",
            "EXACT", "CONTAINED", "COVERS", "ABBREVIATED", "FUZZY"]
 
 # key_match tiers, best first: a better tier always outranks a worse one.
@@ -61,8 +62,9 @@ def words(text: str) -> list[str]:
 
 
 def _same_word(a: str, b: str) -> bool:
-    """Equal, or one word with another ending: a common start of >= 4 letters and <= 3 letters
-    left on either side (close / closed / closing, east / eastern). Numbers only when equal."""
+    """Equal, or one word with another ending: a common start of >= 4 letters, then at most one
+    letter on one side and three on the other (close / closed / closing, east / eastern; not
+    weekday / weekend). Numbers only when equal."""
     if a == b:
         return True
     if a.isdigit() or b.isdigit():
@@ -72,7 +74,8 @@ def _same_word(a: str, b: str) -> bool:
         if x != y:
             break
         common += 1
-    return common >= 4 and len(a) - common <= 3 and len(b) - common <= 3
+    rest = sorted((len(a) - common, len(b) - common))
+    return common >= 4 and rest[0] <= 1 and rest[1] <= 3
 
 
 def key_match(key: str, text: str) -> float:
@@ -110,6 +113,19 @@ def _contains(haystack: list[str], needles: list[str]) -> bool:
 def _in_order(sub: tuple[str, ...], seq: tuple[str, ...]) -> bool:
     it = iter(seq)
     return all(any(s == x for x in it) for s in sub)
+
+
+def named_in(key: str, text: str) -> int:
+    """How many words of `key` a longer `text` (a question) names, when it names them all, else
+    0: every content word of the key (a unit in brackets aside: 'Weight (kg)') is a word of the
+    text, numbers exactly; a CJK key appears in the text as it is."""
+    key = re.sub(r"[(（\[][^)）\]]*[)）\]]", " ", key)
+    k, t = normalize(key).replace(" ", ""), normalize(text).replace(" ", "")
+    if any(is_cjk(ch) for ch in k):
+        return len(words(key)) if k and k in t else 0
+    wanted = content_words(key) or words(key)
+    have = words(text)
+    return len(wanted) if wanted and _contains(have, wanted) else 0
 
 
 def content_words(phrase: str) -> list[str]:

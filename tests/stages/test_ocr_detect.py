@@ -135,3 +135,36 @@ def test_persisted_ocr_and_detections_are_read_back_not_recomputed(stage, yolo_w
     clear_all_caches()
     ocr(images=frames[:1])
     assert len(calls) == 1
+
+
+def test_ocr_line_angle_follows_turned_text(stage):
+    from PIL import Image as PILImage
+
+    level = render_text_image("PLATFORM 9 NORTH", font_size=28, padding=40)
+    turned = PILImage.fromarray(level).rotate(5, expand=True, fillcolor="white")  # anticlockwise
+    (flat,), (tilted,) = (stage("ocr")(images=Image(np.asarray(px))).lines
+                          for px in (level, turned))
+    assert flat.text == tilted.text == "PLATFORM 9 NORTH"
+    assert abs(flat.angle) < 1 and 3.5 < tilted.angle < 6.5, (flat.angle, tilted.angle)
+
+
+def test_results_saved_before_lines_had_an_angle_read_as_level(stage, tmp_path):
+    import json
+
+    from cascade.cache import clear_all_caches
+
+    from PIL import Image as PILImage
+
+    video = tmp_path / "clip.mp4"
+    frames = [Image(np.asarray(PILImage.fromarray(render_text_image(t, font_size=24, padding=40))
+                               .rotate(4, expand=True, fillcolor="white"))) for t in TEXTS]
+    first = stage("ocr", persist=True)(images=frames, video=video).lines
+    assert all(ln.angle > 2 for ln in first)  # so a level reading below came from the file
+    (saved,) = (tmp_path / "clip.mp4.cascade-index").glob("ocr-*.json")
+    data = json.loads(saved.read_text())
+    data["results"] = {k: [entry[:3] for entry in v] for k, v in data["results"].items()}
+    saved.write_text(json.dumps(data))  # the three-field format
+    clear_all_caches()
+    again = stage("ocr", persist=True)(images=frames, video=video).lines
+    assert [(ln.text, ln.box) for ln in again] == [(ln.text, ln.box) for ln in first]
+    assert all(ln.angle == 0.0 for ln in again)

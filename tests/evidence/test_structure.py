@@ -1,0 +1,215 @@
+"""Document structure on rendered pages read by the real OCR (RapidOCR) and layout (PP-Layout CDLA)
+models: titles and headings by number and by topic, table cells by row x column (and abstention),
+the sentence holding a phrase and its exact span, code definitions in several languages; English,
+Chinese, and a page photographed at an angle. Every result's box is checked against where the
+renderer drew it."""
+from __future__ import annotations
+
+import pytest
+
+from cascade.artifacts import Box
+from cascade.evidence import codeblocks, headings, paragraphs, tables
+from cascade.evidence.spans import exact_span
+
+from ._pages import (CODE, chinese_report, english_report, font_file, photographed, read,
+                     render_code, render_receipt, render_report, render_two_columns)
+
+
+def holds(found: Box, drawn: Box, slack: float = 8) -> bool:
+    """The box found holds what was drawn (OCR boxes are a few pixels larger than the ink)."""
+    return found.pad(slack).union(drawn) == found.pad(slack) and found.area < 4 * drawn.area
+
+
+@pytest.fixture(scope="module")
+def english():
+    page = english_report()
+    return page, *read(page.pixels)
+
+
+@pytest.fixture(scope="module")
+def chinese():
+    page = chinese_report()
+    return page, *read(page.pixels)
+
+
+@pytest.mark.parametrize("with_layout", [True, False], ids=["layout", "boxes-only"])
+def test_title_and_headings_in_english(english, with_layout):
+    page, lines, regions = english
+    regions = regions if with_layout else []
+    (title,) = headings.document_title(lines, regions)
+    assert title.text == "Annual Report on Urban Transit" and holds(title.box, page.title)
+    for number in (3, "3", "III", (3,)):
+        (found,) = headings.section_heading(lines, regions, number=number)
+        assert found.text == "3. Service Changes" and found.name == "Service Changes"
+        assert holds(found.box, page.headings[3])
+    assert headings.section_heading(lines, regions, number="3.2") == []
+    assert headings.section_heading(lines, regions, number=7) == []
+    (by_name,) = headings.section_heading(lines, regions, topic="ridership")
+    assert by_name.text == "2. Ridership by Line"
+    # a topic only the section's text names: the heading above that text
+    (by_text,) = headings.section_heading(lines, regions, topic="east entrance repairs")
+    assert by_text.text == "3. Service Changes"
+
+
+def test_title_and_headings_in_chinese(chinese):
+    page, lines, regions = chinese
+    (title,) = headings.document_title(lines, regions)
+    assert title.text == "城市交通年度报告" and holds(title.box, page.title)
+    for number in (2, "二"):
+        (found,) = headings.section_heading(lines, regions, number=number)
+        assert found.text == "二、客流统计" and holds(found.box, page.headings[2])
+    (by_name,) = headings.section_heading(lines, regions, topic="服务变更")
+    assert by_name.number == (3,)
+    (by_text,) = headings.section_heading(lines, regions, topic="东入口")
+    assert by_text.text == "三、服务变更"
+
+
+@pytest.mark.parametrize("with_layout", [True, False], ids=["layout", "boxes-only"])
+def test_table_cell_by_row_and_column(english, with_layout):
+    page, lines, regions = english
+    regions = regions if with_layout else []
+    (table,) = tables.tables(lines, regions)
+    assert (table.n_rows, table.n_columns, table.header_row, table.key_column) == (4, 4, 0, 0)
+    for row, column in (("Blue", "February"), ("February", "Blue"), ("blue", "Feb"),
+                        ("the blue line", "february")):
+        cell = table.cell(row, column)
+        assert cell is not None and cell.text == "1010", (row, column)
+        assert (cell.row_key, cell.column_key) == ("Blue", "February")
+        cell_box, row_box, column_box = cell.boxes
+        assert holds(cell_box, page.cells[("Blue", "February")])
+        assert holds(row_box, page.cells[("Blue", "Line")])
+        assert holds(column_box, page.cells[("Line", "February")])
+    assert table.cell("Purple", "February") is None  # no such row: abstain
+    assert table.cell("Blue", "April") is None
+    (found,) = tables.table_cell(lines, regions, row_key="Green", column_key="March")
+    assert found.text == "845"
+
+
+def test_table_cell_in_chinese(chinese):
+    page, lines, regions = chinese
+    (cell,) = tables.table_cell(lines, regions, row_key="蓝线", column_key="二月")
+    assert cell.text == "1010" and holds(cell.boxes[0], page.cells[("蓝线", "二月")])
+
+
+AMBIGUOUS = {
+    "title": "Timetable",
+    "sections": [("1. Departures", None)],
+    "table": [["Service", "Weekday", "Weekend"], ["Line 2", "07:10", "08:40"],
+              ["Line 21", "07:25", "09:05"], ["Blue Express", "06:55", "07:50"],
+              ["Red Express", "07:05", "08:15"]],
+}
+
+
+@pytest.fixture(scope="module")
+def timetable():
+    page = render_report(AMBIGUOUS, font_file("DejaVuSans.ttf"), font_file("DejaVuSans-Bold.ttf"),
+                         height=700)
+    return page, *read(page.pixels)
+
+
+def test_table_keys_exact_about_digits_and_abstaining_when_ambiguous(timetable):
+    page, lines, regions = timetable
+    (table,) = tables.tables(lines, regions)
+    assert table.cell("Line 2", "Weekend").text == "08:40"  # never Line 21's
+    assert table.cell("Line 21", "Weekday").text == "07:25"
+    assert table.cell("Line 3", "Weekday") is None  # not the nearest number
+    assert table.cell("Blue Express", "weekend").text == "07:50"
+    # 'Express' names two rows: both are returned for the crops, no single answer
+    both = table.cells_for("Express", "Weekday")
+    assert sorted(c.text for c in both) == ["06:55", "07:05"]
+    assert table.cell("Express", "Weekday") is None
+    assert {c.text for c in tables.table_cell(lines, regions, row_key="Express",
+                                              column_key="Weekday")} == {"06:55", "07:05"}
+    # keys a question names without them being picked out
+    (weekend,) = tables.cells_named_in(lines, regions,
+                                       question="When does Line 21 run at the weekend?")
+    assert weekend.text == "09:05"
+    assert tables.cells_named_in(  # no row named in full: 'Express' is two rows' half
+        lines, regions, question="When does the Express run on a weekday?") == []
+    assert {c.text for c in tables.cells_named_in(  # two rows named: both, no single answer
+        lines, regions, question="On a weekday, is Line 2 or Line 21 first?")} == {"07:10",
+                                                                               "07:25"}
+
+
+def test_sentence_holding_a_phrase_and_its_span(english, chinese):
+    page, lines, regions = english
+    (sentence,) = paragraphs.sentence_with(lines, regions, phrase="east entrance closed")
+    assert sentence.text == "The east entrance will be closed on Tuesday for repairs."
+    assert holds(sentence.boxes[0], page.lines[sentence.text])
+    assert exact_span(sentence.text, "day").text == "Tuesday"
+    # a sentence over two lines keeps both lines' boxes
+    (night,) = paragraphs.sentence_with(lines, regions, phrase=["night", "buses", "minutes"])
+    assert night.text.startswith("Night buses will run every fifteen minutes")
+    assert len(night.boxes) == 2
+    page, lines, regions = chinese
+    (zh,) = paragraphs.sentence_with(lines, regions, phrase="东入口 关闭")
+    assert zh.text == "东入口将于周二关闭进行维修。"
+    assert exact_span(zh.text, "day").text == "周二"
+    assert paragraphs.sentence_with(lines, regions, phrase="机场 航班") == []
+
+
+@pytest.fixture(scope="module")
+def listings():
+    return read(*(render_code(CODE[lang]) for lang in CODE))
+
+
+@pytest.mark.parametrize("lang,kind,names", [
+    ("python", "function", {"load_invoices"}), ("python", "method", {"parse_header"}),
+    ("python", "class", {"InvoiceParser"}), ("javascript", "function", {"fetchOrders"}),
+    ("go", "function", {"handleRequest"}), ("go", "class", {"Server"}),
+    ("c", "function", {"checksum_block"}), ("sql", "table", {"shipments"}),
+    ("rust", "function", {"parse_config"})])
+def test_code_definitions_in_several_languages(listings, lang, kind, names):
+    lines, regions = listings
+    index = list(CODE).index(lang)
+    mine = [ln for ln in lines if ln.media_index == index]
+    found = codeblocks.defined(mine, [r for r in regions if r.media_index == index], kind)
+    assert {d.text for d in found} == names, [(d.text, d.what) for d in found]
+    (line,) = [ln for ln in mine if ln.box == found[0].box]  # the definition's own line
+    assert exact_span(line.text, "identifier").text == found[0].text
+
+
+def test_a_page_photographed_at_an_angle(english):
+    lines, regions = read(photographed(english[0].pixels, angle=4))
+    assert any(abs(ln.angle - 4) < 1.5 for ln in lines)
+    (title,) = headings.document_title(lines, regions)
+    assert title.text == "Annual Report on Urban Transit"
+    (heading,) = headings.section_heading(lines, regions, number=3)
+    assert heading.text == "3. Service Changes"
+    (cell,) = tables.table_cell(lines, regions, row_key="Blue", column_key="February")
+    assert cell.text == "1010"
+    blue = next(ln for ln in lines if ln.text == "1010")
+    assert cell.boxes[0] == blue.box  # reported where it is in the photo, not where it was turned
+    (sentence,) = paragraphs.sentence_with(lines, regions, phrase="east entrance closed")
+    assert exact_span(sentence.text, "day").text == "Tuesday"
+
+
+@pytest.fixture(scope="module")
+def newsletter():
+    return read(render_two_columns())
+
+
+def test_two_columns_keep_their_headings_and_paragraphs(newsletter):
+    lines, regions = newsletter
+    assert [h.text for h in headings.headings(lines, regions)] == [
+        "The Harbour Gazette", "Ferry timetable changes", "Council notice", "Market reopens",
+        "Weather"]
+    (title,) = headings.document_title(lines, regions)
+    assert title.text == "The Harbour Gazette"
+    (council,) = headings.section_heading(lines, regions, topic="road works on Mill Street")
+    assert council.text == "Council notice"  # the right column's heading, not the left's
+    (road,) = paragraphs.sentence_with(lines, regions, phrase="road works begin")
+    assert road.text == "Road works on Mill Street begin on Wednesday and last two weeks."
+    assert exact_span(road.text, "day").text == "Wednesday" and len(road.boxes) == 2
+
+
+def test_a_chinese_receipt_is_a_table_under_its_shop_name():
+    lines, regions = read(render_receipt())
+    (table,) = tables.tables(lines, regions)
+    assert table.text(table.header_row, 2) == "金额"  # the shop's name is not a row
+    (croissant,) = tables.table_cell(lines, regions, row_key="牛角包", column_key="金额")
+    assert exact_span(croissant.text, "amount").value == "18.50"
+    (total,) = tables.table_cell(lines, regions, row_key="合计", column_key="金额")
+    assert exact_span(total.text, "amount").value == "83.50"
+    # two value columns: a row key alone does not say which
+    assert tables.table_cell(lines, regions, row_key="合计") == []
