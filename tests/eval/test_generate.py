@@ -104,8 +104,9 @@ def test_the_time_order_gold_is_on_the_asked_side_of_the_banner(tmp_path):
     for item in items:
         other, banner = item.distractors
         assert banner in spec.banners and other != item.answer
-    after = [it for it in items if "after" in it.question or "last" in it.question]
-    before = [it for it in items if "before" in it.question or "first" in it.question]
+    asks = lambda it, words: any(w in it.question for w in words)  # noqa: E731
+    after = [it for it in items if asks(it, ("after", "last", "之后"))]
+    before = [it for it in items if asks(it, ("before", "first", "之前"))]
     assert after and before
     assert min(it.times[0] for it in after) > max(it.times[-1] for it in before)
 
