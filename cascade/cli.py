@@ -107,9 +107,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     inputs = _parse_assignments(args.input, "--input")
     if args.json:
         with _stdout_to_stderr():  # model libraries print progress to stdout; keep it pure JSON
+            pipeline.check_models("cli")
             result = pipeline.run(**inputs)
         print(json.dumps(result.to_dict(), default=str))
         return 0
+    pipeline.check_models("cli")
     result = pipeline.run(**inputs)
     from .serialize import to_jsonable
 
@@ -200,6 +202,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.debug:  # the debug log: the hub client's retries and probes (`cascade.hub`) among it
+        import logging
+
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("debug: %(name)s: %(message)s"))
+        logging.getLogger("cascade").addHandler(handler)
+        logging.getLogger("cascade").setLevel(logging.DEBUG)
     try:
         return args.func(args)
     except CascadeError as e:

@@ -58,6 +58,7 @@ class Pipeline:
     file: str = "<memory>"
     hooks: list[StageHook] = field(default_factory=list)  # observers of every run's stages
     executor: Any = None  # a `cascade.runner.StageExecutor` running some stages elsewhere (Ray)
+    models_checked: bool = field(default=False, repr=False)  # `check_models` passed
 
     # -- loading ------------------------------------------------------------------------------
     @classmethod
@@ -112,6 +113,7 @@ class Pipeline:
         from any thread, inside an event loop or not (`cascade.runner`)."""
         from .runner import execute
 
+        self.check_models()
         return execute(self, coerce_inputs(self.spec, inputs))
 
     async def arun(self, **inputs: Any):
@@ -120,10 +122,23 @@ class Pipeline:
 
     def setup(self) -> "Pipeline":
         """Load every stage's models now instead of on first use."""
+        self.check_models()
         for st in self.stages.values():
             if self.executor is None or not self.executor.handles(st):
                 st.ensure_setup()
         return self
+
+    def check_models(self, front: str = "python") -> None:
+        """Before any model loads: every model the pipeline needs is here or downloadable, else
+        one `cascade.preflight.ModelsUnavailable` naming each with the ways out, in seconds.
+        Downloads what is missing (a progress bar per file). Once per pipeline; `run` and
+        `setup` call it. front: "python", "cli" or "serve", the wording of the remedies."""
+        if self.models_checked:
+            return
+        from .preflight import ensure_models, pipeline_models
+
+        ensure_models(pipeline_models(self), front)  # type: ignore[arg-type]
+        self.models_checked = True
 
     @property
     def name(self) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from cascade.artifacts import Image, OcrLine, Route
+from cascade.model_refs import ModelRef
 from cascade.models import ModelName
 from cascade.stage import Router, StageParams, stage
 
@@ -62,11 +63,19 @@ class ResolutionRouter(Router):
     class Outputs:
         route: Route
 
-    def setup(self) -> None:
+    def _text_model(self) -> str | None:
         from cascade.stages.text_embed import bundled_text_model
 
-        model = bundled_text_model() if self.params.text_model == "auto" else self.params.text_model
-        self.intent = IntentScorer(model, self.params.zero_shot_weight)
+        return bundled_text_model() if self.params.text_model == "auto" else self.params.text_model
+
+    def setup(self) -> None:
+        self.intent = IntentScorer(self._text_model(), self.params.zero_shot_weight)
+
+    def model_refs(self) -> list[ModelRef]:
+        from cascade.stages.text_embed import text_model_ref
+
+        name = self._text_model()
+        return [text_model_ref(name, "text_model")] if name else []
 
     def run(self, question: str, images: list[Image], text_lines: list[OcrLine] | None = None,
             confidence: float | None = None) -> Outputs:
