@@ -94,6 +94,15 @@ def cmd_graph(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_worded_for_cli(pipeline, inputs: dict[str, Any]):
+    from .preflight import ModelsUnavailable
+
+    try:
+        return pipeline.run(**inputs)
+    except ModelsUnavailable as e:  # say the ways out as flags of this command
+        raise e.worded_for("cli") from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .pipeline import Pipeline
 
@@ -107,12 +116,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     inputs = _parse_assignments(args.input, "--input")
     if args.json:
         with _stdout_to_stderr():  # model libraries print progress to stdout; keep it pure JSON
-            pipeline.check_models("cli")
-            result = pipeline.run(**inputs)
+            result = _run_worded_for_cli(pipeline, inputs)
         print(json.dumps(result.to_dict(), default=str))
         return 0
-    pipeline.check_models("cli")
-    result = pipeline.run(**inputs)
+    result = _run_worded_for_cli(pipeline, inputs)
     from .serialize import to_jsonable
 
     for name, value in result.outputs.items():

@@ -113,8 +113,9 @@ class Pipeline:
         from any thread, inside an event loop or not (`cascade.runner`)."""
         from .runner import execute
 
+        inputs = coerce_inputs(self.spec, inputs)  # the caller's mistakes first: they cost nothing
         self.check_models()
-        return execute(self, coerce_inputs(self.spec, inputs))
+        return execute(self, inputs)
 
     async def arun(self, **inputs: Any):
         """`run` without blocking the running event loop (the run happens in a worker thread)."""
@@ -128,16 +129,16 @@ class Pipeline:
                 st.ensure_setup()
         return self
 
-    def check_models(self, front: str = "python") -> None:
+    def check_models(self) -> None:
         """Before any model loads: every model the pipeline needs is here or downloadable, else
         one `cascade.preflight.ModelsUnavailable` naming each with the ways out, in seconds.
         Downloads what is missing (a progress bar per file). Once per pipeline; `run` and
-        `setup` call it. front: "python", "cli" or "serve", the wording of the remedies."""
+        `setup` call it."""
         if self.models_checked:
             return
         from .preflight import ensure_models, pipeline_models
 
-        ensure_models(pipeline_models(self), front)  # type: ignore[arg-type]
+        ensure_models(pipeline_models(self))
         self.models_checked = True
 
     @property

@@ -31,7 +31,8 @@ from .model_refs import ModelRef, vlm_ref
 if TYPE_CHECKING:
     from .pipeline import Pipeline
 
-__all__ = ["Found", "ModelsUnavailable", "pipeline_models", "assess", "ensure_models", "Front"]
+__all__ = ["Found", "ModelsUnavailable", "pipeline_models", "assess", "ensure_models",
+           "check_pipelines", "Front"]
 
 Front = Literal["python", "cli", "serve"]
 State = Literal["local", "cached", "download", "missing"]
@@ -54,7 +55,7 @@ class ModelsUnavailable(CascadeError):
     """Models a pipeline needs are neither here nor downloadable: names each and the ways out."""
 
     def __init__(self, missing: list[Found], front: Front = "python"):
-        self.missing = missing
+        self.missing, self.front = missing, front
         lines = [f"{len(missing)} model(s) are not here and cannot be downloaded:"]
         for f in missing:
             lines.append(f"  - {f.ref.kind} {f.ref.describe()}, for {', '.join(f.ref.users) or '-'}: "
@@ -62,6 +63,10 @@ class ModelsUnavailable(CascadeError):
         lines.append("Ways out:")
         lines += [f"  - {way}" for way in _ways_out(missing, front)]
         super().__init__("\n".join(lines))
+
+    def worded_for(self, front: Front) -> "ModelsUnavailable":
+        """The same error with the remedies in another front end's terms (flags, not kwargs)."""
+        return ModelsUnavailable(self.missing, front)
 
 
 def pipeline_models(pipeline: "Pipeline") -> list[ModelRef]:
@@ -185,6 +190,17 @@ def ensure_models(refs: list[ModelRef], front: Front = "python", *, download: bo
         if fetch and download:
             hub.download(fetch, out)
         return found
+
+
+def check_pipelines(pipelines: Iterable["Pipeline"], front: Front = "serve") -> None:
+    """`ensure_models` over several pipelines at once (a server's start): one error listing
+    every missing model of all of them; each pipeline is then marked checked."""
+    pipelines = list(pipelines)
+    refs = (dataclasses.replace(r, users=tuple(f"{u} of {p.name}" for u in r.users))
+            for p in pipelines for r in pipeline_models(p))
+    ensure_models(merge(refs), front)
+    for p in pipelines:
+        p.models_checked = True
 
 
 # --- the ways out -------------------------------------------------------------------------------
