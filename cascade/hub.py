@@ -85,10 +85,10 @@ class Reach:
 
 
 def file_url(ref: ModelRef, filename: str) -> str:
-    """The URL the hub client fetches `filename` of a hub repo from."""
-    from huggingface_hub import hf_hub_url
+    """The URL the hub client fetches `filename` of a hub repo from (revision main)."""
+    from urllib.parse import quote
 
-    return hf_hub_url(ref.name, filename, endpoint=endpoint())
+    return f"{endpoint()}/{ref.name}/resolve/main/{quote(filename)}"
 
 
 def probe(url: str, timeout: float = PROBE_TIMEOUT_S) -> Reach:
@@ -268,6 +268,8 @@ _HUB_LOGGERS = ("huggingface_hub", "transformers.utils.hub")
 def quiet_hub_logs() -> None:
     """Send the hub clients' log lines (retries, connection notices) to the `cascade.hub` debug
     log instead of the console. Idempotent."""
+    import huggingface_hub.utils.logging  # noqa: F401  (adds its console handler on import)
+
     for name in _HUB_LOGGERS:
         logger = logging.getLogger(name)
         if any(isinstance(h, _ToDebugLog) for h in logger.handlers):
