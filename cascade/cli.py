@@ -200,6 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_bench)
 
+    from .doctor import add_doctor_command
+
+    add_doctor_command(sub)
+
     from .serve.cli import add_serve_commands  # argparse only; FastAPI/Gradio load on use
 
     add_serve_commands(sub)

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .pipeline import Pipeline
 
 __all__ = ["Found", "ModelsUnavailable", "pipeline_models", "assess", "ensure_models",
-           "check_pipelines", "Front"]
+           "check_pipelines", "ways_out", "Front"]
 
 Front = Literal["python", "cli", "serve"]
 State = Literal["local", "cached", "download", "missing"]
@@ -61,7 +61,7 @@ class ModelsUnavailable(CascadeError):
             lines.append(f"  - {f.ref.kind} {f.ref.describe()}, for {', '.join(f.ref.users) or '-'}: "
                          f"{f.why}")
         lines.append("Ways out:")
-        lines += [f"  - {way}" for way in _ways_out(missing, front)]
+        lines += [f"  - {way}" for way in ways_out(missing, front)]
         super().__init__("\n".join(lines))
 
     def worded_for(self, front: Front) -> "ModelsUnavailable":
@@ -217,7 +217,8 @@ _STAND_IN = {
 }
 
 
-def _ways_out(missing: list[Found], front: Front) -> list[str]:
+def ways_out(missing: list[Found], front: Front) -> list[str]:
+    """What a user can do about `missing`, worded for `front` (its flags or keyword arguments)."""
     ways = []
     stand_in = [f for f in missing if f.ref.stand_in]
     if stand_in:
