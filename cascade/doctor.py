@@ -12,17 +12,14 @@ missing, with the ways out); Ray; fonts for Chinese text; free disk for the cach
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import platform
 from importlib import metadata
-from typing import Any
 
 from . import doctor_checks as facts
 from .doctor_report import Check, DoctorReport, Kernels, PipelineModels, Video
 
-__all__ = ["run_doctor", "render", "add_doctor_command"]
+__all__ = ["run_doctor", "render"]
 
 LOW_DISK_GIB = 10.0  # a 2B VLM in bf16 is ~4.5 GB, CLIP ViT-B-32 ~0.6 GB
 SHOWN_PACKAGES = ("torch", "transformers", "open_clip_torch", "sentence-transformers",
@@ -248,42 +245,3 @@ def render(report: DoctorReport) -> str:
     fails = [c.topic for c in report.checks if c.status == "fail"]
     lines.append("ready" if not fails else f"not ready: {', '.join(fails)}")
     return "\n".join(lines)
-
-
-def cmd_doctor(args: argparse.Namespace) -> int:
-    from .cli import _stdout_to_stderr
-
-    with _stdout_to_stderr():  # libraries that print while loading: keep stdout the report
-        report = run_doctor(args.pipeline or None, offline=args.offline, timeout=args.timeout)
-    if args.json:
-        print(json.dumps(report.model_dump(mode="json"), indent=2))
-    else:
-        print(render(report))
-    return 0 if report.ok else 1
-
-
-def add_doctor_command(sub: Any) -> None:
-    p = sub.add_parser(
-        "doctor", help="check this environment: packages, GPU, kernels, codecs, models, hub",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Check that this environment can run the pipelines, and say how to fix what "
-        "cannot.\n\nReports: Python and package versions against vlm-cascade's requirements; CUDA "
-        "devices; a Triton kernel launched for real (compiled on a GPU, the interpreter on CPU); "
-        "PyAV's codecs and an H.264 round trip; the bundled OCR, detector, text-embedder and "
-        "layout model files; whether the model hub answers (HF_ENDPOINT, HF_HUB_OFFLINE and "
-        "proxies honoured; one probe of a few seconds); for each pipeline, where each of its "
-        "models is (local, cached, downloadable or missing); Ray; fonts for Chinese text; free "
-        "disk for the caches.\n\nExit status: 0 when every check is ok or warn, 1 when any fails "
-        "(a checked pipeline cannot run here, or a core package is missing).",
-        epilog="examples:\n  cascade doctor\n  cascade doctor --offline --json\n"
-               "  cascade doctor --pipeline video_qa --pipeline my_pipeline.yaml")
-    p.add_argument("--json", action="store_true",
-                   help="print the report as JSON (schema: cascade.doctor_report.DoctorReport)")
-    p.add_argument("--offline", action="store_true",
-                   help="check the pipelines as `cascade run --offline` runs them (random-weight "
-                   "VLM and CLIP) rather than with their declared models")
-    p.add_argument("--pipeline", action="append", default=[], metavar="NAME_OR_YAML",
-                   help="check these pipelines instead of every shipped one (repeatable)")
-    p.add_argument("--timeout", type=float, default=3.0, metavar="SECONDS",
-                   help="longest wait for each model-hub probe (default 3)")
-    p.set_defaults(func=cmd_doctor)

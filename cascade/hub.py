@@ -17,7 +17,6 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from .errors import CascadeError
 from .model_refs import ModelRef
@@ -225,13 +224,12 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def download(refs: list[ModelRef], out: IO[str] | None = None) -> None:
+def download(refs: list[ModelRef]) -> None:
     """Fetch every file of `refs` into the hub cache: the cache folder named once, then one
     progress bar per file (the hub client's, on stderr; `HF_HUB_DISABLE_PROGRESS_BARS=1` hides
     them). A failure names the model and file; what was fetched stays, so a rerun resumes."""
     from huggingface_hub import hf_hub_download
 
-    out = out or sys.stderr
     plans = []
     for ref in refs:
         try:
@@ -241,9 +239,9 @@ def download(refs: list[ModelRef], out: IO[str] | None = None) -> None:
                                f"{endpoint()}: {type(e).__name__}: {e}") from e
     total = sum(s or 0 for _, files in plans for _, s in files)
     print(f"downloading {len(plans)} model(s), {_size(total)}, into {cache_dir()} "
-          "(set HF_HOME to keep them elsewhere)", file=out, flush=True)
+          "(set HF_HOME to keep them elsewhere)", file=sys.stderr, flush=True)
     for ref, files in plans:
-        print(f"  {ref.kind} {ref.describe()}: {len(files)} files", file=out, flush=True)
+        print(f"  {ref.kind} {ref.describe()}: {len(files)} files", file=sys.stderr, flush=True)
         for path, _ in files:
             try:
                 hf_hub_download(ref.name, path, cache_dir=cache_dir(), endpoint=endpoint())

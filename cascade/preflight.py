@@ -12,8 +12,8 @@ model, a mirror). Downloadable models are fetched before loading, one progress b
 When everything is cached but the hub cannot be reached, the process goes offline
 (`HF_HUB_OFFLINE=1`) so loading never waits on the hub client's retries.
 
-`Pipeline.run` and `Pipeline.setup` call this once per pipeline; `cascade run`, `cascade serve`
-and `cascade doctor` call it with their own wording of the remedies.
+`Pipeline.run` and `Pipeline.setup` call this once per pipeline; `cascade run` and `cascade serve`
+word the remedies as their own flags; `cascade doctor` reports `assess` for every pipeline.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal
 
 from . import hub
 from .errors import CascadeError
@@ -172,12 +172,11 @@ def assess(refs: list[ModelRef], timeout: float = hub.PROBE_TIMEOUT_S) -> tuple[
     return found, hub_down
 
 
-def ensure_models(refs: list[ModelRef], front: Front = "python", *, download: bool = True,
-                  timeout: float = hub.PROBE_TIMEOUT_S, out: IO[str] | None = None) -> list[Found]:
+def ensure_models(refs: list[ModelRef], front: Front = "python",
+                  timeout: float = hub.PROBE_TIMEOUT_S) -> list[Found]:
     """Check `refs` before anything loads: raise `ModelsUnavailable` naming every model that is
     neither here nor downloadable (with the remedies worded for `front`), go offline when all
-    is cached but the hub is unreachable, and download what the hub has (`download=False`:
-    leave that to the loaders)."""
+    is cached but the hub is unreachable, and download what the hub has."""
     with _LOCK:
         hub.quiet_hub_logs()
         found, hub_down = assess(refs, timeout)
@@ -187,8 +186,8 @@ def ensure_models(refs: list[ModelRef], front: Front = "python", *, download: bo
         if hub_down and any(f.state == "cached" for f in found) and not hub.is_offline():
             hub.go_offline()
         fetch = [f.ref for f in found if f.state == "download" and f.ref.source == "hub"]
-        if fetch and download:
-            hub.download(fetch, out)
+        if fetch:
+            hub.download(fetch)
         return found
 
 
