@@ -143,8 +143,11 @@ def _ask_server(ref: ModelRef, timeout: float, down: dict[str, hub.Reach]) -> Fo
         where = f"not in the hub cache ({hub.cache_dir()})" if ref.source == "hub" else "not here"
         return Found(ref, "missing", reach.url,
                      f"{where} and {host} cannot be reached ({reach.detail})")
-    why = (f"{host} answered HTTP {reach.status} for it: no such model or file, or a gated / "
-           "private one (log in with `hf auth login` or set HF_TOKEN)")
+    if reach.status == 429 or (reach.status or 0) >= 500:
+        why = f"{host} answered HTTP {reach.status}: it is busy or failing; try again later"
+    else:
+        why = (f"{host} answered HTTP {reach.status} for it: no such model or file, or a gated / "
+               "private one (log in with `hf auth login` or set HF_TOKEN)")
     return Found(ref, "missing", reach.url, why)
 
 

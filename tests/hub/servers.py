@@ -104,6 +104,30 @@ class _MirrorHandler(BaseHTTPRequestHandler):
 
 
 @contextmanager
+def failing_hub(status: int = 503) -> Iterator[str]:
+    """A hub that answers every request with `status` (an outage, or rate limiting with 429)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_HEAD(self) -> None:
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_HEAD
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
 def mirror(root: Path) -> Iterator[str]:
     """Serve `root/<org>/<name>/...` as hub repos `<org>/<name>` at revision main."""
     handler = type("Handler", (_MirrorHandler,), {"root": Path(root)})

@@ -11,7 +11,7 @@ from cascade import hub
 from cascade.model_refs import ModelRef, _open_clip_table, hub_or_path, open_clip_weights
 from cascade.preflight import ModelsUnavailable, assess, ensure_models, pipeline_models
 
-from .servers import black_hole, mirror, refusing_endpoint
+from .servers import black_hole, failing_hub, mirror, refusing_endpoint
 
 
 @pytest.fixture
@@ -137,6 +137,14 @@ def test_unknown_repo_on_a_reachable_hub_says_so(online, mirror_root):
             ensure_models([ModelRef("VLM", "tiny-org/no-such", "hub", "transformers",
                                     users=("model 'vlm'",), overrides=("models.vlm.id",))])
     assert "answered HTTP 404" in str(err.value) and "hf auth login" in str(err.value)
+
+
+def test_a_failing_hub_is_not_called_a_missing_model(online):
+    with failing_hub(503) as endpoint:
+        online(endpoint)
+        with pytest.raises(ModelsUnavailable) as err:
+            ensure_models([ModelRef("VLM", "org/model", "hub", "transformers")])
+    assert "answered HTTP 503: it is busy or failing; try again later" in str(err.value)
 
 
 def test_download_fills_the_cache_a_file_at_a_time(online, mirror_root, capsys):
