@@ -76,6 +76,9 @@ def _pipeline_models(source: str, offline: bool, timeout: float) -> tuple[Pipeli
         pipeline = Pipeline.load(source, **(offline_params() if offline else {}))
     except CascadeError as e:
         return PipelineModels(name=str(source), ready=False, models=[], error=str(e)), []
+    except Exception as e:  # a broken install (building the offline VLM needs torch): report it
+        return PipelineModels(name=str(source), ready=False, models=[],
+                              error=f"{type(e).__name__}: {e}"), []
     found, _ = assess(pipeline_models(pipeline), timeout)
     missing = [f for f in found if f.state == "missing"]
     report = PipelineModels(name=pipeline.name, ready=not missing,

@@ -56,8 +56,12 @@ def packages() -> list[Package]:
 
 
 def gpu_devices() -> tuple[list[GpuDevice], str | None]:
-    """CUDA devices torch sees, and torch's CUDA version (None for a CPU build)."""
-    import torch
+    """CUDA devices torch sees, and torch's CUDA version (None for a CPU build; both empty when
+    torch itself cannot be imported: the packages check says why)."""
+    try:
+        import torch
+    except ImportError:
+        return [], None
 
     devices = []
     if torch.cuda.is_available():
