@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import sys
+import textwrap
 import traceback
 from typing import Any
 
@@ -94,6 +95,15 @@ def cmd_graph(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_worded_for_cli(pipeline, inputs: dict[str, Any]):
+    from .preflight import ModelsUnavailable
+
+    try:
+        return pipeline.run(**inputs)
+    except ModelsUnavailable as e:  # say the ways out as flags of this command
+        raise e.worded_for("cli") from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .pipeline import Pipeline
 
@@ -107,10 +117,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     inputs = _parse_assignments(args.input, "--input")
     if args.json:
         with _stdout_to_stderr():  # model libraries print progress to stdout; keep it pure JSON
-            result = pipeline.run(**inputs)
+            result = _run_worded_for_cli(pipeline, inputs)
         print(json.dumps(result.to_dict(), default=str))
         return 0
-    result = pipeline.run(**inputs)
+    result = _run_worded_for_cli(pipeline, inputs)
     from .serialize import to_jsonable
 
     for name, value in result.outputs.items():
@@ -132,6 +142,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
                       "by_genre": {g: v["headline"] for g, v in result["by_genre"].items()},
                       "ratios": result["ratios"]}, indent=2, ensure_ascii=False))
     return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from .doctor import render, run_doctor
+
+    with _stdout_to_stderr():  # libraries that print while loading: keep stdout the report
+        report = run_doctor(args.pipeline or None, offline=args.offline, timeout=args.timeout)
+    print(json.dumps(report.model_dump(mode="json"), indent=2) if args.json else render(report))
+    return 0 if report.ok else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -200,6 +219,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_bench)
 
+    p = sub.add_parser(
+        "doctor", help="check this environment: packages, GPU, kernels, codecs, models, hub",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="\n\n".join(textwrap.fill(par, 78) for par in (
+            "Check that this environment can run the pipelines, and say how to fix what cannot.",
+            "Reports: Python and package versions against vlm-cascade's requirements; CUDA "
+            "devices; a Triton kernel launched for real (compiled on a GPU, the interpreter on "
+            "CPU); PyAV's codecs and an H.264 round trip; the bundled OCR, detector, "
+            "text-embedder and layout model files; whether the model hub answers (HF_ENDPOINT, "
+            "HF_HUB_OFFLINE and proxies honoured; one probe of a few seconds); for each "
+            "pipeline, where each of its models is (local, cached, downloadable or missing); "
+            "Ray; fonts for Chinese text; free disk for the caches.",
+            "Exit status: 0 when every check is ok or warn, 1 when any fails (a checked "
+            "pipeline cannot run here, or a core package is missing).")),
+        epilog="examples:\n  cascade doctor\n  cascade doctor --offline --json\n"
+               "  cascade doctor --pipeline video_qa --pipeline my_pipeline.yaml")
+    p.add_argument("--json", action="store_true",
+                   help="print the report as JSON (schema: cascade.doctor_report.DoctorReport)")
+    p.add_argument("--offline", action="store_true",
+                   help="check the pipelines as `cascade run --offline` runs them (random-weight "
+                   "VLM and CLIP) rather than with their declared models")
+    p.add_argument("--pipeline", action="append", default=[], metavar="NAME_OR_YAML",
+                   help="check these pipelines instead of every shipped one (repeatable)")
+    p.add_argument("--timeout", type=float, default=3.0, metavar="SECONDS",
+                   help="longest wait for each model-hub probe (default 3)")
+    p.set_defaults(func=cmd_doctor)
+
     from .serve.cli import add_serve_commands  # argparse only; FastAPI/Gradio load on use
 
     add_serve_commands(sub)
@@ -209,6 +255,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.debug:  # the debug log: the hub client's retries and probes (`cascade.hub`) among it
+        import logging
+
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("debug: %(name)s: %(message)s"))
+        logging.getLogger("cascade").addHandler(handler)
+        logging.getLogger("cascade").setLevel(logging.DEBUG)
     try:
         return args.func(args)
     except CascadeError as e:

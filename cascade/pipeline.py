@@ -58,6 +58,7 @@ class Pipeline:
     file: str = "<memory>"
     hooks: list[StageHook] = field(default_factory=list)  # observers of every run's stages
     executor: Any = None  # a `cascade.runner.StageExecutor` running some stages elsewhere (Ray)
+    models_checked: bool = field(default=False, repr=False)  # `check_models` passed
 
     # -- loading ------------------------------------------------------------------------------
     @classmethod
@@ -112,7 +113,9 @@ class Pipeline:
         from any thread, inside an event loop or not (`cascade.runner`)."""
         from .runner import execute
 
-        return execute(self, coerce_inputs(self.spec, inputs))
+        inputs = coerce_inputs(self.spec, inputs)  # the caller's mistakes first: they cost nothing
+        self.check_models()
+        return execute(self, inputs)
 
     async def arun(self, **inputs: Any):
         """`run` without blocking the running event loop (the run happens in a worker thread)."""
@@ -120,10 +123,23 @@ class Pipeline:
 
     def setup(self) -> "Pipeline":
         """Load every stage's models now instead of on first use."""
+        self.check_models()
         for st in self.stages.values():
             if self.executor is None or not self.executor.handles(st):
                 st.ensure_setup()
         return self
+
+    def check_models(self) -> None:
+        """Before any model loads: every model the pipeline needs is here or downloadable, else
+        one `cascade.preflight.ModelsUnavailable` naming each with the ways out, in seconds.
+        Downloads what is missing (a progress bar per file). Once per pipeline; `run` and
+        `setup` call it."""
+        if self.models_checked:
+            return
+        from .preflight import ensure_models, pipeline_models
+
+        ensure_models(pipeline_models(self))
+        self.models_checked = True
 
     @property
     def name(self) -> str:

@@ -34,13 +34,16 @@ import threading
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
 from .artifacts import Route
 from .models import DeclaredModel, Models, ModelSpec
 from .registry import register
+
+if TYPE_CHECKING:
+    from .model_refs import ModelRef
 
 __all__ = ["Stage", "Router", "StageParams", "Port", "stage"]
 
@@ -82,6 +85,12 @@ class Stage:
 
     def setup(self) -> None:
         """Load weights and other heavy resources. Called once, before the first `run`."""
+
+    def model_refs(self) -> list["ModelRef"]:
+        """The models `setup()` loads, as `cascade.model_refs.ModelRef`s (hub ids, local files,
+        URLs), so a pipeline can check they are here or can be downloaded before loading any
+        (`cascade.preflight`). Reads params only: no loading, no network. Default: none."""
+        return []
 
     def ensure_setup(self) -> None:
         with self._setup_lock:

