@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cascade.media_gen import make_sign_video
+from cascade.eval.video import make_sign_video
 
 CASCADE = shutil.which("cascade", path=str(Path(sys.executable).parent)) or "cascade"
 HUB_OFF_SWITCHES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")

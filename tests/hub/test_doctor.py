@@ -53,7 +53,7 @@ def test_doctor_json_on_this_machine(tmp_path):
     assert all(p.ready for p in report.pipelines)
     video_qa = next(p for p in report.pipelines if p.name == "video_qa")
     # --offline: the tiny VLM folder, and random CLIP, which loads no file
-    assert {m.kind for m in video_qa.models} == {"VLM", "text embedder", "detector", "OCR"}
+    assert {m.kind for m in video_qa.models} == {"VLM", "text embedder", "detector", "OCR", "layout"}
     assert report.ray.version
     assert isinstance(report.fonts.cjk, list)
     assert report.disk[0].path == str(tmp_path / "hub") and report.disk[0].free_gib > 0

@@ -14,7 +14,7 @@ import termios
 
 import pytest
 
-from cascade.media_gen import bus_image_path
+from cascade.eval.photos import bus_image_path
 
 from .conftest import CASCADE, run_cascade, user_env
 from .servers import black_hole, mirror

