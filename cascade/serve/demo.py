@@ -18,7 +18,7 @@ from .media import media_from_file
 from .render import (bill_figure, bill_markdown, evidence_gallery, overview, route_markdown,
                      tools_markdown)
 
-__all__ = ["build_demo", "demo_examples", "DEMO_CSS"]
+__all__ = ["build_demo", "mount_demo", "demo_examples", "DEMO_CSS"]
 
 DEMO_CSS = "#answer {font-size: 1.15em} .tiny-note {background: #fff3bf; padding: 6px 10px}"
 RECEIPT = "CORNER CAFE\nLatte        4.50\nBagel        3.25\nTOTAL        7.75"
@@ -188,3 +188,10 @@ def build_demo(engine: Engine):
     # cache and pass it on. Marked launched, Gradio refuses such paths before `ask` runs.
     demo.has_launched = True
     return demo
+
+
+def mount_demo(app, engine: Engine, path: str = "/demo") -> None:
+    """Mount the demo on the server's FastAPI app at `path`."""
+    import gradio as gr
+
+    gr.mount_gradio_app(app, build_demo(engine), path=path, css=DEMO_CSS)

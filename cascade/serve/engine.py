@@ -43,6 +43,7 @@ from .errors import APIError
 from .media import Media, load_media_url, save_image, scrub
 from .metrics import Metrics
 from .protocol import ChatRequest
+from .readiness import Readiness
 from .uploads import Uploads
 
 __all__ = ["Engine", "ServedModel", "RequestCancelled"]
@@ -88,9 +89,11 @@ def _shipped_names() -> list[str]:
 
 
 class Engine:
-    """Builds the served models at start (validation only; weights load on first use)."""
+    """Builds the served models (validation only); `load_models` then loads their weights in the
+    background, and `readiness` says when every one can answer. `load_models=False`: the heavy
+    stages run elsewhere (Ray Serve replicas) and readiness comes from probes."""
 
-    def __init__(self, config: ServeConfig):
+    def __init__(self, config: ServeConfig, *, load_models: bool = True):
         from ..api import QA
 
         self.config = config
@@ -131,6 +134,21 @@ class Engine:
                            "(--max-concurrent).", lambda: self.busy)
         self.metrics.gauge("cascade_requests_queued", "Chat requests waiting for a slot "
                            "(--max-queue).", lambda: self.queued)
+        self.readiness = Readiness(self.models, loaded=not load_models)
+        self.metrics.gauge("cascade_ready", "1 when every served pipeline can answer (GET "
+                           "/health), else 0.", lambda: float(self.readiness.check()[0]))
+
+    def load_models(self) -> None:
+        """Load every served pipeline's models in a background thread (each under its run lock,
+        so a request that arrives meanwhile waits for its pipeline instead of racing it)."""
+        def setup(served: ServedModel) -> Callable[[], None]:
+            def run() -> None:
+                with served.lock:
+                    served.qa.setup()
+            return run
+
+        self.readiness.load({m: setup(s) for m, s in self.models.items()},
+                            describe=lambda e: scrub(str(e), self._labels([]))[:300])
 
     # -- lookup and checks ----------------------------------------------------------------------
     def get(self, model: str) -> ServedModel:
