@@ -40,7 +40,7 @@ from .admission import Admission, QueueFull
 from .bill import cache_events
 from .config import ServeConfig
 from .errors import APIError
-from .media import Media, load_media_url, save_image, scrub
+from .media import Media, PixelBudget, load_media_url, save_image, scrub
 from .metrics import Metrics
 from .protocol import ChatRequest
 from .readiness import Readiness
@@ -281,8 +281,9 @@ class Engine:
         if cancel.is_set():
             raise RequestCancelled("cancelled before it started")
         with ExitStack() as stack:
-            media = [load_media_url(m.kind, m.url, self.config, m.param, self.uploads, stack)
-                     for m in req.media]
+            budget = PixelBudget(self.config.max_total_pixels)
+            media = [load_media_url(m.kind, m.url, self.config, m.param, self.uploads, stack,
+                                    budget) for m in req.media]
             return self.answer(served, media, req.question, req.max_tokens, cancel, arrived,
                                history=req.history, on_token=on_token)
 
@@ -355,7 +356,7 @@ class Engine:
         m.inc("cascade_completion_tokens_total", (model,), b.generated_tokens)
         if b.baseline_visual_tokens is not None:
             m.inc("cascade_baseline_visual_tokens_total", (model,), b.baseline_visual_tokens)
-            m.inc("cascade_visual_tokens_saved_total", (model,), b.baseline_visual_tokens - b.visual_tokens)
+            m.add_saved(model, b.baseline_visual_tokens - b.visual_tokens)
         if b.baseline_prefill_flops is not None:
             m.inc("cascade_baseline_prefill_flops_total", (model,), b.baseline_prefill_flops)
         for cache, (hits, lookups) in cache_events(answer).items():

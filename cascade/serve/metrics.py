@@ -26,8 +26,6 @@ _COUNTERS = {
     "cascade_visual_tokens_total": ("Visual tokens the VLM prefilled.", ("model",)),
     "cascade_baseline_visual_tokens_total": ("Visual tokens the full-resolution baseline would "
                                              "have prefilled.", ("model",)),
-    "cascade_visual_tokens_saved_total": ("Baseline visual tokens minus visual tokens used.",
-                                          ("model",)),
     "cascade_vision_flops_total": ("Cost-model vision-tower FLOPs of the answers.", ("model",)),
     "cascade_prefill_flops_total": ("Cost-model LLM prefill FLOPs of the answers.", ("model",)),
     "cascade_decode_flops_total": ("Cost-model LLM decode FLOPs of the answers.", ("model",)),
@@ -79,6 +77,11 @@ class Metrics:
         self._histograms = {name: Histogram(name, help_, ("model",), buckets=tuple(sorted(buckets)),
                                             registry=self.registry)
                             for name, help_ in _HISTOGRAMS.items()}
+        # A gauge, not a counter: an answer that spent more visual tokens than its baseline (a
+        # page read in native-size crops) lowers it.
+        self._saved = Gauge("cascade_visual_tokens_saved", "Baseline visual tokens minus visual "
+                            "tokens used, summed over the answers that have a baseline.",
+                            ("model",), registry=self.registry)
         self._in_flight = Gauge("cascade_requests_in_flight", "Chat requests being processed "
                                 "(queued, running or being answered).", registry=self.registry)
         self.registry.register(_CacheHitRatio(self._counters["cascade_cache_hits_total"],
@@ -86,6 +89,10 @@ class Metrics:
 
     def inc(self, name: str, labels: tuple[str, ...], value: float = 1.0) -> None:
         self._counters[name].labels(*labels).inc(value)
+
+    def add_saved(self, model: str, tokens: float) -> None:
+        """Add one answer's baseline minus used visual tokens (negative when it used more)."""
+        self._saved.labels(model).inc(tokens)
 
     def observe(self, name: str, labels: tuple[str, ...], seconds: float) -> None:
         self._histograms[name].labels(*labels).observe(seconds)
