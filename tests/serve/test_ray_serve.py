@@ -99,7 +99,8 @@ def _wait_running(url: str, deployment: str, n: int, timeout: float = 60) -> dic
 
 def test_health_reports_running_replicas_and_the_api_is_the_same(server):
     health = httpx.get(f"{server}/health").json()
-    assert health["status"] == "ok" and health["models"] == ["cascade/video_small", "cascade/images_small"]
+    assert health["status"] == "ok" and health["waiting_for"] == []
+    assert health["models"] == {"cascade/video_small": "ready", "cascade/images_small": "ready"}
     assert health["replicas"] == {"ingress": 1, "vlm_answer": 2, "test_fault": 1}
     models = httpx.get(f"{server}/v1/models").json()
     assert [m["id"] for m in models["data"]] == ["cascade/video_small", "cascade/images_small"]
@@ -176,10 +177,11 @@ def test_affinity_sends_turn_two_to_the_replica_with_the_kv_prefix(server):
         assert c["vision_tower_calls"] == 0
 
 
-def _health_until_ready(url: str, timeout: float = 120) -> list[tuple[int, dict]]:
-    """Poll /health until it answers 200; every (status, body) seen, in order."""
+def _health_down_then_ready(url: str, timeout: float = 120) -> list[tuple[int, dict]]:
+    """Poll /health until it has answered 503 and then 200 again (Serve's status sees a dead
+    replica within its health-check period); every (status, body) seen, in order."""
     seen, deadline = [], time.monotonic() + timeout
-    while not seen or seen[-1][0] != 200:
+    while not any(s == 503 for s, _ in seen) or seen[-1][0] != 200:
         assert time.monotonic() < deadline, seen[-3:]
         r = httpx.get(f"{url}/health", timeout=10)
         seen.append((r.status_code, r.json()))
@@ -202,7 +204,7 @@ def test_a_killed_replica_is_replaced_and_its_request_retried(server):
     ray.kill(victim, no_restart=True)
     # Readiness follows the replica: not ready (503, naming the deployment) while the only
     # test_fault replica is dead, ready again once Serve has replaced it. Never "ok" without it.
-    seen = _health_until_ready(server)
+    seen = _health_down_then_ready(server)
     t.join(timeout=120)
     resp = result["resp"]
     assert resp.status_code == 200, resp.text
