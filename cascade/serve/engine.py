@@ -1,9 +1,11 @@
 """The served models: one live `QA` per pipeline, admission, a worker pool, limits and metrics.
 
-Model ids are `cascade/<pipeline>`. Each id keeps one `QA` object for the life of the server, so
-its stages (and their content-keyed caches: CLIP embeddings, OCR/detections, the VLM's KV prefix)
-survive across requests: the second question about the same video skips the vision work. Pipeline
-runs are blocking compute and go to a thread pool, never the event loop. Runs of one pipeline are
+Model ids are `cascade/<pipeline>`. Pipelines are built (validated) when the engine is; their
+weights load in a background thread from start-up (`load_models`), and `readiness` says when
+every served pipeline can answer (GET /health). Each id keeps one `QA` object for the life of the
+server, so its stages (and their content-keyed caches: CLIP embeddings, OCR/detections, the VLM's
+KV prefix) survive across requests: the second question about the same video skips the vision
+work. Pipeline runs are blocking compute and go to a thread pool, never the event loop. Runs of one pipeline are
 serialized by a lock (stage objects and the VLM's caches are shared, not thread-safe); different
 pipelines run side by side.
 

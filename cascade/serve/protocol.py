@@ -158,6 +158,8 @@ def _error(body: Any, e: ValidationError) -> APIError:
         return _bad("the request body must be a JSON object", code="invalid_json")
     order = {k: i for i, k in enumerate(body)}
     errs = [err for err in e.errors() if err["loc"]]
+    if not errs:
+        return _bad(f"the request body is not a valid chat completion request: {e.errors()[0]['msg']}")
     first = min(order.get(err["loc"][0], len(order)) for err in errs)
     walked = [(err, *_walk(body, err["loc"], err["type"])) for err in errs
               if order.get(err["loc"][0], len(order)) == first]

@@ -63,7 +63,11 @@ class Readiness:
                    for m, s in self.states.items() if s != "ready"]
         extra: dict[str, Any] = {}
         for probe in self.probes:
-            fields, pending = probe()
+            try:
+                fields, pending = probe()
+            except Exception as e:  # noqa: BLE001  e.g. Ray's controller unreachable: not ready
+                log.warning("readiness probe failed: %s", e)
+                fields, pending = {}, [f"status unavailable ({type(e).__name__})"]
             extra.update(fields)
             waiting += pending
         failed = any(s.startswith("failed") for s in self.states.values())
