@@ -45,7 +45,9 @@ def test_cascade_serve_is_live_at_once_and_ready_when_its_models_are(tmp_path):
     what is loading until every served pipeline's models are loaded, then 200."""
     port = free_port()
     env = {**os.environ, "VLM_CASCADE_CACHE": os.environ.get("VLM_CASCADE_CACHE", str(Path.home() / ".cache" / "vlm-cascade"))}
-    proc = subprocess.Popen([sys.executable, "-m", "cascade.cli", "serve", "--tiny", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "cascade.cli", "serve", "--tiny", "--port", str(port),
+                             "--no-shipped", "--pipeline", "doc_qa=doc_qa",
+                             "--pipeline", "multi_image_qa=multi_image_qa"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     url, seen = f"http://127.0.0.1:{port}", []
     try:
@@ -74,7 +76,7 @@ def test_cascade_serve_is_live_at_once_and_ready_when_its_models_are(tmp_path):
         assert ready["status"] == "ok" and ready["waiting_for"] == [] and ready["random_weights"]
         assert set(ready["models"].values()) == {"ready"}
         ids = {m["id"] for m in httpx.get(f"{url}/v1/models").json()["data"]}
-        assert ids == set(ready["models"]) and all(i.startswith("cascade/") for i in ids)
+        assert ids == set(ready["models"]) == {"cascade/doc_qa", "cascade/multi_image_qa"}
         metrics = httpx.get(f"{url}/metrics").text
         assert "cascade_requests_in_flight 0.0" in metrics and "cascade_ready 1.0" in metrics
     finally:
