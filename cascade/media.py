@@ -29,7 +29,7 @@ from .errors import InputError
 from .progress import progress
 from .trace import warn
 
-__all__ = ["VideoSource", "load_image", "rgb_pixels", "ImageTooLarge", "IMAGE_FORMATS",
+__all__ = ["VideoSource", "load_image", "image_size", "rgb_pixels", "ImageTooLarge", "IMAGE_FORMATS",
            "SampleMode"]
 
 SampleMode = Literal["fps", "uniform", "keyframes", "all"]
@@ -66,6 +66,16 @@ def _pil_open(fp: Any):
     opener = getattr(patches, "_image_open", None) or PILImage.open
     PILImage.init()
     return opener(fp, formats=[f for f in IMAGE_FORMATS if f in PILImage.OPEN])
+
+
+def image_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from an encoded image's header, no pixels decoded; None when it is not an
+    image the raster decoders (IMAGE_FORMATS) read."""
+    try:
+        with _pil_open(io.BytesIO(data)) as im:
+            return im.size
+    except Exception:  # noqa: BLE001  load_image says why, when it is asked to decode it
+        return None
 
 
 def _gray_to_8bit(a: np.ndarray, mode: str) -> np.ndarray:

@@ -1,10 +1,11 @@
-"""The FastAPI app: OpenAI-compatible chat completions over cascade pipelines, plus health,
-models, Prometheus metrics and (optionally) the Gradio demo at /demo.
+"""The FastAPI app: OpenAI-compatible chat completions over cascade pipelines, plus readiness and
+liveness, models, Prometheus metrics and (optionally) the Gradio demo at /demo.
 
-    uvicorn --factory cascade.serve.app:app_from_env     # or: cascade serve --tiny
+    cascade serve --tiny        # or in Python: uvicorn.run(create_app(ServeConfig(tiny=True)))
 
-Every error is an OpenAI-style JSON body (`{"error": {"message", "type", "param", "code"}}`); a bad
-request only ever fails itself.
+The contract is published at /openapi.json (`openapi.py`): the request and response models
+(`schema.py`, `responses.py`) and every status each route answers. Every error is an OpenAI-style
+JSON body (`{"error": {"message", "type", "param", "code"}}`); a bad request only fails itself.
 """
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -27,31 +27,55 @@ from .bill import bill_of, openai_usage
 from .config import ServeConfig
 from .engine import Engine
 from .errors import APIError, error_body
-from .metrics import Metrics
-from .protocol import ChatRequest, parse_chat_request
+from .metrics import CONTENT_TYPE, Metrics
+from .openapi import CHAT_BODY, CHAT_OK, json_response, publish, responses_for
+from .protocol import ChatRequest, json_number, parse_chat_request
+from .responses import ChatCompletion, Health, Liveness, ModelList
 from .sse import TokenFeed, event_stream
 
-__all__ = ["create_app", "completion_body"]
+__all__ = ["create_app", "completion_body", "cascade_extra"]
 
 log = logging.getLogger("cascade.serve")
 T = TypeVar("T")
 _BODY_OVERHEAD = 1 << 20  # JSON and text around the base64 media
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused with 413 as soon as it passes `limit` bytes."""
+async def _read_body(request: Request, limit: int, timeout: float) -> bytes:
+    """The request body, refused with 413 as soon as it passes `limit` bytes and with 408 when it
+    has not all arrived after `timeout` seconds (a slow or stalled upload fails alone: the body
+    is read before the request takes a slot)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise APIError(413, f"request body is {int(declared):,} bytes, over this server's limit of "
                        f"{limit:,} bytes (--max-upload-mb, base64 included)", code="upload_too_large")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise APIError(413, f"request body is over this server's limit of {limit:,} bytes "
-                           "(--max-upload-mb, base64 included)", code="upload_too_large")
-        chunks.append(chunk)
+
+    async def read() -> None:
+        nonlocal size
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise APIError(413, f"request body is over this server's limit of {limit:,} bytes "
+                               "(--max-upload-mb, base64 included)", code="upload_too_large")
+            chunks.append(chunk)
+
+    try:
+        await asyncio.wait_for(read(), timeout)
+    except asyncio.TimeoutError:
+        raise APIError(408, f"the request body did not arrive within {timeout:g} s "
+                       f"(--upload-timeout; {size:,} bytes came)", code="upload_timeout",
+                       headers={"Connection": "close"}) from None
     return b"".join(chunks)
+
+
+def _check_content_type(request: Request) -> None:
+    """A body that declares a type must declare JSON (none at all is read as JSON)."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    json_like = kind in ("application/json", "text/json") or (
+        kind.startswith("application/") and kind.endswith("+json"))
+    if kind and not json_like:
+        raise APIError(415, f"the body must be JSON (Content-Type: application/json), not "
+                       f"{kind[:60]!r}", code="unsupported_media_type", param=None)
 
 
 def cascade_extra(answer) -> dict[str, Any]:
@@ -64,11 +88,12 @@ def cascade_extra(answer) -> dict[str, Any]:
 
 
 def completion_body(answer, model: str, cid: str, created: int) -> dict[str, Any]:
-    return {"id": cid, "object": "chat.completion", "created": created, "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer.text},
-                         "logprobs": None,
-                         "finish_reason": answer.bill.finish_reason}],
-            "usage": openai_usage(answer), "cascade": cascade_extra(answer)}
+    return ChatCompletion(
+        id=cid, object="chat.completion", created=created, model=model,
+        choices=[{"index": 0, "message": {"role": "assistant", "content": answer.text},
+                  "logprobs": None, "finish_reason": answer.bill.finish_reason}],
+        usage=openai_usage(answer), cascade=cascade_extra(answer),
+    ).model_dump(mode="json", exclude_unset=True)
 
 
 class _Outcome:
@@ -110,17 +135,22 @@ async def _unless_disconnected(request: Request, work: Awaitable[T]) -> T | None
 
 def create_app(config: ServeConfig | None = None, *, engine: Engine | None = None,
                demo: bool = False) -> FastAPI:
-    """The server app. `engine` lets tests share one; `demo` mounts the Gradio UI at /demo."""
+    """The server app. `engine` lets tests share one; `demo` mounts the Gradio UI at /demo. The
+    served pipelines' models load in the background from start-up; /health says when they are
+    ready."""
     config = config or (engine.config if engine else ServeConfig())
     engine = engine or Engine(config)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        engine.load_models()
         yield
         engine.close()
 
-    app = FastAPI(title="vlm-cascade", lifespan=lifespan,
-                  description="OpenAI-compatible chat completions over coarse-to-fine VLM pipelines")
+    app = FastAPI(title="vlm-cascade", lifespan=lifespan, version="1",
+                  description="OpenAI-compatible chat completions over coarse-to-fine VLM "
+                  "pipelines. Media go in `image_url` / `video_url` content parts as base64 data "
+                  "URLs (or file URLs under the server's --media-root).")
     app.state.engine = engine
     body_limit = config.max_upload_bytes * 4 // 3 + _BODY_OVERHEAD
 
@@ -130,13 +160,10 @@ def create_app(config: ServeConfig | None = None, *, engine: Engine | None = Non
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, e: StarletteHTTPException):
+        # 404 for an unknown path, 405 for a known path and another method (with its `Allow`).
         typ = "not_found_error" if e.status_code == 404 else "invalid_request_error"
         return JSONResponse(error_body(str(e.detail), typ, None, str(e.status_code)),
-                            status_code=e.status_code)
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation_error(request: Request, e: RequestValidationError):
-        return JSONResponse(error_body(str(e.errors()), "invalid_request_error"), status_code=400)
+                            status_code=e.status_code, headers=e.headers)
 
     async def _stream(request: Request, req: ChatRequest, served, outcome: _Outcome) -> Response:
         """Run the request and answer with server-sent events once its first token (or, for a
@@ -157,15 +184,20 @@ def create_app(config: ServeConfig | None = None, *, engine: Engine | None = Non
             work.result()  # a failure before any token: raises its APIError here
         return event_stream(feed, work, first, model=req.model, cid=f"chatcmpl-{uuid.uuid4().hex}",
                             created=int(time.time()), include_usage=req.include_usage,
-                            extra=cascade_extra, finished=outcome.done)
+                            extra=cascade_extra, finished=outcome.done,
+                            send_timeout=config.send_timeout_s)
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", response_model=None, openapi_extra=CHAT_BODY,
+              summary="Answer a question about images or a video",
+              responses={200: CHAT_OK, **responses_for(
+                  [400, 404, 408, 413, 415, 429, 499, 500, 503, 504, 507])})
     async def chat_completions(request: Request):
         outcome, status, streaming = _Outcome(engine.metrics), 500, False
         try:
-            raw = await _read_body(request, body_limit)
+            _check_content_type(request)
+            raw = await _read_body(request, body_limit, config.upload_timeout_s)
             try:
-                body = json.loads(raw)
+                body = json.loads(raw, parse_float=json_number)
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
                 raise APIError(400, f"request body is not valid JSON: {e}", code="invalid_json") from None
             req = parse_chat_request(body)
@@ -193,31 +225,43 @@ def create_app(config: ServeConfig | None = None, *, engine: Engine | None = Non
             if not streaming:
                 outcome.done(status)
 
-    @app.get("/v1/models")
+    @app.get("/v1/models", response_model=None, summary="The served models (one per pipeline)",
+             responses={200: json_response("the served models", ModelList)})
     async def list_models():
         return {"object": "list", "data": [
             {"id": m.id, "object": "model", "created": 0, "owned_by": "vlm-cascade",
              "root": m.source, "description": m.description,
              "media": sorted(set(m.media_types.values()))} for m in engine.models.values()]}
 
-    @app.get("/health")
+    @app.get("/health", response_model=None, summary="Readiness: can every pipeline answer?",
+             responses={200: json_response("every served pipeline can answer", Health),
+                        503: json_response("something is still starting (or failed): "
+                                           "`waiting_for` says what", Health)})
     async def health():
-        return {"status": "ok", "models": list(engine.models), "busy": engine.busy,
-                "queued": engine.queued, "max_concurrent": config.max_concurrent,
-                "max_queue": config.max_queue,
+        ready, fields = await asyncio.to_thread(engine.readiness.check)
+        body = {**fields, "busy": engine.busy, "queued": engine.queued,
+                "max_concurrent": config.max_concurrent, "max_queue": config.max_queue,
                 "random_weights": config.random_weights}
+        return JSONResponse(body, status_code=200 if ready else 503)
 
-    @app.get("/metrics")
+    @app.get("/health/live", response_model=None, summary="Liveness: the process serves HTTP",
+             responses={200: json_response("alive (models may still be loading)", Liveness)})
+    async def live():
+        return {"status": "alive"}
+
+    @app.get("/metrics", response_model=None, summary="Prometheus metrics",
+             response_class=PlainTextResponse,
+             responses={200: {"description": "Prometheus text exposition format",
+                              "content": {CONTENT_TYPE.split(";")[0]: {"schema": {"type": "string"}}}}})
     async def metrics():
-        return PlainTextResponse(engine.metrics.render(),
-                                 media_type="text/plain; version=0.0.4; charset=utf-8")
+        text = await asyncio.to_thread(engine.metrics.render)  # collectors may block (Ray)
+        return Response(text, media_type=CONTENT_TYPE)
 
+    publish(app, {m.id: set(m.media_types.values()) for m in engine.models.values()})
     if demo:
-        import gradio as gr
+        from .demo import mount_demo
 
-        from .demo import build_demo, DEMO_CSS
-
-        gr.mount_gradio_app(app, build_demo(engine), path="/demo", css=DEMO_CSS)
+        mount_demo(app, engine)
 
         @app.get("/", include_in_schema=False)
         async def root():
@@ -225,6 +269,7 @@ def create_app(config: ServeConfig | None = None, *, engine: Engine | None = Non
     else:
         @app.get("/", include_in_schema=False)
         async def root():
-            return {"service": "vlm-cascade", "endpoints": ["/v1/chat/completions", "/v1/models",
-                                                            "/health", "/metrics"]}
+            return {"service": "vlm-cascade", "endpoints": [
+                "/v1/chat/completions", "/v1/models", "/health", "/health/live", "/metrics",
+                "/openapi.json"]}
     return app

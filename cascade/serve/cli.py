@@ -33,7 +33,15 @@ def _common(p: argparse.ArgumentParser, port: int) -> None:
     p.add_argument("--max-frames", type=int, default=3000,
                    help="most frames in a video / images in a request")
     p.add_argument("--max-pixels", type=int, default=4096 * 4096, help="most pixels per image/frame")
+    p.add_argument("--max-total-pixels", type=int, default=1 << 31,
+                   help="most pixels one request may make the server decode: every image's and "
+                   "every video frame's width x height, summed (413 beyond; default 2^31)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds before a request gets 504")
+    p.add_argument("--upload-timeout", type=float, default=60.0,
+                   help="seconds for a request body to arrive; a slower upload gets 408")
+    p.add_argument("--send-timeout", type=float, default=30.0,
+                   help="seconds a streamed chunk may wait for its client to read; then the "
+                   "stream is dropped and its decode cancelled")
     p.add_argument("--max-concurrent", type=int, default=4,
                    help="requests in progress at once; more wait in the queue")
     p.add_argument("--max-queue", type=int, default=64,
@@ -55,7 +63,9 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
                        upload_dir=args.upload_dir,
                        max_upload_bytes=int(args.max_upload_mb * (1 << 20)),
                        max_frames=args.max_frames, max_pixels=args.max_pixels,
-                       request_timeout_s=args.timeout, max_concurrent=args.max_concurrent,
+                       max_total_pixels=args.max_total_pixels, request_timeout_s=args.timeout,
+                       upload_timeout_s=args.upload_timeout, send_timeout_s=args.send_timeout,
+                       max_concurrent=args.max_concurrent,
                        max_queue=args.max_queue, workers=args.workers)
 
 
@@ -88,7 +98,8 @@ def _run(args: argparse.Namespace, demo: bool) -> int:
 def add_serve_commands(sub) -> None:
     p = sub.add_parser("serve", help="OpenAI-compatible HTTP server over the pipelines",
                        description="Serve POST /v1/chat/completions (model = cascade/<pipeline>), "
-                       "GET /v1/models, /health and /metrics.")
+                       "GET /v1/models, /health (readiness), /health/live, /metrics and "
+                       "/openapi.json (the contract).")
     _common(p, 8000)
     p.add_argument("--demo", action="store_true", help="also mount the web demo at /demo")
     from .ray_deploy import add_deploy_command, add_ray_flags  # argparse only

@@ -17,6 +17,10 @@ class ServeConfig:
     videos live while a request uses them (named by content hash, deleted when no request holds
     them; None: a private temporary folder). max_concurrent requests run at once and up to
     max_queue more wait in arrival order; beyond that a request gets 429 with Retry-After.
+    max_total_pixels: the pixels one request may make the server decode, every image's and every
+    video frame's width x height summed (from headers, before decoding). upload_timeout_s: a
+    request body that has not all arrived by then gets 408. send_timeout_s: a stream whose client
+    does not take a chunk for that long is dropped and its decode cancelled.
     """
 
     model: str | None = None
@@ -29,7 +33,10 @@ class ServeConfig:
     max_upload_bytes: int = 64 << 20
     max_frames: int = 3000  # frames in a video, or images in one request
     max_pixels: int = 4096 * 4096  # per image or video frame
+    max_total_pixels: int = 1 << 31  # summed over a request's images and video frames
     request_timeout_s: float = 300.0
+    upload_timeout_s: float = 60.0  # for the whole request body to arrive
+    send_timeout_s: float = 30.0  # a streamed response's client must take each chunk within this
     max_concurrent: int = 4  # requests holding a slot (running, or waiting for their pipeline)
     max_queue: int = 64  # requests waiting for a slot; more get 429 + Retry-After
     workers: int = 2  # threads running pipelines

@@ -3,6 +3,12 @@
 Built on the server's `Engine` (same live pipelines, same caches, same limits), mounted at /demo by
 `cascade demo` / `cascade serve --demo`. Examples are generated offline with `cascade.eval`'s media
 (a video with a sign, a rendered receipt, the ultralytics bus photo) so one click works anywhere.
+
+An upload picks the pipeline that fits it (`demo_choice`; the user may change it). Whatever stops
+an answer (a pipeline that does not take these files, a file that does not decode, a limit) is
+said in the answer panel, in words. The demo reads only files uploaded to it and its own
+examples (`DemoFiles`, `blocked_paths`): a client naming any other server path in a Gradio
+`FileData` is refused before anything is read.
 """
 from __future__ import annotations
 
@@ -12,15 +18,17 @@ from typing import Any
 
 from ..errors import CascadeError
 from .bill import bill_of, cache_events
+from .demo_choice import choose_pipeline, mismatch
 from .engine import Engine
 from .errors import APIError
-from .media import media_from_file
+from .media import PixelBudget, media_from_file
 from .render import (bill_figure, bill_markdown, evidence_gallery, overview, route_markdown,
                      tools_markdown)
 
-__all__ = ["build_demo", "demo_examples", "DEMO_CSS"]
+__all__ = ["build_demo", "mount_demo", "demo_examples", "blocked_paths", "DemoFiles", "DEMO_CSS"]
 
-DEMO_CSS = "#answer {font-size: 1.15em} .tiny-note {background: #fff3bf; padding: 6px 10px}"
+DEMO_CSS = ("#answer {font-size: 1.15em} .tiny-note {background: #fff3bf; padding: 6px 10px} "
+            ".demo-error {border-left: 4px solid #e8590c; padding: 4px 12px; background: #fff4e6}")
 RECEIPT = "CORNER CAFE\nLatte        4.50\nBagel        3.25\nTOTAL        7.75"
 
 
@@ -63,19 +71,52 @@ def demo_examples(models: list[str], folder: Path | None = None) -> list[list[An
     return rows
 
 
-def _received(value: Any) -> list[Path]:
-    """The files Gradio received from the client: each must be a file in Gradio's upload folder,
-    where uploads (and the examples' copies) land; any other path is refused unread."""
+class DemoFiles:
+    """What the demo reads: files uploaded to it (`upload_file_set`, filled by Gradio's upload
+    route for this app) and the copies Gradio made of its own examples. A path the client names
+    that is neither (a server file under the launch folder, the home folder, the examples'
+    folder, anything reached by `..` or a symlink) is refused unread: paths are compared once
+    resolved, symlinks followed."""
+
+    def __init__(self, blocks: Any, examples: list[str]):
+        from gradio.processing_utils import save_file_to_cache
+        from gradio.utils import get_upload_folder
+
+        self.blocks = blocks
+        self.examples = {Path(save_file_to_cache(p, get_upload_folder())).resolve()
+                         for p in examples}
+
+    def received(self, value: Any) -> list[Path]:
+        items = value if isinstance(value, (list, tuple)) else [value] if value else []
+        uploaded = {Path(p).resolve() for p in list(self.blocks.upload_file_set)} | self.examples
+        out = []
+        for v in items:
+            path = Path(str(getattr(v, "name", None) or v)).resolve()
+            if path not in uploaded or not path.is_file():
+                raise APIError(400, "only files uploaded to this demo can be read",
+                               code="not_uploaded")
+            out.append(path)
+        return out
+
+
+def blocked_paths(engine: Engine, examples_folder: Path) -> list[str]:
+    """Server folders Gradio must never serve or copy from, even where its defaults would (the
+    launch folder, the system temp folder for outputs): the launch folder, the home folder, the
+    examples' source folder, --media-root and --upload-dir. A folder that holds Gradio's own
+    upload folder cannot be blocked whole (uploads would be refused too); `DemoFiles` still
+    refuses anything in it that was not uploaded."""
     from gradio.utils import get_upload_folder
 
-    items = value if isinstance(value, (list, tuple)) else [value] if value else []
-    folder = Path(get_upload_folder()).resolve()
+    gradio_uploads = Path(get_upload_folder()).resolve()
+    folders = [Path.cwd(), Path.home(), examples_folder, engine.config.media_root,
+               engine.uploads.folder]
     out = []
-    for v in items:
-        path = Path(str(getattr(v, "name", None) or v)).resolve()
-        if not path.is_relative_to(folder) or not path.is_file():
-            raise APIError(400, "only files uploaded to this demo can be read", code="not_uploaded")
-        out.append(path)
+    for folder in folders:
+        if folder is None:
+            continue
+        folder = Path(folder).resolve()
+        if not gradio_uploads.is_relative_to(folder) and str(folder) not in out:
+            out.append(str(folder))
     return out
 
 
@@ -107,29 +148,42 @@ def _cache_markdown(turn: int, answer) -> str:
     return f"**Turn {turn}** of this session: " + ", ".join(parts)
 
 
-def build_demo(engine: Engine):
+def _failed(message: str, state: dict | None) -> tuple:
+    """The outputs of an ask that could not be answered: the reason in the answer panel, in
+    words, the evidence panels emptied (no red error boxes, no toast that vanishes)."""
+    text = f"<div class='demo-error'>\n\n**Could not answer.** {message}\n\n</div>"
+    return (text, "", "", [], [], None, "", "", state)
+
+
+def build_demo(engine: Engine, examples_folder: Path | None = None):
+    """The Gradio Blocks over `engine`; `demo.files` says what it may read."""
     import gradio as gr
 
     models = list(engine.models)
+    takes = {m: set(s.media_types.values()) for m, s in engine.models.items()}
     default = next((m for m in ("cascade/video_qa", "cascade/multi_image_qa") if m in models), models[0])
     tiny = engine.config.random_weights
     rates: dict[str, float] = {}  # model -> FLOP/s its VLM reached, for tool answers' baselines
 
     def ask(files: Any, question: str, model: str, state: dict | None):
         if not files:
-            raise gr.Error("Upload a video or one or more images first (or click an example).")
+            return _failed("Upload a video or one or more images first (or click an example).", state)
         if not question or not question.strip():
-            raise gr.Error("Type a question.")
+            return _failed("Type a question.", state)
         try:
             served = engine.get(model)
-            media = [media_from_file(p, engine.config, p.name) for p in _received(files)]
+            paths = demo.files.received(files)
+            if (why := mismatch(paths, served.id, takes[served.id], takes)) is not None:
+                return _failed(why, state)
+            budget = PixelBudget(engine.config.max_total_pixels)
+            media = [media_from_file(p, engine.config, p.name, budget) for p in paths]
             # Same pipeline and media: a follow-up, whose earlier turns go into the prompt.
             key = [model] + [m.digest for m in media]
             state = state if state and state.get("key") == key else {"key": key, "turns": []}
             history = state["turns"] if "history" in served.qa.pipeline.spec.inputs else []
             answer = engine.answer(served, media, question.strip(), history=history)
         except (APIError, CascadeError) as e:
-            raise gr.Error(str(getattr(e, "message", e))) from None
+            return _failed(str(getattr(e, "message", e)), state)
         state["turns"] = [*state["turns"], (question.strip(), answer.text)]
         ev, bill = answer.evidence, bill_of(answer)
         if (rate := _vlm_flops_per_s(bill)) is not None:
@@ -143,6 +197,19 @@ def build_demo(engine: Engine):
                 _cache_markdown(len(state["turns"]), answer), evidence_gallery(ev),
                 overview(ev, sources), bill_figure(bill), bill_markdown(bill), tools_markdown(ev),
                 state)
+
+    def pick(files: Any, current: str):
+        """An upload picks the pipeline that fits it (the user may change it afterwards)."""
+        try:
+            paths = demo.files.received(files)
+        except APIError:
+            return current, ""
+        chosen, what = choose_pipeline(paths, takes)
+        if chosen is None:
+            return current, ""
+        note = (f"Pipeline chosen for {what}: **{chosen.removeprefix('cascade/')}**. "
+                "Change it above to use another.")
+        return chosen, note
 
     with gr.Blocks(title="vlm-cascade demo") as demo:
         gr.Markdown("# vlm-cascade\nLook cheaply first, then send the VLM only the pixels the "
@@ -160,10 +227,12 @@ def build_demo(engine: Engine):
                 files = gr.File(label="Video or images", file_count="multiple",
                                 file_types=["image", "video"], elem_id="media-input")
                 model = gr.Dropdown(models, value=default, label="Pipeline", elem_id="pipeline")
+                chosen_note = gr.Markdown(elem_id="pipeline-note")
                 question = gr.Textbox(label="Question", placeholder="What does the sign say?",
                                       elem_id="question")
                 button = gr.Button("Ask", variant="primary", elem_id="ask")
-                gr.Examples(demo_examples(models), inputs=[files, question, model],
+                rows = demo_examples(models, examples_folder)
+                gr.Examples(rows, inputs=[files, question, model],
                             label="Examples (generated offline)", elem_id="examples")
             with gr.Column(scale=2):
                 answer = gr.Markdown(elem_id="answer")
@@ -183,10 +252,25 @@ def build_demo(engine: Engine):
                 table = gr.Markdown(elem_id="bill-table")
                 tools = gr.Markdown(elem_id="tools")
         outputs = [answer, route, cache, gallery, where, plot, table, tools, state]
+        files.upload(pick, [files, model], [model, chosen_note])
         button.click(ask, [files, question, model, state], outputs)
         question.submit(ask, [files, question, model, state], outputs)
+    demo.files = DemoFiles(demo, [f for row in rows for f in row[0]])
     # Gradio refuses input files that were not uploaded only once an app has "launched"; a mounted
     # app never does, so a client could name any server path and Gradio would copy it into its
     # cache and pass it on. Marked launched, Gradio refuses such paths before `ask` runs.
     demo.has_launched = True
     return demo
+
+
+def mount_demo(app, engine: Engine, path: str = "/demo") -> None:
+    """Mount the demo on the server's FastAPI app at `path`: nothing served from outside its
+    uploads and examples (`blocked_paths`, no `allowed_paths`), Gradio's own error texts (which
+    name server paths) not shown to clients, uploads capped like the API's (--max-upload-mb)."""
+    import gradio as gr
+
+    folder = _examples_dir()
+    demo = build_demo(engine, folder)
+    gr.mount_gradio_app(app, demo, path=path, css=DEMO_CSS, allowed_paths=[],
+                        blocked_paths=blocked_paths(engine, folder), show_error=False,
+                        max_file_size=engine.config.max_upload_bytes)

@@ -1,9 +1,11 @@
 """The served models: one live `QA` per pipeline, admission, a worker pool, limits and metrics.
 
-Model ids are `cascade/<pipeline>`. Each id keeps one `QA` object for the life of the server, so
-its stages (and their content-keyed caches: CLIP embeddings, OCR/detections, the VLM's KV prefix)
-survive across requests: the second question about the same video skips the vision work. Pipeline
-runs are blocking compute and go to a thread pool, never the event loop. Runs of one pipeline are
+Model ids are `cascade/<pipeline>`. Pipelines are built (validated) when the engine is; their
+weights load in a background thread from start-up (`load_models`), and `readiness` says when
+every served pipeline can answer (GET /health). Each id keeps one `QA` object for the life of the
+server, so its stages (and their content-keyed caches: CLIP embeddings, OCR/detections, the VLM's
+KV prefix) survive across requests: the second question about the same video skips the vision
+work. Pipeline runs are blocking compute and go to a thread pool, never the event loop. Runs of one pipeline are
 serialized by a lock (stage objects and the VLM's caches are shared, not thread-safe); different
 pipelines run side by side.
 
@@ -40,9 +42,10 @@ from .admission import Admission, QueueFull
 from .bill import cache_events
 from .config import ServeConfig
 from .errors import APIError
-from .media import Media, load_media_url, save_image, scrub
+from .media import Media, PixelBudget, load_media_url, save_image, scrub
 from .metrics import Metrics
 from .protocol import ChatRequest
+from .readiness import Readiness
 from .uploads import Uploads
 
 __all__ = ["Engine", "ServedModel", "RequestCancelled"]
@@ -88,9 +91,11 @@ def _shipped_names() -> list[str]:
 
 
 class Engine:
-    """Builds the served models at start (validation only; weights load on first use)."""
+    """Builds the served models (validation only); `load_models` then loads their weights in the
+    background, and `readiness` says when every one can answer. `load_models=False`: the heavy
+    stages run elsewhere (Ray Serve replicas) and readiness comes from probes."""
 
-    def __init__(self, config: ServeConfig):
+    def __init__(self, config: ServeConfig, *, load_models: bool = True):
         from ..api import QA
 
         self.config = config
@@ -131,6 +136,21 @@ class Engine:
                            "(--max-concurrent).", lambda: self.busy)
         self.metrics.gauge("cascade_requests_queued", "Chat requests waiting for a slot "
                            "(--max-queue).", lambda: self.queued)
+        self.readiness = Readiness(self.models, loaded=not load_models)
+        self.metrics.gauge("cascade_ready", "1 when every served pipeline can answer (GET "
+                           "/health), else 0.", lambda: float(self.readiness.check()[0]))
+
+    def load_models(self) -> None:
+        """Load every served pipeline's models in a background thread (each under its run lock,
+        so a request that arrives meanwhile waits for its pipeline instead of racing it)."""
+        def setup(served: ServedModel) -> Callable[[], None]:
+            def run() -> None:
+                with served.lock:
+                    served.qa.setup()
+            return run
+
+        self.readiness.load({m: setup(s) for m, s in self.models.items()},
+                            describe=lambda e: scrub(str(e), self._labels([]))[:300])
 
     # -- lookup and checks ----------------------------------------------------------------------
     def get(self, model: str) -> ServedModel:
@@ -263,8 +283,9 @@ class Engine:
         if cancel.is_set():
             raise RequestCancelled("cancelled before it started")
         with ExitStack() as stack:
-            media = [load_media_url(m.kind, m.url, self.config, m.param, self.uploads, stack)
-                     for m in req.media]
+            budget = PixelBudget(self.config.max_total_pixels)
+            media = [load_media_url(m.kind, m.url, self.config, m.param, self.uploads, stack,
+                                    budget) for m in req.media]
             return self.answer(served, media, req.question, req.max_tokens, cancel, arrived,
                                history=req.history, on_token=on_token)
 
@@ -337,7 +358,7 @@ class Engine:
         m.inc("cascade_completion_tokens_total", (model,), b.generated_tokens)
         if b.baseline_visual_tokens is not None:
             m.inc("cascade_baseline_visual_tokens_total", (model,), b.baseline_visual_tokens)
-            m.inc("cascade_visual_tokens_saved_total", (model,), b.baseline_visual_tokens - b.visual_tokens)
+            m.add_saved(model, b.baseline_visual_tokens - b.visual_tokens)
         if b.baseline_prefill_flops is not None:
             m.inc("cascade_baseline_prefill_flops_total", (model,), b.baseline_prefill_flops)
         for cache, (hits, lookups) in cache_events(answer).items():

@@ -6,12 +6,17 @@ Sizes are checked before work is done: a data URL's length before base64 decodin
 count from its header before decoding pixels, a video's frame count and frame size from its header.
 Images are decoded by `cascade.media.load_image` (every PIL mode, raster formats only). A video
 sent as a data URL becomes a temporary file held by its request (`Uploads`) and deleted when no
-request needs it, rejected or not. Messages name the request field, never a server path.
+request needs it, rejected or not; when the upload folder's disk is full the request gets 507 and
+nothing half-written stays. Across a request's parts, `PixelBudget` caps the pixels the server
+decodes (--max-total-pixels: each image's width x height, each video's frame size x frame count),
+checked from each part's header before that part is decoded. Messages name the request field,
+never a server path.
 """
 from __future__ import annotations
 
 import base64
 import binascii
+import errno
 import hashlib
 import io
 from contextlib import ExitStack
@@ -23,12 +28,13 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 
 from ..errors import InputError
-from ..media import ImageTooLarge, load_image
+from ..media import ImageTooLarge, image_size, load_image
 from .config import ServeConfig
 from .errors import APIError
 from .uploads import Uploads
 
-__all__ = ["Media", "load_media_url", "media_from_file", "save_image", "scrub", "VIDEO_SUFFIXES"]
+__all__ = ["Media", "PixelBudget", "load_media_url", "media_from_file", "save_image", "scrub",
+           "VIDEO_SUFFIXES"]
 
 VIDEO_SUFFIXES = {".mp4", ".mkv", ".webm", ".mov", ".avi", ".m4v", ".mpg", ".mpeg", ".ts", ".gif"}
 _MIME_SUFFIX = {"video/mp4": ".mp4", "video/webm": ".webm", "video/quicktime": ".mov",
@@ -44,6 +50,37 @@ class Media:
     label: str  # where it came from, for messages and evidence ("messages[0].content[1]")
     pixels: np.ndarray | None = None  # images: RGB uint8
     path: Path | None = None  # videos (and images that came from a file)
+
+
+class PixelBudget:
+    """The pixels one request may make the server decode, taken part by part before each part
+    is decoded; the part that would pass the limit gets 413 naming it and the limit."""
+
+    def __init__(self, limit: int):
+        self.limit, self.used = limit, 0
+
+    def take(self, pixels: int, what: str, param: str | None) -> None:
+        if self.used + pixels > self.limit:
+            raise APIError(413, f"{what} brings this request to {self.used + pixels:,} pixels to "
+                           f"decode (images, and video frames x frame size), over this server's "
+                           f"limit of {self.limit:,} per request (--max-total-pixels)",
+                           code="too_many_pixels", param=param)
+        self.used += pixels
+
+
+_FULL_DISK = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def _hold(uploads: Uploads, name: str, data: bytes, stack: ExitStack, param: str | None) -> Path:
+    """`uploads.hold` on `stack`; a full disk is 507 (the partial file is already gone)."""
+    try:
+        return stack.enter_context(uploads.hold(name, data))
+    except OSError as e:
+        if e.errno not in _FULL_DISK:
+            raise
+        raise APIError(507, f"{param or 'the upload'}: no space left on this server to hold the "
+                       f"upload ({len(data):,} bytes); retry later or send a smaller file",
+                       code="insufficient_storage", param=param) from None
 
 
 def scrub(message: str, labels: dict[Path, str]) -> str:
@@ -119,7 +156,12 @@ def _read_url(url: str, cfg: ServeConfig, param: str) -> tuple[bytes, Path | Non
                    code="invalid_url", param=param)
 
 
-def _decode_image(source: bytes | Path, cfg: ServeConfig, param: str) -> np.ndarray:
+def _decode_image(source: bytes | Path, cfg: ServeConfig, param: str,
+                  budget: PixelBudget | None = None) -> np.ndarray:
+    if budget is not None:
+        size = image_size(source if isinstance(source, bytes) else source.read_bytes())
+        if size is not None and size[0] * size[1] <= cfg.max_pixels:  # else: its own 413 below
+            budget.take(size[0] * size[1], f"{param} ({size[0]}x{size[1]})", param)
     try:
         return load_image(source, max_pixels=cfg.max_pixels, label=param).pixels
     except ImageTooLarge as e:
@@ -128,7 +170,8 @@ def _decode_image(source: bytes | Path, cfg: ServeConfig, param: str) -> np.ndar
         raise APIError(400, str(e), code="invalid_image", param=param) from None
 
 
-def _probe_video(path: Path, cfg: ServeConfig, param: str) -> None:
+def _probe_video(path: Path, cfg: ServeConfig, param: str,
+                 budget: PixelBudget | None = None) -> None:
     from ..media import VideoSource
 
     try:
@@ -142,19 +185,24 @@ def _probe_video(path: Path, cfg: ServeConfig, param: str) -> None:
     if info.frames > cfg.max_frames:
         raise _too_large(f"{param} video", info.frames, cfg.max_frames, "frames",
                          "video_too_long", param)
+    if budget is not None:
+        budget.take(info.width * info.height * info.frames,
+                    f"{param} ({info.frames} frames of {info.width}x{info.height})", param)
 
 
 def load_media_url(kind: Literal["image", "video"], url: str, cfg: ServeConfig, param: str,
-                   uploads: Uploads, stack: ExitStack) -> Media:
+                   uploads: Uploads, stack: ExitStack, budget: PixelBudget | None = None) -> Media:
     """Fetch, check and decode one media part of a chat request (raises `APIError`). A video
-    upload's temporary file is held on `stack`: it goes when the request's stack closes."""
+    upload's temporary file is held on `stack`: it goes when the request's stack closes.
+    `budget`: the request's pixel budget, shared by its parts."""
     data, path, mime = _read_url(url, cfg, param)
     digest = hashlib.sha256(data).hexdigest()
     if kind == "image":
-        return Media("image", digest, param, pixels=_decode_image(data, cfg, param), path=path)
+        return Media("image", digest, param, pixels=_decode_image(data, cfg, param, budget),
+                     path=path)
     if path is None:
-        path = stack.enter_context(uploads.hold(digest + _MIME_SUFFIX.get(mime, ".mp4"), data))
-    _probe_video(path, cfg, param)
+        path = _hold(uploads, digest + _MIME_SUFFIX.get(mime, ".mp4"), data, stack, param)
+    _probe_video(path, cfg, param, budget)
     return Media("video", digest, param, path=path)
 
 
@@ -164,10 +212,11 @@ def save_image(media: Media, uploads: Uploads, stack: ExitStack) -> Path:
 
     buf = io.BytesIO()
     PILImage.fromarray(media.pixels).save(buf, format="PNG")
-    return stack.enter_context(uploads.hold(media.digest + ".png", buf.getvalue()))
+    return _hold(uploads, media.digest + ".png", buf.getvalue(), stack, media.label)
 
 
-def media_from_file(path: str | Path, cfg: ServeConfig, label: str) -> Media:
+def media_from_file(path: str | Path, cfg: ServeConfig, label: str,
+                    budget: PixelBudget | None = None) -> Media:
     """A local file the caller has vetted (demo uploads): a video by suffix, else an image."""
     p = Path(path)
     if p.stat().st_size > cfg.max_upload_bytes:
@@ -175,6 +224,6 @@ def media_from_file(path: str | Path, cfg: ServeConfig, label: str) -> Media:
                          "upload_too_large", None)
     digest = hashlib.sha256(p.read_bytes()).hexdigest()
     if p.suffix.lower() in VIDEO_SUFFIXES:
-        _probe_video(p, cfg, label)
+        _probe_video(p, cfg, label, budget)
         return Media("video", digest, label, path=p)
-    return Media("image", digest, label, pixels=_decode_image(p, cfg, label), path=p)
+    return Media("image", digest, label, pixels=_decode_image(p, cfg, label, budget), path=p)

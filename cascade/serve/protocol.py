@@ -1,37 +1,36 @@
-"""The OpenAI chat-completions request, checked by hand so every mistake gets a precise 400.
+"""A chat-completions request body -> `ChatRequest`, or a 400 that names the field.
 
-Accepted: `model`, `messages` (roles system/developer/user/assistant/tool; content a string or a
-list of parts `text`, `image_url`, `video_url`, the media parts as objects `{"url": ...}` as vLLM
-wants them), `stream`, `stream_options.include_usage`, `max_tokens`/`max_completion_tokens`, and
-every other field OpenAI or vLLM defines, each type-checked. The question is the text of the last
-user message; the earlier user/assistant turns are its `history` ((question, answer) pairs, which
-the VLM's prompt puts after the media, so the media's KV prefix is still reused); the media are
-every image/video part of the conversation's user messages, in order, each distinct URL once, so
-a follow-up turn that repeats the history reaches the same content-keyed caches.
+The body is validated by the published models (`schema.ChatCompletionRequest`); a validation
+error becomes one OpenAI-style 400 whose `param` is the field's path in the request
+(`messages[0].content[1].image_url.url`) and whose message says what was expected and what came,
+quoted short and escaped. Unknown fields are refused as OpenAI does, with a did-you-mean.
 
 A field is never silently ignored. The cascade decodes greedily, one choice, plain text: a field
 set to a value that changes that (`temperature: 0.7`, `logprobs: true`, `stop`, `tools`, ...)
 answers 400 `unsupported_parameter` rather than being dropped; the same field at its no-op value
-(`temperature: 0` or `1`, `top_p: 1`, `n: 1` or null ...) is fine. Unknown fields are refused as
-OpenAI does ("did you mean"). `UNHONOURED` is the one table to shrink as the VLM runtime learns
-sampling, logprobs and stop sequences.
+(`temperature: 0` or `1`, `top_p: 1`, `n: 1` or null ...) is fine. `UNHONOURED` is the one table to
+shrink as the VLM runtime learns sampling, logprobs and stop sequences.
+
+The question is the text of the last user message; the earlier user/assistant turns are its
+`history` ((question, answer) pairs, which the VLM's prompt puts after the media, so the media's KV
+prefix is still reused); the media are every image/video part of the conversation's user
+messages, in order, each distinct URL once, so a follow-up turn that repeats the history reaches
+the same content-keyed caches.
 """
 from __future__ import annotations
 
-import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
+from pydantic import BaseModel, ValidationError
+
 from ..errors import did_you_mean
 from .errors import APIError
+from .schema import (ChatCompletionRequest, ImagePart, ImageURL, Message, ResponseFormat,
+                     StreamOptions, TextPart, VideoPart, VideoURL)
 
-__all__ = ["ChatRequest", "MediaRef", "parse_chat_request", "UNHONOURED"]
-
-_ROLES = {"system", "developer", "user", "assistant", "tool"}
-_MESSAGE_KEYS = {"role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content",
-                 "refusal", "function_call", "audio"}
-_URL_KEYS = {"image_url": {"url", "detail"}, "video_url": {"url"}}
-_DETAIL = {"auto", "low", "high"}  # a hint: the cascade chooses the resolution itself
+__all__ = ["ChatRequest", "MediaRef", "parse_chat_request", "json_number", "UNHONOURED"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +52,14 @@ class ChatRequest:
     history: list[tuple[str, str]] = field(default_factory=list)  # earlier (question, answer) turns
 
 
+def json_number(text: str) -> float | int:
+    """A JSON number with a fraction or exponent (`json.loads(parse_float=...)`): an int when its
+    value is whole, as JSON Schema counts `2.0` an integer; else a float (NaN, inf included, for
+    the models to refuse)."""
+    value = float(text)
+    return int(value) if value.is_integer() else value
+
+
 def _bad(message: str, param: str | None = None, code: str = "invalid_request") -> APIError:
     return APIError(400, message, code=code, param=param)
 
@@ -69,67 +76,105 @@ def _name(key: Any) -> str:
     return _short(str(key), 66)[1:-1]
 
 
-def _utf8(text: str, param: str) -> str:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:  # a lone surrogate from a "\ud800" JSON escape
-        raise _bad(f"{param}: not valid UTF-8 text (lone surrogate at character {e.start})",
-                   param, code="invalid_text") from None
-    return text
+# -- validation errors -> one 400 ----------------------------------------------------------------
+_OURS = {"invalid_text"}  # error types raised by the models' own validators: their code
+_FIELDS_OF: dict[str, type[BaseModel]] = {  # the object a key holds, for "unknown field" hints
+    "messages": Message, "image_url": ImageURL, "video_url": VideoURL,
+    "stream_options": StreamOptions, "response_format": ResponseFormat}
+_PARTS = {"text": TextPart, "image_url": ImagePart, "video_url": VideoPart}
 
 
-# -- field types -------------------------------------------------------------------------------
-def _number(lo: float, hi: float, lo_open: bool = False) -> Callable[[Any, str], None]:
-    def check(v: Any, key: str) -> None:
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
-            and (v > lo if lo_open else v >= lo) and v <= hi
-        if not ok:
-            raise _bad(f"'{key}' must be a number in {'(' if lo_open else '['}{lo:g}, {hi:g}], "
-                       f"got {_short(v)}", key)
-    return check
+_PLAIN = [(re.compile(r"a valid dictionary( or (instance of \w+|object to extract fields from))?"),
+           "an object"), (re.compile(r"a valid (string|list|number)"), r"a \1"),
+          (re.compile("a valid integer"), "an integer"), (re.compile("a valid boolean"), "true or false")]
 
 
-def _integer(lo: int, hi: int | None = None) -> Callable[[Any, str], None]:
-    def check(v: Any, key: str) -> None:
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
-            rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-            raise _bad(f"'{key}' must be an integer {rng}, got {_short(v)}", key)
-    return check
+def _plain(msg: str) -> str:
+    """pydantic's message in the words an API client reads ("expected an object")."""
+    msg = msg.replace("Input should be ", "")
+    for pattern, words in _PLAIN:
+        msg = pattern.sub(words, msg)
+    return msg[0].lower() + msg[1:]
 
 
-def _of(*types: type, what: str) -> Callable[[Any, str], None]:
-    def check(v: Any, key: str) -> None:
-        if not isinstance(v, types) or isinstance(v, bool) and bool not in types:
-            raise _bad(f"'{key}' must be {what}, got {_short(v)}", key)
-    return check
+def _walk(body: Any, loc: tuple, kind: str) -> tuple[str, str, int, Any, Any, Any]:
+    """(param, its parent's param, depth, the offending value, its parent, its key) for an error
+    at `loc`. The location steps through the body's own keys and indexes; pydantic's union-branch
+    names (`str`, `list[...]`, a part's `type` tag) are skipped: the client never wrote them."""
+    cur, parent, param, parent_param, depth, prev, key_of = body, None, "", "", 0, None, None
+    for i, key in enumerate(loc):
+        last = i == len(loc) - 1
+        if isinstance(key, int) and isinstance(cur, list) and 0 <= key < len(cur):
+            step, nxt = f"[{key}]", cur[key]
+        elif (isinstance(key, str) and isinstance(cur, dict) and key in cur
+              and not (isinstance(prev, int) and cur.get("type") == key and not last)):
+            step, nxt = (f".{_name(key)}" if param else _name(key)), cur[key]
+        elif last and kind == "missing" and isinstance(cur, dict):
+            step, nxt = (f".{_name(key)}" if param else _name(key)), None
+        else:
+            prev = key
+            continue  # a union branch's name
+        parent_param, param = param, param + step
+        parent, cur, key_of, depth, prev = cur, nxt, key, depth + 1, key
+    return param, parent_param, depth, cur, parent, key_of
 
 
-def _stop(v: Any, key: str) -> None:
-    if not (isinstance(v, str) or isinstance(v, list) and all(isinstance(s, str) for s in v)):
-        raise _bad(f"'{key}' must be a string or a list of strings, got {_short(v)}", key)
+def _allowed(parent_param: str, parent: Any) -> list[str]:
+    last = parent_param.rsplit(".", 1)[-1].split("[")[0] if parent_param else ""
+    if parent_param.endswith("]") and last == "content" and isinstance(parent, dict):
+        model = _PARTS.get(parent.get("type"))
+    else:
+        model = _FIELDS_OF.get(last) if parent_param else ChatCompletionRequest
+    return sorted(model.model_fields) if model is not None else []
 
 
-# Every field the request may carry: its type check. null is always allowed (= omitted).
-_FIELDS: dict[str, Callable[[Any, str], None]] = {
-    "model": _of(str, what="a string"), "messages": _of(list, what="a list"),
-    "stream": _of(bool, what="true or false"), "stream_options": _of(dict, what="an object"),
-    "max_tokens": _integer(1), "max_completion_tokens": _integer(1), "n": _integer(1),
-    "temperature": _number(0, 2), "top_p": _number(0, 1, lo_open=True), "top_k": _integer(-1),
-    "min_p": _number(0, 1), "presence_penalty": _number(-2, 2), "frequency_penalty": _number(-2, 2),
-    "repetition_penalty": _number(0, 100, lo_open=True), "seed": _integer(-(2**63), 2**64 - 1),
-    "stop": _stop, "logprobs": _of(bool, what="true or false"), "top_logprobs": _integer(0, 20),
-    "logit_bias": _of(dict, what="an object"), "response_format": _of(dict, what="an object"),
-    "tools": _of(list, what="a list"), "tool_choice": _of(str, dict, what="a string or an object"),
-    "parallel_tool_calls": _of(bool, what="true or false"),
-    "user": _of(str, what="a string"), "metadata": _of(dict, what="an object"),
-    "store": _of(bool, what="true or false"), "service_tier": _of(str, what="a string"),
-    "media_io_kwargs": _of(dict, what="an object"),
-    "mm_processor_kwargs": _of(dict, what="an object"),
-    "chat_template_kwargs": _of(dict, what="an object"),
-}
+def _message(err: dict, param: str, parent_param: str, value: Any, parent: Any,
+             key: Any) -> APIError:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        name, hint = _short(key, 40), did_you_mean(str(key), _allowed(parent_param, parent))
+        if not parent_param:
+            return _bad(f"unrecognized request argument {name}{hint}", param, "unknown_parameter")
+        return _bad(f"{parent_param}: unknown field {name}{hint}", param)
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        tags = err.get("ctx", {}).get("expected_tags", "'text', 'image_url', 'video_url'")
+        got = f"unsupported part type {_short(value.get('type'), 40)}" \
+            if isinstance(value, dict) and "type" in value else "each part needs a 'type'"
+        return _bad(f"{param}.type: {got}; expected one of {tags}", f"{param}.type")
+    if kind == "missing" and param == "model":
+        return _bad("'model' is required: one of the ids GET /v1/models lists", "model")
+    if kind == "missing":
+        return _bad(f"{param}: required field missing", param)
+    code = kind if kind in _OURS else "invalid_request"
+    msg = err["msg"] if kind in _OURS else "expected " + _plain(err["msg"])
+    return _bad(f"{param}: {msg}, got {_short(value)}", param, code)
 
-# Fields the pipeline cannot honour yet: the values that change nothing (the request is served),
-# and why any other value is refused. Phase 2 of the VLM runtime removes rows as it learns them.
+
+def _error(body: Any, e: ValidationError) -> APIError:
+    """The one error to report: the first field in body order that is wrong, at the deepest place
+    the client can fix; where union branches tie, our own errors first, else all their
+    expectations in one message ("a valid string or a valid list")."""
+    if not isinstance(body, dict):
+        return _bad("the request body must be a JSON object", code="invalid_json")
+    order = {k: i for i, k in enumerate(body)}
+    errs = [err for err in e.errors() if err["loc"]]
+    if not errs:
+        return _bad(f"the request body is not a valid chat completion request: {e.errors()[0]['msg']}")
+    first = min(order.get(err["loc"][0], len(order)) for err in errs)
+    walked = [(err, *_walk(body, err["loc"], err["type"])) for err in errs
+              if order.get(err["loc"][0], len(order)) == first]
+    deepest = max(w[3] for w in walked)
+    tied = [w for w in walked if w[3] == deepest]
+    ours = [w for w in tied if w[0]["type"] in _OURS]
+    err, param, parent_param, _, value, parent, key = (ours or tied)[0]
+    if not ours and len({w[0]["msg"] for w in tied}) > 1 and len({w[1] for w in tied}) == 1:
+        wanted = " or ".join(dict.fromkeys(_plain(w[0]["msg"]) for w in tied))
+        return _bad(f"{param}: expected {wanted}, got {_short(value)}", param)
+    return _message(err, param, parent_param, value, parent, key)
+
+
+# -- what the pipelines cannot honour yet ------------------------------------------------------
+# The values that change nothing (the request is served), and why any other value is refused.
 _GREEDY = "the cascade decodes greedily (it does not sample yet)"
 UNHONOURED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "n": (lambda v: v == 1, "one answer per request: send n=1 or leave it out"),
@@ -144,7 +189,7 @@ UNHONOURED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "logprobs": (lambda v: v is False, "log-probabilities are not returned yet"),
     "top_logprobs": (lambda v: v == 0, "log-probabilities are not returned yet"),
     "logit_bias": (lambda v: v == {}, "logit_bias is not supported"),
-    "response_format": (lambda v: v.get("type") == "text",
+    "response_format": (lambda v: v.type == "text",
                         "only plain text answers ({\"type\": \"text\"})"),
     "tools": (lambda v: v == [], "tool calling is not supported"),
     "tool_choice": (lambda v: v in ("none", "auto"), "tool calling is not supported"),
@@ -155,114 +200,63 @@ UNHONOURED: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def _check_fields(body: dict[str, Any]) -> None:
-    for key, value in body.items():
-        if key not in _FIELDS:
-            raise _bad(f"unrecognized request argument {_short(key, 40)}"
-                       f"{did_you_mean(str(key), _FIELDS)}", _name(key), code="unknown_parameter")
-        if value is None:
-            continue
-        _FIELDS[key](value, key)
-        if key in UNHONOURED:
+def _check_honoured(req: ChatCompletionRequest, body: dict[str, Any]) -> None:
+    for key in body:  # in the client's order: the first field that cannot be honoured
+        value = getattr(req, key, None)
+        if key in UNHONOURED and value is not None:
             fine, why = UNHONOURED[key]
             if not fine(value):
-                raise _bad(f"'{key}' = {_short(value)} cannot be honoured: {why}", key,
+                raise _bad(f"'{key}' = {_short(body[key])} cannot be honoured: {why}", key,
                            code="unsupported_parameter")
 
 
-# -- messages ------------------------------------------------------------------------------------
-def _url_of(part: dict[str, Any], key: str, param: str) -> str:
-    value = part.get(key)
-    where = f"{param}.{key}"
-    if not isinstance(value, dict):  # vLLM answers 400 to a bare string too
-        raise _bad(f"{where}: expected an object {{\"url\": \"data:...\" or \"file://...\"}}, "
-                   f"got {type(value).__name__}", where)
-    extra = set(value) - _URL_KEYS[key]
-    if extra:
-        name = sorted(extra)[0]
-        raise _bad(f"{where}: unknown field {_short(name, 40)}; allowed: "
-                   f"{', '.join(sorted(_URL_KEYS[key]))}", f"{where}.{_name(name)}")
-    if value.get("detail") not in (None, *_DETAIL):
-        raise _bad(f"{where}.detail: expected one of {sorted(_DETAIL)}, got "
-                   f"{_short(value['detail'])}", f"{where}.detail")
-    url = value.get("url")
-    if not isinstance(url, str) or not url:
-        raise _bad(f"{where}.url: expected a non-empty URL string", f"{where}.url")
-    return url
-
-
-def _parts(content: Any, param: str) -> tuple[list[str], list[MediaRef]]:
-    if content is None:
+# -- the conversation ----------------------------------------------------------------------------
+def _parts(msg: Message, param: str) -> tuple[list[str], list[MediaRef]]:
+    if msg.content is None:
         return [], []
-    if isinstance(content, str):
-        return [_utf8(content, param)], []
-    if not isinstance(content, list):
-        raise _bad(f"{param}: content must be a string or a list of parts", param)
+    if isinstance(msg.content, str):
+        return [msg.content], []
     texts, media = [], []
-    for j, part in enumerate(content):
-        p = f"{param}[{j}]"
-        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-            raise _bad(f"{p}: each part must be an object with a 'type'", p)
-        kind = part["type"]
-        if kind == "text":
-            if not isinstance(part.get("text"), str):
-                raise _bad(f"{p}.text: expected a string", f"{p}.text")
-            texts.append(_utf8(part["text"], f"{p}.text"))
-        elif kind in _URL_KEYS:
-            media.append(MediaRef("image" if kind == "image_url" else "video",
-                                  _url_of(part, kind, p), p))
+    for j, part in enumerate(msg.content):
+        if isinstance(part, TextPart):
+            texts.append(part.text)
+        elif isinstance(part, ImagePart):
+            media.append(MediaRef("image", part.image_url.url, f"{param}.content[{j}]"))
         else:
-            raise _bad(f"{p}.type: unsupported part type {_short(kind, 40)}; use text, image_url "
-                       "or video_url", f"{p}.type")
+            media.append(MediaRef("video", part.video_url.url, f"{param}.content[{j}]"))
     return texts, media
 
 
 def parse_chat_request(body: Any) -> ChatRequest:
     """Check a decoded JSON body; raises `APIError(400)` naming the offending field."""
-    if not isinstance(body, dict):
-        raise _bad("the request body must be a JSON object", code="invalid_json")
-    _check_fields(body)
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise _bad("'model' is required: one of the ids GET /v1/models lists", "model")
-    _utf8(model, "model")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise _bad("'messages' must be a non-empty list", "messages")
-    opts = body.get("stream_options") or {}
-    if set(opts) - {"include_usage"}:
-        raise _bad("'stream_options' takes include_usage only", "stream_options")
-    if not isinstance(opts.get("include_usage", False), bool):
-        raise _bad("'stream_options.include_usage' must be true or false",
-                   "stream_options.include_usage")
-    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
-
+    try:
+        req = ChatCompletionRequest.model_validate(body)
+    except ValidationError as e:
+        raise _error(body, e) from None
+    _check_honoured(req, body)
     media: list[MediaRef] = []
     seen: set[tuple[str, str]] = set()
     said: list[tuple[str, str, str]] = []  # (role, text, param) of user and assistant messages
-    for i, msg in enumerate(messages):
+    for i, msg in enumerate(req.messages):
         param = f"messages[{i}]"
-        if not isinstance(msg, dict) or msg.get("role") not in _ROLES:
-            raise _bad(f"{param}: each message needs a 'role' in {sorted(_ROLES)}", f"{param}.role")
-        extra = set(msg) - _MESSAGE_KEYS
-        if extra:
-            name = sorted(extra)[0]
-            raise _bad(f"{param}: unknown field {_short(name, 40)}", f"{param}.{_name(name)}")
-        texts, parts = _parts(msg.get("content"), f"{param}.content")
-        if msg["role"] not in ("user", "assistant"):
+        texts, parts = _parts(msg, param)
+        if msg.role not in ("user", "assistant"):
             continue
-        said.append((msg["role"], " ".join(t.strip() for t in texts if t.strip()), param))
-        if msg["role"] == "user":
+        said.append((msg.role, " ".join(t.strip() for t in texts if t.strip()), param))
+        if msg.role == "user":
             for m in parts:
                 if (m.kind, m.url) not in seen:
                     seen.add((m.kind, m.url))
                     media.append(m)
-    turns = sum(role == "user" for role, _, _ in said)
-    if turns == 0:
-        raise _bad("no user message: the question comes from the last user message", "messages")
+    if not any(role == "user" for role, _, _ in said):
+        raise _bad("no user message: the question comes from the last user message", "messages",
+                   code="invalid_conversation")
     history, question = _conversation(said)
-    return ChatRequest(model, question, media, bool(body.get("stream")),
-                       bool(opts.get("include_usage", False)), max_tokens, turns, history)
+    opts = req.stream_options
+    return ChatRequest(req.model, question, media, bool(req.stream),
+                       bool(opts and opts.include_usage),
+                       req.max_completion_tokens or req.max_tokens,
+                       sum(role == "user" for role, _, _ in said), history)
 
 
 def _conversation(said: list[tuple[str, str, str]]) -> tuple[list[tuple[str, str]], str]:

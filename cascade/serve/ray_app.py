@@ -11,8 +11,10 @@ The application (`build_app(args)`, an application builder `serve run` can impor
   deployment. Its pipelines carry a `RemoteStages` executor (`Pipeline.executor`): the light
   stages (sources, thumbnails, tiles, routers, retrieval, answer composition) run in the ingress,
   the heavy stage types (`HEAVY_STAGES`) go to their deployments through Serve handles.
-  `/health` adds `"replicas"` (running replicas per deployment, from `serve.status()`);
-  `/metrics` adds what the replicas report (per-replica cumulative counters, summed).
+  `/health` adds `"replicas"` (running replicas per deployment, from `serve.status()`) and
+  answers 503 while a deployment the pipelines use has no running replica (a readiness probe);
+  `/metrics` adds what the replicas report (per-replica cumulative counters, summed), through a
+  `prometheus_client` collector.
 - one deployment per heavy stage type (`vlm_answer`, `ocr`, `detect`, `clip_embed`,
   `text_embed`): each replica builds every configuration of that type the pipelines use and sets
   it up (loads its model) before it reports running; `run(key, inputs)` runs one stage call and
@@ -57,8 +59,11 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
 from ray import serve
 
 from ..cache import content_hash, nbytes_of
@@ -626,7 +631,7 @@ class Ingress:
         _prepare_process(options)
         config = dataclasses.replace(config, workers=max(config.workers, config.max_concurrent))
         self.options = options
-        self.engine = Engine(config)
+        self.engine = Engine(config, load_models=False)  # the heavy stages load in replicas
         self.remote = RemoteStages(handles, options.remote_stages, options.retries,
                                    options.call_timeout_s)
         for served in self.engine.models.values():
@@ -636,6 +641,8 @@ class Ingress:
             pipeline.hooks[pipeline.hooks.index(served.cancel)] = cancel
             served.cancel, served.lock = cancel, _Unlocked()
         self._status: tuple[float, dict[str, int]] = (0.0, {})
+        self.engine.readiness.probes.append(self.replica_probe)
+        self.engine.metrics.add_collector(_ReplicaMetrics(self))
         self._warm()
 
     def _warm(self) -> None:
@@ -660,73 +667,60 @@ class Ingress:
         self._status = (time.monotonic(), counts)
         return counts
 
-    def metrics_text(self, replicas: dict[str, int]) -> str:
-        """Deployment metrics: running replicas, and the replicas' counters summed (each replica's
-        latest cumulative report; a replaced replica's last report stays in the sum)."""
-        from .metrics import _escape, _fmt
-
-        lines = ["# HELP cascade_deployment_replicas Running replicas per Ray Serve deployment.",
-                 "# TYPE cascade_deployment_replicas gauge"]
-        lines += [f'cascade_deployment_replicas{{deployment="{_escape(d)}"}} {n}'
-                  for d, n in sorted(replicas.items())]
-        with self.remote._lock:
-            stats = {d: dict(r) for d, r in self.remote.replica_stats.items()}
-            retried = dict(self.remote.retried)
-            puts = self.remote.puts
-        names = sorted({k for reps in stats.values() for s in reps.values() for k in s})
-        for k in names:
-            metric = f"cascade_deployment_{k}_total"
-            lines += [f"# HELP {metric} Replicas' {k.replace('_', ' ')} (summed over replicas).",
-                      f"# TYPE {metric} counter"]
-            for d, reps in sorted(stats.items()):
-                total = sum(s.get(k, 0) for s in reps.values())
-                lines.append(f'{metric}{{deployment="{_escape(d)}"}} {_fmt(total)}')
-        lines += ["# HELP cascade_replica_calls_total Stage calls each replica answered (a replaced "
-                  "replica keeps its last count).", "# TYPE cascade_replica_calls_total counter"]
-        for d, reps in sorted(stats.items()):
-            for rid, s in sorted(reps.items()):
-                lines.append(f'cascade_replica_calls_total{{deployment="{_escape(d)}",'
-                             f'replica="{_escape(rid)}"}} {_fmt(s.get("calls", 0))}')
-        lines += ["# HELP cascade_remote_retries_total Stage calls sent again after their replica died.",
-                  "# TYPE cascade_remote_retries_total counter"]
-        lines += [f'cascade_remote_retries_total{{deployment="{_escape(d)}"}} {n}'
-                  for d, n in sorted(retried.items())]
-        lines += ["# HELP cascade_object_puts_total Inputs put in the Ray object store (one per "
-                  "value, whatever the hops).", "# TYPE cascade_object_puts_total counter",
-                  f"cascade_object_puts_total {puts}"]
-        return "\n".join(lines) + "\n"
+    def replica_probe(self) -> tuple[dict[str, Any], list[str]]:
+        """Readiness: every deployment the served pipelines call has a running replica."""
+        counts = self.replicas()
+        waiting = [f"deployment '{d}': no running replica" for d in sorted(self.remote.remote_types)
+                   if counts.get(d, 0) < 1]
+        return {"replicas": counts}, waiting
 
     def __serve_build_asgi_app__(self):
-        from fastapi.responses import PlainTextResponse
-
         from .app import create_app
 
-        app = create_app(self.engine.config, engine=self.engine)
-        health = _take_route(app, "/health")
-        metrics = _take_route(app, "/metrics")
-
-        @app.get("/health")
-        async def ray_health():
-            body = dict(await health())
-            body["replicas"] = await asyncio.to_thread(self.replicas)
-            return body
-
-        @app.get("/metrics")
-        async def ray_metrics():
-            text = (await metrics()).body.decode()
-            text += self.metrics_text(await asyncio.to_thread(self.replicas))
-            return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
-
-        return app
+        return create_app(self.engine.config, engine=self.engine)
 
 
-def _take_route(app, path: str):
-    """Remove `app`'s GET route at `path` and return its endpoint (to wrap it)."""
-    for r in list(app.router.routes):
-        if getattr(r, "path", None) == path:
-            app.router.routes.remove(r)
-            return r.endpoint
-    raise KeyError(path)
+class _ReplicaMetrics(Collector):
+    """The deployments' figures, read when /metrics is scraped: running replicas, the replicas'
+    counters summed (each replica's latest cumulative report; a replaced replica's last report
+    stays in the sum), calls per replica, retries after a replica died, object-store puts."""
+
+    def __init__(self, ingress: Ingress):
+        self.ingress = ingress
+
+    def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        replicas = GaugeMetricFamily("cascade_deployment_replicas", "Running replicas per Ray "
+                                     "Serve deployment.", labels=["deployment"])
+        for d, n in sorted(self.ingress.replicas().items()):
+            replicas.add_metric([d], n)
+        yield replicas
+        remote = self.ingress.remote
+        with remote._lock:
+            stats = {d: dict(r) for d, r in remote.replica_stats.items()}
+            retried, puts = dict(remote.retried), remote.puts
+        for k in sorted({k for reps in stats.values() for s in reps.values() for k in s}):
+            family = CounterMetricFamily(f"cascade_deployment_{k}", f"Replicas' "
+                                         f"{k.replace('_', ' ')} (summed over replicas).",
+                                         labels=["deployment"])
+            for d, reps in sorted(stats.items()):
+                family.add_metric([d], sum(s.get(k, 0) for s in reps.values()))
+            yield family
+        calls = CounterMetricFamily("cascade_replica_calls", "Stage calls each replica answered "
+                                    "(a replaced replica keeps its last count).",
+                                    labels=["deployment", "replica"])
+        for d, reps in sorted(stats.items()):
+            for rid, s in sorted(reps.items()):
+                calls.add_metric([d, rid], s.get("calls", 0))
+        yield calls
+        retries = CounterMetricFamily("cascade_remote_retries", "Stage calls sent again after "
+                                      "their replica died.", labels=["deployment"])
+        for d, n in sorted(retried.items()):
+            retries.add_metric([d], n)
+        yield retries
+        yield CounterMetricFamily("cascade_object_puts", "Inputs put in the Ray object store (one "
+                                  "per value, whatever the hops).", value=puts)
 
 
 def build_app(args: dict[str, Any] | None = None):

@@ -11,7 +11,9 @@ HTTP status codes only exist before the first byte: a request that fails before 
 (400, 429, 504 in the queue, a pipeline error) gets its status as usual. Once streaming has
 started, an error is sent as an event `{"error": {...}}` followed by `[DONE]`, as OpenAI and vLLM
 do. A client that disconnects mid-stream cancels the run (the VLM stops at its next token) and is
-counted as 499.
+counted as 499; so is a client that stays connected but stops reading: once a chunk has waited
+`send_timeout` seconds for it, the stream is dropped and its run cancelled, so its slot is free
+again (the connection itself closes when the client reads or hangs up).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from fastapi.responses import StreamingResponse
 
 from .bill import openai_usage
 from .errors import APIError
+from .responses import ChatCompletionChunk
 
 __all__ = ["TokenFeed", "event_stream"]
 
@@ -62,17 +65,31 @@ class TokenFeed:
         return self._queue.get_nowait() if not self._queue.empty() else None
 
 
+class _ClientStalled(Exception):
+    """The client took no chunk for `send_timeout` seconds."""
+
+
 class _EventStream(StreamingResponse):
     """A StreamingResponse that runs `close` however it ends, even when the client is gone
-    before the body's generator started (its own `finally` would then never run)."""
+    before the body's generator started (its own `finally` would then never run), and that gives
+    up on a client that stops reading (`send_timeout`)."""
 
-    def __init__(self, body: AsyncIterator[str], close: Callable[[], None]):
+    def __init__(self, body: AsyncIterator[str], close: Callable[[], None], send_timeout: float):
         super().__init__(body, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-        self._close = close
+        self._close, self._send_timeout = close, send_timeout
 
     async def __call__(self, scope, receive, send) -> None:
+        async def timed_send(message) -> None:
+            try:  # the server's send waits while the client's socket buffers are full
+                await asyncio.wait_for(send(message), self._send_timeout)
+            except asyncio.TimeoutError:
+                raise _ClientStalled() from None
+
         try:
-            await super().__call__(scope, receive, send)
+            await super().__call__(scope, receive, timed_send)
+        except _ClientStalled:
+            log.warning("a streaming client took no data for %g s (--send-timeout): stream "
+                         "dropped, its run cancelled", self._send_timeout)
         finally:
             self._close()
 
@@ -84,16 +101,17 @@ def _sse(obj: Any) -> str:
 def event_stream(feed: TokenFeed, work: asyncio.Future, first: Any | None, *, model: str,
                  cid: str, created: int, include_usage: bool,
                  extra: Callable[[Any], dict[str, Any]],
-                 finished: Callable[[int], None]) -> StreamingResponse:
+                 finished: Callable[[int], None], send_timeout: float = 30.0) -> StreamingResponse:
     """The response for a run that has produced its first token (`first`) or, for a tool answer,
     has finished (`first` None). extra(answer): the `cascade` field of the last chunk.
     finished(status) is called when the stream ends (200, an error's status, or 499), maybe
     more than once: the first call counts."""
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **more: Any) -> dict[str, Any]:
-        return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                             "finish_reason": finish}], **more}
+        choices = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+        return ChatCompletionChunk(id=cid, object="chat.completion.chunk", created=created,
+                                   model=model, choices=choices, **more,
+                                   ).model_dump(mode="json", exclude_unset=True)
 
     def close(status: int = 499) -> None:  # 499 unless the stream ended on its own
         if not work.done():  # the client went away: the run stops at its next token
@@ -124,8 +142,10 @@ def event_stream(feed: TokenFeed, work: asyncio.Future, first: Any | None, *, mo
                     yield _sse(chunk({"content": answer.text[len(text):]}))
                 yield _sse(chunk({}, answer.bill.finish_reason, cascade=extra(answer)))
                 if include_usage:
-                    yield _sse({"id": cid, "object": "chat.completion.chunk", "created": created,
-                                "model": model, "choices": [], "usage": openai_usage(answer)})
+                    yield _sse(ChatCompletionChunk(
+                        id=cid, object="chat.completion.chunk", created=created, model=model,
+                        choices=[], usage=openai_usage(answer)).model_dump(mode="json",
+                                                             exclude_unset=True))
                 status = 200
             except APIError as e:
                 status = e.status
@@ -139,4 +159,4 @@ def event_stream(feed: TokenFeed, work: asyncio.Future, first: Any | None, *, mo
         finally:
             close(status)
 
-    return _EventStream(events(), close)
+    return _EventStream(events(), close, send_timeout)

@@ -1,8 +1,9 @@
 """Temporary files for uploaded media: named by content hash, deleted when no request holds them.
 
 A video sent as a `data:` URL must be a file for PyAV, so it is written under the upload folder as
-`<sha256>.<ext>`. Each request holds the files it uses (`hold`, a context manager); the last
-request to let go of a file deletes it. A rejected upload (undecodable, too long, a bad request
+`<sha256>.<ext>` (through a temporary name, renamed once whole: a write that fails, e.g. on a full
+disk, leaves nothing behind). Each request holds the files it uses (`hold`, a context manager);
+the last request to let go of a file deletes it. A rejected upload (undecodable, too long, a bad request
 around it) is therefore gone as soon as its request ends, and nothing piles up. Two requests that
 send the same bytes at once share one file. Reuse across turns does not need the file: the caches
 (CLIP embeddings, OCR, detections, the VLM's KV prefix) are keyed by pixel content.
@@ -46,9 +47,13 @@ class Uploads:
             if not self._refs[name]:
                 self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
                 fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".upload-")
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.replace(tmp, path)
+                try:
+                    with os.fdopen(fd, "wb") as f:
+                        f.write(data)
+                    os.replace(tmp, path)
+                except BaseException:
+                    os.unlink(tmp)
+                    raise
             self._refs[name] += 1
         try:
             yield path

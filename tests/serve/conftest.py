@@ -87,13 +87,31 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _thin_link(size: int):
+    """uvicorn's HTTP protocol on a thin link: `size` bytes of socket send buffer and of
+    transport buffer, so a client that stops reading blocks the server's writes within a few
+    kilobytes instead of the megabytes of a loopback socket."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class ThinLink(H11Protocol):
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
+            transport.set_write_buffer_limits(high=size)
+
+    return ThinLink
+
+
 @contextmanager
-def running_server(app):
-    """uvicorn serving `app` on 127.0.0.1:<free port> in a thread; yields the base URL."""
+def running_server(app, *, send_buffer: int | None = None):
+    """uvicorn serving `app` on 127.0.0.1:<free port> in a thread; yields the base URL.
+    send_buffer: serve over a thin link (`_thin_link`)."""
     import uvicorn
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    link = {"http": _thin_link(send_buffer)} if send_buffer else {}
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                           **link))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -20,8 +20,10 @@ def test_flags_become_the_config(tmp_path):
     args = build_parser().parse_args([
         "serve", "--tiny", "--pipeline", f"mine={tmp_path / 'p.yaml'}", "--media-root", str(tmp_path),
         "--max-upload-mb", "2", "--max-frames", "10", "--max-pixels", "1000", "--timeout", "5",
-        "--max-concurrent", "3", "--workers", "1", "--no-shipped"])
+        "--max-concurrent", "3", "--workers", "1", "--no-shipped", "--max-total-pixels", "5000",
+        "--upload-timeout", "7", "--send-timeout", "2"])
     cfg = config_from_args(args)
+    assert (cfg.max_total_pixels, cfg.upload_timeout_s, cfg.send_timeout_s) == (5000, 7, 2)
     assert cfg.random_weights and not cfg.shipped and cfg.pipelines == {"mine": str(tmp_path / "p.yaml")}
     assert cfg.max_upload_bytes == 2 << 20 and cfg.max_frames == 10 and cfg.max_pixels == 1000
     assert cfg.request_timeout_s == 5 and cfg.max_concurrent == 3 and cfg.media_root == tmp_path
@@ -38,25 +40,45 @@ def test_bad_pipeline_flag_is_one_line(capsys):
     assert capsys.readouterr().err.startswith("error: --pipeline 'nonsense'")
 
 
-def test_cascade_serve_process_answers_health_and_models(tmp_path):
+def test_cascade_serve_is_live_at_once_and_ready_when_its_models_are(tmp_path):
+    """Polled from launch: /health/live answers as soon as HTTP does, /health answers 503 naming
+    what is loading until every served pipeline's models are loaded, then 200."""
     port = free_port()
     env = {**os.environ, "VLM_CASCADE_CACHE": os.environ.get("VLM_CASCADE_CACHE", str(Path.home() / ".cache" / "vlm-cascade"))}
-    proc = subprocess.Popen([sys.executable, "-m", "cascade.cli", "serve", "--tiny", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "cascade.cli", "serve", "--tiny", "--port", str(port),
+                             "--no-shipped", "--pipeline", "doc_qa=doc_qa",
+                             "--pipeline", "multi_image_qa=multi_image_qa"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    url, seen = f"http://127.0.0.1:{port}", []
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300
         while True:
             assert proc.poll() is None, proc.stdout.read()
+            assert time.monotonic() < deadline, f"cascade serve did not become ready: {seen[-3:]}"
             try:
-                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).json()
-                break
+                live = httpx.get(f"{url}/health/live", timeout=5)
+                health = httpx.get(f"{url}/health", timeout=5)
             except httpx.TransportError:
-                assert time.monotonic() < deadline, "cascade serve did not come up"
-                time.sleep(0.3)
-        assert health["status"] == "ok" and health["random_weights"] is True
-        ids = {m["id"] for m in httpx.get(f"http://127.0.0.1:{port}/v1/models").json()["data"]}
-        assert ids and all(i.startswith("cascade/") for i in ids)
-        assert "cascade_requests_in_flight 0" in httpx.get(f"http://127.0.0.1:{port}/metrics").text
+                time.sleep(0.1)
+                continue
+            seen.append((live.status_code, health.status_code, health.json()))
+            if health.status_code == 200:
+                break
+            time.sleep(0.1)
+        starting = [body for live_status, status, body in seen if status == 503]
+        assert all(live_status == 200 for live_status, _, _ in seen)
+        assert starting, "never saw the server starting: readiness answered 200 at once"
+        first = starting[0]
+        assert first["status"] == "starting" and first["waiting_for"], first
+        assert any(s == "loading" for s in first["models"].values())
+        assert all(w.endswith("models loading") for w in first["waiting_for"])
+        ready = seen[-1][2]
+        assert ready["status"] == "ok" and ready["waiting_for"] == [] and ready["random_weights"]
+        assert set(ready["models"].values()) == {"ready"}
+        ids = {m["id"] for m in httpx.get(f"{url}/v1/models").json()["data"]}
+        assert ids == set(ready["models"]) == {"cascade/doc_qa", "cascade/multi_image_qa"}
+        metrics = httpx.get(f"{url}/metrics").text
+        assert "cascade_requests_in_flight 0.0" in metrics and "cascade_ready 1.0" in metrics
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=30)

@@ -75,3 +75,57 @@ def test_demo_example_ask_shows_answer_evidence_and_bill(tmp_path, monkeypatch, 
             browser.close()
     assert shot.stat().st_size > 10_000
     print(f"\ndemo screenshot: {shot}")
+
+
+def test_an_upload_picks_the_pipeline_and_errors_show_in_the_answer_panel(tmp_path, monkeypatch,
+                                                                          tiny_vlm):
+    """Three photos uploaded while the pipeline is still the video one: the upload switches it to
+    the images pipeline, the question is answered; switched back by hand, the answer panel says
+    in words why that pipeline cannot answer (no error box, no toast)."""
+    pytest.importorskip("gradio")
+    import numpy as np
+    from playwright.sync_api import sync_playwright
+
+    from cascade.serve.app import create_app
+
+    from .conftest import png_bytes
+
+    monkeypatch.setenv("VLM_CASCADE_CACHE", str(tmp_path / "cache"))
+    photos = []
+    for i in range(3):
+        photos.append(tmp_path / f"photo{i}.png")
+        photos[-1].write_bytes(png_bytes(np.random.default_rng(i).integers(
+            0, 255, (96, 128, 3), dtype=np.uint8)))
+    app = create_app(small_config(tiny_vlm), demo=True)
+    warm(app)
+    with running_server(app) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1500})
+            page.goto(url + "/demo/", wait_until="domcontentloaded")
+            page.locator("#ask").wait_for(timeout=60_000)
+            pipeline = page.locator("#pipeline input")
+            assert pipeline.input_value() == "cascade/video_small"  # the default
+            page.locator("#media-input input[type=file]").set_input_files([str(f) for f in photos])
+            page.locator("#pipeline-note").get_by_text("3 images").wait_for(timeout=60_000)
+            assert pipeline.input_value() == "cascade/images_small"
+            page.locator("#question textarea").fill("What is in these pictures?")
+            page.locator("#ask").click()
+            page.locator("#cache").get_by_text("Turn 1").wait_for(timeout=120_000)
+            assert page.locator("#answer h3").inner_text().strip()
+            assert page.locator("#evidence-gallery img").count() >= 3
+
+            pipeline.click()  # the user overrides the choice: back to the video pipeline
+            page.get_by_role("option", name="cascade/video_small").click()
+            page.locator("#ask").click()
+            panel = page.locator("#answer .demo-error")
+            panel.wait_for(timeout=60_000)
+            said = panel.inner_text()
+            assert said.startswith("Could not answer.")
+            assert "video_small pipeline answers about a video, and you uploaded 3 images" in said
+            assert "Choose images_small instead" in said
+            assert page.locator(".toast-body").count() == 0  # no vanishing toast ...
+            assert not page.locator("#answer").get_by_text("Error", exact=True).count()  # ... no box
+            page.screenshot(path=str(tmp_path / "demo_error.png"), full_page=True)
+        finally:
+            browser.close()

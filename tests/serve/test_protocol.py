@@ -77,7 +77,7 @@ def test_parse_takes_last_user_text_and_all_media_once():
     ({"model": "m", "temperature": "hot", "messages": [USER]}, "temperature"),
     ({"model": "m", "top_p": 0, "messages": [USER]}, "top_p"),
     ({"model": "m", "seed": 1.5, "messages": [USER]}, "seed"),
-    ({"model": "m", "stop": [1], "messages": [USER]}, "stop"),
+    ({"model": "m", "stop": [1], "messages": [USER]}, "stop[0]"),
     ({"model": "m", "stream": "yes", "messages": [USER]}, "stream"),
     ({"model": "m", "stream_options": {"include_usage": 1}, "messages": [USER]},
      "stream_options.include_usage"),
@@ -223,6 +223,8 @@ def test_bill_and_openai_usage():
 
 
 def test_metrics_text_format():
+    from prometheus_client.parser import text_string_to_metric_families
+
     m = Metrics(buckets=(0.1, 1.0))
     m.inc("cascade_requests_total", ("cascade/x", "200"))
     m.inc("cascade_cache_lookups_total", ("embed",), 4)
@@ -230,14 +232,16 @@ def test_metrics_text_format():
     m.observe("cascade_request_latency_seconds", ("cascade/x",), 0.5)
     m.observe("cascade_queue_wait_seconds", ("cascade/x",), 0.05)
     m.gauge("cascade_requests_queued", "waiting", lambda: 3)
-    text = m.render()
-    assert 'cascade_requests_total{model="cascade/x",status="200"} 1' in text
-    assert 'cascade_cache_hit_ratio{cache="embed"} 0.75' in text
-    assert 'cascade_request_latency_seconds_bucket{model="cascade/x",le="0.1"} 0' in text
-    assert 'cascade_request_latency_seconds_bucket{model="cascade/x",le="+Inf"} 1' in text
-    assert "# TYPE cascade_request_latency_seconds histogram" in text
-    assert 'cascade_queue_wait_seconds_bucket{model="cascade/x",le="0.1"} 1' in text
-    assert "cascade_requests_queued 3" in text
-    for line in text.splitlines():  # every sample line is `name{labels} number`
-        if not line.startswith("#"):
-            float(line.rsplit(" ", 1)[1])
+    # Parsed back by Prometheus' own parser: the text is valid exposition format.
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for fam in text_string_to_metric_families(m.render()) for s in fam.samples}
+    x = (("model", "cascade/x"),)
+    assert samples[("cascade_requests_total", (("model", "cascade/x"), ("status", "200")))] == 1
+    assert samples[("cascade_cache_hit_ratio", (("cache", "embed"),))] == 0.75
+    assert samples[("cascade_request_latency_seconds_bucket", (("le", "0.1"), *x))] == 0
+    assert samples[("cascade_request_latency_seconds_bucket", (("le", "+Inf"), *x))] == 1
+    assert samples[("cascade_queue_wait_seconds_bucket", (("le", "0.1"), *x))] == 1
+    assert samples[("cascade_requests_queued", ())] == 3
+    assert "# TYPE cascade_request_latency_seconds histogram" in m.render()
+    assert m.value("cascade_requests_total", ("cascade/x", "200")) == 1
+    assert m.value("cascade_requests_total", ("cascade/x", "500")) == 0

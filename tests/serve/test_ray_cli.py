@@ -27,19 +27,28 @@ def test_cascade_serve_ray_answers_an_image_chat_on_two_replicas(tiny_vlm):
         [sys.executable, "-m", "cascade.cli", "serve", "--ray", "--replicas", "2", "--tiny",
          "--threads", "1", "--no-shipped", "--pipeline", f"plain={PIPELINES / 'images_plain.yaml'}",
          "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
+    url, ours = f"http://127.0.0.1:{port}", []  # /health answers of our ingress, from launch
     try:
         deadline = time.monotonic() + 180
         while True:
             assert proc.poll() is None, proc.stdout.read()
             try:
-                health = httpx.get(f"{url}/health", timeout=2).json()
-                if health.get("replicas", {}).get("vlm_answer", 0) >= 2:
-                    break
+                r = httpx.get(f"{url}/health", timeout=2)
+                if r.headers.get("content-type") == "application/json" and "models" in r.json():
+                    ours.append((r.status_code, r.json()))  # (not Serve's proxy's own answers)
+                    if r.status_code == 200 and r.json()["replicas"].get("vlm_answer", 0) >= 2:
+                        break
             except (httpx.TransportError, ValueError):
                 pass
             assert time.monotonic() < deadline, "cascade serve --ray did not come up"
-            time.sleep(0.5)
+            time.sleep(0.2)
+        # Readiness is never "ok" while the VLM deployment has no running replica.
+        for status, body in ours:
+            up = body["replicas"].get("vlm_answer", 0) >= 1
+            assert (status == 200) == up, (status, body)
+            assert up or "deployment 'vlm_answer': no running replica" in body["waiting_for"]
+        assert httpx.get(f"{url}/health/live").json() == {"status": "alive"}
+        health = ours[-1][1]
         assert health["replicas"] == {"ingress": 1, "vlm_answer": 2} and health["random_weights"]
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
         image = np.random.default_rng(7).integers(0, 255, (48, 64, 3), dtype=np.uint8)

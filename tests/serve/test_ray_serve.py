@@ -9,6 +9,7 @@ Nothing is mocked: HTTP to Serve's proxy on 127.0.0.1, handles, object refs, rep
 from __future__ import annotations
 
 import concurrent.futures as cf
+import json
 import re
 import threading
 import time
@@ -98,7 +99,8 @@ def _wait_running(url: str, deployment: str, n: int, timeout: float = 60) -> dic
 
 def test_health_reports_running_replicas_and_the_api_is_the_same(server):
     health = httpx.get(f"{server}/health").json()
-    assert health["status"] == "ok" and health["models"] == ["cascade/video_small", "cascade/images_small"]
+    assert health["status"] == "ok" and health["waiting_for"] == []
+    assert health["models"] == {"cascade/video_small": "ready", "cascade/images_small": "ready"}
     assert health["replicas"] == {"ingress": 1, "vlm_answer": 2, "test_fault": 1}
     models = httpx.get(f"{server}/v1/models").json()
     assert [m["id"] for m in models["data"]] == ["cascade/video_small", "cascade/images_small"]
@@ -175,6 +177,18 @@ def test_affinity_sends_turn_two_to_the_replica_with_the_kv_prefix(server):
         assert c["vision_tower_calls"] == 0
 
 
+def _health_down_then_ready(url: str, timeout: float = 120) -> list[tuple[int, dict]]:
+    """Poll /health until it has answered 503 and then 200 again (Serve's status sees a dead
+    replica within its health-check period); every (status, body) seen, in order."""
+    seen, deadline = [], time.monotonic() + timeout
+    while not any(s == 503 for s, _ in seen) or seen[-1][0] != 200:
+        assert time.monotonic() < deadline, seen[-3:]
+        r = httpx.get(f"{url}/health", timeout=10)
+        seen.append((r.status_code, r.json()))
+        time.sleep(0.1)
+    return seen
+
+
 def test_a_killed_replica_is_replaced_and_its_request_retried(server):
     name = next(n for n in ray.util.list_named_actors(all_namespaces=True)
                 if isinstance(n, dict) and "#test_fault#" in n["name"])
@@ -188,12 +202,18 @@ def test_a_killed_replica_is_replaced_and_its_request_retried(server):
     t.start()
     time.sleep(1.0)  # the request is sleeping inside the test_fault replica now
     ray.kill(victim, no_restart=True)
+    # Readiness follows the replica: not ready (503, naming the deployment) while the only
+    # test_fault replica is dead, ready again once Serve has replaced it. Never "ok" without it.
+    seen = _health_down_then_ready(server)
     t.join(timeout=120)
     resp = result["resp"]
     assert resp.status_code == 200, resp.text
     assert resp.json()["cascade"]["trace"]["counters"].get("remote_retries", 0) >= 1
-    health = _wait_running(server, "test_fault", 1)
-    assert health["replicas"]["test_fault"] == 1
+    down = [body for status, body in seen if status == 503]
+    assert down and all("deployment 'test_fault': no running replica" in b["waiting_for"]
+                        and b["replicas"].get("test_fault", 0) == 0 for b in down), seen[:3]
+    assert all(b["replicas"]["test_fault"] >= 1 for status, b in seen if status == 200)
+    assert seen[-1][1]["status"] == "ok" and seen[-1][1]["replicas"]["test_fault"] == 1
     names = {n["name"] for n in ray.util.list_named_actors(all_namespaces=True)
              if isinstance(n, dict) and "#test_fault#" in n["name"]}
     assert name["name"] not in names and names  # a new replica, not the dead one
@@ -201,16 +221,40 @@ def test_a_killed_replica_is_replaced_and_its_request_retried(server):
     assert _metric(text, "cascade_remote_retries_total", deployment="test_fault") >= 1
 
 
-def test_killing_a_vlm_replica_under_load_loses_nothing(server):
+def _stream(url: str, body: dict) -> list[str]:
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json={**body, "stream": True},
+                      timeout=120) as r:
+        assert r.status_code == 200, r.read()
+        return [ln[len("data: "):] for ln in r.iter_lines() if ln]
+
+
+def test_killing_a_vlm_replica_under_load_ends_every_request_clearly(server):
+    """Plain and streamed requests in flight when a VLM replica dies: a plain call is sent again
+    (200); a stream whose tokens had left cannot be, and ends with an error event and [DONE];
+    Serve replaces the replica; the next request is answered."""
     name = next(n for n in ray.util.list_named_actors(all_namespaces=True)
                 if isinstance(n, dict) and "#vlm_answer#" in n["name"])
-    with cf.ThreadPoolExecutor(6) as pool:
-        futs = [pool.submit(_post, server, chat(IMAGES, f"Q{i}?", _image(400 + i))) for i in range(6)]
+    with cf.ThreadPoolExecutor(8) as pool:
+        plain = [pool.submit(_post, server, chat(IMAGES, f"Q{i}?", _image(400 + i)))
+                 for i in range(6)]
+        streamed = [pool.submit(_stream, server, chat(IMAGES, f"Tell me about it ({i}).",
+                                                      _image(410 + i), max_tokens=48))
+                    for i in range(2)]
         time.sleep(0.2)
         ray.kill(ray.get_actor(name["name"], namespace=name["namespace"]), no_restart=True)
-        resps = [f.result() for f in futs]
+        resps = [f.result() for f in plain]
+        streams = [f.result() for f in streamed]
     assert [r.status_code for r in resps] == [200] * 6, [r.text[:200] for r in resps]
+    for events in streams:
+        assert events[-1] == "[DONE]"
+        last = json.loads(events[-2])
+        if "error" in last:  # the dead replica was decoding it: a clear error, not a hang
+            assert last["error"]["code"] == "pipeline_error", last
+        else:
+            finished = [json.loads(e) for e in events[:-1] if "choices" in json.loads(e)]
+            assert finished[-1]["choices"][0]["finish_reason"] in ("stop", "length")
     assert _wait_running(server, "vlm_answer", 2)["replicas"]["vlm_answer"] == 2
+    assert _post(server, chat(IMAGES, "And now?", _image(420))).status_code == 200
 
 
 def test_video_frames_travel_as_object_refs(server, media_dir):
