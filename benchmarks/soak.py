@@ -60,7 +60,9 @@ def _png(pixels: np.ndarray) -> str:
 
 def _pools(size: int, folder: Path) -> dict[str, list[str]]:
     """Data URLs: photos, receipts, videos (each pool `size` long, videos fewer)."""
-    from cascade.media_gen import make_sign_video, render_text_image, scene_images
+    from cascade.eval.photos import scene_images
+    from cascade.eval.render import render_text_image
+    from cascade.eval.video import make_sign_video
 
     scenes = list(scene_images().values())
     rng = np.random.default_rng(0)

@@ -39,7 +39,7 @@ def _png(w: int, h: int, seed: int) -> str:
 
 
 def _mp4() -> str:
-    from cascade.media_gen import make_sign_video
+    from cascade.eval.video import make_sign_video
 
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "v.mp4"

@@ -51,7 +51,7 @@ def _copies_in_gradio_cache(data: bytes, since: float) -> list[Path]:
 
 
 def _secret_image() -> bytes:
-    from cascade.media_gen import render_text_image
+    from cascade.eval.render import render_text_image
 
     return png_bytes(render_text_image(SECRET, font_size=40))
 

@@ -15,7 +15,8 @@ SMALL = {"cascade/video_small": {"video"}, "cascade/images_small": {"images"}}
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    from cascade.media_gen import bus_image_path, render_text_image
+    from cascade.eval.photos import bus_image_path
+    from cascade.eval.render import render_text_image
 
     d = tmp_path_factory.mktemp("uploads")
     (d / "receipt.png").write_bytes(png_bytes(render_text_image(
