@@ -11,6 +11,7 @@ model loads on first use, shared with any other pipeline of the process that dec
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from .graph import Graph
 from .inputs import coerce_inputs
 from .models import Models, model_params
 from .registry import get_stage_class, stage_types
+from .runner import Plan, PipelineResult, Step, execute
 from .spec import PipelineSpec, SourceDoc, flatten_refs, load_spec, parse_ref
 from .stage import Port, Router, Stage
 from .trace import StageHook
@@ -107,14 +109,19 @@ class Pipeline:
         return cls(spec, stages, graph, models, doc.file)
 
     # -- running ------------------------------------------------------------------------------
-    def run(self, **inputs: Any):
+    @functools.cached_property
+    def plan(self) -> Plan:
+        """What the runner executes: the stages wired as the YAML says (`cascade.runner.Plan`)."""
+        steps = {name: Step(self.stages[name], st.inputs, st.when) for name, st in self.spec.stages.items()}
+        return Plan(self.spec.name, steps, self.spec.outputs, self.graph)
+
+    def run(self, **inputs: Any) -> PipelineResult:
         """Run the pipeline to completion; returns a `PipelineResult` (outputs + trace). Works
         from any thread, inside an event loop or not (`cascade.runner`)."""
-        from .runner import execute
+        return execute(self.plan, coerce_inputs(self.spec, inputs), hooks=self.hooks,
+                       executor=self.executor)
 
-        return execute(self, coerce_inputs(self.spec, inputs))
-
-    async def arun(self, **inputs: Any):
+    async def arun(self, **inputs: Any) -> PipelineResult:
         """`run` without blocking the running event loop (the run happens in a worker thread)."""
         return await asyncio.to_thread(self.run, **inputs)
 

@@ -38,9 +38,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from . import plugins
 from .artifacts import Route
 from .models import DeclaredModel, Models, ModelSpec
-from .registry import register
 
 __all__ = ["Stage", "Router", "StageParams", "Port", "stage"]
 
@@ -171,7 +171,7 @@ def stage(type_name: str):
             raise TypeError(f"@stage('{type_name}') must decorate a Stage subclass, got {cls!r}")
         cls.type_name = type_name
         cls.input_ports(), cls.output_ports()  # fail at import, not at first pipeline load
-        register(type_name, cls)
+        plugins.stages.register(type_name, cls)
         return cls
 
     return wrap

@@ -2,7 +2,7 @@
 (`@register_family`); adding a family is adding a module (README: "Adding a model family")."""
 from __future__ import annotations
 
-from ...registry import import_submodules
+from ...plugins import import_submodules
 from .base import (FAMILIES, Family, ImageCost, ImageInputs, ImageLimits, ModelShapes, PrefixInputs,
                    family_for, load_family, register_family)
 

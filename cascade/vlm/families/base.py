@@ -39,32 +39,31 @@ from typing import Any, ClassVar, Literal
 import torch
 
 from ...cost import DecoderShape, EncoderShape, encoder_flops
-from ...errors import CascadeError, InputError, RegistryError
+from ... import plugins
+from ...errors import CascadeError, InputError
 from ..reduction import METHODS, TOWER_METHODS
 
 __all__ = ["Family", "ImageInputs", "PrefixInputs", "ImageLimits", "ImageCost", "ModelShapes",
            "FAMILIES", "register_family", "family_for", "load_family", "matmul_weights"]
 
-FAMILIES: dict[str, type["Family"]] = {}
+FAMILIES = plugins.families
+"""Model type -> the `Family` class serving it (`cascade.plugins.families`)."""
 
 
 def register_family(cls: type["Family"]) -> type["Family"]:
     """Class decorator: the family serves every `config.model_type` in `cls.model_types`."""
     for model_type in cls.model_types:
-        if FAMILIES.get(model_type, cls) is not cls:
-            raise RegistryError(f"model type '{model_type}' is already served by "
-                                f"{FAMILIES[model_type].__qualname__}")
-        FAMILIES[model_type] = cls
+        FAMILIES.register(model_type, cls)
     return cls
 
 
 def family_for(model_type: str) -> type["Family"]:
     """The family class for a model type; unsupported types list what is supported."""
-    try:
-        return FAMILIES[model_type]
-    except KeyError:
+    cls = FAMILIES.get(model_type)
+    if cls is None:
         raise CascadeError(f"model type '{model_type}' is not supported by the transformers "
-                           f"backend; supported model types: {sorted(FAMILIES)}") from None
+                           f"backend; supported model types: {FAMILIES.names()}")
+    return cls
 
 
 def load_family(model: str, limits: "ImageLimits | None" = None) -> "Family":
