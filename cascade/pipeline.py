@@ -7,6 +7,7 @@ router's declared branch, no cycles, and every stage reaches an output.
 
 The pipeline owns its models (`Pipeline.models`, `cascade.models`): every stage gets them, and a
 model loads on first use, shared with any other pipeline of the process that declares it the same.
+Every stage also gets the pipeline's on-disk video index (`index:`, `cascade.index.VideoIndex`).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from pydantic import ValidationError
 
 from .errors import ConnectError, RegistryError, SpecError, did_you_mean
 from .graph import Graph
+from .index import VideoIndex
 from .inputs import coerce_inputs
 from .models import Models, model_params
 from .registry import get_stage_class, stage_types
@@ -91,8 +93,8 @@ class Pipeline:
                 raise doc.error(("inputs", name, "type"), f"unknown input type '{inp.type}'"
                                 f"{did_you_mean(inp.type, INPUT_TYPES)}; expected one of: "
                                 f"{', '.join(INPUT_TYPES)}")
-        models = Models(spec.models)
-        stages = {name: _instantiate(doc, name, st.type, st.params, models)
+        models, index = Models(spec.models), VideoIndex(spec.index)
+        stages = {name: _instantiate(doc, name, st.type, st.params, models, index)
                   for name, st in spec.stages.items()}
         for name, st in spec.stages.items():
             _check_inputs(doc, spec, stages, name)
@@ -150,13 +152,13 @@ def _params_of(type_: str) -> Iterable[str]:
 
 
 def _instantiate(doc: SourceDoc, name: str, type_: str, params: dict[str, Any],
-                 models: Models) -> Stage:
+                 models: Models, index: VideoIndex) -> Stage:
     try:
         cls = get_stage_class(type_)
     except RegistryError as e:
         raise doc.error(("stages", name, "type"), str(e)) from None
     try:
-        stage = cls(params, name=name, models=models)
+        stage = cls(params, name=name, models=models, video_index=index)
     except ValidationError as err:
         e = err.errors()[0]
         field = ".".join(str(p) for p in e["loc"]) or "params"

@@ -102,10 +102,10 @@ def test_detect_cache_and_bad_params(stage, yolo_weights, bus_path):
         stage("detect", weights="/nowhere/x.onnx")(images=Image.open(bus_path))
 
 
-def test_persisted_ocr_and_detections_are_read_back_not_recomputed(stage, yolo_weights, bus_path,
+def test_indexed_ocr_and_detections_are_read_back_not_recomputed(stage, yolo_weights, bus_path,
                                                                    tmp_path, monkeypatch):
-    """With `persist`, a new process (here: every cache emptied) reads the frames' OCR lines and
-    detections from the video's index folder instead of running the models again."""
+    """With the index on, a new process (here: every cache emptied) reads the frames' OCR lines
+    and detections from the video's index folder instead of running the models again."""
     import json
 
     from cascade.cache import clear_all_caches
@@ -113,16 +113,17 @@ def test_persisted_ocr_and_detections_are_read_back_not_recomputed(stage, yolo_w
     video = tmp_path / "clip.mp4"  # only names the index folder: <video>.cascade-index
     frames = [Image(render_text_image(t, font_size=20, size=(480, 160)), media_index=0)
               for t in TEXTS] + [Image.open(bus_path)]
-    first = {"ocr": stage("ocr", persist=True)(images=frames, video=video),
-             "detect": stage("detect", weights=yolo_weights, persist=True)(images=frames,
-                                                                             video=video)}
+    first = {"ocr": stage("ocr", video_index=True)(images=frames, video=video),
+             "detect": stage("detect", weights=yolo_weights, video_index=True)(images=frames,
+                                                                           video=video)}
     saved = sorted((tmp_path / "clip.mp4.cascade-index").glob("*.json"))
     assert [p.name.split("-")[0] for p in saved] == ["detect", "ocr"]
     assert all(len(json.loads(p.read_text())["results"]) == 3 for p in saved)
 
     clear_all_caches()
     calls = []
-    ocr, det = stage("ocr", persist=True), stage("detect", weights=yolo_weights, persist=True)
+    ocr = stage("ocr", video_index=True)
+    det = stage("detect", weights=yolo_weights, video_index=True)
     for s, method in ((ocr, "_read"), (det, "_predict")):
         s.ensure_setup()
         real = getattr(s, method)

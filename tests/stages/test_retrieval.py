@@ -49,12 +49,13 @@ def test_mmr_and_temporal_coverage():
 
 CLIP_YAML = """
 name: clip_only
+index: %s
 inputs: {video: video, question: str}
 stages:
   frames: {type: video_frames, params: {mode: fps, fps: 2, size: 224}, inputs: {video: $video}}
   clip: {type: clip_embed, params: {pretrained: null},
          inputs: {images: frames.frames, text: $question, video: frames.video}}
-  pick: {type: retrieve, params: {top_k: 3, mmr_lambda: 0.5, min_gap_s: 1.0, persist: %s},
+  pick: {type: retrieve, params: {top_k: 3, mmr_lambda: 0.5, min_gap_s: 1.0},
          inputs: {embeddings: clip.embeddings, video: frames.video}}
 outputs: {frames: pick.images, scores: pick.scores, emb: clip.embeddings}
 """
