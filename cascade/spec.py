@@ -13,6 +13,7 @@ has the param, the type's own entry winning), then dotted `overrides` (`stage.pa
 """
 from __future__ import annotations
 
+import types
 import typing
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -182,6 +183,8 @@ def _model_at(model: Any, parts: tuple[Any, ...], data: Any) -> Any:
             t = typing.get_args(t)[1]
         else:
             return None
+        if typing.get_origin(t) in (typing.Union, types.UnionType):  # `X | None`: the model in it
+            t = next((a for a in typing.get_args(t) if isinstance(a, type) and issubclass(a, BaseModel)), t)
         if t is ModelSpec and isinstance(data, dict):
             try:
                 t = ModelSpec.options_class(data)
