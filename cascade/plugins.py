@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from importlib.metadata import entry_points
 from typing import Any, Generic, TypeVar
 
@@ -148,11 +148,11 @@ class NameOf:
         reduction: Annotated[str, NameOf(plugins.reductions)] = "none"
     """
 
-    def __init__(self, registry: Registry[Any], where: Callable[[Any], bool] | None = None):
-        self.registry, self.where = registry, where
+    def __init__(self, registry: Registry[Any]):
+        self.registry = registry
 
     def choices(self) -> list[str]:
-        return [n for n in self.registry.names() if self.where is None or self.where(self.registry[n])]
+        return self.registry.names()
 
     def check(self, value: str) -> str:
         choices = self.choices()

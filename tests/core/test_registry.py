@@ -51,6 +51,7 @@ def test_describe_lists_ports_and_params():
     assert "edge_density_router" in stage_types()
 
 
+@pytest.mark.slow
 def test_third_party_stage_registers_through_entry_point(tmp_path):
     pkg = tmp_path / "site"
     (pkg / "my_stages").mkdir(parents=True)

@@ -75,6 +75,7 @@ def test_dequantize_dispatch_on_cpu(monkeypatch):
         K.dequantize_kv(q, impl="triton")
 
 
+@pytest.mark.slow
 def test_importing_the_package_does_not_import_triton():
     code = "import sys, cascade.kernels; sys.exit('triton' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -19,6 +19,8 @@ from ._kernel_helpers import DEVICE
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 # (op package, Triton launcher) that the runtime reaches through each op's public function.
+pytestmark = pytest.mark.slow  # Triton interpreter + two tiny VLMs: minutes on a CPU
+
 LAUNCHERS = [("preprocess", "patchify_normalize"), ("rmsnorm", "rms_norm"),
              ("prune", "keep_scores"), ("kv_quant", "quantize"), ("kv_quant", "dequantize")]
 

@@ -38,6 +38,7 @@ def test_bad_pipeline_flag_is_one_line(capsys):
     assert capsys.readouterr().err.startswith("error: --pipeline 'nonsense'")
 
 
+@pytest.mark.slow
 def test_cascade_serve_process_answers_health_and_models(tmp_path):
     port = free_port()
     env = {**os.environ, "VLM_CASCADE_CACHE": os.environ.get("VLM_CASCADE_CACHE", str(Path.home() / ".cache" / "vlm-cascade"))}

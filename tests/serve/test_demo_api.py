@@ -47,6 +47,7 @@ def _copies_in_gradio_cache(data: bytes, since: float) -> list[Path]:
             and hashlib.sha256(p.read_bytes()).hexdigest() == digest]
 
 
+@pytest.mark.slow
 def test_a_server_path_in_filedata_is_refused_unread(demo_url, tmp_path):
     secret = tmp_path / "private.png"  # a file on the server that no client uploaded
     data = png_bytes(np.full((48, 64, 3), (200, 30, 90), np.uint8))
@@ -61,6 +62,7 @@ def test_a_server_path_in_filedata_is_refused_unread(demo_url, tmp_path):
     assert _copies_in_gradio_cache(data, t0) == []  # not even copied into Gradio's cache
 
 
+@pytest.mark.slow
 def test_an_uploaded_file_is_answered(demo_url, tmp_path):
     from gradio_client import Client, handle_file
 

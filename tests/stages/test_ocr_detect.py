@@ -27,6 +27,7 @@ def test_ocr_reads_full_resolution_but_not_a_4x_thumbnail(stage, font_size):
     assert not set(read_small) & set(TEXTS), f"4x-downscaled text was still read: {read_small}"
 
 
+@pytest.mark.slow
 def test_ocr_boxes_in_source_coordinates_from_a_crop(stage):
     canvas = np.full((600, 900, 3), 255, np.uint8)
     sign = render_text_image("FIRE EXIT", font_size=28)
@@ -70,6 +71,7 @@ def test_detect_finds_bus_and_people(bus_detections):
     assert bus_box.iou(Box(12, 228, 799, 735)) > 0.9
 
 
+@pytest.mark.slow
 def test_detect_after_crop_and_tiles_maps_to_source(stage, yolo_weights, bus_detections):
     bus, full = bus_detections
     det = stage("detect", weights=yolo_weights, classes=["person", "bus"])
@@ -102,6 +104,7 @@ def test_detect_cache_and_bad_params(stage, yolo_weights, bus_path):
         stage("detect", weights="/nowhere/x.onnx")(images=Image.open(bus_path))
 
 
+@pytest.mark.slow
 def test_indexed_ocr_and_detections_are_read_back_not_recomputed(stage, yolo_weights, bus_path,
                                                                    tmp_path, monkeypatch):
     """With the index on, a new process (here: every cache emptied) reads the frames' OCR lines
