@@ -114,7 +114,8 @@ class Pipeline:
     @functools.cached_property
     def plan(self) -> Plan:
         """What the runner executes: the stages wired as the YAML says (`cascade.runner.Plan`)."""
-        steps = {name: Step(self.stages[name], st.inputs, st.when) for name, st in self.spec.stages.items()}
+        steps = {name: Step(self.stages[name], st.inputs, st.when)
+                 for name, st in self.spec.stages.items()}
         return Plan(self.spec.name, steps, self.spec.outputs, self.graph)
 
     def run(self, **inputs: Any) -> PipelineResult:
