@@ -44,7 +44,7 @@ if not torch.cuda.is_available():
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import cascade.kernels as K  # noqa: E402
-from cascade.kernels import _dispatch  # noqa: E402
+from cascade.kernels import impl as _impl  # noqa: E402
 from cascade.kernels.kv_quant import reference as kv_ref  # noqa: E402
 from cascade.kernels.preprocess import reference as pre_ref  # noqa: E402
 from cascade.kernels.prune import reference as prune_ref  # noqa: E402
@@ -189,16 +189,16 @@ def kernel_rows(dev: str, gpu: bool, args) -> list[dict]:
 @contextlib.contextmanager
 def counting():
     """Counts Triton kernel launches (every @triton.jit kernel of cascade.kernels, compiled or
-    interpreted) and kernel-dispatch decisions (`_dispatch.choose_impl`) while active."""
+    interpreted) and kernel-dispatch decisions (`_impl.choose_impl`) while active."""
     counts = {"launches": 0, "dispatch_calls": 0}
     kernel_types = set()
     for op in OPS:
         mod = importlib.import_module(f"cascade.kernels.{op}.triton")
         kernel_types |= {type(v) for k, v in vars(mod).items() if k.startswith("_") and hasattr(v, "run")}
     saved = [(cls, cls.run) for cls in kernel_types]
-    real_choose = _dispatch.choose_impl
-    # every module that took `choose_impl` by name, and _dispatch itself (for late imports)
-    users = [_dispatch] + [importlib.import_module(f"cascade.kernels.{op}") for op in OPS]
+    real_choose = _impl.choose_impl
+    # every module that took `choose_impl` by name, and cascade.kernels.impl itself (late imports)
+    users = [_impl] + [importlib.import_module(f"cascade.kernels.{op}") for op in OPS]
 
     def choose(*a, **k):
         counts["dispatch_calls"] += 1
@@ -224,7 +224,7 @@ class DecodeStep:
     """One greedy decode step of a loaded VLM's language model after a short prefix."""
 
     def __init__(self, vlm, prefix_tokens: int = 64):
-        self.fam = vlm.backend.family
+        self.fam = vlm.backend.runtime
         d = self.fam.text_config.hidden_size
         dtype = next(self.fam.model.parameters()).dtype
         with torch.inference_mode():
@@ -255,13 +255,13 @@ def _wall_ms(fn, repeats: int) -> float:
 def decode_step_costs(vlm, gpu: bool, rounds: int, steps: int) -> dict:
     from cascade.kernels.rmsnorm import patch_rmsnorm
 
-    model = vlm.backend.family.model
+    model = vlm.backend.model
     cfg = vlm.backend.family.text_config
     step = DecodeStep(vlm)
     out = {"model": f"bench tiny Qwen2-VL, {cfg.num_hidden_layers} layers, hidden "
                     f"{cfg.hidden_size} (random weights)",
            "rmsnorm_per_decode_step_qwen2_vl_2b": 2 * QWEN2_VL_2B["layers"] + 1}
-    impls = ["torch"] + (["triton"] if gpu or _dispatch.interpreter_enabled() else [])
+    impls = ["torch"] + (["triton"] if gpu or _impl.interpreter_enabled() else [])
     for impl in impls:  # what one decode step calls, launches and dispatches
         with patch_rmsnorm(model, impl=impl) as handle, counting() as c:
             calls = [0]
@@ -281,7 +281,7 @@ def decode_step_costs(vlm, gpu: bool, rounds: int, steps: int) -> dict:
     with patch_rmsnorm(norm, impl="torch"):
         patched_us = _per_call_us(lambda: norm(x), 5000)
     out["per_call_us"] = {
-        "dispatch_choose_impl": _per_call_us(lambda: _dispatch.choose_impl("auto", x), 20000),
+        "dispatch_choose_impl": _per_call_us(lambda: _impl.choose_impl("auto", x), 20000),
         "triton_lookup_before": _per_call_us(
             lambda: importlib.machinery.PathFinder.find_spec("triton"), 500),
         "rmsnorm_module_forward": own_us, "rmsnorm_patched_forward": patched_us}
@@ -329,9 +329,10 @@ def kv_int8_storage(dev: str, gpu: bool, tokens: int) -> dict:
 # -- reduction cost against the reduced prefill -------------------------------------------------
 def reduction_cost(vlm, dev: str, rounds: int) -> dict:
     from cascade.vlm import ReductionConfig
-    from cascade.vlm.reduction import PRE_LLM_METHODS, keep_count, reduce_tokens
+    from cascade.vlm.reduction import keep_count, reduce_tokens, reduction_names
 
-    fam = vlm.backend.family
+    fam = vlm.backend.runtime
+    methods = reduction_names("after_tower")
     n, side, keep, text = 4096, 64, 0.25, 50
     dtype = next(fam.model.parameters()).dtype
     x = torch.randn(n, fam.text_config.hidden_size, device=dev, dtype=dtype)
@@ -345,7 +346,7 @@ def reduction_cost(vlm, dev: str, rounds: int) -> dict:
             int(fam.lm_head(h[:, -1]).argmax())
 
     runs = {m: (lambda m=m: reduce_tokens(x, (1, side, side), ReductionConfig(m, keep)))
-            for m in PRE_LLM_METHODS}
+            for m in methods}
     runs["prefill"] = prefill
     best = {k: float("inf") for k in runs}
     for _ in range(rounds):  # interleaved best-of
@@ -353,9 +354,9 @@ def reduction_cost(vlm, dev: str, rounds: int) -> dict:
             best[k] = min(best[k], _wall_ms(fn, 1) / 1e3)
     out = {"visual_tokens": n, "keep_ratio": keep, "reduced_prompt_tokens": tokens,
            "reduced_prefill_s": round(best["prefill"], 4),
-           "reduction_s": {m: round(best[m], 4) for m in PRE_LLM_METHODS},
+           "reduction_s": {m: round(best[m], 4) for m in methods},
            "reduction_percent_of_reduced_prefill": {
-               m: round(100 * best[m] / best["prefill"], 2) for m in PRE_LLM_METHODS}}
+               m: round(100 * best[m] / best["prefill"], 2) for m in methods}}
     print("reduction cost:", json.dumps(out), flush=True)
     return out
 

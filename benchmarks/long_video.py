@@ -8,8 +8,9 @@ cuts between clips get keyframes, and long shots a keyframe every 5 s.
 
 Each video is asked the same questions through the shipped `video_qa` pipeline with random-weight
 CLIP and the tiny VLM (real costs, meaningless answers; OCR and YOLO are the real models), set up
-for long footage: `video_frames` samples keyframes only, drops near-duplicates and saves the frames
-next to the video (`persist`); `retrieve` saves its CLIP index there too. Recorded:
+for long footage: `video_frames` samples keyframes only and drops near-duplicates, and the
+pipeline's `index: true` keeps the video's index next to it: the sampled frames, the CLIP vectors
+and FAISS index `retrieve` builds, the frames' OCR lines and detections. Recorded:
 
 - indexing: the first question on a video (models already loaded and warmed on a 10-s clip), per
   stage (decode + dedup, CLIP, OCR, detection, text embedding, index build) in seconds per
@@ -55,13 +56,12 @@ SIGNS = ("EXIT 3", "GATE B7", "OPEN 24 HOURS", "PLATFORM 9", "NO PARKING", "CAFE
 QUESTIONS = ("What does the sign say?", "How many people are in the scene?",
              "What animal appears in the video?", "What number is on the segment caption?")
 # video_qa, set up for long footage (see module docstring)
-LONG_VIDEO = {"video_frames": {"mode": "keyframes", "max_frames": None, "size": 448, "dedup": 4.0,
-                               "persist": True},
+LONG_VIDEO = {"video_frames": {"mode": "keyframes", "max_frames": None, "size": 448, "dedup": 4.0},
               # the offline default ranks by the text side only; weigh CLIP in so its index is
               # built and saved as with real weights (random CLIP: the cost is real, not the rank)
-              "retrieve": {"persist": True, "clip_weight": 1.0},
-              # OCR and detections of the sampled frames saved too: a new process reads them
-              "ocr": {"persist": True}, "detect": {"persist": True}}
+              "retrieve": {"clip_weight": 1.0}}
+# ... and the video's index kept on disk (frames, CLIP index, OCR, detections): a new process reads it
+INDEX = {"index": True}
 
 
 # -- footage --------------------------------------------------------------------------------------
@@ -162,7 +162,8 @@ def make_qa(warmup: Path):
 
     from cascade import VideoQA
 
-    qa = VideoQA.offline(type_overrides={k: dict(v) for k, v in LONG_VIDEO.items()}).setup()
+    qa = VideoQA.offline(type_overrides={k: dict(v) for k, v in LONG_VIDEO.items()},
+                         overrides=INDEX).setup()
     qa.ask(str(warmup), QUESTIONS[0])
     shutil.rmtree(f"{warmup}.cascade-index", ignore_errors=True)
     return qa
@@ -306,7 +307,8 @@ def main(argv=None) -> int:
     index_side = [r["per_question_index_side_seconds_same_process"] for r in rows]
     result = {"device": device if device == "cpu" else torch.cuda.get_device_name(),
               "threads": torch.get_num_threads(), "python": platform.python_version(),
-              "pipeline": "video_qa", "pipeline_overrides": LONG_VIDEO, "questions": list(QUESTIONS),
+              "pipeline": "video_qa", "pipeline_overrides": {**LONG_VIDEO, **INDEX},
+              "questions": list(QUESTIONS),
               "footage": {"fps": FPS, "size": [WIDTH, HEIGHT], "sources": [
                   "gradio media_assets/videos/world.mp4", "gradio media_assets/videos/a.mp4",
                   "skimage astronaut, coffee, chelsea; ultralytics bus.jpg"]},

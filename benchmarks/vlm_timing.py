@@ -85,7 +85,7 @@ class Sweep:
 
     def __init__(self, vlm: VLM, img, question: str, configs: list[ReductionConfig]):
         b = self.b = vlm.backend
-        self.fam, self.img, self.configs = b.family, img, configs
+        self.fam, self.img, self.configs = b.runtime, img, configs
         self.prefix_text, suffix = b.layout.first_turn(1, None, question)
         self.suffix = b.layout.tokenize(suffix)
         self.pre = self._preprocess()
@@ -122,7 +122,7 @@ class Sweep:
                 self.fam.tower_keep(self.pre.vision_inputs, red.keep_ratio)
             else:
                 for f, grid in zip(self.feats, self.pre.grids):
-                    reduce_tokens(f, grid, red, impl=self.b.kernels)
+                    reduce_tokens(f, grid, red, self.b.ops)
         return _clock(self.b.device) - t
 
     def prefill(self, red: ReductionConfig, units=None, feats=None) -> tuple[float, torch.Tensor]:
@@ -165,7 +165,7 @@ class Sweep:
         return sum(int(reduce_tokens(f, g, red).index.numel()) for f, g in zip(self.feats, self.pre.grids)), n_full
 
     def predicted_prefill_flops(self, red: ReductionConfig) -> float:
-        llm = self.fam.shapes.llm
+        llm = self.fam.family.shapes.llm
         vis, n_full = self.tokens(red)
         unreduced = sum(e - s for s, e in self.pre.spans)
         n = n_full - unreduced + vis
@@ -176,8 +176,8 @@ class Sweep:
     def predicted_vision_flops(self, red: ReductionConfig) -> float:
         fam = self.fam
         if red.before_tower:
-            return fam.vision_flops([fam.tower_cost(self.pre.images[0], self.units[red])])
-        return fam.vision_flops([fam.image_cost(self.img.width, self.img.height)])
+            return fam.family.vision_flops([fam.tower_cost(self.pre.images[0], self.units[red])])
+        return fam.family.vision_flops([fam.family.image_cost(self.img.width, self.img.height)])
 
     def identity(self) -> dict:
         """max |Δ logit| of keep 1.0 against the unreduced prefill, per method, and of the tower
@@ -198,9 +198,9 @@ class Sweep:
 def _prefix_logits(vlm: VLM, img, question: str, state) -> torch.Tensor:
     b = vlm.backend
     _, suffix = b.layout.first_turn(1, None, question)
-    hidden = b.engine.prefill(state.to_cache(b.family.text_config), state.next_pos, b.layout.tokenize(suffix))
+    hidden = b.engine.prefill(b.engine.cache_of(state), state.next_pos, b.layout.tokenize(suffix))
     with torch.inference_mode():
-        return b.family.lm_head(hidden[0, -1])
+        return b.runtime.lm_head(hidden[0, -1])
 
 
 def turn2(path: str, device: str, img, question: str, repeats: int,
@@ -293,7 +293,7 @@ def reduction_at_4096(sweep: Sweep, methods: list[str], ratio: float, repeats: i
         return up[0].permute(1, 2, 0).reshape(side * side, -1).to(x.dtype).contiguous()
 
     x = grow(sweep.feats[0])
-    m2 = fam.merge ** 2 if hasattr(fam, "merge") else 1
+    m2 = fam.family.merge ** 2 if hasattr(fam.family, "merge") else 1
     units = grow(sweep.pre.vision_inputs["pixel_values"].reshape(t * h * w, -1)) if "tower" in methods else None
     grid = (1, side, side)
     n_prefill = keep_count(side * side, ratio) + (sweep.pre.input_ids.numel() - t * h * w) + len(sweep.suffix)
@@ -308,7 +308,7 @@ def reduction_at_4096(sweep: Sweep, methods: list[str], ratio: float, repeats: i
                 if m == "tower":
                     tower_select(units, grid, ratio)
                 else:
-                    reduce_tokens(x, grid, red, impl=b.kernels)
+                    reduce_tokens(x, grid, red, b.ops)
             return _clock(b.device) - t0
         return run
 
@@ -344,7 +344,7 @@ def prefill_scaling(sweep: Sweep, lengths: list[int], repeats: int) -> dict:
     prompt lengths, next to the cost model's FLOPs: shows what a FLOP count cannot, e.g. the
     fixed cost of a forward (a 1-token prefill reads every weight once) and kernels whose
     FLOP rate depends on the length (attention vs dense matmuls)."""
-    llm = sweep.fam.shapes.llm
+    llm = sweep.fam.family.shapes.llm
     times = rounds({str(n): bare_prefill(sweep, n) for n in lengths}, repeats, "prefill scaling")
     rows = [{"tokens": n, "seconds": min(times[str(n)]), "flops": prefill_flops(llm, n)} for n in lengths]
     for r in rows:

@@ -124,19 +124,23 @@ class Image:
     # -- construction -------------------------------------------------------------------------
     @classmethod
     def open(cls, path: str | Path, media_index: int = 0) -> "Image":
-        """Load an image file as RGB (`cascade.media.load_image`); a missing or unreadable file
-        raises `InputError`."""
-        from .media import load_image
+        """Load an image file as RGB (`cascade.imagefile`); a missing or unreadable file raises
+        `InputError`."""
+        from .imagefile import decode_pixels
 
-        return load_image(Path(path), media_index)
+        p = Path(path)
+        if not p.is_file():
+            raise InputError(f"image {media_index}: image file not found: '{p}'")
+        return cls(decode_pixels(p, f"image {media_index} '{p}'"), source=str(p),
+                   media_index=media_index)
 
     @classmethod
     def from_pil(cls, image: Any, source: str = "", media_index: int = 0) -> "Image":
-        """A PIL image of any mode as RGB (`cascade.media.load_image`)."""
-        from .media import load_image
+        """A PIL image of any mode as RGB (`cascade.imagefile.rgb_pixels`)."""
+        from .imagefile import pil_pixels
 
-        img = load_image(image, media_index)
-        return dataclasses.replace(img, source=source) if source else img
+        what = f"image {media_index}"
+        return cls(pil_pixels(image, what), source=source or f"<{what}>", media_index=media_index)
 
     # -- geometry ----------------------------------------------------------------------------
     @property

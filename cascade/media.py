@@ -1,9 +1,9 @@
 """Media decoding shared by the whole package: still images and videos (PyAV), with clear errors.
 
 `load_image` is the one place anything becomes an `Image` (paths, bytes, PIL images, arrays): the
-pipeline inputs, the image stages, the VLM runtime and the server all call it, so every PIL mode
-is converted the same way (16-bit samples scaled, transparency flattened onto white), only raster
-formats are opened, and sizes are checked from the header before pixels are decoded.
+pipeline inputs, the image stages, the VLM runtime and the server all call it; its pixels come
+from `cascade.imagefile` (every PIL mode converted the same way, only raster formats opened, sizes
+checked from the header before pixels are decoded).
 
 Videos are read twice on purpose. The coarse path samples frames (by fps, uniformly, or keyframes
 only) and converts them straight to a small size, which is cheap; the fine path later fetches just
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -26,129 +25,15 @@ import numpy as np
 
 from .artifacts import Box, Frame, Image
 from .errors import InputError
+from .imagefile import (IMAGE_FORMATS, ImageTooLarge, array_pixels, check_size, decode_pixels,
+                        pil_pixels, rgb_pixels)
 from .progress import progress
 from .trace import warn
 
-__all__ = ["VideoSource", "load_image", "image_size", "rgb_pixels", "ImageTooLarge", "IMAGE_FORMATS",
+__all__ = ["VideoSource", "load_image", "rgb_pixels", "ImageTooLarge", "IMAGE_FORMATS",
            "SampleMode"]
 
 SampleMode = Literal["fps", "uniform", "keyframes", "all"]
-
-# Raster formats Pillow decodes itself. Not EPS/PS (Pillow hands those to Ghostscript, i.e. runs a
-# PostScript program) and nothing that needs a plugin installed at run time.
-IMAGE_FORMATS = ("PNG", "JPEG", "MPO", "WEBP", "GIF", "BMP", "TIFF", "PPM", "TGA", "ICO", "AVIF")
-
-
-class ImageTooLarge(InputError):
-    """An image (or video frame) over a size limit, found from its header before decoding."""
-
-
-def _check_size(width: int, height: int, max_side: int, what: str,
-                max_pixels: int | None = None) -> None:
-    if max(width, height) > max_side:
-        raise ImageTooLarge(f"{what} is {width}x{height}, larger than max_side={max_side}; "
-                            "raise max_side if this is intended")
-    if max_pixels is not None and width * height > max_pixels:
-        raise ImageTooLarge(f"{what} is {width}x{height} = {width * height:,} pixels, over the "
-                            f"limit of {max_pixels:,}")
-
-
-def _pil_open(fp: Any):
-    """Pillow's own `Image.open`, limited to IMAGE_FORMATS.
-
-    Ultralytics replaces `PIL.Image.open` with a wrapper that, when Pillow cannot identify a file,
-    installs and registers pi-heif and tries again: an upload must never trigger an install, and
-    the error it ends in ("No module named 'pi_heif'") says nothing about the file.
-    """
-    from PIL import Image as PILImage
-
-    patches = sys.modules.get("ultralytics.utils.patches")
-    opener = getattr(patches, "_image_open", None) or PILImage.open
-    PILImage.init()
-    return opener(fp, formats=[f for f in IMAGE_FORMATS if f in PILImage.OPEN])
-
-
-def image_size(data: bytes) -> tuple[int, int] | None:
-    """(width, height) from an encoded image's header, no pixels decoded; None when it is not an
-    image the raster decoders (IMAGE_FORMATS) read."""
-    try:
-        with _pil_open(io.BytesIO(data)) as im:
-            return im.size
-    except Exception:  # noqa: BLE001  load_image says why, when it is asked to decode it
-        return None
-
-
-def _gray_to_8bit(a: np.ndarray, mode: str) -> np.ndarray:
-    """16/32-bit integer or float samples -> uint8, scaled to their range instead of clipped."""
-    a = np.nan_to_num(a.astype(np.float64), nan=0.0, posinf=0.0, neginf=0.0)
-    lo, hi = float(a.min()), float(a.max())
-    if mode.startswith("I;16"):
-        top = 65535.0
-    elif mode == "I":  # 32-bit ints: 8-bit or 16-bit samples in practice, else their own range
-        top = 255.0 if lo >= 0 and hi <= 255 else 65535.0 if lo >= 0 and hi <= 65535 else None
-    else:  # "F": [0, 1] is the float convention; anything else is shown over its own range
-        top = 1.0 if lo >= 0 and hi <= 1 else None
-    if top is None:
-        a, top = a - lo, max(hi - lo, 1e-12)
-    return np.clip(np.rint(a * (255.0 / top)), 0, 255).astype(np.uint8)
-
-
-def rgb_pixels(im: Any) -> np.ndarray:
-    """H x W x 3 uint8 RGB for a PIL image of any mode.
-
-    16-bit (`I;16*`), 32-bit (`I`) and float (`F`) samples are scaled to 8 bits, not clipped
-    (Pillow's own `convert("RGB")` turns a 16-bit scan white); alpha (`RGBA`, `LA`, `PA`, a
-    palette or grey image with a transparent colour) is flattened onto white, the way a viewer
-    shows it, so dark text on a transparent background stays readable; CMYK, YCbCr, LAB, HSV and
-    1-bit go through Pillow's conversions.
-    """
-    from PIL import Image as PILImage
-
-    mode = im.mode
-    if mode.startswith("I") or mode == "F":
-        gray = _gray_to_8bit(np.asarray(im), mode)
-        return np.ascontiguousarray(np.repeat(gray[:, :, None], 3, axis=2))
-    if "A" in mode or "a" in mode or "transparency" in im.info:
-        rgba = im.convert("RGBA")
-        flat = PILImage.new("RGBA", rgba.size, (255, 255, 255, 255))
-        flat.alpha_composite(rgba)
-        im = flat
-    return np.ascontiguousarray(np.asarray(im.convert("RGB")))
-
-
-def _from_array(arr: np.ndarray, what: str) -> np.ndarray:
-    if arr.dtype == np.uint8 and arr.ndim == 2:
-        arr = arr[:, :, None]
-    if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] not in (1, 3, 4):
-        raise InputError(f"{what}: arrays must be uint8 HxW, HxWx3 or HxWx4; got "
-                         f"{arr.dtype} {arr.shape}")
-    if arr.shape[2] == 4:
-        from PIL import Image as PILImage
-
-        return rgb_pixels(PILImage.fromarray(np.ascontiguousarray(arr), "RGBA"))
-    if arr.shape[2] == 1:
-        arr = np.repeat(arr, 3, axis=2)
-    return np.ascontiguousarray(arr)
-
-
-def _decode(fp: Any, what: str, max_side: int, max_pixels: int | None) -> np.ndarray:
-    """Open, check the header size, decode, orient by EXIF, convert. Errors say why, not where."""
-    from PIL import ImageOps, UnidentifiedImageError
-    from PIL.Image import DecompressionBombError
-
-    try:
-        with _pil_open(fp) as im:
-            _check_size(*im.size, max_side, what, max_pixels)  # from the header: no pixels yet
-            return rgb_pixels(ImageOps.exif_transpose(im))
-    except ImageTooLarge:
-        raise
-    except DecompressionBombError as e:
-        raise ImageTooLarge(f"{what} is too large to decode safely ({e})") from e
-    except Exception as e:  # noqa: BLE001  decoders raise many types; never show a path or repr
-        why = ("unknown or unsupported image format" if isinstance(e, UnidentifiedImageError)
-               else "truncated or damaged image data" if isinstance(e, (OSError, SyntaxError, EOFError))
-               else type(e).__name__)
-        raise InputError(f"cannot decode {what}: not a readable image ({why})") from e
 
 
 def load_image(value: Any, index: int = 0, max_side: int = 16384, name: str = "image", *,
@@ -171,27 +56,22 @@ def load_image(value: Any, index: int = 0, max_side: int = 16384, name: str = "i
         if not p.is_file():
             raise InputError(f"{name} {index}: image file not found: '{p}'" if label is None
                              else f"{label}: image file not found")
-        img = Image(_decode(p, what, max_side, max_pixels), source=str(p), media_index=index)
+        img = Image(decode_pixels(p, what, max_side, max_pixels), source=str(p), media_index=index)
     elif isinstance(value, (bytes, bytearray, memoryview)):
         what = label or f"{name} {index}"
-        img = Image(_decode(io.BytesIO(value), what, max_side, max_pixels), source=what,
+        img = Image(decode_pixels(io.BytesIO(value), what, max_side, max_pixels), source=what,
                     media_index=index)
     elif isinstance(value, np.ndarray):
         what = label or f"{name} {index}"
-        img = Image(_from_array(value, what), source=f"<{what}>", media_index=index)
+        img = Image(array_pixels(value, what), source=f"<{what}>", media_index=index)
     elif type(value).__module__.startswith("PIL."):
         what = label or f"{name} {index}"
-        _check_size(*value.size, max_side, what, max_pixels)
-        try:
-            px = rgb_pixels(value)
-        except OSError as e:  # a lazily loaded PIL image decodes on first access
-            raise InputError(f"cannot decode {what}: not a readable image (truncated or "
-                             "damaged image data)") from e
+        px = pil_pixels(value, what, max_side, max_pixels)
         img = Image(px, source=f"<{what}>", media_index=index)
     else:
         raise InputError(f"{name} {index}: expected an Image, a path, image bytes, a PIL image or "
                          f"a uint8 HxWx3 array, got {type(value).__name__}")
-    _check_size(*img.source_size, max_side, what, max_pixels)
+    check_size(*img.source_size, max_side, what, max_pixels)
     return img
 
 
@@ -248,7 +128,7 @@ class VideoSource:
             width, height = int(cc.width or 0), int(cc.height or 0)
             if width <= 0 or height <= 0:
                 raise InputError(f"video '{self.path}' has no frame size (corrupt stream?)")
-            _check_size(width, height, self.max_side, f"video '{self.path}'")
+            check_size(width, height, self.max_side, f"video '{self.path}'")
             rate = stream.average_rate or stream.guessed_rate
             fps = float(rate) if rate else 0.0
             if stream.duration and stream.time_base:

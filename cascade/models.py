@@ -10,6 +10,8 @@
     stages:
       answer: {type: vlm_answer, params: {model: vlm}, ...}
 
+What an entry may say depends on its `backend` (`cascade.vlm.options`: the fields every backend
+shares, and each backend's own; a backend a plugin registers is declared the same way).
 A stage names the model it uses with a `ModelName` param (`model: vlm`); loading a pipeline checks
 every name (did-you-mean) without loading anything. The family comes from the checkpoint's config
 (`model_type`). The pipeline hands every stage its `Models`; `stage.model("vlm")` is a
@@ -22,15 +24,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel
 
 from .errors import CascadeError, did_you_mean
+from .vlm.options import ModelSpec
 
 if TYPE_CHECKING:
-    from .vlm import VLM, ReductionConfig
-    from .vlm.families import Family, ImageLimits
+    from .vlm.backend import VLM
+    from .vlm.families import Family
+    from .vlm.reduction import ReductionConfig
 
 __all__ = ["ModelSpec", "ModelName", "Models", "DeclaredModel", "model_params", "release_models"]
 
@@ -47,74 +51,6 @@ def model_params(params_cls: type[BaseModel]) -> list[str]:
     """Names of the params of a stage's `Params` that name a declared model."""
     return [name for name, f in params_cls.model_fields.items()
             if any(isinstance(m, _ModelRef) for m in f.metadata)]
-
-
-Reduction = Literal["none", "pool", "divprune", "visionzip", "dart", "fastv", "tower"]
-
-
-class ModelSpec(BaseModel):
-    """One entry of a pipeline's `models:` block: a VLM, where it runs, and its defaults."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    id: str = Field(description="hub id or local folder; for the openai backend, the served model name")
-    backend: Literal["transformers", "openai"] = "transformers"
-    base_url: str | None = Field(None, description="openai backend: the server's /v1 URL")
-    config: str | None = Field(
-        None, description="openai backend: hub id or folder of the served checkpoint, for its "
-        "family (visual tokens, FLOPs); default: `id`")
-    timeout: float = Field(300.0, gt=0, description="openai backend: seconds per request")
-    max_retries: int = Field(2, ge=0, description="openai backend: retries with backoff")
-    device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
-    dtype: str = Field("auto", description="auto | float32 | bfloat16 | float16")
-    kernels: Literal["auto", "triton", "torch"] = Field(
-        "auto", description="fused Triton ops ('auto': on CUDA) or their torch references")
-    attn_implementation: str | None = None
-    context_window: int | None = Field(None, gt=0, description="prompt + generated token cap")
-    kv_cache_bytes: int = Field(2 << 30, ge=0, description="KV prefix cache budget (0: off)")
-    kv_int8: bool = Field(False, description="store cached KV as int8")
-    resolution: Literal["default", "full"] = Field(
-        "default", description="image limits: the processor's, or full (native) resolution")
-    min_pixels: int | None = Field(None, gt=0, description="Qwen families: per-image pixel floor")
-    max_pixels: int | None = Field(None, gt=0, description="Qwen families: per-image pixel cap")
-    longest_edge: int | None = Field(None, gt=0, description="Idefics3/SmolVLM: resize edge")
-    reduction: Reduction = Field("none", description="default visual token reduction")
-    keep_ratio: float = Field(1.0, gt=0.0, le=1.0, description="default fraction of visual tokens kept")
-    fastv_layer: int = Field(2, ge=1, description="FastV: drop tokens after this decoder layer")
-
-    @model_validator(mode="after")
-    def _backend_fields(self) -> "ModelSpec":
-        if self.backend == "transformers" and (self.base_url or self.config):
-            raise ValueError("base_url and config are for backend: openai")
-        return self
-
-    def load_key(self) -> tuple:
-        """What makes two declarations the same loaded model (the reduction defaults do not)."""
-        return tuple(sorted(self.model_dump(exclude={"reduction", "keep_ratio", "fastv_layer"}).items()))
-
-    def limits(self) -> "ImageLimits":
-        """The image limits the model is declared with (`cascade.vlm.families.ImageLimits`)."""
-        from .vlm.families import ImageLimits
-
-        return ImageLimits(self.resolution, self.min_pixels, self.max_pixels, self.longest_edge)
-
-    def load(self) -> "VLM":
-        """Load the model (no sharing: `DeclaredModel.vlm` shares)."""
-        from .vlm import VLM
-
-        opts: dict[str, Any] = {}
-        if self.backend == "openai":
-            opts = {"timeout": self.timeout, "max_retries": self.max_retries,
-                    "config": self.config if self.config is not None else ""}
-            if self.base_url:
-                opts["base_url"] = self.base_url
-        else:
-            opts = {"kv_cache_bytes": self.kv_cache_bytes, "kv_int8": self.kv_int8,
-                    "attn_implementation": self.attn_implementation,
-                    "context_window": self.context_window, "kernels": self.kernels}
-        return VLM.load(self.id, backend=self.backend, device=self.device, dtype=self.dtype,
-                        resolution=self.resolution, min_pixels=self.min_pixels,
-                        max_pixels=self.max_pixels, longest_edge=self.longest_edge, **opts)
 
 
 class _Loaded:
@@ -149,7 +85,7 @@ class DeclaredModel:
     def family(self) -> "Family":
         """The model's family: visual tokens per image, limits, shapes. Reads the checkpoint's
         config and processor (no weights); for the openai backend, from `config` (or `id`)."""
-        key = (self.spec.config or self.spec.id, self.spec.limits())
+        key = (self.spec.family_source, self.spec.limits())
         with _POOL_GUARD:
             loaded = _POOL.get(self.spec.load_key())
             if loaded is not None and loaded.vlm.family is not None:
@@ -163,7 +99,7 @@ class DeclaredModel:
         except CascadeError as e:
             raise CascadeError(f"model '{self.name}' ({self.spec.id}): {e}"
                                + ("; for a served model, set `config` to the checkpoint's hub id "
-                                  "or folder" if self.spec.backend == "openai" else "")) from e
+                                  "or folder" if "config" in type(self.spec).model_fields else "")) from e
         with _POOL_GUARD:
             return _FAMILIES.setdefault(key, family)
 
@@ -195,7 +131,7 @@ class DeclaredModel:
                   fastv_layer: int | None = None) -> "ReductionConfig":
         """The declared reduction defaults, each overridden when given (a stage that turns the
         reduction off keeps every token)."""
-        from .vlm import ReductionConfig
+        from .vlm.reduction import ReductionConfig
 
         s = self.spec
         if keep_ratio is None:
@@ -210,7 +146,8 @@ class Models(Mapping[str, DeclaredModel]):
     """The models a pipeline declares, by name."""
 
     def __init__(self, specs: Mapping[str, ModelSpec | dict[str, Any]] | None = None):
-        self._models = {name: DeclaredModel(name, s if isinstance(s, ModelSpec) else ModelSpec(**s))
+        self._models = {name: DeclaredModel(name, s if isinstance(s, ModelSpec)
+                                            else ModelSpec.model_validate(s))
                         for name, s in (specs or {}).items()}
 
     def __getitem__(self, name: str) -> DeclaredModel:

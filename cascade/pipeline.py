@@ -7,10 +7,12 @@ router's declared branch, no cycles, and every stage reaches an output.
 
 The pipeline owns its models (`Pipeline.models`, `cascade.models`): every stage gets them, and a
 model loads on first use, shared with any other pipeline of the process that declares it the same.
+Every stage also gets the pipeline's on-disk video index (`index:`, `cascade.index.VideoIndex`).
 """
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +22,11 @@ from pydantic import ValidationError
 
 from .errors import ConnectError, RegistryError, SpecError, did_you_mean
 from .graph import Graph
+from .index import VideoIndex
 from .inputs import coerce_inputs
 from .models import Models, model_params
 from .registry import get_stage_class, stage_types
+from .runner import Plan, PipelineResult, Step, execute
 from .spec import PipelineSpec, SourceDoc, flatten_refs, load_spec, parse_ref
 from .stage import Port, Router, Stage
 from .trace import StageHook
@@ -90,8 +94,8 @@ class Pipeline:
                 raise doc.error(("inputs", name, "type"), f"unknown input type '{inp.type}'"
                                 f"{did_you_mean(inp.type, INPUT_TYPES)}; expected one of: "
                                 f"{', '.join(INPUT_TYPES)}")
-        models = Models(spec.models)
-        stages = {name: _instantiate(doc, name, st.type, st.params, models)
+        models, index = Models(spec.models), VideoIndex(spec.index)
+        stages = {name: _instantiate(doc, name, st.type, st.params, models, index)
                   for name, st in spec.stages.items()}
         for name, st in spec.stages.items():
             _check_inputs(doc, spec, stages, name)
@@ -108,16 +112,21 @@ class Pipeline:
         return cls(spec, stages, graph, models, doc.file)
 
     # -- running ------------------------------------------------------------------------------
-    def run(self, **inputs: Any):
+    @functools.cached_property
+    def plan(self) -> Plan:
+        """What the runner executes: the stages wired as the YAML says (`cascade.runner.Plan`)."""
+        steps = {name: Step(self.stages[name], st.inputs, st.when)
+                 for name, st in self.spec.stages.items()}
+        return Plan(self.spec.name, steps, self.spec.outputs, self.graph)
+
+    def run(self, **inputs: Any) -> PipelineResult:
         """Run the pipeline to completion; returns a `PipelineResult` (outputs + trace). Works
         from any thread, inside an event loop or not (`cascade.runner`)."""
-        from .runner import execute
-
         inputs = coerce_inputs(self.spec, inputs)  # the caller's mistakes first: they cost nothing
         self.check_models()
-        return execute(self, inputs)
+        return execute(self.plan, inputs, hooks=self.hooks, executor=self.executor)
 
-    async def arun(self, **inputs: Any):
+    async def arun(self, **inputs: Any) -> PipelineResult:
         """`run` without blocking the running event loop (the run happens in a worker thread)."""
         return await asyncio.to_thread(self.run, **inputs)
 
@@ -159,13 +168,13 @@ def _params_of(type_: str) -> Iterable[str]:
 
 
 def _instantiate(doc: SourceDoc, name: str, type_: str, params: dict[str, Any],
-                 models: Models) -> Stage:
+                 models: Models, index: VideoIndex) -> Stage:
     try:
         cls = get_stage_class(type_)
     except RegistryError as e:
         raise doc.error(("stages", name, "type"), str(e)) from None
     try:
-        stage = cls(params, name=name, models=models)
+        stage = cls(params, name=name, models=models, video_index=index)
     except ValidationError as err:
         e = err.errors()[0]
         field = ".".join(str(p) for p in e["loc"]) or "params"

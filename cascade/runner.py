@@ -18,8 +18,10 @@ comes only from skipped stages; a list of references takes the first that ran, w
 coarse and a fine path join. A reference that ran but produced None (a tool that could not
 answer) also falls through to the next one.
 
-A pipeline may carry an `executor` (`StageExecutor`): the stages it `handles` run through its
-`run(stage, inputs)` instead of in this process (no local setup, no setup gate: a Ray Serve
+The runner executes a `Plan` (the stages, how their inputs are wired, the outputs and the
+dependency graph), which `cascade.pipeline` builds from a validated YAML; it knows nothing of
+loading or validation. A run may carry an `executor` (`StageExecutor`): the stages it `handles`
+run through its `run(stage, inputs)` instead of in this process (no local setup, no setup gate: a Ray Serve
 replica holds the loaded stage, `cascade.serve.ray_app`); everything else (skipping, joins,
 records, output checks) is the same.
 """
@@ -32,19 +34,18 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from .artifacts import Route
 from .errors import StageError
-from .spec import flatten_refs, parse_ref
+from .graph import Graph
+from .spec import Ref, flatten_refs, parse_ref
 from .stage import Router, Stage
-from .trace import StageRecord, Trace, stage_scope
+from .trace import StageHook, StageRecord, Trace, stage_scope
 
-if TYPE_CHECKING:
-    from .pipeline import Pipeline
-
-__all__ = ["execute", "PipelineResult", "StageExecutor"]
+__all__ = ["execute", "Plan", "Step", "PipelineResult", "StageExecutor"]
 
 _MISSING = object()
 _POOL: ThreadPoolExecutor | None = None
@@ -116,6 +117,26 @@ class StageExecutor(Protocol):
     def run(self, stage: Stage, inputs: dict[str, Any]) -> Any: ...
 
 
+@dataclass(frozen=True)
+class Step:
+    """One stage of a plan: the stage, where each input comes from (`$input`, `stage.port`, or a
+    list: the first that ran with a value) and the `router.branch` it runs on (None: always)."""
+
+    stage: Stage
+    inputs: Mapping[str, Ref]
+    when: str | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What `execute` runs: named steps, the outputs' references and the dependency graph."""
+
+    name: str
+    steps: Mapping[str, Step]
+    outputs: Mapping[str, Ref]
+    graph: Graph
+
+
 @dataclass
 class PipelineResult:
     """The outputs a pipeline declared (None for one whose stages were all skipped) and its trace."""
@@ -132,11 +153,13 @@ class PipelineResult:
         return {"outputs": to_jsonable(self.outputs), "trace": self.trace.to_dict()}
 
 
-def execute(pipeline: "Pipeline", inputs: dict[str, Any]) -> PipelineResult:
-    """Run every stage once its dependencies are done; returns the outputs and the trace."""
-    spec = pipeline.spec
-    trace = Trace(spec.name)
-    records = {n: StageRecord(n, s.type) for n, s in spec.stages.items()}
+def execute(plan: Plan, inputs: dict[str, Any], *, hooks: Sequence[StageHook] = (),
+            executor: StageExecutor | None = None) -> PipelineResult:
+    """Run every step once its dependencies are done; returns the outputs and the trace.
+    hooks observe every stage (`cascade.trace.StageHook`); executor runs the stages it handles."""
+    steps = plan.steps
+    trace = Trace(plan.name)
+    records = {n: StageRecord(n, s.stage.type_name) for n, s in steps.items()}
     outputs: dict[str, Any] = {}  # stage name -> its Outputs dataclass (only if it ran)
     finished: list[str] = []
 
@@ -150,11 +173,11 @@ def execute(pipeline: "Pipeline", inputs: dict[str, Any]) -> PipelineResult:
 
     def prepare(name: str) -> dict[str, Any] | None:
         """The stage's inputs, or None when it is skipped (its record says why)."""
-        st, rec = spec.stages[name], records[name]
-        reason = _skip_reason(st.when, outputs)
+        step, rec = steps[name], records[name]
+        reason = _skip_reason(step.when, outputs)
         kwargs: dict[str, Any] = {}
-        ports = pipeline.stages[name].input_ports()
-        for port, ref in st.inputs.items():
+        ports = step.stage.input_ports()
+        for port, ref in step.inputs.items():
             value = next((v for r in flatten_refs([ref]) if (v := lookup(r)) is not _MISSING), _MISSING)
             if value is not _MISSING:
                 kwargs[port] = value
@@ -166,20 +189,20 @@ def execute(pipeline: "Pipeline", inputs: dict[str, Any]) -> PipelineResult:
         return kwargs
 
     def run_stage(name: str, kwargs: dict[str, Any]) -> None:
-        rec, stage_obj = records[name], pipeline.stages[name]
-        for hook in pipeline.hooks:
+        rec, stage_obj = records[name], steps[name].stage
+        for hook in hooks:
             hook.before_stage(rec)
-        out = _call(stage_obj, rec, kwargs, pipeline.executor)
+        out = _call(stage_obj, rec, kwargs, executor)
         outputs[name] = out
         if isinstance(stage_obj, Router):
             rec.detail = f"branch={out.route.branch}: {out.route.reason}".rstrip(": ")
 
     def finish(name: str) -> None:
         finished.append(name)
-        for hook in pipeline.hooks:
+        for hook in hooks:
             hook.after_stage(records[name])
 
-    order = pipeline.graph.sorter()
+    order = plan.graph.sorter()
     order.prepare()
     running: dict[Future, str] = {}
     ready: list[str] = []
@@ -221,10 +244,10 @@ def execute(pipeline: "Pipeline", inputs: dict[str, Any]) -> PipelineResult:
     finally:
         trace.seconds = time.perf_counter() - t0
         trace.stages = [records[n] for n in finished] + \
-            [records[n] for n in spec.stages if n not in finished]
+            [records[n] for n in steps if n not in finished]
 
     result = {}
-    for out_name, ref in spec.outputs.items():
+    for out_name, ref in plan.outputs.items():
         value = next((v for r in flatten_refs([ref]) if (v := lookup(r)) is not _MISSING), None)
         result[out_name] = value
     return PipelineResult(result, trace)

@@ -1,17 +1,19 @@
 """Pipeline YAML -> a validated `PipelineSpec`, with errors that name the file, line and YAML path.
 
 Only `yaml.safe_load`-level constructs are accepted (a SafeLoader that also rejects duplicate keys).
-This module checks the *shape* of the document (the `models:` block included: `cascade.models`);
+This module checks the *shape* of the document (the `models:` block included: each entry against
+its backend's options, `cascade.vlm.options`; the `index:` block, `cascade.index`);
 `cascade.pipeline` checks it against the registered stage types (params, ports, edge types,
 branches, model names) and `cascade.graph` checks cycles.
 
 Edits applied to the raw document before validation, in this order: `model_params` (fields set on
 every declared model), `type_params` (params for every stage of a type; type "*": every stage that
-has the param, the type's own entry winning), then dotted `overrides` (`stage.param` or
-`models.name.field`), so the more specific wins.
+has the param, the type's own entry winning), then dotted `overrides` (`stage.param`,
+`models.name.field`, `index` or `index.field`), so the more specific wins.
 """
 from __future__ import annotations
 
+import types
 import typing
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -21,7 +23,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import SpecError, did_you_mean
-from .models import ModelSpec
+from .index import IndexSpec
+from .vlm.options import BACKENDS, ModelSpec
 
 __all__ = ["PipelineSpec", "StageSpec", "InputSpec", "SourceDoc", "load_spec", "parse_ref",
            "flatten_refs"]
@@ -51,6 +54,8 @@ class PipelineSpec(BaseModel):
     name: str
     description: str = ""
     models: dict[str, ModelSpec] = Field(default_factory=dict)
+    index: IndexSpec | None = Field(None, description="keep each video's index on disk (`true`, "
+                                    "or `{folder: ...}`); absent or false: keep none")
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
     stages: dict[str, StageSpec]
     outputs: dict[str, Ref]
@@ -63,11 +68,18 @@ class PipelineSpec(BaseModel):
             return value
         return {k: {"id": v} if isinstance(v, str) else v for k, v in value.items()}
 
+    @field_validator("index", mode="before")
+    @classmethod
+    def _index_switch(cls, value: Any) -> Any:
+        # `index: true` is `index: {}` (next to each video); `index: false` is no index.
+        return {} if value is True else None if value is False else value
+
     @field_validator("stages")
     @classmethod
     def _reserved_names(cls, value: dict[str, StageSpec]) -> dict[str, StageSpec]:
-        if "models" in value:  # `models.x.y` overrides address the models block
-            raise ValueError("'models' is reserved (it names the models block); rename the stage")
+        for block in ("models", "index"):  # `models.x.y` / `index.x` overrides address the blocks
+            if block in value:
+                raise ValueError(f"'{block}' is reserved (it names the {block} block); rename the stage")
         return value
 
     @field_validator("inputs", mode="before")
@@ -157,10 +169,13 @@ class SourceDoc:
                    line=self.line_of(path))
 
 
-def _model_at(model: Any, parts: tuple[Any, ...]) -> Any:
-    """The pydantic model found by following `parts` (fields and dict keys) from `model`."""
+def _model_at(model: Any, parts: tuple[Any, ...], data: Any) -> Any:
+    """The pydantic model found by following `parts` (fields and dict keys) from `model`, reading
+    the raw `data` alongside (a `models:` entry's class is the one its `backend` names)."""
     t = model
     for part in parts:
+        if isinstance(data, dict):
+            data = data.get(part)
         if isinstance(t, type) and issubclass(t, BaseModel):
             field = t.model_fields.get(str(part))
             t = field.annotation if field else None
@@ -168,6 +183,13 @@ def _model_at(model: Any, parts: tuple[Any, ...]) -> Any:
             t = typing.get_args(t)[1]
         else:
             return None
+        if typing.get_origin(t) in (typing.Union, types.UnionType):  # `X | None`: the model in it
+            t = next((a for a in typing.get_args(t) if isinstance(a, type) and issubclass(a, BaseModel)), t)
+        if t is ModelSpec and isinstance(data, dict):
+            try:
+                t = ModelSpec.options_class(data)
+            except ValidationError:
+                return t
     return t
 
 
@@ -178,9 +200,14 @@ def _pydantic_to_spec_error(doc: SourceDoc, err: ValidationError, model: type[Ba
     e = sorted(err.errors(), key=lambda x: x["type"] != "extra_forbidden")[0]
     loc = prefix + tuple(e["loc"])
     if e["type"] == "extra_forbidden":
-        allowed = list(getattr(_model_at(model, e["loc"][:-1]), "model_fields", {}))
+        owner = _model_at(model, e["loc"][:-1], doc.data)
+        allowed = list(getattr(owner, "model_fields", {}))
         msg = (f"unknown field '{loc[-1]}'{did_you_mean(loc[-1], allowed)}; "
                f"expected one of: {', '.join(allowed)}")
+        if isinstance(owner, type) and issubclass(owner, ModelSpec):
+            elsewhere = [b for b in BACKENDS.names() if loc[-1] in BACKENDS[b].options.model_fields]
+            if elsewhere:
+                msg += f" ('{loc[-1]}' is an option of backend {' / '.join(elsewhere)})"
     elif e["type"] == "missing":
         msg = f"required field '{loc[-1]}' is missing"
     else:
@@ -194,10 +221,19 @@ def _mapping(data: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], file: str) -> None:
-    """Set dotted overrides into the raw document before validation: `stage.param`, or
-    `models.name.field` for a declared model."""
+    """Set dotted overrides into the raw document before validation: `stage.param`,
+    `models.name.field` for a declared model, `index` (true / false / a mapping) or `index.field`
+    (which turns the index on)."""
     for dotted, value in overrides.items():
         head, dot, rest = dotted.partition(".")
+        if head == "index":
+            if not dot:
+                data["index"] = value
+            else:
+                if not isinstance(data.get("index"), dict):
+                    data["index"] = {}
+                data["index"][rest] = value
+            continue
         if head == "models":
             name, dot, field = rest.partition(".")
             models = _mapping(data, "models")
@@ -210,8 +246,8 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], file: str) 
             continue
         stages = _mapping(data, "stages")
         if not dot or not rest:
-            raise SpecError(f"override '{dotted}' must look like 'stage.param' or "
-                            "'models.name.field'", file=file)
+            raise SpecError(f"override '{dotted}' must look like 'stage.param', "
+                            "'models.name.field' or 'index'", file=file)
         if head not in stages:
             raise SpecError(f"override '{dotted}': no stage '{head}'"
                             f"{did_you_mean(head, stages)}", file=file)
@@ -226,11 +262,17 @@ def _model_entry(models: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def apply_model_params(data: dict[str, Any], fields: dict[str, Any]) -> None:
-    """Set `fields` on every declared model (`QA(model=...)`, `--offline`); none declared: no-op."""
+    """Set `fields` on every declared model whose backend has them (`QA(model=...)`,
+    `--offline`: `id` on all, `device` where it runs in process); none declared: no-op."""
     models = _mapping(data, "models")
     for name in models:
         if isinstance(models[name], (str, dict)):
-            _model_entry(models, name).update(fields)
+            entry = _model_entry(models, name)
+            try:
+                known = ModelSpec.options_class(entry).model_fields
+            except ValidationError:  # an unknown backend: validation reports it with its path
+                known = fields
+            entry.update({k: v for k, v in fields.items() if k in known})
 
 
 def apply_type_params(data: dict[str, Any], by_type: dict[str, dict[str, Any]],

@@ -23,7 +23,9 @@ stages that wait on the branches it did not take.
 
 A stage that uses a model of the pipeline's `models:` block names it with a `ModelName` param
 (`model: ModelName = "vlm"`) and reaches it with `self.model(self.params.model)`
-(`cascade.models.DeclaredModel`: its family, and the loaded model, shared).
+(`cascade.models.DeclaredModel`: its family, and the loaded model, shared). A stage that saves or
+reads a video's on-disk index asks `self.video_index` (`cascade.index.VideoIndex`, the pipeline's
+`index:` setting) for its store.
 """
 from __future__ import annotations
 
@@ -34,13 +36,14 @@ import threading
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from . import plugins
 from .artifacts import Route
+from .index import IndexSpec, VideoIndex
 from .models import DeclaredModel, Models, ModelSpec
-from .registry import register
 
 if TYPE_CHECKING:
     from .model_refs import ModelRef
@@ -71,16 +74,19 @@ class Stage:
     Params: ClassVar[type[StageParams]] = StageParams
 
     def __init__(self, params: StageParams | dict[str, Any] | None = None, *, name: str = "",
-                 models: Models | Mapping[str, ModelSpec | dict[str, Any]] | None = None):
+                 models: Models | Mapping[str, ModelSpec | dict[str, Any]] | None = None,
+                 video_index: VideoIndex | IndexSpec | bool | None = None):
         self.name = name or self.type_name
         self.params = params if isinstance(params, self.Params) else self.Params(**(params or {}))
         self.models = models if isinstance(models, Models) else Models(models)
+        self.video_index = VideoIndex.of(video_index)
         self._setup_lock = threading.Lock()
         self._is_setup = False
 
     def model(self, name: str) -> DeclaredModel:
         """A model the pipeline declares (`models:`), by name. A stage used on its own gets its
-        models at construction: `Stage(params, models={"vlm": {"id": ...}})`."""
+        models at construction: `Stage(params, models={"vlm": {"id": ...}})`, and its index the
+        same way: `Stage(params, video_index=True)` (what a pipeline's `index: true` gives)."""
         return self.models[name]
 
     def setup(self) -> None:
@@ -146,7 +152,8 @@ class Stage:
         params = {}
         for fname, f in cls.Params.model_fields.items():
             default = None if f.is_required() else f.get_default(call_default_factory=True)
-            params[fname] = {"type": type_name(f.annotation), "default": default,
+            annotation = Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation
+            params[fname] = {"type": type_name(annotation), "default": default,
                              "required": f.is_required(), "description": f.description or ""}
         doc = inspect.getdoc(cls) or ""
         desc = {"type": cls.type_name, "description": doc.split("\n\n")[0].replace("\n", " "),
@@ -180,7 +187,7 @@ def stage(type_name: str):
             raise TypeError(f"@stage('{type_name}') must decorate a Stage subclass, got {cls!r}")
         cls.type_name = type_name
         cls.input_ports(), cls.output_ports()  # fail at import, not at first pipeline load
-        register(type_name, cls)
+        plugins.stages.register(type_name, cls)
         return cls
 
     return wrap

@@ -5,9 +5,10 @@ import collections.abc as cabc
 import types
 import typing
 from pathlib import Path
-from typing import Any, Union
+from typing import Annotated, Any, Union
 
 from .artifacts import Image
+from .plugins import NameOf
 
 # Types a pipeline's `inputs:` may name in YAML, and the Python type each becomes. `history`: a
 # conversation's earlier (question, answer) turns, for a VLM that puts them in its prompt.
@@ -27,6 +28,10 @@ def type_name(t: Any) -> str:
     """`list[Image]`, `Image | None`, `str`: how a port type is printed in errors and docs."""
     if t is Any:
         return "Any"
+    if typing.get_origin(t) is Annotated:  # a registry name lists what is registered
+        base, *meta = typing.get_args(t)
+        names = next((m for m in meta if isinstance(m, NameOf)), None)
+        return type_name(base) if names is None else f"one of [{', '.join(names.choices())}]"
     if t is type(None):
         return "None"
     if _is_union(t):

@@ -11,18 +11,16 @@ on the CPU (exact `IndexFlatIP`, or `IndexHNSWFlat` once the set exceeds `hnsw_t
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
 from cascade.artifacts import Image
 from cascade.cache import content_hash
+from cascade.index import SavedVectors
 
-__all__ = ["Embeddings", "VectorIndex", "mmr_select", "normalize", "index_dir_for",
-           "save_vectors", "load_vectors"]
+__all__ = ["Embeddings", "VectorIndex", "mmr_select", "normalize"]
 
 IndexKind = Literal["auto", "flat", "hnsw"]
 
@@ -138,61 +136,31 @@ class VectorIndex:
             scores, ids = similarity_topk(qt, self._gpu_keys, k, normalize=False)
         return scores.float().cpu().numpy(), ids.cpu().numpy()
 
-    # -- persistence (faiss CPU indexes; GPU backends rebuild from the saved vectors) -----------
-    def save(self, folder: str | Path, meta: dict[str, Any]) -> Path:
-        import faiss
-
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        np.save(folder / "vectors.npy", self.vectors)
-        if self.backend == "faiss-cpu":
-            faiss.write_index(self._index, str(folder / "index.faiss"))
-        (folder / "meta.json").write_text(json.dumps({**meta, "kind": self.kind,
-                                                      "count": len(self)}, indent=1))
-        return folder
+    # -- persistence in a video's index (faiss CPU indexes; GPU backends rebuild from the vectors)
+    def save(self, store: SavedVectors, emb: Embeddings) -> None:
+        """Save the vectors of `emb` and this index (`cascade.index.SavedVectors`)."""
+        store.save(self.vectors, {"model": emb.model, "keys": list(emb.keys),
+                                  "set_key": emb.set_key(), "kind": self.kind,
+                                  "timestamps": [getattr(i, "timestamp", None) for i in emb.items]},
+                   self._index if self.backend == "faiss-cpu" else None)
 
     @classmethod
-    def load(cls, folder: str | Path, device: str = "auto") -> tuple["VectorIndex", dict]:
-        import faiss
-
-        folder = Path(folder)
-        meta = json.loads((folder / "meta.json").read_text())
-        vectors = np.load(folder / "vectors.npy")
+    def load(cls, store: SavedVectors, device: str = "auto") -> "VectorIndex | None":
+        """The saved index, or None when nothing complete is saved."""
+        saved = store.read()
+        if saved is None:
+            return None
+        vectors, meta, faiss_index = saved
         use_cuda = device == "cuda" or (device == "auto" and _cuda_available())
-        if (folder / "index.faiss").is_file() and not use_cuda:
-            return cls(vectors, meta["kind"], "faiss-cpu",
-                       faiss.read_index(str(folder / "index.faiss"))), meta
-        return cls.build(vectors, meta.get("kind", "flat"), device=device), meta
+        if faiss_index is not None and not use_cuda:
+            return cls(vectors, meta["kind"], "faiss-cpu", faiss_index)
+        return cls.build(vectors, meta.get("kind", "flat"), device=device)
 
 
 def _cuda_available() -> bool:
     import torch
 
     return torch.cuda.is_available()
-
-
-def index_dir_for(video: str | Path | None, index_path: str | None) -> Path | None:
-    """Where a video's saved index lives: `index_path`, else `<video>.cascade-index/`."""
-    if index_path:
-        return Path(index_path)
-    return Path(f"{video}.cascade-index") if video else None
-
-
-def save_vectors(folder: Path, emb: Embeddings, index: VectorIndex) -> None:
-    index.save(folder, {"model": emb.model, "keys": list(emb.keys), "set_key": emb.set_key(),
-                        "timestamps": [getattr(i, "timestamp", None) for i in emb.items]})
-
-
-def load_vectors(folder: Path, model: str) -> dict[str, np.ndarray]:
-    """{item key: vector} saved for `model` in `folder` (empty when none or another model)."""
-    meta_file = folder / "meta.json"
-    if not meta_file.is_file():
-        return {}
-    meta = json.loads(meta_file.read_text())
-    if meta.get("model") != model:
-        return {}
-    vectors = np.load(folder / "vectors.npy")
-    return dict(zip(meta.get("keys", []), vectors))
 
 
 def mmr_select(candidates: np.ndarray, relevance: np.ndarray, vectors: np.ndarray, k: int,

@@ -16,7 +16,7 @@ from cascade.progress import progress
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
-from ._retrieval import Embeddings, index_dir_for, load_vectors, normalize
+from ._retrieval import Embeddings, normalize
 from ._shared import as_image_list, pick_device, shared_model
 
 
@@ -53,7 +53,8 @@ class ClipEmbed(Stage):
 
     Image embeddings are cached by pixel content in a process-wide LRU shared by every stage using
     the same model, so a second question about the same video embeds nothing again; with a `video`
-    input, vectors saved by `retrieve(persist=true)` next to the video are reused too. Defaults
+    input and the pipeline's `index:` on, vectors `retrieve` saved in the video's index are reused
+    too. Defaults
     are ViT-B-32 with OpenAI weights (downloaded by open_clip on first use). Checkpoints load as
     tensors only (safetensors, `torch.load(weights_only=True)`); a full pickle needs
     `allow_pickle: true`. `pretrained: null`
@@ -71,8 +72,6 @@ class ClipEmbed(Stage):
         device: str = Field("auto", description="'auto', 'cpu', 'cuda', 'cuda:1' ...")
         batch_size: int = Field(32, gt=0, le=4096, description="images per forward pass")
         cache_mb: int = Field(256, gt=0, description="embedding cache budget (per model)")
-        index_path: str | None = Field(None, description="saved index folder to reuse vectors "
-                                       "from (default: <video>.cascade-index when video is given)")
 
     @dataclass(frozen=True)
     class Outputs:
@@ -131,22 +130,19 @@ class ClipEmbed(Stage):
             feats = net.encode_text(tokenizer(texts).to(self.device)).float().cpu().numpy()
         return normalize(feats)
 
-    def _seed_from_saved(self, video: Path | VideoSource | None) -> None:
-        path = video.path if isinstance(video, VideoSource) else video
-        folder = index_dir_for(path, self.params.index_path)
-        if folder is None:
+    def _seed_from_saved(self, video: Path | VideoSource) -> None:
+        store = self.video_index.vectors(video)
+        version = None if store is None else store.version()
+        if version is None:
             return
         # Read a saved index once per version of it, not on every question about the video.
-        try:
-            version = (str(folder), self.model_id, (folder / "vectors.npy").stat().st_mtime_ns)
-        except OSError:
-            return
+        version = (*version, self.model_id)
         seeded = self.shared.extra["seeded_from"]
         if version in seeded:
             return
         seeded.put(version, True)
         cache = self.shared.extra["embed_cache"]
-        saved = load_vectors(folder, self.model_id)
+        saved = store.for_model(self.model_id)
         for k, v in saved.items():
             if k not in cache:
                 cache.put(k, v)
@@ -158,7 +154,7 @@ class ClipEmbed(Stage):
         items = as_image_list(images)
         if not items:
             raise InputError("clip_embed: no images to embed")
-        if video is not None or self.params.index_path:
+        if video is not None:
             self._seed_from_saved(video)
         vecs, hits, computed = self.embed_images(items)
         record(embed_images=computed, embed_cache_hits=hits)

@@ -14,7 +14,6 @@ from cascade.model_refs import ModelRef, bundled_file
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
-from ._saved_results import SavedResults
 from ._shared import as_image_list, pick_device, result_cache, shared_model
 
 
@@ -56,7 +55,8 @@ class Detect(Stage):
     checkpoint, a hub name such as `yolo11n.pt`, TorchScript ...) is a pickle or runs code when
     loaded: it needs `allow_pickle: true`, which says the file is trusted. Boxes are mapped to
     source coordinates, so detections on a tile or crop land where they are in the original.
-    Cached by pixel content.
+    Cached by pixel content; with the pipeline's `index:` on and a `video` input, saved in the
+    video's index and read back by later processes.
     """
 
     class Params(StageParams):
@@ -73,10 +73,6 @@ class Detect(Stage):
         batch_size: int = Field(16, gt=0, le=1024, description="images per predict call")
         device: str = Field("auto", description="'auto', 'cpu', 'cuda', '0' ...")
         cache_items: int = Field(4096, gt=0, description="images whose results are kept")
-        persist: bool = Field(False, description="save/reload the results per frame next to the "
-                              "video (needs the `video` input), so a new process reads them")
-        index_path: str | None = Field(None, description="folder for the saved results "
-                                       "(default: <video>.cascade-index)")
 
         @field_validator("weights")
         @classmethod
@@ -149,8 +145,7 @@ class Detect(Stage):
 
     def run(self, images: list[Image] | Image, video: Path | VideoSource | None = None) -> Outputs:
         p = self.params
-        saved = SavedResults.for_video(video, p.index_path, "detect",
-                                       f"{self.weights}:{self.cache_key}") if p.persist else None
+        saved = self.video_index.results(video, "detect", f"{self.weights}:{self.cache_key}")
         if saved is not None:
             record(saved_results_loaded=saved.seed(self.cache))
         items = as_image_list(images)

@@ -20,7 +20,6 @@ from cascade.progress import progress
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
-from ._saved_results import SavedResults
 from ._shared import as_image_list, result_cache, shared_model
 
 PADDLE_HINT = ("the 'paddleocr' OCR backend needs the optional extra: pip install "
@@ -101,7 +100,9 @@ class Ocr(Stage):
 
     Backends: `rapidocr` (default; PP-OCR ONNX models bundled in the wheel, offline) and
     `paddleocr` (optional extra `vlm-cascade[paddle]`; needs its models, see `model_dir`).
-    Results are cached by pixel content; lines carry media index and frame timestamp.
+    Results are cached by pixel content; lines carry media index and frame timestamp. With the
+    pipeline's `index:` on and a `video` input, each frame's lines are saved in the video's index
+    and read back by later processes.
     """
 
     class Params(StageParams):
@@ -118,10 +119,6 @@ class Ocr(Stage):
         model_dir: str | None = Field(None, description="local model folder (rapidocr: model root; "
                                       "paddleocr: folder with det/ and rec/ model dirs)")
         cache_items: int = Field(4096, gt=0, description="images whose results are kept")
-        persist: bool = Field(False, description="save/reload the results per frame next to the "
-                              "video (needs the `video` input), so a new process reads them")
-        index_path: str | None = Field(None, description="folder for the saved results "
-                                       "(default: <video>.cascade-index)")
 
     @dataclass(frozen=True)
     class Outputs:
@@ -180,8 +177,7 @@ class Ocr(Stage):
 
     def run(self, images: list[Image] | Image, video: Path | VideoSource | None = None) -> Outputs:
         p = self.params
-        saved = SavedResults.for_video(video, p.index_path, "ocr", self.config_key) \
-            if p.persist else None
+        saved = self.video_index.results(video, "ocr", self.config_key)
         if saved is not None:
             record(saved_results_loaded=saved.seed(self.cache))
         lines, density, counts = [], [], []

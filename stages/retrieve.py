@@ -33,7 +33,7 @@ from cascade.evidence import attributes
 from cascade.evidence.blocks import (ByFrame, TextBlock, frame_size_of, named_detections, norm_text,
                                      reading_chars, salience, text_blocks)
 from cascade.evidence.query import Query, has_cue
-from ._retrieval import Embeddings, VectorIndex, index_dir_for, mmr_select, save_vectors
+from ._retrieval import Embeddings, VectorIndex, mmr_select
 from .tiles import owner_of
 
 SIGNALS = ("text", "objects", "clip", "semantic")
@@ -49,18 +49,6 @@ DEFAULT_WEIGHTS: dict[str, dict[str, float]] = {
 _INDEXES = LRUCache(2 * 2**30, size_of=lambda idx: idx.vectors.nbytes * 2)
 
 
-def _saved_set_key(folder: Path | None) -> str | None:
-    import json
-
-    meta = folder / "meta.json" if folder is not None else None
-    if meta is None or not meta.is_file():
-        return None
-    try:
-        return json.loads(meta.read_text()).get("set_key")
-    except (OSError, ValueError):
-        return None  # a damaged index folder is rebuilt and overwritten
-
-
 @stage("retrieve")
 class Retrieve(Stage):
     """Pick the top-k items (frames, images, regions) for the query, fused by intent.
@@ -74,8 +62,8 @@ class Retrieve(Stage):
     nothing, so a caption shown all along cannot crowd out the frame with the small sign. Other
     intents use MMR (`mmr_lambda` < 1 trades relevance for diversity); `min_gap_s` keeps video
     picks apart in time. CLIP candidates come from a FAISS index (exact inner product; HNSW above
-    `hnsw_threshold` vectors; faiss GPU or torch top-k on a GPU); with `persist: true` and a
-    `video`, the CLIP index is saved to `<video>.cascade-index/` (or `index_path`) and reloaded.
+    `hnsw_threshold` vectors; faiss GPU or torch top-k on a GPU); with the pipeline's `index:` on
+    and a `video`, the CLIP index is saved in the video's index (`cascade.index`) and reloaded.
     `ranked` lists every candidate best first, for stages that look further (`find_evidence`).
     """
 
@@ -98,8 +86,6 @@ class Retrieve(Stage):
         device: str = Field("auto", description="'auto' (GPU when present), 'cpu' or 'cuda'")
         order: Literal["score", "time"] = Field("score", description="output order; time = "
                                                 "chronological (frames) / source order")
-        persist: bool = Field(False, description="save/reload the CLIP index next to the video")
-        index_path: str | None = Field(None, description="folder for the saved index")
 
         @field_validator("weights")
         @classmethod
@@ -126,20 +112,20 @@ class Retrieve(Stage):
     def _index(self, emb: Embeddings, video: Path | None) -> VectorIndex:
         p = self.params
         key = (emb.set_key(), p.index, p.hnsw_threshold, p.hnsw_m, p.device)
-        folder = index_dir_for(video, p.index_path) if p.persist else None
-        saved = _saved_set_key(folder) == emb.set_key()
+        store = self.video_index.vectors(video)
+        saved = store is not None and store.set_key() == emb.set_key()
         idx = _INDEXES.get(key)
         if idx is not None:
             record(index_cache_hits=1)
-        elif saved:
-            idx, _ = VectorIndex.load(folder, p.device)
+        elif saved and (idx := VectorIndex.load(store, p.device)) is not None:
             record(index_loaded=1)
         else:
+            saved = False
             idx = VectorIndex.build(emb.vectors, p.index, p.hnsw_threshold, p.hnsw_m,
                                     ef_search=p.ef_search, device=p.device)
         _INDEXES.put(key, idx)
-        if folder is not None and not saved:
-            save_vectors(folder, emb, idx)
+        if store is not None and not saved:
+            idx.save(store, emb)
             record(index_saved=1)
         return idx
 

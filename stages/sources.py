@@ -15,9 +15,6 @@ from cascade.media import VideoSource, load_image
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
-from ._frame_store import FrameStore
-from ._retrieval import index_dir_for
-
 
 def drop_near_duplicates(frames: list[Frame], threshold: float) -> list[Frame]:
     """Keep a frame only when some part of it differs from the last kept frame: the largest
@@ -54,10 +51,10 @@ class VideoFrames(Stage):
     small ones map onto the large ones.
 
     For long videos: `dedup` drops near-duplicate frames (a static shot sampled many times) before
-    any model sees them, and `persist` saves the sampled frames next to the video
-    (`<video>.cascade-index/`, where `retrieve` saves its index) so later questions, in this
-    process or another, read them back instead of decoding the video again. The saved set is keyed
-    by the video's size and modification time and by these params.
+    any model sees them, and with the pipeline's `index:` on the sampled frames are saved in the
+    video's index (`cascade.index`, where `retrieve` saves its CLIP index) so later questions, in
+    this process or another, read them back instead of decoding the video again. The saved set is
+    keyed by the video's size and modification time and by these params.
     """
 
     class Params(StageParams):
@@ -72,10 +69,6 @@ class VideoFrames(Stage):
         dedup: float = Field(0.0, ge=0, le=255, description="drop frames none of whose cells "
                              "(32x18 grid, mean grayscale 0-255) changed by this much since the "
                              "last kept frame; 0 keeps every sampled frame")
-        persist: bool = Field(False, description="save the sampled frames next to the video and "
-                              "reuse them (later questions and processes skip decoding)")
-        index_path: str | None = Field(None, description="folder for the saved frames "
-                                       "(default: <video>.cascade-index)")
 
     @dataclass(frozen=True)
     class Outputs:
@@ -85,11 +78,10 @@ class VideoFrames(Stage):
     def run(self, video: Path | VideoSource) -> Outputs:
         p = self.params
         src = video if isinstance(video, VideoSource) else VideoSource(video, p.max_side)
-        store = None
-        if p.persist:
-            settings = {"mode": p.mode, "fps": p.fps, "max_frames": p.max_frames, "size": p.size,
-                        "dedup": p.dedup}
-            store = FrameStore(index_dir_for(src.path, p.index_path), src.path, settings)
+        settings = {"mode": p.mode, "fps": p.fps, "max_frames": p.max_frames, "size": p.size,
+                    "dedup": p.dedup}
+        store = self.video_index.frames(src.path, settings)
+        if store is not None:
             frames = store.load()
             if frames is not None:
                 record(frames_loaded=len(frames))

@@ -18,7 +18,6 @@ answer is a draft for a router turns it off.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from pydantic import Field
 
@@ -29,6 +28,7 @@ from cascade.models import ModelName
 from cascade.stage import Stage, StageParams, stage
 from cascade.streaming import claim_stream
 from cascade.trace import record
+from cascade.vlm.reduction import ReductionName
 
 from ._shared import as_image_list
 
@@ -40,7 +40,7 @@ class VLMAnswer(Stage):
     class Params(StageParams):
         model: ModelName = Field("vlm", description="the model, by its name in the pipeline's `models:`")
         max_new_tokens: int = Field(128, gt=0)
-        reduction: Literal["none", "pool", "divprune", "visionzip", "dart", "fastv", "tower"] | None = Field(
+        reduction: ReductionName | None = Field(
             None, description="visual token reduction (default: the model's)")
         keep_ratio: float | None = Field(None, gt=0.0, le=1.0,
                                          description="fraction of visual tokens kept (default: the model's)")

@@ -71,9 +71,15 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
 
 def _run(args: argparse.Namespace, demo: bool) -> int:
     if getattr(args, "ray", False):
+        if args.demo:
+            print("cascade serve --ray: the demo is not served on Ray; drop --demo", file=sys.stderr)
+            return 2
+        config = config_from_args(args)
+        if config.random_weights:
+            print(TINY_NOTE, file=sys.stderr)
         from .ray_deploy import serve_on_ray  # imports ray only when asked
 
-        return serve_on_ray(args)
+        return serve_on_ray(args, config)
     import uvicorn
 
     from .app import create_app

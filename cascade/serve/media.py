@@ -28,7 +28,8 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 
 from ..errors import InputError
-from ..media import ImageTooLarge, image_size, load_image
+from ..imagefile import ImageTooLarge, image_size
+from ..media import load_image
 from .config import ServeConfig
 from .errors import APIError
 from .uploads import Uploads

@@ -14,7 +14,10 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import ServeConfig
 
 __all__ = ["add_ray_flags", "serve_on_ray", "add_deploy_command", "deploy_config",
            "local_cluster_cpus"]
@@ -56,20 +59,15 @@ def local_cluster_cpus(options) -> int:
     return max(os.cpu_count() or 1, math.ceil(need))
 
 
-def serve_on_ray(args: argparse.Namespace) -> int:
-    """`cascade serve --ray`: start (or join) a cluster, run the application, block until ^C."""
+def serve_on_ray(args: argparse.Namespace, config: ServeConfig) -> int:
+    """`cascade serve --ray`: start (or join) a cluster, run the application with `config` (the
+    server settings `cascade.serve.cli` read from `args`), block until ^C."""
     import ray
     from ray import serve
 
-    from .cli import TINY_NOTE, config_from_args
     from .ray_app import APP_NAME, app_args, build_app
 
-    if args.demo:
-        print("cascade serve --ray: the demo is not served on Ray; drop --demo", file=sys.stderr)
-        return 2
-    config, options = config_from_args(args), _options(args)
-    if config.random_weights:
-        print(TINY_NOTE, file=sys.stderr)
+    options = _options(args)
     if args.address:
         ray.init(address=args.address)
     else:

@@ -1,8 +1,8 @@
 """The backend protocol and the `VLM` facade users hold.
 
 A backend answers a question about images and bills it (`VLMResult` with its `Bill`); it may also
-open sessions and batch. Backends register by short name; `VLM.load(model, backend="transformers")`
-picks one.
+open sessions and batch. Backends register by short name with their options
+(`cascade.vlm.options.register_backend`); `VLM.load(model, backend="transformers")` picks one.
 """
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from .. import plugins
 from ..errors import InputError, did_you_mean
 from .decode import GREEDY, OnToken, Sampling, TokenEvent
 from .families import Family, ImageLimits
@@ -18,7 +19,7 @@ from .prompt import History
 from .reduction import ReductionConfig
 from .result import VLMResult
 
-__all__ = ["Backend", "VLM", "Stream", "register_backend", "BACKENDS"]
+__all__ = ["Backend", "VLM", "Stream"]
 
 
 @runtime_checkable
@@ -45,33 +46,6 @@ class Backend(Protocol):
 
     def session(self, images: Any, *, system_prompt: str | None = None,
                 reduction: ReductionConfig | None = None, max_new_tokens: int = 64) -> Any: ...
-
-
-def _load_transformers(model: str, **opts: Any) -> Backend:
-    from .transformers_backend import TransformersBackend
-
-    return TransformersBackend.load(model, **opts)
-
-
-def _load_openai(model: str, **opts: Any) -> Backend:
-    from .openai_backend import OpenAIBackend
-
-    opts.pop("device", None), opts.pop("dtype", None)  # the server decides those
-    if "kernels" in opts:
-        raise InputError("`kernels` picks the in-process Triton/torch ops of the transformers "
-                         "backend; an openai-compatible server runs its own kernels")
-    return OpenAIBackend(model, **opts)
-
-
-BACKENDS: dict[str, Callable[..., Backend]] = {"transformers": _load_transformers,
-                                               "openai": _load_openai}
-
-
-def register_backend(name: str, loader: Callable[..., Backend]) -> None:
-    """Add a backend: `loader(model, **opts)` returns an object satisfying `Backend`."""
-    if name in BACKENDS:
-        raise InputError(f"VLM backend '{name}' is already registered")
-    BACKENDS[name] = loader
 
 
 class Stream:
@@ -125,19 +99,22 @@ class VLM:
              **opts: Any) -> "VLM":
         """model: hub id, local folder, or (openai) the served model name; resolution and
         min/max_pixels / longest_edge: the family's image limits (`ImageLimits`); opts go to the
-        backend (transformers: kv_cache_bytes, kv_int8, kv_cache, attn_implementation,
-        context_window; openai: base_url, api_key, timeout, max_retries, config).
+        backend's loader (transformers: kv_cache_bytes, kv_int8, kv_cache, attn_implementation,
+        context_window; openai: base_url, api_key, timeout, max_retries, config; a registered
+        backend: its own).
 
         kernels (transformers backend): "auto" runs the cascade.kernels Triton ops on CUDA and
         their torch references on CPU; "triton" forces Triton (on CPU only under
         TRITON_INTERPRET=1); "torch" the references. Passed to the backend only when not "auto"."""
-        if backend not in BACKENDS:
-            raise InputError(f"unknown VLM backend '{backend}'{did_you_mean(backend, BACKENDS)}; "
-                             f"choose one of {sorted(BACKENDS)}")
+        entry = plugins.backends.get(backend)  # a `cascade.vlm.options.BackendEntry`
+        if entry is None:
+            names = plugins.backends.names()
+            raise InputError(f"unknown VLM backend '{backend}'{did_you_mean(backend, names)}; "
+                             f"choose one of {names}")
         if kernels != "auto":
             opts["kernels"] = kernels
         limits = ImageLimits(resolution, min_pixels, max_pixels, longest_edge)
-        return cls(BACKENDS[backend](model, device=device, dtype=dtype, limits=limits, **opts))
+        return cls(entry.loader(model, device=device, dtype=dtype, limits=limits, **opts))
 
     @property
     def model_id(self) -> str:

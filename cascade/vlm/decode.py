@@ -91,10 +91,11 @@ Step = Callable[[torch.Tensor, torch.Tensor, Any, "torch.Tensor | None"], torch.
 
 
 class Decoder:
-    """Generates from a family's LM head and decoder; stateless between calls."""
+    """Generates from a loaded family's LM head and decoder (`FamilyRuntime`); stateless between
+    calls."""
 
-    def __init__(self, family: Any, eos_ids: frozenset[int]):
-        self.family, self.eos_ids = family, eos_ids
+    def __init__(self, runtime: Any, eos_ids: frozenset[int]):
+        self.runtime, self.eos_ids = runtime, eos_ids
 
     def run(self, hidden: torch.Tensor, cache: Any, next_pos: list[int], max_new_tokens: int,
             sampling: Sampling = GREEDY, *, step: Step | None = None,
@@ -104,7 +105,7 @@ class Decoder:
         `hidden` [B, n, D]. next_pos: each request's next text position. attention_mask [B, past]
         for a left-padded batch (None when nothing is padded). step(embeds, positions, cache, mask)
         runs one token per request through the decoder (default: the family's forward)."""
-        fam = self.family
+        fam = self.runtime
         B = hidden.shape[0]
         step = step or (lambda e, p, c, m: fam.forward(e, p, c, attention_mask=m))
         gens = [Generated() for _ in range(B)]
@@ -146,7 +147,7 @@ class Decoder:
 
     def _delta(self, g: Generated) -> str:
         """The text the newest token adds (held back while it ends in an incomplete character)."""
-        text = self.family.tokenizer.decode(g.tokens, skip_special_tokens=True)
+        text = self.runtime.tokenizer.decode(g.tokens, skip_special_tokens=True)
         if text.endswith("\ufffd"):
             return ""
         delta = text[len(g._text):] if text.startswith(g._text) else text

@@ -7,7 +7,7 @@ from the rotary tables, and layers K.. run on the rest. Kept tokens keep their o
 The KV cache therefore holds all tokens in layers < K and only kept tokens in layers >= K, which
 is why decoding runs layer by layer here too (a single-query step needs no mask). Whatever the
 family's own forward adds between layers (Qwen3-VL's DeepStack features) is added here too, to
-the visual tokens still kept (`Family.after_layer`).
+the visual tokens still kept (`FamilyRuntime.after_layer`).
 
 The ranking depends on the question, so a FastV prefix is never stored in the KV prefix cache.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from .families.base import Family
+from .families.runtime import FamilyRuntime
 from .kv_cache import cache_layers
 
 __all__ = ["fastv_prefill", "layerwise_step", "last_token_attention"]
@@ -28,14 +28,14 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x2, x1), dim=-1)
 
 
-def _call_layer(family: Family, layer: torch.nn.Module, h: torch.Tensor,
+def _call_layer(family: FamilyRuntime, layer: torch.nn.Module, h: torch.Tensor,
                 pos_emb: tuple[torch.Tensor, torch.Tensor], cache: Any, mask: Any = None) -> torch.Tensor:
     out = layer(h, attention_mask=mask, position_embeddings=pos_emb, use_cache=True,
                 **{family.cache_kw: cache})
     return out[0] if isinstance(out, tuple) else out
 
 
-def last_token_attention(family: Family, layer_idx: int, h_in_last: torch.Tensor,
+def last_token_attention(family: FamilyRuntime, layer_idx: int, h_in_last: torch.Tensor,
                          cos_last: torch.Tensor, sin_last: torch.Tensor, cache: Any) -> torch.Tensor:
     """Head-averaged attention [L] of the last token over all keys in layer `layer_idx`.
 
@@ -53,7 +53,7 @@ def last_token_attention(family: Family, layer_idx: int, h_in_last: torch.Tensor
     return w.mean(dim=(0, 1, 2))
 
 
-def fastv_prefill(family: Family, embeds: torch.Tensor, positions: torch.Tensor,
+def fastv_prefill(family: FamilyRuntime, embeds: torch.Tensor, positions: torch.Tensor,
                   visual_index: torch.Tensor, keep: int, layer_k: int, cache: Any,
                   extra: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Prefill [1, L, D] embeddings with FastV; returns (final-normed hidden of the last token
@@ -83,7 +83,7 @@ def fastv_prefill(family: Family, embeds: torch.Tensor, positions: torch.Tensor,
     return lm.norm(h[:, -1:]), kept
 
 
-def layerwise_step(family: Family, embeds: torch.Tensor, positions: torch.Tensor, cache: Any,
+def layerwise_step(family: FamilyRuntime, embeds: torch.Tensor, positions: torch.Tensor, cache: Any,
                    attention_mask: Any = None) -> torch.Tensor:
     """One decode step [1, 1, D] through every layer against caches of unequal lengths."""
     lm = family.text_model

@@ -8,21 +8,25 @@ media hits. Entries live on the model's device, in a byte-bounded LRU (`cascade.
 With `int8=True` an entry is stored quantized: keys per channel (outlier channels in keys are
 stable across tokens), values per token (KIVI's split), symmetric int8 with fp scales. Against the
 runtime's own KV dtype that is ~2x smaller for bf16/fp16 (a GPU's usual dtype) and ~4x for fp32
-(the CPU default), less the fp32 scales. `cascade.kernels.kv_quant` does the work
-(Triton or its torch reference, per the cache's `kernels` option and the caller's `impl`), for all
-layers of an entry in one call. int8 entries give close, not identical, answers; fp entries give
+(the CPU default), less the fp32 scales. `cascade.kernels.kv_quant` does the work (Triton or its
+torch reference, through the caller's `ops`: the model's kernels choice), for all layers of an
+entry in one call. int8 entries give close, not identical, answers; fp entries give
 exactly the tokens of recomputation.
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..cache import LRUCache, content_hash
+from ..kernels.dispatch import bind
 from ..kernels.kv_quant import QuantizedKV, dequantize_kv, quantize_kv
+
+if TYPE_CHECKING:
+    from ..kernels.dispatch import Ops
 
 __all__ = ["KVPrefixCache", "PrefixState", "cache_layers", "new_dynamic_cache", "quantize_kv",
            "dequantize_kv", "QuantizedKV"]
@@ -60,19 +64,19 @@ class PrefixState:
     quantized: bool = False
     tower_costs: tuple | None = None  # per image, what a reduction before the tower encoded
 
-    def kv(self, impl: str = "auto") -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """fp (k, v) per layer; int8 entries are dequantized (all layers in one call) with kernels
-        impl `impl`."""
+    def kv(self, ops: "Ops | None" = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """fp (k, v) per layer; int8 entries are dequantized (all layers in one call) with `ops`
+        (default: the `auto` kernels for the entry's device)."""
         if self.quantized:
-            k, v = dequantize_kv(self.layers, impl=impl)
+            k, v = (ops or bind("auto", self.layers.k.device)).dequantize_kv(self.layers)
             return list(zip(k.unbind(0), v.unbind(0)))
         return list(self.layers)
 
-    def to_cache(self, config: Any, impl: str = "auto") -> Any:
+    def to_cache(self, config: Any, ops: "Ops | None" = None) -> Any:
         """A fresh DynamicCache holding this prefix. DynamicCache appends with torch.cat, so the
         stored tensors are never written to and the entry stays valid for the next question."""
         cache = new_dynamic_cache(config)
-        for i, (k, v) in enumerate(self.kv(impl)):
+        for i, (k, v) in enumerate(self.kv(ops)):
             cache.update(k, v, i)
         return cache
 
@@ -97,12 +101,10 @@ class KVPrefixCache:
 
     max_bytes: budget for all entries together (an entry larger than the budget is not stored).
     int8: store entries quantized (see module docstring).
-    kernels: impl ("auto" | "triton" | "torch") of the int8 quantization kernel used by `put`.
     """
 
-    def __init__(self, max_bytes: int = 2 << 30, int8: bool = False, kernels: str = "auto"):
+    def __init__(self, max_bytes: int = 2 << 30, int8: bool = False):
         self.int8 = bool(int8)
-        self.kernels = kernels
         self._lru = LRUCache(max_bytes, size_of=lambda s: s.nbytes)
 
     @staticmethod
@@ -116,11 +118,12 @@ class KVPrefixCache:
     def get(self, key: str) -> PrefixState | None:
         return self._lru.get(key)
 
-    def put(self, key: str, state: PrefixState) -> PrefixState:
-        """Store `state` (quantized first when int8) and return the stored form."""
+    def put(self, key: str, state: PrefixState, ops: "Ops | None" = None) -> PrefixState:
+        """Store `state` (quantized first when int8, with `ops`: the storing model's kernels;
+        default `auto` for its device) and return the stored form."""
         if self.int8 and not state.quantized:
-            q = quantize_kv([k for k, _ in state.layers], [v for _, v in state.layers],
-                            impl=self.kernels)
+            ops = ops or bind("auto", state.layers[0][0].device)
+            q = ops.quantize_kv([k for k, _ in state.layers], [v for _, v in state.layers])
             state = dataclasses.replace(state, layers=q, quantized=True)
         self._lru.put(key, state)
         return state

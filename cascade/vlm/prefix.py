@@ -17,7 +17,7 @@ from typing import Any, Literal
 import torch
 
 from ..errors import InputError
-from .families import Family, PrefixInputs
+from .families import FamilyRuntime, PrefixInputs
 from .kv_cache import KVPrefixCache, PrefixState, cache_layers, new_dynamic_cache
 from .reduction import Reduced, ReductionConfig, reduce_tokens
 
@@ -53,16 +53,16 @@ class PrefixEngine:
     """Visual prefixes of one model. vision_tower_calls counts tower runs (a cache hit runs none);
     vision_images_encoded the images they encoded. Not thread-safe (callers serialize)."""
 
-    def __init__(self, family: Family, model_id: str, kv_cache: KVPrefixCache | None,
-                 kernels: str, context_window: int):
-        self.family, self.model_id, self.kv_cache = family, model_id, kv_cache
-        self.kernels, self.context_window = kernels, context_window
+    def __init__(self, runtime: FamilyRuntime, model_id: str, kv_cache: KVPrefixCache | None,
+                 context_window: int):
+        self.runtime, self.model_id, self.kv_cache = runtime, model_id, kv_cache
+        self.context_window = context_window
         self.vision_tower_calls = 0
         self.vision_images_encoded = 0
 
     @property
     def device(self) -> torch.device:
-        return self.family.device
+        return self.runtime.device
 
     def check_context(self, n_prompt: int, max_new_tokens: int) -> None:
         if n_prompt + max_new_tokens > self.context_window:
@@ -71,7 +71,11 @@ class PrefixEngine:
                              "smaller images, a lower keep_ratio, or a shorter question")
 
     def new_cache(self) -> Any:
-        return new_dynamic_cache(self.family.text_config)
+        return new_dynamic_cache(self.runtime.text_config)
+
+    def cache_of(self, state: PrefixState) -> Any:
+        """A fresh DynamicCache holding a prefix (an int8 entry dequantized with the model's ops)."""
+        return state.to_cache(self.runtime.text_config, self.runtime.ops)
 
     # -- the prefix -------------------------------------------------------------------------------
     def state(self, images: list, prefix_text: str, red: ReductionConfig
@@ -81,7 +85,7 @@ class PrefixEngine:
         if self.kv_cache is not None:
             # kernels is in the key: Triton and torch may differ in the last bits, and a cache
             # shared by two backends must still give each the tokens of its own recomputation.
-            pre = (*self.family.preprocessing_key(), f"kernels={self.kernels}")
+            pre = (*self.runtime.family.preprocessing_key(), f"kernels={self.runtime.ops.impl}")
             key = KVPrefixCache.key(self.model_id, pre, red.cache_key(),
                                     [im.__content_hash__() for im in images], prefix_text)
             hit = self.kv_cache.get(key)
@@ -90,7 +94,8 @@ class PrefixEngine:
         state, vision_s, prefill_s = self.compute(images, prefix_text, red)
         if key is None:
             return state, "off", vision_s, prefill_s
-        self.kv_cache.put(key, state)  # this call keeps its fp state; later hits read the entry
+        # this call keeps its fp state; later hits read the (maybe int8) entry
+        self.kv_cache.put(key, state, self.runtime.ops)
         return state, "miss", vision_s, prefill_s
 
     def compute(self, images: list, prefix_text: str, red: ReductionConfig
@@ -101,9 +106,9 @@ class PrefixEngine:
         cache = self.new_cache()
         t = time.perf_counter()
         with torch.inference_mode():
-            self.family.forward(a.embeds[None], a.positions, cache, **self.visual_kwargs(a))
+            self.runtime.forward(a.embeds[None], a.positions, cache, **self.visual_kwargs(a))
         sync(self.device)
-        n_vis = int((a.ids == self.family.image_token_id).sum())
+        n_vis = int((a.ids == self.runtime.image_token_id).sum())
         state = PrefixState(cache_layers(cache), a.ids.numel(), a.next_pos, n_vis,
                             a.unreduced, a.ids.numel() - n_vis, tower_costs=a.tower_costs)
         return state, a.vision_s, time.perf_counter() - t
@@ -112,11 +117,11 @@ class PrefixEngine:
         """The decoder's extra inputs for a prefill chunk holding `a`'s visual tokens."""
         if a.extra is None:
             return {}
-        return self.family.visual_kwargs((a.ids == self.family.image_token_id)[None], a.extra)
+        return self.runtime.visual_kwargs((a.ids == self.runtime.image_token_id)[None], a.extra)
 
     def assemble(self, images: list, prefix_text: str, red: ReductionConfig) -> Assembled:
         """Preprocessing + vision tower + reduction of a prefix."""
-        pre = self.family.build_prefix(prefix_text, self.family.preprocess([im.to_pil() for im in images]))
+        pre = self.runtime.build_prefix(prefix_text, self.runtime.preprocess([im.to_pil() for im in images]))
         units, select_s = self.select(pre.vision_inputs, red)
         feats, vision_s = self.run_tower(pre.vision_inputs, len(images), units)
         t = time.perf_counter()
@@ -132,7 +137,7 @@ class PrefixEngine:
             return None, 0.0
         t = time.perf_counter()
         with torch.inference_mode():
-            units = self.family.tower_keep(vision_inputs, red.keep_ratio)
+            units = self.runtime.tower_keep(vision_inputs, red.keep_ratio)
         sync(self.device)
         return units, time.perf_counter() - t
 
@@ -142,8 +147,8 @@ class PrefixEngine:
         images it encoded. units: per block the merge units to encode (`select`), None: all."""
         t = time.perf_counter()
         with torch.inference_mode():
-            feats = (self.family.encode(vision_inputs) if units is None
-                     else self.family.encode(vision_inputs, keep=units))
+            feats = (self.runtime.encode(vision_inputs) if units is None
+                     else self.runtime.encode(vision_inputs, keep=units))
         sync(self.device)
         self.vision_tower_calls += 1
         self.vision_images_encoded += n_images
@@ -153,11 +158,11 @@ class PrefixEngine:
                units: list[torch.Tensor] | None = None) -> Assembled:
         """Reduce each visual block, drop the removed placeholders and embed the rest. units: the
         merge units a reduction before the tower kept (feats are then theirs alone)."""
-        fam = self.family
+        fam = self.runtime
         keep = torch.ones(pre.input_ids.numel(), dtype=torch.bool, device=self.device)
         kept_feats = []
         for i, ((s, e), grid, f) in enumerate(zip(pre.spans, pre.grids, feats)):
-            r = (reduce_tokens(f, grid, red, impl=self.kernels) if units is None
+            r = (reduce_tokens(f, grid, red, self.runtime.ops) if units is None
                  else Reduced(f, units[i].to(self.device)))
             span = torch.zeros(e - s, dtype=torch.bool, device=self.device)
             span[r.index] = True
@@ -179,7 +184,7 @@ class PrefixEngine:
 
     def prefill(self, cache: Any, next_pos: int, ids: list[int]) -> torch.Tensor:
         """Prefill text tokens after what `cache` holds; returns their last-layer hidden states."""
-        fam = self.family
+        fam = self.runtime
         with torch.inference_mode():
             emb = fam.embed(torch.tensor([ids], device=self.device))
             return fam.forward(emb, fam.text_positions(next_pos, len(ids)), cache)

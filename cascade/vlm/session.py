@@ -67,7 +67,7 @@ class Session:
             calls = engine.vision_tower_calls
             state, status, vision_s, prefix_s = engine.state(self.images, prefix_text, self.reduction)
             self.vision_tower_calls += engine.vision_tower_calls - calls
-            self._cache = state.to_cache(b.family.text_config, impl=b.kernels)
+            self._cache = engine.cache_of(state)
             self._next_pos, self._length, self._visual = state.next_pos, state.length, state.visual_tokens
             self._tower = state.tower_costs
             new = b.layout.tokenize(suffix_text)

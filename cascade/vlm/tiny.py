@@ -4,10 +4,11 @@ Model hubs are unreachable where this project is tested, so tests, benchmarks, n
 demo use real *architectures* (vision tower, patch merger or pixel-shuffle connector, the family's
 language model, chat template, byte-level BPE tokenizer with the family's special tokens, image
 processor) with **random weights**: every cost, token count and timing is real for the
-architecture, the generated answers are noise. Each family writes its recipe
-(`Family.tiny(model_type, shape, tokenizer_for)`); this module holds what they share (the shapes,
-the tokenizer training, the build-and-cache). The result is an ordinary checkpoint folder, loaded
-the normal way::
+architecture, the generated answers are noise. Each family's recipe lives in
+`cascade.vlm.tiny_recipes` (`recipe(model_type, shape, tokenizer_for) -> (config, processor)`,
+registered with `@register_tiny_recipe`); this module holds what they share (the shapes, the
+tokenizer training, the build-and-cache). The result is an ordinary checkpoint folder, loaded the
+normal way::
 
     path = build_tiny_vlm(tmp_dir, family="qwen3_vl", size="test")
     AutoProcessor.from_pretrained(path); AutoModelForImageTextToText.from_pretrained(path)
@@ -21,11 +22,18 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from .. import plugins
 from ..errors import InputError, did_you_mean
 
-__all__ = ["build_tiny_vlm", "default_tiny_dir", "tiny_families", "TINY_SIZES"]
+__all__ = ["build_tiny_vlm", "default_tiny_dir", "tiny_families", "register_tiny_recipe",
+           "TINY_SIZES", "Recipe"]
+
+Recipe = Callable[[str, dict[str, Any], Callable[..., Any]], tuple[Any, Any]]
+"""`recipe(model_type, shape, tokenizer_for) -> (config, processor)` of a tiny checkpoint."""
 
 TINY_SIZES = ("test", "bench")
 # Bump when a recipe changes, so stale cached folders are rebuilt rather than trusted.
@@ -51,11 +59,20 @@ _SHAPES = {
 }
 
 
-def tiny_families() -> dict[str, type]:
-    """Model type -> the family class that can build a tiny checkpoint of it."""
-    from .families import FAMILIES
+def register_tiny_recipe(*model_types: str) -> Callable[[Recipe], Recipe]:
+    """Decorator: `recipe` builds tiny checkpoints of these model types."""
 
-    return {t: cls for t, cls in FAMILIES.items() if t in (cls.tiny_types or cls.model_types)}
+    def wrap(recipe: Recipe) -> Recipe:
+        for model_type in model_types:
+            plugins.tiny_recipes.register(model_type, recipe)
+        return recipe
+
+    return wrap
+
+
+def tiny_families() -> dict[str, Recipe]:
+    """Model type -> the recipe that builds a tiny checkpoint of it."""
+    return dict(plugins.tiny_recipes.items())
 
 
 def default_tiny_dir() -> Path:
@@ -129,7 +146,7 @@ def build_tiny_vlm(out_dir: str | Path | None = None, family: str = "qwen2_vl", 
     from transformers import AutoModelForImageTextToText, GenerationConfig
 
     s = _SHAPES[size]
-    config, processor = recipes[family].tiny(
+    config, processor = recipes[family](
         family, s, lambda special, eos, template: _train_tokenizer(s["vocab"], special, eos, template))
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32).eval()

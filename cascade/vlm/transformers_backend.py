@@ -9,7 +9,8 @@ sessions, and bills each call (`cascade.vlm.billing`).
 
 `kernels` ("auto" | "triton" | "torch") picks the implementation of every cascade.kernels op the
 runtime uses: image preprocessing (families), RMSNorm (patched into the model at construction),
-VisionZip's dominant-token scoring (reduction) and int8 KV storage (kv_cache). "auto" runs Triton
+VisionZip's dominant-token scoring (reduction) and int8 KV storage (kv_cache). It is decided once,
+at construction, into the runtime's `ops` (`cascade.kernels.dispatch.bind`): "auto" runs Triton
 on CUDA and the torch reference on CPU; "triton" on CPU needs TRITON_INTERPRET=1.
 """
 from __future__ import annotations
@@ -22,24 +23,24 @@ import torch
 
 from ..devices import pick_device, pick_dtype
 from ..errors import InputError
-from ..kernels._dispatch import IMPLS, choose_impl
-from ..kernels.rmsnorm import patch_rmsnorm
+from ..kernels.dispatch import IMPLS, Ops, bind
 from .billing import vlm_bill
 from .decode import GREEDY, Decoder, Generated, OnToken, Sampling
-from .families import Family, ImageLimits, load_family
+from .families import Family, FamilyRuntime, ImageLimits, load_family
 from .fastv import fastv_prefill, layerwise_step
 from .kv_cache import KVPrefixCache
 from .media import as_images
 from .prefix import PrefixEngine, sync
 from .prompt import History, PromptLayout
-from .reduction import PRE_LLM_METHODS, TOWER_METHODS, ReductionConfig, keep_count
+from .reduction import ReductionConfig, keep_count, reduction_names
 from .result import VLMResult, peak_memory
 
 __all__ = ["TransformersBackend"]
 
 
 class TransformersBackend:
-    """A loaded VLM: its family (bound to the weights), prompt layout, prefix engine and decoder.
+    """A loaded VLM: its family (`family`: the weightless description; `runtime`: bound to the
+    weights and the kernels), prompt layout, prefix engine and decoder.
 
     context_window caps prompt + generated tokens (default: the model's max_position_embeddings).
     Not thread-safe: callers sharing one backend across threads serialize calls (a declared
@@ -59,20 +60,20 @@ class TransformersBackend:
                  kernels: Literal["auto", "triton", "torch"] = "auto"):
         if kernels not in IMPLS:
             raise InputError(f"kernels must be one of {list(IMPLS)}, got {kernels!r}")
-        self.model, self.model_id, self.kernels = model, model_id, kernels
-        self.family = family.bind(model, kernels)
-        self.processor = family.processor
         # Fails here, with the kernels' own message, if Triton cannot run on this device.
-        resolved = choose_impl(kernels, torch.empty(0, device=self.device))
-        self.rmsnorm_patch = patch_rmsnorm(model, impl=kernels) if resolved == "triton" else None
+        ops = bind(kernels, family.lm_head_of(model).weight.device)
+        self.model, self.model_id, self.family = model, model_id, family
+        self.runtime: FamilyRuntime = family.bind(model, ops)
+        self.processor = family.processor
+        self.rmsnorm_patch = ops.patch_rmsnorm(model)
         window = int(context_window or family.text_config.max_position_embeddings)
         self.layout = PromptLayout(self.processor)
-        self.engine = PrefixEngine(family, model_id, kv_cache, kernels, window)
+        self.engine = PrefixEngine(self.runtime, model_id, kv_cache, window)
         eos = model.generation_config.eos_token_id
         eos = [eos] if isinstance(eos, int) else list(eos or [])
         if self.processor.tokenizer.eos_token_id is not None:
             eos.append(self.processor.tokenizer.eos_token_id)
-        self.decoder = Decoder(family, frozenset(eos))
+        self.decoder = Decoder(self.runtime, frozenset(eos))
 
     @classmethod
     def load(cls, model: str, *, device: str = "auto", dtype: Any = "auto",
@@ -95,13 +96,18 @@ class TransformersBackend:
             kwargs["attn_implementation"] = attn_implementation
         net = AutoModelForImageTextToText.from_pretrained(model, **kwargs).to(dev).eval()
         if kv_cache is None and kv_cache_bytes > 0:
-            kv_cache = KVPrefixCache(kv_cache_bytes, int8=kv_int8, kernels=kernels)
+            kv_cache = KVPrefixCache(kv_cache_bytes, int8=kv_int8)
         return cls(net, family, str(model), kv_cache=kv_cache, context_window=context_window,
                    kernels=kernels)
 
     @property
     def device(self) -> torch.device:
-        return self.family.device
+        return self.runtime.device
+
+    @property
+    def ops(self) -> Ops:
+        """The kernels this model runs (decided once, at construction)."""
+        return self.runtime.ops
 
     @property
     def kv_cache(self) -> KVPrefixCache | None:
@@ -122,12 +128,11 @@ class TransformersBackend:
     def check_reduction(self, reduction: ReductionConfig | None) -> ReductionConfig:
         """The reduction to use (default: none); methods the family lacks raise InputError."""
         red = reduction or ReductionConfig()
-        supported = self.family.reductions
-        if red.method not in supported and not red.is_identity:
+        if not red.is_identity and not self.family.supports(red.method):
             why = (" (it drops merge units before the vision tower, which this family's tower "
-                   "cannot encode in part)" if red.method in TOWER_METHODS else "")
+                   "cannot encode in part)" if red.where == "before_tower" else "")
             raise InputError(f"reduction '{red.method}' is not supported for {self.family.name} "
-                             f"models{why}; supported: {list(supported)}")
+                             f"models{why}; supported: {self.family.reductions}")
         return red
 
     def begin_call(self) -> float:
@@ -165,7 +170,7 @@ class TransformersBackend:
                                         sampling, on_token, top_logprobs)
         state, status, vision_s, prefix_s = self.engine.state(images, prefix_text, red)
         self.engine.check_context(state.length + len(suffix), max_new_tokens)
-        cache = state.to_cache(self.family.text_config, impl=self.kernels)
+        cache = self.engine.cache_of(state)
         t = time.perf_counter()
         hidden = self.engine.prefill(cache, state.next_pos, suffix)
         gen, = self.decoder.run(hidden, cache, [state.next_pos + len(suffix)], max_new_tokens,
@@ -181,7 +186,7 @@ class TransformersBackend:
 
     def _generate_fastv(self, images, prefix_text, suffix, red, max_new_tokens, t0, costs,
                         sampling, on_token, top_logprobs) -> VLMResult:
-        fam, layers = self.family, self.family.shapes.llm.layers
+        fam, layers = self.runtime, self.family.shapes.llm.layers
         if not 1 <= red.fastv_layer < layers:
             raise InputError(f"fastv_layer must be in [1, {layers - 1}] for this {layers}-layer model, "
                              f"got {red.fastv_layer}")
@@ -199,7 +204,7 @@ class TransformersBackend:
                                 step=lambda e, p, c, m: layerwise_step(fam, e, p, c), on_token=on_token,
                                 top_logprobs=top_logprobs)
         sync(self.device)
-        bill = vlm_bill(fam, self.model_id, costs=costs, visual_tokens=keep,
+        bill = vlm_bill(self.family, self.model_id, costs=costs, visual_tokens=keep,
                         prompt_tokens=a.ids.numel() - a.unreduced + len(suffix), generated=gen,
                         cache="off", reduction=red, t0=t0, vision_s=a.vision_s,
                         prefill_s=gen.t_first - t, fastv_layer=red.fastv_layer)
@@ -242,8 +247,8 @@ class TransformersBackend:
         if red.question_dependent:
             raise InputError("fastv prunes inside the decoder per question and is not batched; call "
                              "`generate` per request or use a pre-LLM method "
-                             f"{list(PRE_LLM_METHODS + TOWER_METHODS)}")
-        fam = self.family
+                             f"{reduction_names('after_tower') + reduction_names('before_tower')}")
+        fam = self.runtime
         parsed = []
         for i, req in enumerate(requests):
             if not isinstance(req, (tuple, list)) or len(req) != 2:
@@ -281,7 +286,7 @@ class TransformersBackend:
             with torch.inference_mode():
                 emb = torch.cat([a.embeds, fam.embed(torch.tensor(suffix, device=self.device))])
             pos = torch.cat([a.positions, fam.text_positions(a.next_pos, len(suffix))], dim=1)
-            costs = [fam.image_cost(im.width, im.height) for im in images]
+            costs = [self.family.image_cost(im.width, im.height) for im in images]
             tower = list(a.tower_costs) if a.tower_costs is not None else costs
             encoded = []
             for h, c in zip(hashes, tower):
@@ -314,7 +319,7 @@ class TransformersBackend:
         results = []
         for gen, (_, _, a, n_sfx, costs, encoded) in zip(gens, seqs):
             n_vis = int((a.ids == fam.image_token_id).sum())
-            bill = vlm_bill(fam, self.model_id, costs=costs, visual_tokens=n_vis,
+            bill = vlm_bill(self.family, self.model_id, costs=costs, visual_tokens=n_vis,
                             prompt_tokens=a.ids.numel() - n_vis + n_sfx, generated=gen, cache="off",
                             reduction=red, t0=t0, vision_s=vision_s, prefill_s=prefill_s, encoded=encoded,
                             tower=a.tower_costs)

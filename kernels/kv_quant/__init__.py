@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .._dispatch import choose_impl
+from ..impl import choose_impl
 from . import reference
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .._dispatch import check_float
+from ..impl import check_float
 
 
 def validate(ks: list[torch.Tensor], vs: list[torch.Tensor]) -> None:

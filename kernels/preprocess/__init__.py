@@ -5,7 +5,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .._dispatch import choose_impl
+from ..impl import choose_impl
 from . import reference
 
 

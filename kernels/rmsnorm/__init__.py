@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .._dispatch import choose_impl
+from ..impl import choose_impl
 from . import reference
 from .patch import RMSNormPatch, patch_rmsnorm
 

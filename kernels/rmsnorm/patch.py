@@ -63,7 +63,7 @@ class RMSNormPatch:
 
 def _implementation(impl: str, weight: torch.Tensor):
     """The module (Triton launcher or torch reference) whose `rms_norm` the patched forward calls."""
-    from .._dispatch import choose_impl
+    from ..impl import choose_impl
     from . import reference
 
     if choose_impl(impl, weight) == "triton":

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .._dispatch import check_float
+from ..impl import check_float
 
 
 def validate(x: torch.Tensor, weight: torch.Tensor) -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .._dispatch import check_float
+from ..impl import check_float
 
 EPS = 1e-12  # floor on a vector's norm, as torch.nn.functional.normalize uses
 

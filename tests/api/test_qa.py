@@ -14,6 +14,8 @@ from cascade import QA, Frame, InputError, MultiImageQA, SpecError, VideoQA
 
 from ._media import api_media
 
+pytestmark = pytest.mark.slow  # the shipped pipelines with real OCR/YOLO on generated media
+
 CASCADE = str(Path(sys.executable).parent / "cascade")
 
 

@@ -9,6 +9,8 @@ from cascade import QA
 
 from ._media import api_media
 
+pytestmark = pytest.mark.slow  # the shipped video pipeline with real OCR/YOLO/CLIP
+
 # Only the confidence signal counts: need = 1 - confidence, in [0, 1).
 CONFIDENCE_ONLY = {"route.intent_weight": 0, "route.text_weight": 0}
 

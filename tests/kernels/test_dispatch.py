@@ -1,4 +1,4 @@
-"""impl= handling shared by every op (kernels/_dispatch.py)."""
+"""impl= handling shared by every op (kernels/impl.py)."""
 import subprocess
 import sys
 
@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import cascade.kernels as K
-from cascade.kernels import _dispatch, kv_quant, preprocess, prune, rmsnorm, topk
+from cascade.kernels import impl as _impl
+from cascade.kernels import kv_quant, preprocess, prune, rmsnorm, topk
 
 from ._kernel_helpers import poisoned
 
@@ -50,8 +51,8 @@ def test_unknown_impl_is_a_clear_error(name):
 
 def test_choose_impl():
     cpu = torch.zeros(1)
-    assert _dispatch.choose_impl("auto", cpu) == "torch"
-    assert _dispatch.choose_impl("torch", cpu) == "torch"
+    assert _impl.choose_impl("auto", cpu) == "torch"
+    assert _impl.choose_impl("torch", cpu) == "torch"
 
 
 def test_triton_is_looked_up_once_per_process(monkeypatch):
@@ -60,9 +61,9 @@ def test_triton_is_looked_up_once_per_process(monkeypatch):
     calls = []
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: calls.append(name) or real(name, *a))
-    _dispatch.triton_available.cache_clear()
+    _impl.triton_available.cache_clear()
     for _ in range(5):
-        assert _dispatch.choose_impl("triton", torch.zeros(1)) == "triton"  # interpreter is on
+        assert _impl.choose_impl("triton", torch.zeros(1)) == "triton"  # interpreter is on
     assert calls == ["triton"]
 
 
@@ -74,6 +75,7 @@ def test_dequantize_dispatch_on_cpu(monkeypatch):
         K.dequantize_kv(q, impl="triton")
 
 
+@pytest.mark.slow
 def test_importing_the_package_does_not_import_triton():
     code = "import sys, cascade.kernels; sys.exit('triton' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

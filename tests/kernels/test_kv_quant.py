@@ -34,6 +34,7 @@ def _layers(n, shape, dtype):
 # (2, 3, 37, 24): seq and head_dim tails in one seq block; (1, 1, 1, 1): degenerate;
 # (1, 2, 70, 128): three seq blocks of 32 (the last a tail), so key maxima cross programs.
 # layers: 1 (a plain tensor) and 3 (a list: one launch over layers x heads x seq blocks).
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(2, 3, 37, 24), (1, 1, 1, 1), (1, 2, 70, 128)])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("n_layers", [None, 3])

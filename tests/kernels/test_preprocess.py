@@ -27,6 +27,7 @@ def test_reference_matches_transformers(h, w, ps, tps, ms):
 # (28, 28): a single merge group; 56x84: several groups and a non-square grid; merge 1 and a
 # temporal size of 3 change the index arithmetic; widths 30 and 24 leave masked lanes in a row's
 # block; max_block_w 32 splits an 84-pixel row over three programs (the last a tail).
+@pytest.mark.slow
 @pytest.mark.parametrize("h, w, ps, tps, ms, max_block_w", [
     (28, 28, 14, 2, 2, 512), (56, 84, 14, 2, 2, 512), (56, 84, 14, 2, 2, 32),
     (20, 30, 5, 3, 1, 512), (16, 24, 4, 1, 2, 512)])

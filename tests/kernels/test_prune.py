@@ -30,6 +30,7 @@ def test_triton_scores_match_reference(n, d, dtype, method):
 
 # 600 rows: three 256-row partial sums (the last a tail); with 16-row partials, 38 of them, so
 # the finishing program loops over three blocks of partial rows, the last a tail.
+@pytest.mark.slow
 @pytest.mark.parametrize("rows_per_partial", [256, 16])
 def test_column_sum_across_programs(rows_per_partial, monkeypatch):
     from cascade.kernels.prune import triton as kernel

@@ -63,13 +63,13 @@ def test_patch_tiny_qwen2():
 
 
 def test_patched_forward_chooses_the_implementation_once(monkeypatch):
-    from cascade.kernels import _dispatch
+    from cascade.kernels import impl as _impl
 
     model = nn.Sequential(Qwen2RMSNorm(8), Qwen2RMSNorm(8)).to(DEVICE)
     x = _rand(3, 8)
     with patch_rmsnorm(model, impl="triton") as handle:
         assert len(handle.patched) == 2
-        monkeypatch.setattr(_dispatch, "choose_impl", lambda *a: pytest.fail("chose per call"))
+        monkeypatch.setattr(_impl, "choose_impl", lambda *a: pytest.fail("chose per call"))
         with torch.no_grad():
             got = model(x)
     assert_close_first_mismatch(got, model(x).detach(), 1e-5, 1e-6, what="patched")

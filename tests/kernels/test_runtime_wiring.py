@@ -19,6 +19,8 @@ from ._kernel_helpers import DEVICE
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 # (op package, Triton launcher) that the runtime reaches through each op's public function.
+pytestmark = pytest.mark.slow  # Triton interpreter + two tiny VLMs: minutes on a CPU
+
 LAUNCHERS = [("preprocess", "patchify_normalize"), ("rmsnorm", "rms_norm"),
              ("prune", "keep_scores"), ("kv_quant", "quantize"), ("kv_quant", "dequantize")]
 
@@ -89,7 +91,7 @@ def test_preprocessing_equals_the_hf_processor(vlms, kernels):
     prefix, _ = b.layout.first_turn(len(images), None, "q")
     pil = [im.to_pil() for im in images]
     assert b.family.kernel_preprocessing
-    ours = b.family.build_prefix(prefix, b.family.preprocess(pil))
+    ours = b.runtime.build_prefix(prefix, b.runtime.preprocess(pil))
     hf = b.processor(text=[prefix], images=pil, return_tensors="pt")
     assert torch.equal(ours.input_ids.cpu(), hf["input_ids"][0])
     assert torch.equal(ours.vision_inputs["image_grid_thw"].cpu(), hf["image_grid_thw"])
@@ -102,7 +104,7 @@ def test_preprocessing_honours_the_pixel_budget(tiny):
     b = vlm.backend
     prefix, _ = b.layout.first_turn(2, None, "q")
     pil = [_image(7, 30, 40).to_pil(), _image(8, 200, 150).to_pil()]
-    ours = b.family.build_prefix(prefix, b.family.preprocess(pil))
+    ours = b.runtime.build_prefix(prefix, b.runtime.preprocess(pil))
     size = {"shortest_edge": 28 * 28 * 9, "longest_edge": 28 * 28 * 16}
     hf = b.processor(text=[prefix], images=pil, size=size, return_tensors="pt")
     assert torch.equal(ours.input_ids.cpu(), hf["input_ids"][0])
@@ -123,4 +125,4 @@ def test_stage_passes_the_switch_through(tiny):
     st = VLMAnswer({"max_new_tokens": 2},
                    models={"vlm": {"id": tiny, "device": "cpu", "kernels": "torch"}})
     st(images=[_image(6, 40, 40)], question="What?")
-    assert st.model("vlm").vlm.backend.kernels == "torch"
+    assert st.model("vlm").vlm.backend.ops.requested == "torch"

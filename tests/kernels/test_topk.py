@@ -26,6 +26,7 @@ def _assert_same_topk(got, exp, atol=1e-5):
 
 # block 32 over N=100: four blocks, a tail of 4; k=40 > block; k=N; default block (128) > N;
 # Q=17: two query blocks; D=40 and 70: a tail in the D loop (BLOCK_D=64).
+@pytest.mark.slow
 @pytest.mark.parametrize("nq, n, d, k, block_n", [
     (3, 100, 40, 5, 32), (3, 100, 40, 40, 32), (2, 100, 70, 100, 32), (17, 50, 20, 3, 128)])
 def test_triton_matches_reference(nq, n, d, k, block_n):
@@ -39,6 +40,7 @@ def test_triton_matches_reference(nq, n, d, k, block_n):
     _assert_same_topk(got, reference.similarity_topk(q, keys, k, True))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_inputs_and_raw_dot(dtype):
     q, keys = _data(2, 60, 24, dtype)
@@ -48,6 +50,7 @@ def test_half_inputs_and_raw_dot(dtype):
                           atol=1e-4)
 
 
+@pytest.mark.slow
 def test_ties_keep_equal_scores():
     q, keys = _data(1, 40, 16)
     keys[10:20] = keys[3]  # eleven identical keys

@@ -40,6 +40,7 @@ def test_bad_pipeline_flag_is_one_line(capsys):
     assert capsys.readouterr().err.startswith("error: --pipeline 'nonsense'")
 
 
+@pytest.mark.slow
 def test_cascade_serve_is_live_at_once_and_ready_when_its_models_are(tmp_path):
     """Polled from launch: /health/live answers as soon as HTTP does, /health answers 503 naming
     what is loading until every served pipeline's models are loaded, then 200."""

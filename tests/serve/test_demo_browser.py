@@ -22,6 +22,7 @@ pytestmark = [
 ]
 
 
+@pytest.mark.slow
 def test_demo_example_ask_shows_answer_evidence_and_bill(tmp_path, monkeypatch, tiny_vlm):
     pytest.importorskip("gradio")
     from playwright.sync_api import sync_playwright

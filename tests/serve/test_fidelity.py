@@ -152,6 +152,7 @@ def _long_answer(client: OpenAI, image_url: str, limit: int):
     raise AssertionError("no question got a long answer")
 
 
+@pytest.mark.slow
 def test_stream_chunks_leave_while_the_vlm_generates(served, image_url):
     client, *_ = served
     messages, plain = _long_answer(client, image_url, 128)

@@ -46,6 +46,7 @@ def _wait_until(cond, timeout: float = 30.0) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 def test_burst_of_12_at_max_concurrent_2_is_all_answered(tiny_vlm, img):
     app = _serve(tiny_vlm, max_concurrent=2)
     with running_server(app) as url:
@@ -64,6 +65,7 @@ def test_burst_of_12_at_max_concurrent_2_is_all_answered(tiny_vlm, img):
     assert "cascade_requests_queued 0" in metrics and "cascade_requests_running 0" in metrics
 
 
+@pytest.mark.slow
 def test_a_full_queue_answers_429_with_retry_after(tiny_vlm, img):
     app = _serve(tiny_vlm, max_concurrent=1, max_queue=1)
     engine = app.state.engine

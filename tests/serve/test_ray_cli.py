@@ -16,7 +16,7 @@ openai = pytest.importorskip("openai")
 
 from .conftest import PIPELINES, data_url, free_port, png_bytes  # noqa: E402
 
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.timeout(300)]
 
 
 def test_cascade_serve_ray_answers_an_image_chat_on_two_replicas(tiny_vlm):

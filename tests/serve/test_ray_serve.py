@@ -28,7 +28,7 @@ from cascade.serve.ray_app import (APP_NAME, HEAVY_STAGES, RayOptions, RemoteSta
 from .conftest import (IMAGES, PIPELINES, chat, data_url, free_port, image_part,  # noqa: E402
                        png_bytes, small_config, stream_spread)
 
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.timeout(300)]
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -193,6 +193,7 @@ def test_each_bad_request_gets_a_clear_error(server, video_url):
     assert client.get("/health").json()["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_concurrent_good_and_bad_requests(server, video_url):
     client, _, d, _ = server
     img = data_url((d / "text.png").read_bytes(), "image/png")
@@ -222,6 +223,7 @@ def test_concurrent_good_and_bad_requests(server, video_url):
     assert f'cascade_visual_tokens_saved{{model="{VIDEO}"}}' in metrics
 
 
+@pytest.mark.slow
 def test_timeout_gives_504_and_the_server_keeps_serving(media_dir, tiny_vlm):
     from fastapi.testclient import TestClient
 

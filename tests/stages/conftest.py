@@ -34,12 +34,13 @@ def bus_path() -> str:
 
 @pytest.fixture(scope="session")
 def stage():
-    """`stage("ocr", **params)` -> a ready stage instance (models shared across the session)."""
+    """`stage("ocr", video_index=..., **params)` -> a ready stage instance (models shared across
+    the session; `video_index`: its on-disk video index, as a pipeline's `index:` gives it)."""
     import cascade.stages  # noqa: F401
     from cascade.registry import get_stage_class
 
-    def make(type_name: str, **params):
-        return get_stage_class(type_name)(params)
+    def make(type_name: str, video_index=None, **params):
+        return get_stage_class(type_name)(params, video_index=video_index)
 
     return make
 

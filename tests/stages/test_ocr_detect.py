@@ -27,6 +27,7 @@ def test_ocr_reads_full_resolution_but_not_a_4x_thumbnail(stage, font_size):
     assert not set(read_small) & set(TEXTS), f"4x-downscaled text was still read: {read_small}"
 
 
+@pytest.mark.slow
 def test_ocr_boxes_in_source_coordinates_from_a_crop(stage):
     canvas = np.full((600, 900, 3), 255, np.uint8)
     sign = render_text_image("FIRE EXIT", font_size=28)
@@ -70,6 +71,7 @@ def test_detect_finds_bus_and_people(bus_detections):
     assert bus_box.iou(Box(12, 228, 799, 735)) > 0.9
 
 
+@pytest.mark.slow
 def test_detect_after_crop_and_tiles_maps_to_source(stage, yolo_weights, bus_detections):
     bus, full = bus_detections
     det = stage("detect", weights=yolo_weights, classes=["person", "bus"])
@@ -102,10 +104,11 @@ def test_detect_cache_and_bad_params(stage, yolo_weights, bus_path):
         stage("detect", weights="/nowhere/x.onnx")(images=Image.open(bus_path))
 
 
-def test_persisted_ocr_and_detections_are_read_back_not_recomputed(stage, yolo_weights, bus_path,
+@pytest.mark.slow
+def test_indexed_ocr_and_detections_are_read_back_not_recomputed(stage, yolo_weights, bus_path,
                                                                    tmp_path, monkeypatch):
-    """With `persist`, a new process (here: every cache emptied) reads the frames' OCR lines and
-    detections from the video's index folder instead of running the models again."""
+    """With the index on, a new process (here: every cache emptied) reads the frames' OCR lines
+    and detections from the video's index folder instead of running the models again."""
     import json
 
     from cascade.cache import clear_all_caches
@@ -113,16 +116,17 @@ def test_persisted_ocr_and_detections_are_read_back_not_recomputed(stage, yolo_w
     video = tmp_path / "clip.mp4"  # only names the index folder: <video>.cascade-index
     frames = [Image(render_text_image(t, font_size=20, size=(480, 160)), media_index=0)
               for t in TEXTS] + [Image.open(bus_path)]
-    first = {"ocr": stage("ocr", persist=True)(images=frames, video=video),
-             "detect": stage("detect", weights=yolo_weights, persist=True)(images=frames,
-                                                                             video=video)}
+    first = {"ocr": stage("ocr", video_index=True)(images=frames, video=video),
+             "detect": stage("detect", weights=yolo_weights, video_index=True)(images=frames,
+                                                                           video=video)}
     saved = sorted((tmp_path / "clip.mp4.cascade-index").glob("*.json"))
     assert [p.name.split("-")[0] for p in saved] == ["detect", "ocr"]
     assert all(len(json.loads(p.read_text())["results"]) == 3 for p in saved)
 
     clear_all_caches()
     calls = []
-    ocr, det = stage("ocr", persist=True), stage("detect", weights=yolo_weights, persist=True)
+    ocr = stage("ocr", video_index=True)
+    det = stage("detect", weights=yolo_weights, video_index=True)
     for s, method in ((ocr, "_read"), (det, "_predict")):
         s.ensure_setup()
         real = getattr(s, method)
@@ -158,13 +162,13 @@ def test_results_saved_before_lines_had_an_angle_read_as_level(stage, tmp_path):
     video = tmp_path / "clip.mp4"
     frames = [Image(np.asarray(PILImage.fromarray(render_text_image(t, font_size=24, padding=40))
                                .rotate(4, expand=True, fillcolor="white"))) for t in TEXTS]
-    first = stage("ocr", persist=True)(images=frames, video=video).lines
+    first = stage("ocr", video_index=True)(images=frames, video=video).lines
     assert all(ln.angle > 2 for ln in first)  # so a level reading below came from the file
     (saved,) = (tmp_path / "clip.mp4.cascade-index").glob("ocr-*.json")
     data = json.loads(saved.read_text())
     data["results"] = {k: [entry[:3] for entry in v] for k, v in data["results"].items()}
     saved.write_text(json.dumps(data))  # the three-field format
     clear_all_caches()
-    again = stage("ocr", persist=True)(images=frames, video=video).lines
+    again = stage("ocr", video_index=True)(images=frames, video=video).lines
     assert [(ln.text, ln.box) for ln in again] == [(ln.text, ln.box) for ln in first]
     assert all(ln.angle == 0.0 for ln in again)

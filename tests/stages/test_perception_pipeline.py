@@ -3,7 +3,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from cascade import Pipeline
+
+pytestmark = pytest.mark.slow  # real models on a generated video
 
 QUESTION = "What are the opening hours on the sign?"
 

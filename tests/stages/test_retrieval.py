@@ -50,17 +50,19 @@ def test_mmr_and_temporal_coverage():
 
 CLIP_YAML = """
 name: clip_only
+index: %s
 inputs: {video: video, question: str}
 stages:
   frames: {type: video_frames, params: {mode: fps, fps: 2, size: 224}, inputs: {video: $video}}
   clip: {type: clip_embed, params: {pretrained: null},
          inputs: {images: frames.frames, text: $question, video: frames.video}}
-  pick: {type: retrieve, params: {top_k: 3, mmr_lambda: 0.5, min_gap_s: 1.0, persist: %s},
+  pick: {type: retrieve, params: {top_k: 3, mmr_lambda: 0.5, min_gap_s: 1.0},
          inputs: {embeddings: clip.embeddings, video: frames.video}}
 outputs: {frames: pick.images, scores: pick.scores, emb: clip.embeddings}
 """
 
 
+@pytest.mark.slow
 def test_clip_random_weights_shapes_cache_and_retrieval(sign_video):
     """Random-init ViT-B-32: only mechanics are tested (no CLIP weights can be downloaded here)."""
     first = Pipeline.from_yaml(CLIP_YAML % "false").run(video=sign_video.path, question="a cat")
@@ -77,6 +79,7 @@ def test_clip_random_weights_shapes_cache_and_retrieval(sign_video):
     assert first.trace["clip"].counters["embed_images"] > 0
 
 
+@pytest.mark.slow
 def test_clip_batching_matches_single_images(stage, sign_video):
     from cascade.media import VideoSource
 
@@ -91,6 +94,7 @@ def test_clip_batching_matches_single_images(stage, sign_video):
     np.testing.assert_allclose(batched, one_by_one, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_index_saved_next_to_video_and_reloaded(sign_video, tmp_path):
     import shutil
 
@@ -113,6 +117,7 @@ def test_index_saved_next_to_video_and_reloaded(sign_video, tmp_path):
     assert [f.timestamp for f in again["frames"]] == [f.timestamp for f in first["frames"]]
 
 
+@pytest.mark.slow
 def test_region_retrieval_over_tiles(stage, bus_path):
     from cascade.artifacts import Image
 
@@ -123,6 +128,7 @@ def test_region_retrieval_over_tiles(stage, bus_path):
     assert out.evidence.scores == tuple(out.scores)
 
 
+@pytest.mark.slow
 def test_reading_questions_rank_by_text_salience_not_by_meaning(stage, sign_video):
     frames = stage("video_frames", mode="fps", fps=2, size=448)(video=sign_video.path).frames
     lines = stage("ocr")(images=frames).lines

@@ -55,12 +55,12 @@ def test_dedup_keeps_scene_cuts_and_a_small_sign_and_drops_a_static_shot(stage, 
     assert [f.index for f in capped] == [f.index for f in thin(kept, 3)]  # dedup, then thin
 
 
-def test_persisted_frames_are_reused_without_decoding(stage, sign_video, tmp_path, monkeypatch):
+def test_indexed_frames_are_reused_without_decoding(stage, sign_video, tmp_path, monkeypatch):
     import shutil
 
     video = tmp_path / "copy.mp4"
     shutil.copy(sign_video.path, video)
-    params = dict(mode="keyframes", size=160, dedup=2.0, persist=True)
+    params = dict(mode="keyframes", size=160, dedup=2.0, video_index=True)
     first = stage("video_frames", **params)(video=video).frames
     assert sorted(p.suffix for p in (tmp_path / "copy.mp4.cascade-index").iterdir()) == [".json", ".npy"]
 

@@ -58,6 +58,7 @@ def test_the_marker_really_runs_when_loaded_as_a_pickle(evil):
     assert marker.exists()
 
 
+@pytest.mark.slow
 def test_a_pickled_pt_in_a_yaml_never_runs(tmp_path, evil, bus_path):
     weights, marker = evil
     yaml = _detect_yaml(tmp_path, weights)
@@ -91,6 +92,7 @@ def test_onnx_weights_need_no_opt_in(stage, yolo_weights, bus_path):
     assert default.weights.endswith("yolo11n.onnx")  # the default is the bundled ONNX
 
 
+@pytest.mark.slow
 def test_a_clip_checkpoint_loads_tensors_only(evil):
     from cascade.registry import get_stage_class
 

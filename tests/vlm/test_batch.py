@@ -64,7 +64,7 @@ def test_per_request_mrope_positions_equal_get_rope_index_on_the_padded_batch(vl
     """What the batch feeds (each request's own positions, left-padded) is what the model's
     get_rope_index computes for the padded batch with its attention mask."""
     b = vlm.backend
-    fam = b.family
+    fam = b.runtime
     pres = [fam.build_prefix(b.layout.first_turn(len(ims), None, q)[0] + q,
                              fam.preprocess([im.to_pil() for im in ims]))
             for ims, q in _requests(make_image)[:3]]

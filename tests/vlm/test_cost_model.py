@@ -20,11 +20,11 @@ FAMILIES = ["tiny_path", "tiny_path_25", "tiny_path_qwen3", "tiny_path_idefics3"
 @pytest.mark.parametrize("fixture", FAMILIES)
 def test_tower_flops_equal_the_counted_flops(request, fixture, make_image):
     vlm = VLM.load(str(request.getfixturevalue(fixture)), device="cpu", attn_implementation="eager")
-    fam = vlm.family
+    fam, rt = vlm.family, vlm.backend.runtime
     images = [make_image(1), make_image(2, 300, 60), make_image(3, 120, 90)]
-    inputs = fam.collate(fam.preprocess([im.to_pil() for im in images]))
+    inputs = rt.collate(rt.preprocess([im.to_pil() for im in images]))
     with torch.inference_mode(), FlopCounterMode(display=False) as counter:
-        fam.encode(inputs)
+        rt.encode(inputs)
     costs = [fam.image_cost(im.width, im.height) for im in images]
     assert fam.vision_flops(costs) == counter.get_total_flops()
 
@@ -32,7 +32,7 @@ def test_tower_flops_equal_the_counted_flops(request, fixture, make_image):
 @pytest.mark.parametrize("fixture", FAMILIES)
 def test_prefill_flops_are_the_counted_matmuls_and_half_the_attention_square(request, fixture):
     vlm = VLM.load(str(request.getfixturevalue(fixture)), device="cpu", attn_implementation="eager")
-    fam, shape, n = vlm.family, vlm.family.shapes.llm, 48
+    fam, shape, n = vlm.backend.runtime, vlm.family.shapes.llm, 48
     with torch.inference_mode(), FlopCounterMode(display=False) as counter:
         hidden = fam.forward(torch.randn(1, n, shape.hidden), fam.text_positions(0, n),
                              vlm.backend.engine.new_cache())

@@ -20,7 +20,7 @@ def _layer_by_layer(fam, emb, pos, masks, vis, extra, cache):
 @pytest.mark.parametrize("fixture", ["vlm", "vlm_qwen3"])
 def test_fastv_matches_masked_reference(request, fixture, make_image):
     b = request.getfixturevalue(fixture).backend
-    fam = b.family
+    fam = b.runtime
     img = make_image(5)
     prefix, suffix = b.layout.first_turn(1, None, "Where is the cat?")
     a = b.engine.assemble([img], prefix, ReductionConfig())

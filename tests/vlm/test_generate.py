@@ -38,10 +38,10 @@ def test_first_token_logits_match_full_forward(vlm, make_image):
         ref = b.model(**inp).logits[0, -1]
     prefix, suffix = b.layout.first_turn(1, None, q)
     state, *_ = b.engine.compute([img], prefix, ReductionConfig())
-    cache = state.to_cache(b.family.text_config)
+    cache = b.engine.cache_of(state)
     hidden = b.engine.prefill(cache, state.next_pos, b.layout.tokenize(suffix))
     with torch.inference_mode():
-        got = b.family.lm_head(hidden[0, -1])
+        got = b.runtime.lm_head(hidden[0, -1])
     torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
 
 

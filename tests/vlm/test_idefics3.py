@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from cascade.errors import CascadeError, InputError
-from cascade.vlm import VLM, PRE_LLM_METHODS, ReductionConfig, build_tiny_vlm
+from cascade.vlm import VLM, ReductionConfig, build_tiny_vlm, reduction_names
 from cascade.vlm.families import FAMILIES
 from cascade.vlm.reduction import keep_count
 
@@ -41,17 +41,17 @@ def test_accounting_follows_the_tile_grid(vlm_idefics3, make_image):
     images = [make_image(1), make_image(2, 150, 60)]  # 2x2 tiles + global; 2x1 + global
     r = vlm_idefics3.generate(images, "What is this?", max_new_tokens=3)
     assert r.bill.visual_tokens == r.bill.unreduced_visual_tokens == _expected_visual_tokens(b.processor, images) == 128
-    pre = b.family.build_prefix(b.layout.first_turn(2, None, "q")[0],
-                                b.family.preprocess([im.to_pil() for im in images]))
+    pre = b.runtime.build_prefix(b.layout.first_turn(2, None, "q")[0],
+                                b.runtime.preprocess([im.to_pil() for im in images]))
     assert len(pre.spans) == 8 and all(g == (1, 4, 4) for g in pre.grids)
     assert r.bill.prefill_flops == r.bill.unreduced_prefill_flops > 0
 
 
-@pytest.mark.parametrize("method", PRE_LLM_METHODS)
+@pytest.mark.parametrize("method", reduction_names("after_tower"))
 def test_pruning_is_the_plain_model_on_fewer_placeholders(vlm_idefics3, make_image, method):
     """1-D positions: a pruned prefix is exactly the model fed the kept tokens contiguously."""
     b = vlm_idefics3.backend
-    fam = b.family
+    fam = b.runtime
     img = make_image(3)
     prefix, suffix = b.layout.first_turn(1, None, "Describe the image.")
     red = ReductionConfig(method, 0.25)
@@ -64,7 +64,7 @@ def test_pruning_is_the_plain_model_on_fewer_placeholders(vlm_idefics3, make_ima
         full = torch.cat([a.embeds, fam.embed(torch.tensor(sfx))])[None]
         ref = b.model.lm_head(fam.text_model(inputs_embeds=full).last_hidden_state[0, -1])
         state, *_ = b.engine.compute([img], prefix, red)
-        hidden = b.engine.prefill(state.to_cache(fam.text_config), state.next_pos, sfx)
+        hidden = b.engine.prefill(b.engine.cache_of(state), state.next_pos, sfx)
         got = fam.lm_head(hidden[0, -1])
     torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
     r = vlm_idefics3.generate([img], "Describe the image.", max_new_tokens=3, reduction=red)
@@ -93,7 +93,7 @@ def test_kv_cache_hit_and_session(tiny_path_idefics3, vlm_idefics3, make_image):
 
 def test_unsupported_reduction_is_refused(tiny_path_idefics3, image, monkeypatch):
     vlm = VLM.load(str(tiny_path_idefics3), device="cpu")
-    monkeypatch.setattr(vlm.backend.family, "reductions", ("none", "pool"))
+    monkeypatch.setattr(vlm.backend.family, "supports", lambda m: m in ("none", "pool"))
     with pytest.raises(InputError, match=r"'divprune' is not supported for idefics3.*\['none', 'pool'\]"):
         vlm.generate([image], "q", reduction=ReductionConfig("divprune", 0.5))
     with pytest.raises(InputError, match="not supported"):
@@ -128,11 +128,11 @@ def test_smolvlm_model_type_runs_like_model_generate(tmp_path, make_image):
     from transformers import AutoModelForImageTextToText, GenerationConfig, SmolVLMConfig
 
     from cascade.vlm import tiny
-    from cascade.vlm.families.idefics3 import Idefics3Family
+    from cascade.vlm.tiny_recipes import idefics3
 
     s = tiny._SHAPES["test"]
-    ref, processor = Idefics3Family.tiny("idefics3", s, lambda special, eos, template:
-                                         tiny._train_tokenizer(s["vocab"], special, eos, template))
+    ref, processor = idefics3("idefics3", s, lambda special, eos, template:
+                              tiny._train_tokenizer(s["vocab"], special, eos, template))
     cfg = SmolVLMConfig(text_config=ref.text_config.to_dict(), vision_config=ref.vision_config.to_dict(),
                         scale_factor=ref.scale_factor, image_token_id=ref.image_token_id)
     torch.manual_seed(0)

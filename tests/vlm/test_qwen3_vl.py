@@ -7,7 +7,7 @@ DeepStack adds, reductions, the prefix cache, sessions and batches.
 import pytest
 import torch
 
-from cascade.vlm import PRE_LLM_METHODS, VLM, ReductionConfig
+from cascade.vlm import VLM, ReductionConfig, reduction_names
 
 
 def test_tiny_qwen3_loads_the_normal_way(tiny_path_qwen3):
@@ -23,12 +23,12 @@ def test_tiny_qwen3_loads_the_normal_way(tiny_path_qwen3):
 
 def test_features_carry_every_deepstack_level(vlm_qwen3, make_image):
     b = vlm_qwen3.backend
-    fam = b.family
+    fam = b.runtime
     img = make_image(1)
     a = b.engine.assemble([img], b.layout.first_turn(1, None, "q")[0], ReductionConfig())
     n_vis = int((a.ids == fam.image_token_id).sum())
-    assert n_vis == fam.visual_tokens(img.width, img.height) == a.unreduced
-    assert a.extra.shape == (n_vis, fam.levels, fam.text_config.hidden_size)
+    assert n_vis == b.family.visual_tokens(img.width, img.height) == a.unreduced
+    assert a.extra.shape == (n_vis, b.family.levels, fam.text_config.hidden_size)
     # DeepStack changes the answer: the decoder without the extra features computes other logits.
     with torch.inference_mode():
         mask = (a.ids == fam.image_token_id)[None]
@@ -38,7 +38,7 @@ def test_features_carry_every_deepstack_level(vlm_qwen3, make_image):
     assert not torch.allclose(with_ds, without)
 
 
-@pytest.mark.parametrize("method", PRE_LLM_METHODS)
+@pytest.mark.parametrize("method", reduction_names("after_tower"))
 def test_reductions_prune_all_levels_together(vlm_qwen3, make_image, method):
     b = vlm_qwen3.backend
     img = make_image(2)
@@ -63,10 +63,10 @@ def test_prefix_cache_hit_has_the_logits_of_recomputation_and_sessions_reuse_it(
     hit, status, *_ = b.engine.state([img], prefix, red)
     logits = []
     for state in (fresh, hit):
-        hidden = b.engine.prefill(state.to_cache(b.family.text_config), state.next_pos,
+        hidden = b.engine.prefill(b.engine.cache_of(state), state.next_pos,
                                   b.layout.tokenize(suffix))
         with torch.inference_mode():
-            logits.append(b.family.lm_head(hidden[0, -1]))
+            logits.append(b.runtime.lm_head(hidden[0, -1]))
     assert status == "hit" and torch.equal(*logits)
     r = cached.generate([img], "Where is it?", max_new_tokens=6, reduction=red)
     ref = vlm_qwen3.generate([img], "Where is it?", max_new_tokens=6, reduction=red)

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from cascade.errors import InputError
-from cascade.vlm import PRE_LLM_METHODS, ReductionConfig
+from cascade.vlm import ReductionConfig, reduction_names
 from cascade.vlm.reduction import keep_count, reduce_tokens
 
 
@@ -57,7 +57,7 @@ def test_visionzip_contextual_tokens_are_group_means():
     assert kept_as_is == 5  # 5 dominant tokens unchanged, 5 merged contextual tokens
 
 
-@pytest.mark.parametrize("method", PRE_LLM_METHODS + ("fastv",))
+@pytest.mark.parametrize("method", reduction_names("after_tower") + ["fastv"])
 def test_each_method_generates_with_fewer_tokens(vlm, image, method):
     red = ReductionConfig(method, 0.25, fastv_layer=1)
     r = vlm.generate([image], "What is this?", max_new_tokens=4, reduction=red)
@@ -70,13 +70,13 @@ def test_each_method_generates_with_fewer_tokens(vlm, image, method):
     assert r.bill.prefill_flops < r.bill.unreduced_prefill_flops
 
 
-@pytest.mark.parametrize("method", PRE_LLM_METHODS)
+@pytest.mark.parametrize("method", reduction_names("after_tower"))
 def test_kept_tokens_keep_original_positions(vlm, image, method):
     b = vlm.backend
     prefix, _ = b.layout.first_turn(1, None, "q")
     red = ReductionConfig(method, 0.25)
     a = b.engine.assemble([image], prefix, red)
-    pre = b.family.build_prefix(prefix, b.family.preprocess([image.to_pil()]))
+    pre = b.runtime.build_prefix(prefix, b.runtime.preprocess([image.to_pil()]))
     n_img = int((a.ids == b.family.image_token_id).sum())
     assert a.embeds.shape[0] == a.ids.numel() and n_img < a.unreduced
     # every kept column is a column of the full position table, in order, and the text after
@@ -129,26 +129,26 @@ def _image_like(n: int, d: int, seed: int) -> torch.Tensor:
     (48, 16, 12, "random"), (300, 64, 75, "random"), (1024, 128, 256, "random"),
     (1024, 128, 102, "image"), (256, 32, 100, "image"), (37, 8, 36, "random")])
 def test_divprune_keeps_the_tokens_of_the_one_row_greedy(n, d, k, data, monkeypatch):
-    from cascade.vlm import reduction
+    from cascade.vlm.reduction import divprune
 
     x = torch.randn(n, d, generator=torch.Generator().manual_seed(n)) if data == "random" \
         else _image_like(n, d, seed=k)
     expected = _divprune_one_row_at_a_time(x, k)
-    assert reduction._divprune(x, k).tolist() == expected
+    assert divprune.farthest_points(x, k).tolist() == expected
     # a tiny pool ends rounds after a pick or two: many rounds, same picks
-    monkeypatch.setattr(reduction, "DIVPRUNE_POOL", 3)
-    assert reduction._divprune(x, k).tolist() == expected
+    monkeypatch.setattr(divprune, "POOL", 3)
+    assert divprune.farthest_points(x, k).tolist() == expected
 
 
 def test_divprune_past_the_distinct_tokens_keeps_every_distinct_one():
     # Once only exact copies of kept tokens remain, their distances are rounding noise around 0
     # and the order among them is arbitrary (in the one-row greedy too); what must hold is that
     # every distinct token is kept.
-    from cascade.vlm import reduction
+    from cascade.vlm.reduction import divprune
 
     x = _image_like(256, 32, seed=3)
     distinct = {tuple(row) for row in x.tolist()}
-    kept = {tuple(x[i].tolist()) for i in reduction._divprune(x, 200).tolist()}
+    kept = {tuple(x[i].tolist()) for i in divprune.farthest_points(x, 200).tolist()}
     assert len(distinct) < 200 and kept == distinct
 
 

@@ -30,7 +30,7 @@ def test_session_turn_equals_one_shot_prefill_of_the_same_context(vlm, make_imag
     pending = [] if r1.token_ids[-1] in b.eos_ids else list(r1.token_ids[-1:])
     context = (b.layout.tokenize(suffix) + list(r1.token_ids[:-1]) + pending
                + b.layout.tokenize(b.layout.next_turn(1, None, 1, "Anything else?")))
-    cache = state.to_cache(b.family.text_config)
+    cache = b.engine.cache_of(state)
     hidden = b.engine.prefill(cache, state.next_pos, context)
     gen, = b.decoder.run(hidden, cache, [state.next_pos + len(context)], 5)
     assert tuple(gen.tokens) == r2.token_ids

@@ -29,13 +29,13 @@ def _prefix_logits(vlm, img, red, question="What is it?"):
     b = vlm.backend
     prefix, suffix = b.layout.first_turn(1, None, question)
     state, *_ = b.engine.compute([img], prefix, red)
-    hidden = b.engine.prefill(state.to_cache(b.family.text_config), state.next_pos, b.layout.tokenize(suffix))
+    hidden = b.engine.prefill(b.engine.cache_of(state), state.next_pos, b.layout.tokenize(suffix))
     with torch.inference_mode():
-        return b.family.lm_head(hidden[0, -1]), state
+        return b.runtime.lm_head(hidden[0, -1]), state
 
 
 def test_encoding_every_unit_through_the_kept_path_is_the_unreduced_tower(qwen, make_image):
-    fam = qwen.family
+    fam = qwen.backend.runtime
     _, inputs = _inputs(fam, [make_image(1, 150, 200), make_image(2, 300, 60)])
     with torch.inference_mode():
         full = fam.encode(inputs)
@@ -53,7 +53,7 @@ def test_keep_1_is_the_unreduced_model_on_logits(qwen, make_image):
 def test_the_tower_blocks_see_a_quarter_of_the_patches(qwen, make_image):
     fam, img = qwen.family, make_image(4, 448, 448)
     seen = []
-    tower = qwen.family.model.model.visual
+    tower = qwen.backend.model.model.visual
     hooks = [blk.register_forward_pre_hook(lambda m, args, kw: seen.append(args[0].shape[0]) if args
                                            else seen.append(kw["hidden_states"].shape[0]), with_kwargs=True)
              for blk in tower.blocks]
@@ -73,14 +73,14 @@ def test_the_tower_blocks_see_a_quarter_of_the_patches(qwen, make_image):
 
 
 def test_billed_vision_flops_equal_the_counted_flops(qwen, make_image):
-    fam = qwen.family
+    fam = qwen.backend.runtime
     images = [make_image(5, 448, 448), make_image(6, 300, 60), make_image(7, 120, 90)]
     items, inputs = _inputs(fam, images)
     keep = fam.tower_keep(inputs, 0.25)
     with torch.inference_mode(), FlopCounterMode(display=False) as counter:
         fam.encode(inputs, keep=keep)
     costs = [fam.tower_cost(it, [k]) for it, k in zip(items, keep)]
-    assert fam.vision_flops(costs) == counter.get_total_flops()
+    assert qwen.family.vision_flops(costs) == counter.get_total_flops()
     # and generate bills exactly that, below the unreduced tower
     r = qwen.generate(images[:1], "What is it?", max_new_tokens=1, reduction=TOWER)
     with torch.inference_mode(), FlopCounterMode(display=False) as one:
@@ -95,7 +95,7 @@ def test_kept_tokens_keep_their_mrope_positions(qwen, make_image):
     prefix = b.layout.first_turn(1, None, "q")[0]
     full = b.engine.assemble([img], prefix, ReductionConfig())
     a = b.engine.assemble([img], prefix, TOWER)
-    fam = b.family
+    fam = b.runtime
     vis_full = (full.ids == fam.image_token_id).nonzero().squeeze(1)
     start = int(vis_full[0])
     keep = fam.tower_keep(fam.collate(fam.preprocess([img.to_pil()])), 0.25)[0]
@@ -120,9 +120,9 @@ def test_prefix_cache_keys_the_tower_reduction_and_a_hit_has_the_logits_and_bill
     fresh, *_ = b.engine.compute([img], prefix, TOWER)
     logits = []
     for state in (fresh, hit):
-        hidden = b.engine.prefill(state.to_cache(b.family.text_config), state.next_pos, b.layout.tokenize(suffix))
+        hidden = b.engine.prefill(b.engine.cache_of(state), state.next_pos, b.layout.tokenize(suffix))
         with torch.inference_mode():
-            logits.append(b.family.lm_head(hidden[0, -1]))
+            logits.append(b.runtime.lm_head(hidden[0, -1]))
     assert status == "hit" and torch.equal(*logits)
 
 
@@ -159,12 +159,18 @@ def test_selection_covers_the_grid_and_prefers_detail():
     assert torch.equal(tower_select(units, (t, h, w), 1.0), torch.arange(t * h * w))
 
 
-def test_yaml_accepts_every_reduction_method():
-    import typing
-
-    from cascade.models import Reduction
-    from cascade.vlm import METHODS
+def test_yaml_accepts_every_registered_reduction_method():
+    from cascade.registry import get_stage_class
     from cascade.stages.vlm_answer import VLMAnswer
+    from cascade.vlm import reduction_names
+    from cascade.vlm.options import ModelSpec
 
-    assert set(typing.get_args(Reduction)) == set(METHODS)
-    assert VLMAnswer.Params(reduction="tower", keep_ratio=0.25).reduction == "tower"
+    names = reduction_names()
+    assert {"none", "pool", "divprune", "visionzip", "dart", "fastv", "tower"} <= set(names)
+    for name in names:
+        assert VLMAnswer.Params(reduction=name).reduction == name
+        assert ModelSpec.model_validate({"id": "x", "reduction": name}).reduction == name
+    schema = VLMAnswer.Params.model_json_schema()["properties"]["reduction"]["anyOf"][0]
+    assert schema["enum"] == names  # what editors and docs read
+    described = get_stage_class("vlm_answer").describe()["params"]["reduction"]["type"]
+    assert all(n in described for n in names)  # what `cascade stages` prints

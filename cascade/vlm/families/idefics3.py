@@ -35,27 +35,90 @@ import torch.nn.functional as F
 
 from ...cost import EncoderShape
 from ...errors import InputError
-from .base import Family, ImageCost, ImageInputs, PrefixInputs, matmul_weights, register_family
-
-# Idefics3 / SmolVLM: `<image>` placeholders inside `<fake_token_around_image>`, one `<row_i_col_j>`
-# tag per tile of a split image and `<global-img>` before the downscaled whole image (the processor
-# looks up all 36 row/col tags), `<end_of_utterance>` ends every turn.
-IDEFICS3_SPECIAL_TOKENS = (["<|endoftext|>", "<|im_start|>", "<end_of_utterance>", "<image>",
-                            "<fake_token_around_image>", "<global-img>"]
-                           + [f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)])
-
-# SmolVLM-Instruct's own chat template ("User:<image>question<end_of_utterance>\nAssistant:").
-IDEFICS3_CHAT_TEMPLATE = (
-    "<|im_start|>{% for message in messages %}{{message['role'] | capitalize}}"
-    "{% if message['content'][0]['type'] == 'image' %}{{':'}}{% else %}{{': '}}{% endif %}"
-    "{% for line in message['content'] %}{% if line['type'] == 'text' %}{{line['text']}}"
-    "{% elif line['type'] == 'image' %}{{ '<image>' }}{% endif %}{% endfor %}"
-    "<end_of_utterance>\n{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
-)
-
+from .base import Family, ImageCost, matmul_weights, register_family
+from .runtime import FamilyRuntime, ImageInputs, PrefixInputs
 
 def _edge(size: Any) -> Any:
     return size.get("longest_edge") if isinstance(size, dict) else getattr(size, "longest_edge", size)
+
+
+class Idefics3Runtime(FamilyRuntime):
+    """A loaded Idefics3 / SmolVLM: tiles as visual blocks, 1-D positions renumbered after pruning."""
+
+    family: "Idefics3Family"
+
+    # -- inputs ---------------------------------------------------------------------------------
+    def preprocess(self, images: list[Any]) -> list[ImageInputs]:
+        if not images:
+            return []
+        ip = self.family.processor.image_processor
+        try:  # one call for all images, as the processor makes it for one prompt
+            enc = ip(images=[list(images)], return_tensors="pt", return_row_col_info=True,
+                     size=self.family.size)
+        except (ValueError, OSError, TypeError) as e:
+            raise InputError(f"the image processor rejected the input: {e}") from e
+        pixels, mask = enc["pixel_values"], enc.get("pixel_attention_mask")
+        side = self.family.tile_side
+        out, start = [], 0
+        for rows, cols in zip(enc["rows"][0], enc["cols"][0]):
+            n = rows * cols + 1 if rows or cols else 1  # tiles + the global image
+            tensors = {"pixel_values": pixels[:, start:start + n]}
+            if mask is not None:
+                tensors["pixel_attention_mask"] = mask[:, start:start + n]
+            out.append(ImageInputs(tensors, [(1, side, side)] * n, {"rows": rows, "cols": cols}))
+            start += n
+        return out
+
+    def collate(self, images: list[ImageInputs]) -> dict[str, Any]:
+        """Tiles of all images side by side in one sample ([1, tiles, 3, H, W]), zero-padded to the
+        largest tile as the image processor pads (tiles are normally all the same size)."""
+        h = max(im.tensors["pixel_values"].shape[-2] for im in images)
+        w = max(im.tensors["pixel_values"].shape[-1] for im in images)
+        pv, pm = [], []
+        for im in images:
+            x = im.tensors["pixel_values"]
+            m = im.tensors.get("pixel_attention_mask")
+            if m is None:
+                m = torch.ones(*x.shape[:2], *x.shape[-2:], dtype=torch.long)
+            pad = (0, w - x.shape[-1], 0, h - x.shape[-2])
+            pv.append(F.pad(x, pad))
+            pm.append(F.pad(m, pad))
+        return {"pixel_values": torch.cat(pv, dim=1).to(self.device),
+                "pixel_attention_mask": torch.cat(pm, dim=1).to(self.device)}
+
+    def build_prefix(self, prefix_text: str, images: list[ImageInputs]) -> PrefixInputs:
+        tok = self.family.processor.image_token
+        parts = prefix_text.split(tok)
+        if len(parts) - 1 != len(images):
+            raise InputError(f"{len(parts) - 1} image placeholders for {len(images)} images")
+        rows = {"rows": [[im.meta["rows"] for im in images]], "cols": [[im.meta["cols"] for im in images]]}
+        text = parts[0] + "".join(self.family.processor.replace_image_token(rows, image_idx=i) + rest
+                                  for i, rest in enumerate(parts[1:]))
+        # Tokenized as the processor tokenizes its expanded text (tokenizer defaults).
+        ids = self.tokenizer(text, return_tensors="pt")["input_ids"][0].to(self.device)
+        is_img = (ids == self.image_token_id).int()
+        edges = torch.diff(is_img, prepend=is_img.new_zeros(1), append=is_img.new_zeros(1))
+        starts, ends = (edges == 1).nonzero().squeeze(1), (edges == -1).nonzero().squeeze(1)
+        spans = list(zip(starts.tolist(), ends.tolist()))
+        grids = [g for im in images for g in im.blocks]
+        if len(spans) != len(grids) or any(e - s != t * h * w for (s, e), (t, h, w) in zip(spans, grids)):
+            raise InputError(f"the processor wrote {len(spans)} runs of {tok} for {len(grids)} image "
+                             "tiles; its image_seq_len does not match the model's vision config")
+        positions = torch.arange(ids.numel(), device=self.device).unsqueeze(0)
+        return PrefixInputs(ids, positions, spans, grids, self.collate(images), list(images))
+
+    def encode(self, vision_inputs: dict[str, Any]) -> list[torch.Tensor]:
+        out = self.model.model.get_image_features(vision_inputs["pixel_values"],
+                                                  vision_inputs["pixel_attention_mask"])
+        feats = out.pooler_output if hasattr(out, "pooler_output") else out
+        feats = torch.cat(list(feats)) if isinstance(feats, (list, tuple)) else feats.reshape(-1, feats.shape[-1])
+        return list(feats.split(self.family.tile_side ** 2))
+
+    def reduced_positions(self, positions: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """1-D RoPE: the kept sequence is renumbered as if the dropped placeholders were never
+        written (module docstring)."""
+        n = int(keep.sum())
+        return torch.arange(n, device=positions.device).unsqueeze(0), n
 
 
 @register_family
@@ -63,10 +126,10 @@ class Idefics3Family(Family):
     model_types = ("idefics3", "smolvlm")
     limit_names = ("longest_edge",)
     position_rows = 1
-    tiny_types = ("idefics3",)  # SmolVLM's processor needs `num2words`; its model is this one
+    runtime = Idefics3Runtime
 
     @staticmethod
-    def _text_model(model: Any) -> torch.nn.Module:
+    def text_model_of(model: Any) -> torch.nn.Module:
         return model.model.text_model
 
     @property
@@ -97,107 +160,8 @@ class Idefics3Family(Family):
                                                          tower.encoder.layers),
                             merger_params=matmul_weights(model.model.connector))
 
-    # -- tiny recipe ------------------------------------------------------------------------------
-    @classmethod
-    def tiny(cls, model_type: str, s: dict[str, Any], tokenizer_for) -> tuple[Any, Any]:
-        from transformers import Idefics3Config, Idefics3ImageProcessor, Idefics3Processor
-
-        tok = tokenizer_for(IDEFICS3_SPECIAL_TOKENS, "<end_of_utterance>", IDEFICS3_CHAT_TEMPLATE)
-        ids = {t: tok.convert_tokens_to_ids(t) for t in IDEFICS3_SPECIAL_TOKENS}
-        text = dict(model_type="llama", vocab_size=len(tok), hidden_size=s["hidden"],
-                    intermediate_size=s["inter"], num_hidden_layers=s["layers"],
-                    num_attention_heads=s["heads"], num_key_value_heads=s["kv_heads"],
-                    max_position_embeddings=16384, rms_norm_eps=1e-5,
-                    rope_parameters={"rope_type": "default", "rope_theta": 100_000.0},
-                    bos_token_id=ids["<|im_start|>"], eos_token_id=ids["<end_of_utterance>"],
-                    pad_token_id=ids["<|endoftext|>"], tie_word_embeddings=False)
-        vision = dict(hidden_size=s["v_embed"], intermediate_size=s["v_inter"],
-                      num_hidden_layers=s["v_depth"], num_attention_heads=s["v_heads"],
-                      image_size=s["tile"], patch_size=s["patch"])
-        config = Idefics3Config(text_config=text, vision_config=vision, scale_factor=s["scale"],
-                                image_token_id=ids["<image>"], pad_token_id=ids["<|endoftext|>"],
-                                tie_word_embeddings=False)
-        image_processor = Idefics3ImageProcessor(size={"longest_edge": s["longest_edge"]},
-                                                 max_image_size={"longest_edge": s["tile"]})
-        seq_len = (s["tile"] // s["patch"] // s["scale"]) ** 2
-        return config, Idefics3Processor(image_processor=image_processor, tokenizer=tok,
-                                         image_seq_len=seq_len, chat_template=IDEFICS3_CHAT_TEMPLATE)
-
     def preprocessing_key(self) -> tuple:
         ip = self.processor.image_processor
         return ("idefics3", self.size["longest_edge"], _edge(ip.max_image_size),
                 bool(ip.do_image_splitting), int(self.processor.image_seq_len), str(ip.resample),
                 tuple(ip.image_mean), tuple(ip.image_std))
-
-    # -- inputs ---------------------------------------------------------------------------------
-    def preprocess(self, images: list[Any]) -> list[ImageInputs]:
-        if not images:
-            return []
-        ip = self.processor.image_processor
-        try:  # one call for all images, as the processor makes it for one prompt
-            enc = ip(images=[list(images)], return_tensors="pt", return_row_col_info=True,
-                     size=self.size)
-        except (ValueError, OSError, TypeError) as e:
-            raise InputError(f"the image processor rejected the input: {e}") from e
-        pixels, mask = enc["pixel_values"], enc.get("pixel_attention_mask")
-        side = self.tile_side
-        out, start = [], 0
-        for rows, cols in zip(enc["rows"][0], enc["cols"][0]):
-            n = rows * cols + 1 if rows or cols else 1  # tiles + the global image
-            tensors = {"pixel_values": pixels[:, start:start + n]}
-            if mask is not None:
-                tensors["pixel_attention_mask"] = mask[:, start:start + n]
-            out.append(ImageInputs(tensors, [(1, side, side)] * n, {"rows": rows, "cols": cols}))
-            start += n
-        return out
-
-    def collate(self, images: list[ImageInputs]) -> dict[str, Any]:
-        """Tiles of all images side by side in one sample ([1, tiles, 3, H, W]), zero-padded to the
-        largest tile as the image processor pads (tiles are normally all the same size)."""
-        h = max(im.tensors["pixel_values"].shape[-2] for im in images)
-        w = max(im.tensors["pixel_values"].shape[-1] for im in images)
-        pv, pm = [], []
-        for im in images:
-            x = im.tensors["pixel_values"]
-            m = im.tensors.get("pixel_attention_mask")
-            if m is None:
-                m = torch.ones(*x.shape[:2], *x.shape[-2:], dtype=torch.long)
-            pad = (0, w - x.shape[-1], 0, h - x.shape[-2])
-            pv.append(F.pad(x, pad))
-            pm.append(F.pad(m, pad))
-        return {"pixel_values": torch.cat(pv, dim=1).to(self.device),
-                "pixel_attention_mask": torch.cat(pm, dim=1).to(self.device)}
-
-    def build_prefix(self, prefix_text: str, images: list[ImageInputs]) -> PrefixInputs:
-        tok = self.processor.image_token
-        parts = prefix_text.split(tok)
-        if len(parts) - 1 != len(images):
-            raise InputError(f"{len(parts) - 1} image placeholders for {len(images)} images")
-        rows = {"rows": [[im.meta["rows"] for im in images]], "cols": [[im.meta["cols"] for im in images]]}
-        text = parts[0] + "".join(self.processor.replace_image_token(rows, image_idx=i) + rest
-                                  for i, rest in enumerate(parts[1:]))
-        # Tokenized as the processor tokenizes its expanded text (tokenizer defaults).
-        ids = self.tokenizer(text, return_tensors="pt")["input_ids"][0].to(self.device)
-        is_img = (ids == self.image_token_id).int()
-        edges = torch.diff(is_img, prepend=is_img.new_zeros(1), append=is_img.new_zeros(1))
-        starts, ends = (edges == 1).nonzero().squeeze(1), (edges == -1).nonzero().squeeze(1)
-        spans = list(zip(starts.tolist(), ends.tolist()))
-        grids = [g for im in images for g in im.blocks]
-        if len(spans) != len(grids) or any(e - s != t * h * w for (s, e), (t, h, w) in zip(spans, grids)):
-            raise InputError(f"the processor wrote {len(spans)} runs of {tok} for {len(grids)} image "
-                             "tiles; its image_seq_len does not match the model's vision config")
-        positions = torch.arange(ids.numel(), device=self.device).unsqueeze(0)
-        return PrefixInputs(ids, positions, spans, grids, self.collate(images), list(images))
-
-    def encode(self, vision_inputs: dict[str, Any]) -> list[torch.Tensor]:
-        out = self.model.model.get_image_features(vision_inputs["pixel_values"],
-                                                  vision_inputs["pixel_attention_mask"])
-        feats = out.pooler_output if hasattr(out, "pooler_output") else out
-        feats = torch.cat(list(feats)) if isinstance(feats, (list, tuple)) else feats.reshape(-1, feats.shape[-1])
-        return list(feats.split(self.tile_side ** 2))
-
-    def reduced_positions(self, positions: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, int]:
-        """1-D RoPE: the kept sequence is renumbered as if the dropped placeholders were never
-        written (module docstring)."""
-        n = int(keep.sum())
-        return torch.arange(n, device=positions.device).unsqueeze(0), n

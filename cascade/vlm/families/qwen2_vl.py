@@ -18,54 +18,198 @@ import torch
 
 from ...cost import EncoderShape
 from ...errors import InputError
-from ..reduction import METHODS, tower_select
-from .base import Family, ImageCost, ImageInputs, PrefixInputs, matmul_weights, register_family
+from ..reduction import tower_select
+from .base import Family, ImageCost, matmul_weights, register_family
+from .runtime import FamilyRuntime, ImageInputs, PrefixInputs
 
-# Qwen2-VL's own chat template (images as <|vision_start|><|image_pad|><|vision_end|> parts, a
-# default system prompt), trimmed of tool calling, which the tiny models never need.
-QWEN_CHAT_TEMPLATE = (
-    "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
-    "{% for message in messages %}"
-    "{% if loop.first and message['role'] != 'system' %}"
-    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
-    "<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n"
-    "{% else %}{% for content in message['content'] %}"
-    "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
-    "{% set image_count.value = image_count.value + 1 %}"
-    "{% if add_vision_id %}Picture {{ image_count.value }}: {% endif %}"
-    "<|vision_start|><|image_pad|><|vision_end|>"
-    "{% elif content['type'] == 'video' or 'video' in content %}"
-    "{% set video_count.value = video_count.value + 1 %}"
-    "{% if add_vision_id %}Video {{ video_count.value }}: {% endif %}"
-    "<|vision_start|><|video_pad|><|vision_end|>"
-    "{% elif 'text' in content %}{{ content['text'] }}{% endif %}"
-    "{% endfor %}<|im_end|>\n{% endif %}{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-QWEN_SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>",
-                       "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
 # Tokens a full-resolution image may spend: 16384 (12.8 MP for Qwen2-VL's 28-px tokens), i.e.
 # native resolution for any photo or video frame.
 FULL_RESOLUTION_TOKENS = 16384
 
 
-def qwen_text_config(s: dict, tok, **extra: Any) -> dict:
-    """The decoder part of a tiny Qwen-family config (`s`: the tiny shape, `tok`: its tokenizer)."""
-    ids = {t: tok.convert_tokens_to_ids(t) for t in QWEN_SPECIAL_TOKENS}
-    return dict(vocab_size=len(tok), hidden_size=s["hidden"], intermediate_size=s["inter"],
-                num_hidden_layers=s["layers"], num_attention_heads=s["heads"],
-                num_key_value_heads=s["kv_heads"], max_position_embeddings=32768,
-                bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"],
-                pad_token_id=ids["<|endoftext|>"], **extra)
+class Qwen2VLRuntime(FamilyRuntime):
+    """A loaded Qwen2-VL / Qwen2.5-VL: preprocessing (fused kernel or the processor), M-RoPE
+    prefix, tower (whole, or the kept merge units of a `tower` reduction)."""
 
+    family: "Qwen2VLFamily"
 
-def qwen_token_ids(tok) -> dict:
-    """The image/video token ids every Qwen-family config names."""
-    ids = {t: tok.convert_tokens_to_ids(t) for t in QWEN_SPECIAL_TOKENS}
-    return dict(image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-                vision_start_token_id=ids["<|vision_start|>"],
-                vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=False)
+    def preprocess(self, images: list[Any]) -> list[ImageInputs]:
+        try:
+            pixel_values, grid_thw = self.image_inputs(images)
+        except (ValueError, OSError, TypeError) as e:  # e.g. an extreme aspect ratio
+            raise InputError(f"the image processor rejected the input: {e}") from e
+        out, start = [], 0
+        for t, h, w in grid_thw.tolist():  # pixel_values rows: t*h*w patches per image, in order
+            n = t * h * w
+            out.append(ImageInputs({"pixel_values": pixel_values[start:start + n],
+                                    "image_grid_thw": torch.tensor([[t, h, w]])},
+                                   [(t, h // self.family.merge, w // self.family.merge)]))
+            start += n
+        return out
+
+    def collate(self, images: list[ImageInputs]) -> dict[str, Any]:
+        return {"pixel_values": torch.cat([im.tensors["pixel_values"] for im in images]),
+                "image_grid_thw": torch.cat([im.tensors["image_grid_thw"] for im in images])}
+
+    def build_prefix(self, prefix_text: str, images: list[ImageInputs]) -> PrefixInputs:
+        vision_inputs = self.collate(images)
+        grid_thw = vision_inputs["image_grid_thw"]
+        try:
+            text = self.expand_placeholders(prefix_text, grid_thw)
+        except ValueError as e:
+            raise InputError(str(e)) from e
+        # Tokenized as the processor tokenizes its expanded text (tokenizer defaults).
+        ids = self.tokenizer(text, return_tensors="pt")["input_ids"][0].to(self.device)
+        grid_thw = grid_thw.to(self.device)
+        vision_inputs["image_grid_thw"] = grid_thw
+        types = (ids == self.image_token_id).int()  # the processor's mm_token_type_ids (images: 1)
+        pos, _ = self.model.model.get_rope_index(ids[None], mm_token_type_ids=types[None],
+                                                  image_grid_thw=grid_thw)
+        grids = [g for im in images for g in im.blocks]
+        starts = ((types[1:] - types[:-1]) == 1).nonzero().squeeze(1) + 1
+        if bool(types[0]):
+            starts = torch.cat([starts.new_zeros(1), starts])
+        spans = [(int(s), int(s) + g[0] * g[1] * g[2]) for s, g in zip(starts.tolist(), grids)]
+        return PrefixInputs(ids, pos[:, 0], spans, grids, vision_inputs, list(images))
+
+    def expand_placeholders(self, text: str, grid_thw: torch.Tensor) -> str:
+        """Repeat each image placeholder once per merged visual token, as the processor does."""
+        tok = self.family.processor.image_token
+        parts = text.split(tok)
+        if len(parts) - 1 != len(grid_thw):
+            raise ValueError(f"{len(parts) - 1} image placeholders for {len(grid_thw)} images")
+        counts = [int(g.prod()) // self.family.merge ** 2 for g in grid_thw]
+        return parts[0] + "".join(tok * n + rest for n, rest in zip(counts, parts[1:]))
+
+    def image_inputs(self, images: list[Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(pixel_values [N, 3*T*ps*ps] on the device, image_grid_thw [n_images, 3]) of PIL images.
+
+        The fused cascade.kernels op (through `ops`, the backend's `kernels` choice) when it reproduces
+        the processor; the image processor itself otherwise (another resize backend, a non-RGB
+        image). Either way the result equals the processor's."""
+        ip = self.family.processor.image_processor
+        if not (self.family.kernel_preprocessing and all(im.mode == "RGB" for im in images)):
+            lo, hi = self.family.pixel_budget
+            enc = ip(images=images, return_tensors="pt", size={"shortest_edge": lo, "longest_edge": hi})
+            return enc["pixel_values"].to(self.device), enc["image_grid_thw"]
+        from torchvision.transforms.v2 import functional as tvF
+        from transformers.image_utils import pil_torch_interpolation_mapping
+
+        patches, grids = [], []
+        for im in images:
+            chw = torch.from_numpy(np.array(im)).permute(2, 0, 1)
+            h, w = self.family.resized(chw.shape[2], chw.shape[1])
+            # Resized on the CPU as the processor resizes; only uint8 pixels go to the device.
+            chw = tvF.resize(chw, [h, w], interpolation=pil_torch_interpolation_mapping[ip.resample],
+                             antialias=True)
+            p, grid = self.ops.patchify_normalize(chw.to(self.device).permute(1, 2, 0),
+                                                  ip.image_mean, ip.image_std, ip.patch_size,
+                                                  ip.temporal_patch_size, ip.merge_size,
+                                                  ip.rescale_factor)
+            patches.append(p)
+            grids.append(grid)
+        return torch.cat(patches), torch.tensor(grids, dtype=torch.long)
+
+    def encode(self, vision_inputs: dict[str, Any], keep: list[torch.Tensor] | None = None
+               ) -> list[torch.Tensor]:
+        vi = vision_inputs
+        if keep is not None:
+            out, sizes = self.encode_kept(vi, keep)
+            return list(out.pooler_output.split(sizes))
+        out = self.model.model.get_image_features(vi["pixel_values"], vi["image_grid_thw"].to(self.device))
+        feats = out.pooler_output if hasattr(out, "pooler_output") else out
+        return list(feats)
+
+    # -- the `tower` reduction: merge units dropped before the vision blocks --------------------
+    # Each merge unit (merge x merge patches, one LLM token) is `merge**2` consecutive rows of
+    # pixel_values (the processor lays patches out unit by unit, units row-major), and the merger
+    # merges consecutive groups of `merge**2` rows. Dropping units is therefore slicing rows: the
+    # tower is called with the kept rows and, through transformers' precomputed-input kwargs
+    # (`transformers.vision_utils`), the kept rows of every per-patch tensor it would compute from
+    # the full grid (rotary position ids; Qwen3-VL's interpolated position-embedding taps),
+    # attention segments of the kept lengths (`cu_seqlens`, one per frame) and, for Qwen2.5-VL,
+    # the window order and window boundaries restricted to the kept units. Every kept patch thus
+    # gets exactly the positions it has in the full image. Keeping every unit computes what the
+    # unreduced call computes (tested bit for bit).
+
+    def tower_keep(self, vision_inputs: dict[str, Any], keep_ratio: float) -> list[torch.Tensor]:
+        pv, m2 = vision_inputs["pixel_values"], self.family.merge ** 2
+        out, start = [], 0
+        for t, h, w in vision_inputs["image_grid_thw"].tolist():
+            n = t * h * w
+            units = pv[start:start + n].reshape(n // m2, -1)
+            out.append(tower_select(units, (t, h // self.family.merge, w // self.family.merge), keep_ratio))
+            start += n
+        return out
+
+    def _frame_lengths(self, grid: tuple[int, int, int], keep: torch.Tensor) -> list[int]:
+        """Kept patches in each frame of one image (kept merge units x merge**2)."""
+        t, h, w = grid
+        per_frame = h * w // self.family.merge ** 2
+        return (torch.bincount(keep // per_frame, minlength=t) * self.family.merge ** 2).tolist()
+
+    def _window_lengths(self, grid: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Qwen2.5-VL windows of images `grid` [n, 3] restricted to the kept units `keep`
+        (global unit indices, ascending): (window_index over the kept units, cu_window_seqlens)."""
+        from transformers.vision_utils import get_vision_window_index
+
+        v, m2 = self.family.config.vision_config, self.family.merge ** 2
+        window_index, cu = get_vision_window_index(grid, self.family.merge, v.window_size, v.patch_size)
+        window_index, cu = window_index.to(keep.device), cu.to(keep.device)
+        mask = torch.zeros(window_index.numel(), dtype=torch.bool, device=keep.device)
+        mask[keep] = True
+        rank = torch.cumsum(mask, 0) - 1  # unit index -> its index among the kept units
+        kept_in_order = mask[window_index]
+        window_of = torch.bucketize(torch.arange(window_index.numel(), device=keep.device) * m2,
+                                    cu[1:], right=True)
+        counts = torch.bincount(window_of[kept_in_order], minlength=cu.numel() - 1) * m2
+        cu_kept = torch.nn.functional.pad(counts.cumsum(0), (1, 0)).to(torch.int32)
+        return rank[window_index[kept_in_order]], torch.unique_consecutive(cu_kept)
+
+    def _tower_inputs(self, grid: torch.Tensor, rows: torch.Tensor, keep: list[torch.Tensor],
+                      units: torch.Tensor) -> dict[str, Any]:
+        """The tower's precomputed per-patch inputs restricted to the kept patch `rows`."""
+        from transformers.vision_utils import get_vision_position_ids
+
+        lengths = [n for g, k in zip(grid.tolist(), keep) for n in self._frame_lengths(g, k)]
+        cu = torch.nn.functional.pad(torch.tensor(lengths, device=rows.device).cumsum(0), (1, 0))
+        kw = {"position_ids": get_vision_position_ids(grid, self.family.merge)[rows],
+              "cu_seqlens": cu.to(torch.int32)}
+        if self.family.name == "qwen2_5_vl":
+            kw["window_index"], kw["cu_window_seqlens"] = self._window_lengths(grid, units)
+        return kw
+
+    def encode_kept(self, vision_inputs: dict[str, Any], keep: list[torch.Tensor]) -> tuple[Any, list[int]]:
+        """The tower's output (transformers' own) on the kept merge units of each image, and the
+        kept token count per image."""
+        try:
+            import transformers.vision_utils  # noqa: F401  (precomputed tower inputs, transformers 5)
+        except ImportError as e:
+            raise InputError("the 'tower' reduction needs transformers >= 5 (transformers."
+                             "vision_utils' precomputed vision inputs)") from e
+        visual, m2 = self.model.model.visual, self.family.merge ** 2
+        grid = vision_inputs["image_grid_thw"].to(self.device)
+        offsets = torch.nn.functional.pad((grid.prod(-1) // m2).cumsum(0), (1, 0))[:-1].tolist()
+        units = torch.cat([k.to(self.device) + o for k, o in zip(keep, offsets)])
+        rows = (units[:, None] * m2 + torch.arange(m2, device=self.device)).reshape(-1)
+        kw = self._tower_inputs(grid, rows, keep, units)
+        pixels = vision_inputs["pixel_values"][rows].type(visual.dtype)
+        return visual(pixels, grid_thw=grid, **kw), [int(k.numel()) for k in keep]
+
+    def tower_cost(self, image: ImageInputs, keep: list[torch.Tensor]) -> ImageCost:
+        grid = image.tensors["image_grid_thw"]
+        k, m2 = keep[0].cpu(), self.family.merge ** 2
+        frames = self._frame_lengths(tuple(grid[0].tolist()), k)
+        v = self.family.config.vision_config
+        pairs = float(sum(n * n for n in frames))
+        if self.family.name != "qwen2_5_vl":
+            pairs *= v.depth
+        else:
+            _, cu = self._window_lengths(grid.cpu(), k)
+            windows = float(((cu[1:] - cu[:-1]).double() ** 2).sum())
+            full = len(v.fullatt_block_indexes)
+            pairs = full * pairs + (v.depth - full) * windows
+        return ImageCost(int(k.numel()), int(k.numel()) * m2, pairs)
 
 
 @register_family
@@ -73,10 +217,11 @@ class Qwen2VLFamily(Family):
     model_types = ("qwen2_vl", "qwen2_5_vl")
     limit_names = ("min_pixels", "max_pixels")
     position_rows = 3
-    reductions = METHODS  # `tower` included: the tower can encode a subset of merge units
+    runtime = Qwen2VLRuntime
+    tower_reduction = True  # the tower can encode a subset of merge units
 
     @staticmethod
-    def _text_model(model: Any) -> torch.nn.Module:
+    def text_model_of(model: Any) -> torch.nn.Module:
         return model.model.language_model
 
     # -- limits and costs -----------------------------------------------------------------------
@@ -147,86 +292,11 @@ class Qwen2VLFamily(Family):
     def _mergers(self, tower: Any) -> list[torch.nn.Module]:
         return [tower.merger]
 
-    # -- tiny recipe ------------------------------------------------------------------------------
-    @classmethod
-    def tiny(cls, model_type: str, s: dict[str, Any], tokenizer_for) -> tuple[Any, Any]:
-        from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLProcessor, Qwen2VLConfig,
-                                  Qwen2VLImageProcessor, Qwen2VLProcessor, Qwen2VLVideoProcessor)
-
-        tok = tokenizer_for(QWEN_SPECIAL_TOKENS, "<|im_end|>", QWEN_CHAT_TEMPLATE)
-        text = qwen_text_config(s, tok, rope_parameters={
-            "rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": s["mrope"]})
-        if model_type == "qwen2_vl":
-            vision = dict(depth=s["v_depth"], embed_dim=s["v_embed"], hidden_size=s["hidden"],
-                          num_heads=s["v_heads"], mlp_ratio=s["v_inter"] // s["v_embed"])
-            config = Qwen2VLConfig(text_config=text, vision_config=vision, **qwen_token_ids(tok))
-        else:
-            depth = s["v_depth"]
-            vision = dict(depth=depth, hidden_size=s["v_embed"], out_hidden_size=s["hidden"],
-                          num_heads=s["v_heads"], intermediate_size=s["v_inter"], window_size=112,
-                          fullatt_block_indexes=[i for i in range(depth) if i % 4 == 3] or [depth - 1])
-            config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **qwen_token_ids(tok))
-        lo, hi = 28 * 28 * s["min_tokens"], 28 * 28 * s["max_tokens"]
-        image_processor = Qwen2VLImageProcessor(min_pixels=lo, max_pixels=hi)
-        # The processor insists on a video processor; videos reach the runtime as frames (images).
-        video_processor = Qwen2VLVideoProcessor(min_pixels=lo, max_pixels=hi)
-        processor_cls = Qwen2VLProcessor if model_type == "qwen2_vl" else Qwen2_5_VLProcessor
-        return config, processor_cls(image_processor=image_processor, tokenizer=tok,
-                                     video_processor=video_processor, chat_template=QWEN_CHAT_TEMPLATE)
-
-    # -- inputs ---------------------------------------------------------------------------------
+    # -- preprocessing -------------------------------------------------------------------------
     def preprocessing_key(self) -> tuple:
         ip = self.processor.image_processor
         return (self.name, *self.pixel_budget, ip.patch_size, ip.merge_size,
                 ip.temporal_patch_size, tuple(ip.image_mean), tuple(ip.image_std))
-
-    def preprocess(self, images: list[Any]) -> list[ImageInputs]:
-        try:
-            pixel_values, grid_thw = self.image_inputs(images)
-        except (ValueError, OSError, TypeError) as e:  # e.g. an extreme aspect ratio
-            raise InputError(f"the image processor rejected the input: {e}") from e
-        out, start = [], 0
-        for t, h, w in grid_thw.tolist():  # pixel_values rows: t*h*w patches per image, in order
-            n = t * h * w
-            out.append(ImageInputs({"pixel_values": pixel_values[start:start + n],
-                                    "image_grid_thw": torch.tensor([[t, h, w]])},
-                                   [(t, h // self.merge, w // self.merge)]))
-            start += n
-        return out
-
-    def collate(self, images: list[ImageInputs]) -> dict[str, Any]:
-        return {"pixel_values": torch.cat([im.tensors["pixel_values"] for im in images]),
-                "image_grid_thw": torch.cat([im.tensors["image_grid_thw"] for im in images])}
-
-    def build_prefix(self, prefix_text: str, images: list[ImageInputs]) -> PrefixInputs:
-        vision_inputs = self.collate(images)
-        grid_thw = vision_inputs["image_grid_thw"]
-        try:
-            text = self.expand_placeholders(prefix_text, grid_thw)
-        except ValueError as e:
-            raise InputError(str(e)) from e
-        # Tokenized as the processor tokenizes its expanded text (tokenizer defaults).
-        ids = self.tokenizer(text, return_tensors="pt")["input_ids"][0].to(self.device)
-        grid_thw = grid_thw.to(self.device)
-        vision_inputs["image_grid_thw"] = grid_thw
-        types = (ids == self.image_token_id).int()  # the processor's mm_token_type_ids (images: 1)
-        pos, _ = self.model.model.get_rope_index(ids[None], mm_token_type_ids=types[None],
-                                                  image_grid_thw=grid_thw)
-        grids = [g for im in images for g in im.blocks]
-        starts = ((types[1:] - types[:-1]) == 1).nonzero().squeeze(1) + 1
-        if bool(types[0]):
-            starts = torch.cat([starts.new_zeros(1), starts])
-        spans = [(int(s), int(s) + g[0] * g[1] * g[2]) for s, g in zip(starts.tolist(), grids)]
-        return PrefixInputs(ids, pos[:, 0], spans, grids, vision_inputs, list(images))
-
-    def expand_placeholders(self, text: str, grid_thw: torch.Tensor) -> str:
-        """Repeat each image placeholder once per merged visual token, as the processor does."""
-        tok = self.processor.image_token
-        parts = text.split(tok)
-        if len(parts) - 1 != len(grid_thw):
-            raise ValueError(f"{len(parts) - 1} image placeholders for {len(grid_thw)} images")
-        counts = [int(g.prod()) // self.merge ** 2 for g in grid_thw]
-        return parts[0] + "".join(tok * n + rest for n, rest in zip(counts, parts[1:]))
 
     @property
     def kernel_preprocessing(self) -> bool:
@@ -238,135 +308,3 @@ class Qwen2VLFamily(Family):
             from transformers.image_processing_utils_fast import BaseImageProcessorFast as Fast
         ip = self.processor.image_processor
         return isinstance(ip, Fast) and bool(ip.do_resize and ip.do_rescale and ip.do_normalize)
-
-    def image_inputs(self, images: list[Any]) -> tuple[torch.Tensor, torch.Tensor]:
-        """(pixel_values [N, 3*T*ps*ps] on the device, image_grid_thw [n_images, 3]) of PIL images.
-
-        The fused cascade.kernels op (impl = the backend's `kernels` option) when it reproduces
-        the processor; the image processor itself otherwise (another resize backend, a non-RGB
-        image). Either way the result equals the processor's."""
-        ip = self.processor.image_processor
-        if not (self.kernel_preprocessing and all(im.mode == "RGB" for im in images)):
-            lo, hi = self.pixel_budget
-            enc = ip(images=images, return_tensors="pt", size={"shortest_edge": lo, "longest_edge": hi})
-            return enc["pixel_values"].to(self.device), enc["image_grid_thw"]
-        from torchvision.transforms.v2 import functional as tvF
-        from transformers.image_utils import pil_torch_interpolation_mapping
-
-        from ...kernels.preprocess import patchify_normalize
-
-        patches, grids = [], []
-        for im in images:
-            chw = torch.from_numpy(np.array(im)).permute(2, 0, 1)
-            h, w = self.resized(chw.shape[2], chw.shape[1])
-            # Resized on the CPU as the processor resizes; only uint8 pixels go to the device.
-            chw = tvF.resize(chw, [h, w], interpolation=pil_torch_interpolation_mapping[ip.resample],
-                             antialias=True)
-            p, grid = patchify_normalize(chw.to(self.device).permute(1, 2, 0), ip.image_mean,
-                                         ip.image_std, ip.patch_size, ip.temporal_patch_size,
-                                         ip.merge_size, ip.rescale_factor, impl=self.kernels)
-            patches.append(p)
-            grids.append(grid)
-        return torch.cat(patches), torch.tensor(grids, dtype=torch.long)
-
-    def encode(self, vision_inputs: dict[str, Any], keep: list[torch.Tensor] | None = None
-               ) -> list[torch.Tensor]:
-        vi = vision_inputs
-        if keep is not None:
-            out, sizes = self.encode_kept(vi, keep)
-            return list(out.pooler_output.split(sizes))
-        out = self.model.model.get_image_features(vi["pixel_values"], vi["image_grid_thw"].to(self.device))
-        feats = out.pooler_output if hasattr(out, "pooler_output") else out
-        return list(feats)
-
-    # -- the `tower` reduction: merge units dropped before the vision blocks --------------------
-    # Each merge unit (merge x merge patches, one LLM token) is `merge**2` consecutive rows of
-    # pixel_values (the processor lays patches out unit by unit, units row-major), and the merger
-    # merges consecutive groups of `merge**2` rows. Dropping units is therefore slicing rows: the
-    # tower is called with the kept rows and, through transformers' precomputed-input kwargs
-    # (`transformers.vision_utils`), the kept rows of every per-patch tensor it would compute from
-    # the full grid (rotary position ids; Qwen3-VL's interpolated position-embedding taps),
-    # attention segments of the kept lengths (`cu_seqlens`, one per frame) and, for Qwen2.5-VL,
-    # the window order and window boundaries restricted to the kept units. Every kept patch thus
-    # gets exactly the positions it has in the full image. Keeping every unit computes what the
-    # unreduced call computes (tested bit for bit).
-
-    def tower_keep(self, vision_inputs: dict[str, Any], keep_ratio: float) -> list[torch.Tensor]:
-        pv, m2 = vision_inputs["pixel_values"], self.merge ** 2
-        out, start = [], 0
-        for t, h, w in vision_inputs["image_grid_thw"].tolist():
-            n = t * h * w
-            units = pv[start:start + n].reshape(n // m2, -1)
-            out.append(tower_select(units, (t, h // self.merge, w // self.merge), keep_ratio))
-            start += n
-        return out
-
-    def _frame_lengths(self, grid: tuple[int, int, int], keep: torch.Tensor) -> list[int]:
-        """Kept patches in each frame of one image (kept merge units x merge**2)."""
-        t, h, w = grid
-        per_frame = h * w // self.merge ** 2
-        return (torch.bincount(keep // per_frame, minlength=t) * self.merge ** 2).tolist()
-
-    def _window_lengths(self, grid: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Qwen2.5-VL windows of images `grid` [n, 3] restricted to the kept units `keep`
-        (global unit indices, ascending): (window_index over the kept units, cu_window_seqlens)."""
-        from transformers.vision_utils import get_vision_window_index
-
-        v, m2 = self.config.vision_config, self.merge ** 2
-        window_index, cu = get_vision_window_index(grid, self.merge, v.window_size, v.patch_size)
-        window_index, cu = window_index.to(keep.device), cu.to(keep.device)
-        mask = torch.zeros(window_index.numel(), dtype=torch.bool, device=keep.device)
-        mask[keep] = True
-        rank = torch.cumsum(mask, 0) - 1  # unit index -> its index among the kept units
-        kept_in_order = mask[window_index]
-        window_of = torch.bucketize(torch.arange(window_index.numel(), device=keep.device) * m2,
-                                    cu[1:], right=True)
-        counts = torch.bincount(window_of[kept_in_order], minlength=cu.numel() - 1) * m2
-        cu_kept = torch.nn.functional.pad(counts.cumsum(0), (1, 0)).to(torch.int32)
-        return rank[window_index[kept_in_order]], torch.unique_consecutive(cu_kept)
-
-    def _tower_inputs(self, grid: torch.Tensor, rows: torch.Tensor, keep: list[torch.Tensor],
-                      units: torch.Tensor) -> dict[str, Any]:
-        """The tower's precomputed per-patch inputs restricted to the kept patch `rows`."""
-        from transformers.vision_utils import get_vision_position_ids
-
-        lengths = [n for g, k in zip(grid.tolist(), keep) for n in self._frame_lengths(g, k)]
-        cu = torch.nn.functional.pad(torch.tensor(lengths, device=rows.device).cumsum(0), (1, 0))
-        kw = {"position_ids": get_vision_position_ids(grid, self.merge)[rows],
-              "cu_seqlens": cu.to(torch.int32)}
-        if self.name == "qwen2_5_vl":
-            kw["window_index"], kw["cu_window_seqlens"] = self._window_lengths(grid, units)
-        return kw
-
-    def encode_kept(self, vision_inputs: dict[str, Any], keep: list[torch.Tensor]) -> tuple[Any, list[int]]:
-        """The tower's output (transformers' own) on the kept merge units of each image, and the
-        kept token count per image."""
-        try:
-            import transformers.vision_utils  # noqa: F401  (precomputed tower inputs, transformers 5)
-        except ImportError as e:
-            raise InputError("the 'tower' reduction needs transformers >= 5 (transformers."
-                             "vision_utils' precomputed vision inputs)") from e
-        visual, m2 = self.model.model.visual, self.merge ** 2
-        grid = vision_inputs["image_grid_thw"].to(self.device)
-        offsets = torch.nn.functional.pad((grid.prod(-1) // m2).cumsum(0), (1, 0))[:-1].tolist()
-        units = torch.cat([k.to(self.device) + o for k, o in zip(keep, offsets)])
-        rows = (units[:, None] * m2 + torch.arange(m2, device=self.device)).reshape(-1)
-        kw = self._tower_inputs(grid, rows, keep, units)
-        pixels = vision_inputs["pixel_values"][rows].type(visual.dtype)
-        return visual(pixels, grid_thw=grid, **kw), [int(k.numel()) for k in keep]
-
-    def tower_cost(self, image: ImageInputs, keep: list[torch.Tensor]) -> ImageCost:
-        grid = image.tensors["image_grid_thw"]
-        k, m2 = keep[0].cpu(), self.merge ** 2
-        frames = self._frame_lengths(tuple(grid[0].tolist()), k)
-        v = self.config.vision_config
-        pairs = float(sum(n * n for n in frames))
-        if self.name != "qwen2_5_vl":
-            pairs *= v.depth
-        else:
-            _, cu = self._window_lengths(grid.cpu(), k)
-            windows = float(((cu[1:] - cu[:-1]).double() ** 2).sum())
-            full = len(v.fullatt_block_indexes)
-            pairs = full * pairs + (v.depth - full) * windows
-        return ImageCost(int(k.numel()), int(k.numel()) * m2, pairs)
-

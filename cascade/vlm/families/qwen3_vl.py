@@ -10,7 +10,7 @@ The runtime's block/positions/prefix machinery is Qwen2-VL's (a subclass). What 
   tokens on the whole concatenated vector). keep_ratio 1.0 is the unmodified model.
 - a prefix chunk passes `visual_pos_masks` / `deepstack_visual_embeds` to the decoder; later
   chunks (question, decoded tokens) hold no visual token and pass nothing, as `model.generate`.
-- FastV runs the decoder layer by layer: `after_layer` adds the DeepStack features there, to the
+- FastV runs the decoder layer by layer: `Qwen3VLRuntime.after_layer` adds the DeepStack features there, to the
   visual tokens still kept, and `query_states` applies Qwen3's per-head query norm.
 
 All reductions (`tower` too: the kept patches take their rows of the interpolated position
@@ -23,45 +23,13 @@ from typing import Any
 import torch
 
 from .base import register_family
-from .qwen2_vl import (QWEN_CHAT_TEMPLATE, QWEN_SPECIAL_TOKENS, Qwen2VLFamily, qwen_text_config,
-                       qwen_token_ids)
+from .qwen2_vl import Qwen2VLFamily, Qwen2VLRuntime
 
 
-@register_family
-class Qwen3VLFamily(Qwen2VLFamily):
-    model_types = ("qwen3_vl",)
+class Qwen3VLRuntime(Qwen2VLRuntime):
+    """A loaded Qwen3-VL: Qwen2-VL's runtime with DeepStack features carried per visual token."""
 
-    @property
-    def levels(self) -> int:
-        """DeepStack levels: decoder layers 0..levels-1 get a visual feature added."""
-        return len(self.config.vision_config.deepstack_visual_indexes)
-
-    def _mergers(self, tower: Any) -> list[torch.nn.Module]:
-        return [tower.merger, tower.deepstack_merger_list]
-
-    @classmethod
-    def tiny(cls, model_type: str, s: dict[str, Any], tokenizer_for) -> tuple[Any, Any]:
-        from transformers import (Qwen2VLImageProcessor, Qwen3VLConfig, Qwen3VLProcessor,
-                                  Qwen3VLVideoProcessor)
-
-        tok = tokenizer_for(QWEN_SPECIAL_TOKENS, "<|im_end|>", QWEN_CHAT_TEMPLATE)
-        head_dim = s["hidden"] // s["heads"]
-        text = qwen_text_config(s, tok, head_dim=head_dim, rope_parameters={
-            "rope_type": "default", "rope_theta": 5_000_000.0, "mrope_section": s["mrope"]})
-        depth = s["v_depth"]
-        vision = dict(depth=depth, hidden_size=s["v_embed"], intermediate_size=s["v_inter"],
-                      num_heads=s["v_heads"], out_hidden_size=s["hidden"], patch_size=16,
-                      num_position_embeddings=s["v_pos"],
-                      # DeepStack from evenly spaced blocks, at most one per decoder layer.
-                      deepstack_visual_indexes=list(range(depth))[::max(1, depth // 3)][:s["layers"]])
-        config = Qwen3VLConfig(text_config=text, vision_config=vision, **qwen_token_ids(tok))
-        lo, hi = 32 * 32 * s["min_tokens"], 32 * 32 * s["max_tokens"]
-        image_processor = Qwen2VLImageProcessor(min_pixels=lo, max_pixels=hi, patch_size=16,
-                                                image_mean=[0.5] * 3, image_std=[0.5] * 3)
-        video_processor = Qwen3VLVideoProcessor()  # required; videos reach us as frames
-        return config, Qwen3VLProcessor(image_processor=image_processor, tokenizer=tok,
-                                        video_processor=video_processor,
-                                        chat_template=QWEN_CHAT_TEMPLATE)
+    family: "Qwen3VLFamily"
 
     # -- tower output: embedding and DeepStack features per token ---------------------------------
     def encode(self, vision_inputs: dict[str, Any], keep: list[torch.Tensor] | None = None
@@ -86,17 +54,17 @@ class Qwen3VLFamily(Qwen2VLFamily):
         idx, weights = get_vision_interpolation_indices_and_weights(
             grid, num_grid_per_side=visual.num_grid_per_side, mode=visual.interpolation_mode,
             align_corners=visual.interpolation_align_corners,
-            spatial_merge_size=self.config.vision_config.spatial_merge_size)
+            spatial_merge_size=self.family.merge)
         kw["interp_indices"], kw["interp_weights"] = idx[rows], weights[rows]
         return kw
 
     def split_features(self, feats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         d = self.text_config.hidden_size
-        return feats[:, :d], feats[:, d:].reshape(feats.shape[0], self.levels, d)
+        return feats[:, :d], feats[:, d:].reshape(feats.shape[0], self.family.levels, d)
 
     def visual_kwargs(self, visual_mask: torch.Tensor, extra: torch.Tensor | None) -> dict[str, Any]:
         return {"visual_pos_masks": visual_mask,
-                "deepstack_visual_embeds": [extra[:, i] for i in range(self.levels)]}
+                "deepstack_visual_embeds": [extra[:, i] for i in range(self.family.levels)]}
 
     # -- layer-by-layer runs (FastV) ----------------------------------------------------------------
     def query_states(self, layer: torch.nn.Module, normed: torch.Tensor) -> torch.Tensor:
@@ -106,8 +74,22 @@ class Qwen3VLFamily(Qwen2VLFamily):
 
     def after_layer(self, index: int, hidden: torch.Tensor, visual_rows: torch.Tensor,
                     extra: torch.Tensor | None) -> torch.Tensor:
-        if extra is None or index >= self.levels or visual_rows.numel() == 0:
+        if extra is None or index >= self.family.levels or visual_rows.numel() == 0:
             return hidden
         hidden = hidden.clone()
         hidden[0, visual_rows] += extra[:, index].to(hidden.dtype)
         return hidden
+
+
+@register_family
+class Qwen3VLFamily(Qwen2VLFamily):
+    model_types = ("qwen3_vl",)
+    runtime = Qwen3VLRuntime
+
+    @property
+    def levels(self) -> int:
+        """DeepStack levels: decoder layers 0..levels-1 get a visual feature added."""
+        return len(self.config.vision_config.deepstack_visual_indexes)
+
+    def _mergers(self, tower: Any) -> list[torch.nn.Module]:
+        return [tower.merger, tower.deepstack_merger_list]

@@ -50,7 +50,7 @@ def test_fastv_between_no_pruning_and_pruning_everywhere():
 
 
 def test_prefill_dominates_a_visual_query():
-    """DESIGN.md §1: with 2,880 visual and 50 prompt tokens, prefill is > 95 % of the tokens and
-    of the FLOPs of a 100-token answer."""
+    """The README's premise: with 2,880 visual and 50 prompt tokens, prefill is > 95 % of the
+    tokens and of the FLOPs of a 100-token answer."""
     prefill, decode = prefill_flops(QWEN2VL_2B, 2930), decode_flops(QWEN2VL_2B, 2930, 100)
     assert 2930 / 3030 > 0.96 and prefill / (prefill + decode) > 0.9

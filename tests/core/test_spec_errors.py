@@ -7,7 +7,7 @@ BROKEN = {
     # fixture: (error class, substrings the message must contain)
     "broken_cycle": (SpecError, ["broken_cycle.yaml", "cycle:", "a -> b -> c -> a"]),
     "broken_unknown_type": (SpecError, [":5: stages.a.type", "unknown stage type 'test_ad'",
-                                        "did you mean 'test_add'?", "registered types:"]),
+                                        "did you mean 'test_add'?", "registered stage types:"]),
     "broken_bad_param": (SpecError, [":8: stages.a.params.amout", "no param 'amout'",
                                      "did you mean 'amount'?"]),
     "broken_param_type": (SpecError, ["stages.a.params.amount", "valid integer", "'three'"]),

@@ -1,4 +1,4 @@
-"""Small real stages used only by the engine tests (registered under `test_*` names)."""
+"""Small real stages used only by the core tests (registered under `test_*` names)."""
 from __future__ import annotations
 
 import threading

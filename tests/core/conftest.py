@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from . import engine_stages  # noqa: F401  (registers the test_* stages)
+from . import toy_stages  # noqa: F401  (registers the test_* stages)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "pipelines"
 

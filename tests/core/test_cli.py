@@ -50,12 +50,14 @@ def test_stages_json_lists_ports_and_params():
     assert stages["load_image"]["inputs"]["path"]["type"] == "Path"
 
 
+@pytest.mark.slow
 def test_validate_every_shipped_pipeline():
     out = cascade("validate", *shipped().values())
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("ok: ") == len(shipped())
 
 
+@pytest.mark.slow
 def test_validate_broken_file_one_line_with_path_and_suggestion(tmp_path):
     text = (Path(shipped()["route_demo"]).read_text()
             .replace("type: thumbnail, params: {size: 224}", "type: thumbnail, params: {sise: 224}"))
@@ -70,6 +72,7 @@ def test_validate_broken_file_one_line_with_path_and_suggestion(tmp_path):
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_graph_prints_mermaid_and_dot():
     out = cascade("graph", "route_demo")
     assert out.returncode == 0 and out.stdout.startswith("flowchart TD")
@@ -78,6 +81,7 @@ def test_graph_prints_mermaid_and_dot():
     assert dot.stdout.startswith('digraph "route_demo"')
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("image_fixture, taken, skipped", [("busy_image", "fine", None),
                                                            ("flat_image", "coarse", "fine")])
 def test_run_json_shows_outputs_and_skipped_branch(request, image_fixture, taken, skipped):
@@ -95,6 +99,7 @@ def test_run_json_shows_outputs_and_skipped_branch(request, image_fixture, taken
         assert result["outputs"]["image"]["width"] == 900
 
 
+@pytest.mark.slow
 def test_run_with_param_override(flat_image):
     out = cascade("run", "route_demo", "-i", f"image={flat_image}", "--set", "route.threshold=0",
                   "--json")
@@ -109,6 +114,7 @@ def test_run_with_param_override(flat_image):
     (["run", "route_demo", "-i", "image=x.png", "--set", "route.treshold=1"], "did you mean 'threshold'?"),
     (["graph", "/no/such.yaml"], "pipeline file not found"),
 ])
+@pytest.mark.slow
 def test_errors_are_one_line_without_traceback(args, message):
     out = cascade(*args)
     assert out.returncode != 0
@@ -116,6 +122,7 @@ def test_errors_are_one_line_without_traceback(args, message):
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_stage_failure_reports_stage(tmp_path):
     bad = tmp_path / "corrupt.png"
     bad.write_bytes(b"\x89PNG but not really")

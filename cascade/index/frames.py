@@ -1,4 +1,4 @@
-"""Sampled video frames saved next to the video, so a long video is decoded once.
+"""Sampled video frames saved in the video's index, so a long video is decoded once.
 
 One set per (video file state, sampling params): `frames-<key>.npy` holds the pixels (uint8
 [N, H, W, 3], memory-mapped on load, so only frames a stage actually reads leave the disk) and
@@ -9,16 +9,16 @@ modification time, so an edited video is sampled again.
 """
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from cascade.artifacts import Box, Frame
-from cascade.cache import content_hash
+from ..artifacts import Box, Frame
+from ..cache import content_hash
+from .files import read_json, write_atomic, write_json
+
+__all__ = ["FrameStore"]
 
 FORMAT = 1
 
@@ -38,12 +38,13 @@ class FrameStore:
 
     def load(self) -> list[Frame] | None:
         """The saved frames, or None when there are none (or they are damaged)."""
+        meta = read_json(self.meta_path)
         try:
-            meta = json.loads(self.meta_path.read_text())
             pixels = np.load(self.pixels_path, mmap_mode="r")
         except (OSError, ValueError):
             return None
-        if meta.get("format") != FORMAT or len(pixels) != len(meta["frames"]):
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT \
+                or len(pixels) != len(meta["frames"]):
             return None
         w, h = meta["source_size"]
         frames = []
@@ -57,20 +58,10 @@ class FrameStore:
         return frames
 
     def save(self, frames: list[Frame]) -> None:
-        """Write the set atomically (temp files, then rename): a crash never leaves a set that
-        looks complete."""
-        folder = self.pixels_path.parent
-        folder.mkdir(parents=True, exist_ok=True)
+        """Write the set (pixels first, then the metadata that makes it count), each file
+        atomically: a crash never leaves a set that looks complete."""
         meta = {"format": FORMAT, "source_size": list(frames[0].source_size),
                 "frames": [{"timestamp": f.timestamp, "index": f.index,
                             "hash": f.__content_hash__()} for f in frames]}
-        for path, write in ((self.pixels_path, lambda fh: np.save(fh, np.stack([f.pixels for f in frames]))),
-                            (self.meta_path, lambda fh: fh.write(json.dumps(meta).encode()))):
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=path.name + ".")
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    write(fh)
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+        write_atomic(self.pixels_path, lambda fh: np.save(fh, np.stack([f.pixels for f in frames])))
+        write_json(self.meta_path, meta)

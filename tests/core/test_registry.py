@@ -51,6 +51,7 @@ def test_describe_lists_ports_and_params():
     assert "edge_density_router" in stage_types()
 
 
+@pytest.mark.slow
 def test_third_party_stage_registers_through_entry_point(tmp_path):
     pkg = tmp_path / "site"
     (pkg / "my_stages").mkdir(parents=True)
@@ -77,3 +78,46 @@ def test_third_party_stage_registers_through_entry_point(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(pkg)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "HI"
+
+
+def test_every_registry_loads_its_entry_point_group(tmp_path):
+    """Families, backends and reductions register from third-party packages the way stages do:
+    here a reduction, found through the `cascade.reductions` group in a fresh process."""
+    pkg = tmp_path / "site"
+    (pkg / "my_reductions").mkdir(parents=True)
+    (pkg / "my_reductions" / "__init__.py").write_text(textwrap.dedent("""
+        from cascade.vlm.reduction import Reduced, Selection, register_reduction
+
+        @register_reduction("first_k")
+        class FirstK(Selection):
+            '''Keep the first k tokens.'''
+            def select(self, x, k, config, ops):
+                import torch
+                index = torch.arange(k)
+                return Reduced(x[:k], index)
+    """))
+    dist = pkg / "my_reductions-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-reductions\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[cascade.reductions]\nfirst_k = my_reductions\n")
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from cascade.vlm.reduction import "
+            "ReductionConfig, reduction_names; print(ReductionConfig('first_k', 0.5).where, "
+            "'first_k' in reduction_names('after_tower'), 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(pkg)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["after_tower", "True", "False"]  # validating loads no torch
+
+
+def test_a_registry_names_both_definitions_of_a_name_and_suggests_close_ones():
+    from cascade.plugins import Registry
+
+    reg = Registry("widget", (), "cascade.test-widgets")
+    reg.register("gear", int)
+    reg.register("gear", int)  # the same item again is no clash
+    with pytest.raises(RegistryError, match=r"widget 'gear' is already registered by builtins.int; "
+                                            r"builtins.float cannot take the same name"):
+        reg.register("gear", float)
+    with pytest.raises(RegistryError, match=r"unknown widget 'geer' \(did you mean 'gear'\?\); "
+                                            r"registered widgets: gear"):
+        reg["geer"]
+    assert reg.get("geer") is None and list(reg) == ["gear"] and "gear" in reg

@@ -1,23 +1,21 @@
-"""Per-frame tool results (OCR lines, detections) saved next to a video, so a new process reads
+"""Per-frame tool results (OCR lines, detections) saved in a video's index, so a new process reads
 them instead of running the models over every frame again.
 
-One JSON file per stage configuration in the video's index folder (`<video>.cascade-index/`):
+One JSON file per stage configuration in the video's index folder (`VideoIndex.folder_for`):
 `{frame content hash: [[text or class id, confidence, [x0, y0, x1, y1], extras...], ...]}`,
 boxes in the frame's own pixels (extras: an OCR line's angle), exactly what the stage keeps in
 its in-memory result cache. Plain JSON: a saved index is data, never code.
 """
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from cascade.artifacts import Box
-from cascade.cache import LRUCache, content_hash
+from ..artifacts import Box
+from ..cache import LRUCache, content_hash
+from .files import read_json, write_json
 
-from ._retrieval import index_dir_for
+__all__ = ["SavedResults", "Found"]
 
 FORMAT = 1
 Found = list[tuple]  # (text or class id, confidence, box, extras...) per finding
@@ -33,20 +31,9 @@ class SavedResults:
     def __init__(self, folder: Path, stage: str, config: str):
         self.path = folder / f"{stage}-{content_hash(config, key=stage)[:16]}.json"
 
-    @classmethod
-    def for_video(cls, video: Any, index_path: str | None, stage: str,
-                  config: str) -> "SavedResults | None":
-        """The store for `video` (a path or VideoSource), or None without one."""
-        path = getattr(video, "path", video)
-        folder = index_dir_for(path, index_path)
-        return None if folder is None else cls(folder, stage, config)
-
     def _read(self) -> dict[str, Found]:
-        try:
-            data = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return {}
-        if data.get("format") != FORMAT:
+        data = read_json(self.path)
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
             return {}
         return {k: [(a, float(c), Box(*b), *rest) for a, c, b, *rest in v]
                 for k, v in data["results"].items()}
@@ -80,9 +67,5 @@ class SavedResults:
         body = {"format": FORMAT, "results": {
             k: [[a, c, [b.x0, b.y0, b.x1, b.y1], *rest] for a, c, b, *rest in v]
             for k, v in merged.items()}}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".part")
-        with os.fdopen(fd, "w") as f:
-            json.dump(body, f)
-        os.replace(tmp, self.path)
+        write_json(self.path, body)
         _SEEDED.put(self._version(cache), frozenset(merged))

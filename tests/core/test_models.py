@@ -3,7 +3,8 @@ by every stage and pipeline that declares the same model, and never loaded to va
 import pytest
 
 from cascade import Pipeline, SpecError
-from cascade.models import ModelSpec, release_models
+from cascade.models import release_models
+from cascade.vlm.options import ModelSpec, OpenAISpec, TransformersSpec
 from cascade.vlm import build_tiny_vlm
 
 PIPELINE = """\
@@ -33,7 +34,12 @@ def yaml(model="Org/Not-On-Any-Hub", extra="", name="vlm"):
 @pytest.mark.parametrize("extra, name, parts", [
     (", dtyp: bf16", "vlm", [":3: models.vlm.dtyp", "unknown field 'dtyp'", "did you mean 'dtype'?"]),
     (", keep_ratio: 2", "vlm", ["models.vlm.keep_ratio", "less than or equal to 1"]),
-    (", base_url: http://x/v1", "vlm", ["models.vlm", "base_url and config are for backend: openai"]),
+    (", base_url: http://x/v1", "vlm", [":3: models.vlm.base_url", "unknown field 'base_url'",
+                                        "an option of backend openai"]),
+    (", backend: vllm", "vlm", [":3: models.vlm.backend", "'openai' or 'transformers'"]),
+    # each backend validates its own options: `device` is the in-process backend's
+    (", backend: openai", "vlm", ["models.vlm.device", "unknown field 'device'", "base_url",
+                                  "an option of backend transformers"]),
     (", reduction: prune", "vlm", ["models.vlm.reduction", "'pool'"]),
     ("", "vlmm", [":10: stages.ask.params.model", "names model 'vlmm'", "did you mean 'vlm'?",
                   "declared models: vlm"]),
@@ -67,7 +73,10 @@ def test_overrides_address_models_and_precedence_is_yaml_then_bulk_then_dotted()
         Pipeline.from_yaml(yaml(), overrides={"models.vml.id": "x"})
     shorthand = Pipeline.from_yaml(yaml().replace("vlm: {id: Org/Not-On-Any-Hub, device: cpu}",
                                                   "vlm: Org/Short"))
-    assert shorthand.models["vlm"].spec == ModelSpec(id="Org/Short")
+    assert shorthand.models["vlm"].spec == TransformersSpec(id="Org/Short")
+    assert ModelSpec.model_validate({"id": "m", "backend": "openai"}) == OpenAISpec(id="m")
+    with pytest.raises(TypeError, match="base of every backend"):
+        ModelSpec(id="m")
     by_type = Pipeline.from_yaml(yaml(), type_params={"vlm_answer": {"max_new_tokens": 9},
                                                       "*": {"max_new_tokens": 7, "nope": 1}})
     assert by_type.stages["ask"].params.max_new_tokens == 9  # the type's own entry beats "*"

@@ -128,7 +128,7 @@ def test_hooks_see_every_stage_including_skipped_and_failed(fixture_path):
 
 
 def test_a_stage_setup_never_overlaps_another_stage_run():
-    from .engine_stages import GATE_LOG
+    from .toy_stages import GATE_LOG
 
     text = ("name: gate\ninputs: {x: int}\nstages:\n"
             "  a: {type: test_busy, inputs: {value: $x}}\n  b: {type: test_loads, inputs: {value: $x}}\n"
