@@ -2,7 +2,7 @@
 
 Starts a local Ray cluster (`ray.init(num_cpus=4)`: logical CPUs, for placement), then:
 
-1. Scaling: the application of `cascade.serve.ray_app.build_app` over a small image pipeline
+1. Scaling: the application of `cascade.serve.ray.app.build_app` over a small image pipeline
    (images -> thumbnails -> vlm_answer -> compose_answer) with the random-weight tiny Qwen2-VL
    (`build_tiny_vlm(size=...)`), at 1 and then 2 `vlm_answer` replicas. A closed-loop client keeps
    `--concurrency` chat requests in flight over HTTP until `--requests` are answered; every
@@ -125,7 +125,8 @@ def _closed_loop(url: str, bodies: list[dict], concurrency: int) -> dict:
 
 def _scaling(args, ray, serve, port: int, tiny: str, yaml_path: str) -> list[dict]:
     from cascade.serve.config import ServeConfig
-    from cascade.serve.ray_app import APP_NAME, RayOptions, app_args, build_app
+    from cascade.serve.ray.app import build_app
+    from cascade.serve.ray.options import APP_NAME, RayOptions, app_args
 
     url, rows = f"http://127.0.0.1:{port}", []
     config = ServeConfig(model=tiny, shipped=False, pipelines={"ray_bench": yaml_path},
@@ -163,7 +164,9 @@ def _median_ms(fn, n: int) -> float:
 def _hops(args, ray, serve) -> dict:
     from cascade.artifacts import Image
     from cascade.registry import get_stage_class
-    from cascade.serve.ray_app import RemoteStages, StageReplica, stage_config, stage_key
+    from cascade.serve.ray.configs import stage_config, stage_key
+    from cascade.serve.ray.executor import RemoteStages
+    from cascade.serve.ray.replica import StageReplica
     from cascade.trace import StageRecord, stage_scope
 
     stage = get_stage_class("images")({}, name="hop")

@@ -14,7 +14,8 @@ from . import plugins
 if TYPE_CHECKING:
     from .stage import Stage
 
-__all__ = ["register", "unregister", "get_stage_class", "stage_types", "ENTRY_POINT_GROUP"]
+__all__ = ["register", "unregister", "get_stage_class", "stage_types", "heavy_stage_types",
+           "ENTRY_POINT_GROUP"]
 
 ENTRY_POINT_GROUP = plugins.stages.group
 
@@ -37,3 +38,9 @@ def get_stage_class(type_name: str) -> type["Stage"]:
 def stage_types() -> dict[str, type["Stage"]]:
     """Every registered stage type, by name (sorted)."""
     return {name: plugins.stages[name] for name in plugins.stages.names()}
+
+
+def heavy_stage_types() -> tuple[str, ...]:
+    """The registered stage types that declare themselves heavy (`Stage.serving.heavy`): on Ray
+    each runs in its own deployment."""
+    return tuple(name for name, cls in stage_types().items() if cls.serving.heavy)

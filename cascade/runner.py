@@ -22,7 +22,7 @@ The runner executes a `Plan` (the stages, how their inputs are wired, the output
 dependency graph), which `cascade.pipeline` builds from a validated YAML; it knows nothing of
 loading or validation. A run may carry an `executor` (`StageExecutor`): the stages it `handles`
 run through its `run(stage, inputs)` instead of in this process (no local setup, no setup gate: a Ray Serve
-replica holds the loaded stage, `cascade.serve.ray_app`); everything else (skipping, joins,
+replica holds the loaded stage, `cascade.serve.ray`); everything else (skipping, joins,
 records, output checks) is the same.
 """
 from __future__ import annotations

@@ -21,6 +21,12 @@ edge are checked when a pipeline loads, before anything runs.
 A router is a stage with `branches`: its outputs hold a `route: Route`, and the runner skips the
 stages that wait on the branches it did not take.
 
+How a stage is served is declared on its class (`serving = Serving(...)`, read by the Ray layer
+through the registry): heavy (its own Ray Serve deployment, with its resources) or light (it runs
+in the ingress); batchable (`run_batch` answers several calls at once); an affinity input (calls
+about the same content go to the replica that answered before, where its caches are). The
+defaults describe a light stage; nothing changes for a stage run in process.
+
 A stage that uses a model of the pipeline's `models:` block names it with a `ModelName` param
 (`model: ModelName = "vlm"`) and reaches it with `self.model(self.params.model)`
 (`cascade.models.DeclaredModel`: its family, and the loaded model, shared). A stage that saves or
@@ -34,7 +40,7 @@ import functools
 import inspect
 import threading
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
@@ -48,7 +54,7 @@ from .models import DeclaredModel, Models, ModelSpec
 if TYPE_CHECKING:
     from .model_refs import ModelRef
 
-__all__ = ["Stage", "Router", "StageParams", "Port", "stage"]
+__all__ = ["Stage", "Router", "StageParams", "Port", "Serving", "stage"]
 
 
 class StageParams(BaseModel):
@@ -67,11 +73,33 @@ class Port:
     default: Any = None
 
 
+@dataclass(frozen=True)
+class Serving:
+    """How a stage type is served on Ray Serve (in process every stage runs alike).
+
+    heavy: runs in a deployment of its own (one per stage type, named after it) whose replicas
+    load its models; a light stage runs in the ingress. num_cpus / num_gpus: Ray resources per
+    replica (defaults; a deployment's options override them). pool: which replica-count and
+    resource flags apply: "model" (`--replicas`, `--vlm-gpus`: the stages that generate) or
+    "stage" (`--stage-replicas`). batch: concurrent calls of one replica may be answered
+    together by `run_batch` (each call `batchable`). affinity: the input port whose content
+    routes a call to the replica that answered about it before (its caches hold that content),
+    or None."""
+
+    heavy: bool = False
+    num_cpus: float = 0.5
+    num_gpus: float = 0.0
+    pool: typing.Literal["model", "stage"] = "stage"
+    batch: bool = False
+    affinity: str | None = None
+
+
 class Stage:
     """Base class of all stages. Subclass, define `Params`, `Outputs` and `run`, then `@stage(...)`."""
 
     type_name: ClassVar[str] = ""
     Params: ClassVar[type[StageParams]] = StageParams
+    serving: ClassVar[Serving] = Serving()
 
     def __init__(self, params: StageParams | dict[str, Any] | None = None, *, name: str = "",
                  models: Models | Mapping[str, ModelSpec | dict[str, Any]] | None = None,
@@ -106,6 +134,21 @@ class Stage:
 
     def run(self, **inputs: Any) -> Any:  # pragma: no cover - every stage overrides it
         raise NotImplementedError
+
+    def streams(self) -> bool:
+        """Whether a run streams tokens to the run's caller (`cascade.streaming.claim_stream`);
+        a remote caller then reads them as they come instead of batching the call."""
+        return False
+
+    def batchable(self, inputs: Mapping[str, Any]) -> bool:
+        """Whether this call may share a `run_batch` (`serving.batch`); False sends it to `run`."""
+        return self.serving.batch
+
+    def run_batch(self, calls: Sequence[Mapping[str, Any]]) -> Iterator[Any]:
+        """Several calls' `run` at once (`serving.batch`): yields each call's outputs, in order.
+        What the stage records (`cascade.trace.record`) before yielding a call's outputs counts
+        to that call: the caller switches the trace scope between items."""
+        raise NotImplementedError(f"stage '{self.type_name}' declares no run_batch")
 
     def __call__(self, **inputs: Any) -> Any:
         """Run the stage directly from Python (sets it up on first use)."""

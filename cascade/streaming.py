@@ -12,16 +12,25 @@ claimed, so a caller whose final answer is not what streamed can say which stage
 
 `on_token` runs in the stage's thread, once per generated token; an exception it raises (e.g. the
 server's "client went away") stops the generation and fails the run.
+
+`TokenChannel` is the one bridge from that thread to whoever reads the tokens: a blocking
+iterator (`VLM.stream`) or an event loop (the server's SSE response, a Ray replica's streaming
+method). anyio's memory object streams do not fit: they are not thread-safe, and sending from a
+plain worker thread goes through `anyio.from_thread`, which blocks the decode loop on the event
+loop for every token and needs a thread anyio started.
 """
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import threading
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["AnswerStream", "answer_stream", "claim_stream", "silent", "is_silent"]
+__all__ = ["AnswerStream", "answer_stream", "claim_stream", "silent", "is_silent",
+           "TokenChannel"]
 
 OnToken = Callable[[Any], Any]  # called with a `cascade.vlm.decode.TokenEvent`
 
@@ -74,3 +83,78 @@ def silent(on_token: OnToken) -> OnToken:
 def is_silent(on_token: OnToken | None) -> bool:
     return bool(getattr(on_token, "silent", False))
 
+
+
+class TokenChannel:
+    """Tokens from one producer thread to one reader, in order, then the end.
+
+    `put` (the `on_token` callback) and `close` never block and may be called from any thread;
+    a token put after `close` is dropped (its reader has gone).
+    Read with `for event in channel` (blocking) or `async for event in channel` (on an event loop,
+    which `put` wakes through `call_soon_threadsafe`). Iteration ends once the channel is closed
+    and every token has been read; `close(error)` re-raises `error` to the reader at the end."""
+
+    def __init__(self) -> None:
+        self._items: deque[Any] = deque()
+        self._cond = threading.Condition()
+        self._closed = False
+        self._error: BaseException | None = None
+        self._wake: Callable[[], None] | None = None  # an async reader's, while it waits
+
+    def put(self, event: Any) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._items.append(event)
+            self._notify()
+
+    def close(self, error: BaseException | None = None) -> None:
+        with self._cond:
+            if not self._closed:
+                self._closed, self._error = True, error
+                self._notify()
+
+    def _notify(self) -> None:  # holding the condition
+        self._cond.notify_all()
+        if self._wake is not None:
+            self._wake()
+
+    def _take(self) -> tuple[bool, Any]:  # holding the condition: (True, token) or (False, None)
+        if self._items:
+            return True, self._items.popleft()
+        if self._closed and self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        return False, None
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._items or self._closed)
+                got, event = self._take()
+            if not got:
+                return
+            yield event
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        loop, ready = asyncio.get_running_loop(), asyncio.Event()
+
+        def wake() -> None:
+            loop.call_soon_threadsafe(ready.set)
+
+        while True:
+            with self._cond:
+                got, event = self._take()
+                if not got and self._closed:
+                    return
+                if not got:
+                    ready.clear()
+                    self._wake = wake
+            if got:
+                yield event
+                continue
+            try:
+                await ready.wait()
+            finally:
+                with self._cond:
+                    self._wake = None

@@ -13,7 +13,7 @@ from cascade.errors import InputError
 from cascade.media import VideoSource
 from cascade.model_refs import ModelRef, open_clip_weights
 from cascade.progress import progress
-from cascade.stage import Stage, StageParams, stage
+from cascade.stage import Serving, Stage, StageParams, stage
 from cascade.trace import record
 
 from ._retrieval import Embeddings, normalize
@@ -61,6 +61,8 @@ class ClipEmbed(Stage):
     gives random weights: real costs and mechanics, meaningless similarities; tests and benchmarks
     here use it because no CLIP weights can be downloaded on those machines.
     """
+
+    serving = Serving(heavy=True)  # on Ray: its own deployment, the model loaded there
 
     class Params(StageParams):
         model: str = Field("ViT-B-32", description="open_clip architecture name")

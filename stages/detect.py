@@ -11,7 +11,7 @@ from cascade.artifacts import Box, Detection, Image
 from cascade.errors import did_you_mean
 from cascade.media import VideoSource
 from cascade.model_refs import ModelRef, bundled_file
-from cascade.stage import Stage, StageParams, stage
+from cascade.stage import Serving, Stage, StageParams, stage
 from cascade.trace import record
 
 from ._shared import as_image_list, pick_device, result_cache, shared_model
@@ -58,6 +58,8 @@ class Detect(Stage):
     Cached by pixel content; with the pipeline's `index:` on and a `video` input, saved in the
     video's index and read back by later processes.
     """
+
+    serving = Serving(heavy=True)  # on Ray: its own deployment, the model loaded there
 
     class Params(StageParams):
         allow_pickle: bool = Field(False, description="trust non-ONNX weights (.pt ...): loading "

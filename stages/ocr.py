@@ -17,7 +17,7 @@ from cascade.artifacts import Box, Image, OcrLine
 from cascade.media import VideoSource
 from cascade.model_refs import ModelRef, bundled_file
 from cascade.progress import progress
-from cascade.stage import Stage, StageParams, stage
+from cascade.stage import Serving, Stage, StageParams, stage
 from cascade.trace import record
 
 from ._shared import as_image_list, result_cache, shared_model
@@ -104,6 +104,8 @@ class Ocr(Stage):
     pipeline's `index:` on and a `video` input, each frame's lines are saved in the video's index
     and read back by later processes.
     """
+
+    serving = Serving(heavy=True)  # on Ray: its own deployment, the model loaded there
 
     class Params(StageParams):
         backend: Literal["rapidocr", "paddleocr"] = Field("rapidocr", description="OCR engine")

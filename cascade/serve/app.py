@@ -23,6 +23,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..streaming import TokenChannel
 from .bill import bill_of, openai_usage
 from .config import ServeConfig
 from .engine import Engine
@@ -31,7 +32,7 @@ from .metrics import CONTENT_TYPE, Metrics
 from .openapi import CHAT_BODY, CHAT_OK, json_response, publish, responses_for
 from .protocol import ChatRequest, json_number, parse_chat_request
 from .responses import ChatCompletion, Health, Liveness, ModelList
-from .sse import TokenFeed, event_stream
+from .sse import event_stream
 
 __all__ = ["create_app", "completion_body", "cascade_extra"]
 
@@ -168,10 +169,12 @@ def create_app(config: ServeConfig | None = None, *, engine: Engine | None = Non
     async def _stream(request: Request, req: ChatRequest, served, outcome: _Outcome) -> Response:
         """Run the request and answer with server-sent events once its first token (or, for a
         tool answer, the whole answer) is there; failures before that keep their HTTP status."""
-        feed = TokenFeed(asyncio.get_running_loop())
-        work = asyncio.ensure_future(engine.run_async(req, served, on_token=feed.put))
+        channel = TokenChannel()
+        work = asyncio.ensure_future(engine.run_async(req, served, on_token=channel.put))
+        work.add_done_callback(lambda _: channel.close())
+        tokens = aiter(channel)
         try:
-            first = await _unless_disconnected(request, feed.next(work))
+            first = await _unless_disconnected(request, anext(tokens, None))
         except BaseException:
             work.cancel()
             raise
@@ -182,7 +185,7 @@ def create_app(config: ServeConfig | None = None, *, engine: Engine | None = Non
             return Response(status_code=499)
         if first is None:
             work.result()  # a failure before any token: raises its APIError here
-        return event_stream(feed, work, first, model=req.model, cid=f"chatcmpl-{uuid.uuid4().hex}",
+        return event_stream(tokens, work, first, model=req.model, cid=f"chatcmpl-{uuid.uuid4().hex}",
                             created=int(time.time()), include_usage=req.include_usage,
                             extra=cascade_extra, finished=outcome.done,
                             send_timeout=config.send_timeout_s)

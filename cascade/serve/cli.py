@@ -77,9 +77,10 @@ def _run(args: argparse.Namespace, demo: bool) -> int:
         config = config_from_args(args)
         if config.random_weights:
             print(TINY_NOTE, file=sys.stderr)
-        from .ray_deploy import serve_on_ray  # imports ray only when asked
+        from .ray.cli import ray_options
+        from .ray.deploy import serve_on_ray  # imports ray only when asked
 
-        return serve_on_ray(args, config)
+        return serve_on_ray(args, config, ray_options(args))
     import uvicorn
 
     from .app import create_app
@@ -108,7 +109,7 @@ def add_serve_commands(sub) -> None:
                        "/openapi.json (the contract).")
     _common(p, 8000)
     p.add_argument("--demo", action="store_true", help="also mount the web demo at /demo")
-    from .ray_deploy import add_deploy_command, add_ray_flags  # argparse only
+    from .ray.cli import add_deploy_command, add_ray_flags  # argparse only
 
     add_ray_flags(p)
     p.set_defaults(func=lambda a: _run(a, demo=False))

@@ -5,9 +5,10 @@ weights load in a background thread from start-up (`load_models`), and `readines
 every served pipeline can answer (GET /health). Each id keeps one `QA` object for the life of the
 server, so its stages (and their content-keyed caches: CLIP embeddings, OCR/detections, the VLM's
 KV prefix) survive across requests: the second question about the same video skips the vision
-work. Pipeline runs are blocking compute and go to a thread pool, never the event loop. Runs of one pipeline are
-serialized by a lock (stage objects and the VLM's caches are shared, not thread-safe); different
-pipelines run side by side.
+work. Pipeline runs are blocking compute and go to a thread pool, never the event loop. Runs of
+one pipeline are serialized by a lock (stage objects and the VLM's caches are shared, not
+thread-safe; on Ray, where they live in the replicas, `serialize_runs=False`); different pipelines
+run side by side.
 
 A request is checked first (400s never wait), then admitted (`Admission`: at most
 `max_concurrent` running, `max_queue` waiting in order, 429 + Retry-After beyond), then run. The
@@ -24,18 +25,20 @@ has none). The request's `max_tokens` and earlier turns go to the pipeline's `ma
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..artifacts import Answer, Image
 from ..errors import CascadeError, InputError, StageError, did_you_mean
+from ..runner import StageExecutor
 from ..streaming import silent
 from ..trace import StageRecord
 from .admission import Admission, QueueFull
@@ -59,14 +62,26 @@ class RequestCancelled(Exception):
 
 
 class _CancelHook:
-    """A `StageHook` that stops the current run of a pipeline once its request is cancelled
-    (runs of one pipeline are serialized, so one event per pipeline is enough)."""
+    """A `StageHook` that stops a run once its request is cancelled. The request's event lives in
+    a context variable, which the runner's stage threads inherit, so runs of one pipeline that
+    overlap (`serialize_runs=False`) each watch their own request."""
 
     def __init__(self) -> None:
-        self.event: threading.Event | None = None
+        self._event: contextvars.ContextVar[threading.Event | None] = \
+            contextvars.ContextVar("cascade_cancel", default=None)
+
+    @contextmanager
+    def watching(self, event: threading.Event | None) -> Iterator[None]:
+        """Runs started inside the block stop once `event` is set."""
+        token = self._event.set(event)
+        try:
+            yield
+        finally:
+            self._event.reset(token)
 
     def before_stage(self, record: StageRecord) -> None:
-        if self.event is not None and self.event.is_set():
+        event = self._event.get()
+        if event is not None and event.is_set():
             raise RequestCancelled(f"cancelled before stage '{record.name}'")
 
     def after_stage(self, record: StageRecord) -> None:
@@ -80,8 +95,7 @@ class ServedModel:
     qa: Any  # cascade.api.QA
     media_types: dict[str, str]  # media input name -> its type (video, images, image, path)
     description: str = ""
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    cancel: _CancelHook = field(default_factory=_CancelHook)
+    lock: AbstractContextManager = field(default_factory=threading.Lock)  # held by each run
 
 
 def _shipped_names() -> list[str]:
@@ -92,13 +106,21 @@ def _shipped_names() -> list[str]:
 
 class Engine:
     """Builds the served models (validation only); `load_models` then loads their weights in the
-    background, and `readiness` says when every one can answer. `load_models=False`: the heavy
-    stages run elsewhere (Ray Serve replicas) and readiness comes from probes."""
+    background, and `readiness` says when every one can answer.
 
-    def __init__(self, config: ServeConfig, *, load_models: bool = True):
+    Where the heavy stages run elsewhere (Ray Serve replicas) the engine is told so:
+    `load_models=False` (readiness then comes from probes), `executor` (a
+    `cascade.runner.StageExecutor` every served pipeline runs its stages through) and
+    `serialize_runs=False` (the lock policy: runs of one pipeline overlap, since the state the
+    lock protects, loaded models and their caches, lives in the replicas; the light stages keep no
+    per-run state on the stage object)."""
+
+    def __init__(self, config: ServeConfig, *, load_models: bool = True,
+                 executor: StageExecutor | None = None, serialize_runs: bool = True):
         from ..api import QA
 
         self.config = config
+        self._cancel = _CancelHook()
         self.metrics = Metrics()
         sources: dict[str, str] = {}
         if config.shipped:
@@ -120,8 +142,10 @@ class Engine:
             spec = qa.pipeline.spec
             served = ServedModel(PREFIX + name, str(source), qa,
                                  {n: spec.inputs[n].type for n in qa.media_inputs},
-                                 " ".join(spec.description.split()))
-            qa.pipeline.hooks.append(served.cancel)
+                                 " ".join(spec.description.split()),
+                                 threading.Lock() if serialize_runs else nullcontext())
+            qa.pipeline.hooks.append(self._cancel)
+            qa.pipeline.executor = executor
             self.models[served.id] = served
         if not self.models:
             raise InputError("no servable pipeline: a pipeline needs a 'question' input, a media "
@@ -254,12 +278,9 @@ class Engine:
                 if cancel is not None and cancel.is_set():
                     raise RequestCancelled("cancelled before it started")
                 value = self.pipeline_input(served, media, stack)
-                served.cancel.event = cancel
-                try:
+                with self._cancel.watching(cancel):
                     answer = served.qa.ask(value, question, history=history, **extra,
                                            on_token=token if on_token is not None else silent(token))
-                finally:
-                    served.cancel.event = None
         except StageError as e:
             if isinstance(e.cause, RequestCancelled):
                 raise e.cause from None

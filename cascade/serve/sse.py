@@ -1,7 +1,7 @@
 """A streamed chat completion: `chat.completion.chunk` server-sent events as the VLM generates.
 
 The pipeline runs in a worker thread; each token of the answer crosses to the event loop through
-a `TokenFeed` (`loop.call_soon_threadsafe`) and leaves as one content chunk, so the first chunk
+a `cascade.streaming.TokenChannel` (closed when the run ends) and leaves as one content chunk, so the first chunk
 arrives after the time to first token, not after the answer. A tool answer (OCR read the sign)
 generated no tokens: its text leaves at once, as one chunk. The last chunk carries
 `finish_reason` and the `cascade` extra field (evidence, bill, trace); a usage chunk follows when
@@ -29,40 +29,9 @@ from .bill import openai_usage
 from .errors import APIError
 from .responses import ChatCompletionChunk
 
-__all__ = ["TokenFeed", "event_stream"]
+__all__ = ["event_stream"]
 
 log = logging.getLogger("cascade.serve")
-
-
-class TokenFeed:
-    """Tokens from the worker thread, in order, on the event loop.
-
-    `put` is the `on_token` callback (any thread). Tokens are scheduled on the loop before the
-    run's own result is (both go through the loop's callback queue in order), so once the run is
-    done every token it generated is already here."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop):
-        self._loop = loop
-        self._queue: asyncio.Queue = asyncio.Queue()
-
-    def put(self, event: Any) -> None:
-        self._loop.call_soon_threadsafe(self._queue.put_nowait, event)
-
-    async def next(self, work: asyncio.Future) -> Any | None:
-        """The next token, or None once `work` is done and every token has been taken."""
-        if not self._queue.empty():
-            return self._queue.get_nowait()
-        if work.done():
-            return None
-        getter = asyncio.ensure_future(self._queue.get())
-        try:
-            await asyncio.wait({getter, work}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if not getter.done():
-                getter.cancel()
-        if getter.done() and not getter.cancelled():
-            return getter.result()
-        return self._queue.get_nowait() if not self._queue.empty() else None
 
 
 class _ClientStalled(Exception):
@@ -98,12 +67,12 @@ def _sse(obj: Any) -> str:
     return f"data: {json.dumps(obj)}\n\n"
 
 
-def event_stream(feed: TokenFeed, work: asyncio.Future, first: Any | None, *, model: str,
+def event_stream(tokens: AsyncIterator[Any], work: asyncio.Future, first: Any | None, *, model: str,
                  cid: str, created: int, include_usage: bool,
                  extra: Callable[[Any], dict[str, Any]],
                  finished: Callable[[int], None], send_timeout: float = 30.0) -> StreamingResponse:
-    """The response for a run that has produced its first token (`first`) or, for a tool answer,
-    has finished (`first` None). extra(answer): the `cascade` field of the last chunk.
+    """The response for a run that has produced its first token (`first`; the rest come from
+    `tokens`, which ends with the run) or, for a tool answer, has finished (`first` None). extra(answer): the `cascade` field of the last chunk.
     finished(status) is called when the stream ends (200, an error's status, or 499), maybe
     more than once: the first call counts."""
 
@@ -127,7 +96,7 @@ def event_stream(feed: TokenFeed, work: asyncio.Future, first: Any | None, *, mo
                 if event.text:  # "" while a multi-byte character is incomplete, or for EOS
                     streamed.append(event.text)
                     yield _sse(chunk({"content": event.text}))
-                event = await feed.next(work)
+                event = await anext(tokens, None)
             try:
                 answer = await work
                 text = "".join(streamed)

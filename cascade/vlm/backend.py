@@ -6,13 +6,13 @@ open sessions and batch. Backends register by short name with their options
 """
 from __future__ import annotations
 
-import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .. import plugins
 from ..errors import InputError, did_you_mean
+from ..streaming import TokenChannel
 from .decode import GREEDY, OnToken, Sampling, TokenEvent
 from .families import Family, ImageLimits
 from .prompt import History
@@ -52,32 +52,28 @@ class Stream:
     """Tokens of one `VLM.stream` call as they are generated; `result` once iteration ends.
 
     Generation runs in a worker thread; iterating yields `TokenEvent`s (token id, the text it
-    adds, its log-probability) and re-raises the call's error, if any, at the end."""
-
-    _END = object()
+    adds, its log-probability) and re-raises the call's error, if any, at the end. The tokens
+    cross threads through `cascade.streaming.TokenChannel`."""
 
     def __init__(self, call: Callable[[OnToken], VLMResult]):
-        self._events: queue.Queue = queue.Queue()
+        self._tokens = TokenChannel()
         self.result: VLMResult | None = None
-        self._error: BaseException | None = None
 
         def work() -> None:
+            error = None
             try:
-                self.result = call(self._events.put)
+                self.result = call(self._tokens.put)
             except BaseException as e:  # handed to the iterating thread
-                self._error = e
+                error = e
             finally:
-                self._events.put(self._END)
+                self._tokens.close(error)
 
         self._thread = threading.Thread(target=work, daemon=True)
         self._thread.start()
 
     def __iter__(self) -> Iterator[TokenEvent]:
-        while (event := self._events.get()) is not self._END:
-            yield event
+        yield from self._tokens
         self._thread.join()
-        if self._error is not None:
-            raise self._error
 
 
 class VLM:

@@ -15,13 +15,16 @@ from dataclasses import dataclass
 
 from cascade.artifacts import Image
 from cascade.registry import get_stage_class
-from cascade.stage import Stage, stage
+from cascade.stage import Serving, Stage, stage
 from cascade.streaming import answer_stream, claim_stream
 
 
 @stage("test_fault")
 class FaultInjection(Stage):
     """Question in, same question out; `SLEEP n` delays, `CRASH` raises."""
+
+    # On Ray, a deployment of its own (a replica can be killed while a request is surely in it).
+    serving = Serving(heavy=True, num_cpus=0.25)
 
     @dataclass(frozen=True)
     class Outputs:

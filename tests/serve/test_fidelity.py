@@ -244,18 +244,21 @@ def test_a_stream_whose_text_is_not_the_answer_says_so():
     import asyncio
 
     from cascade.artifacts import Answer
-    from cascade.serve.sse import TokenFeed, event_stream
+    from cascade.serve.sse import event_stream
+    from cascade.streaming import TokenChannel
     from cascade.vlm.decode import TokenEvent
 
     async def run() -> tuple[list[str], list[int]]:
-        feed = TokenFeed(asyncio.get_running_loop())
+        channel = TokenChannel()
         work = asyncio.get_running_loop().create_future()
+        work.add_done_callback(lambda _: channel.close())
         for i, text in enumerate(["Hel", "lo"]):
-            feed.put(TokenEvent(0, i, i, text, -0.1))
-        first = await feed.next(work)
+            channel.put(TokenEvent(0, i, i, text, -0.1))
+        tokens = aiter(channel)
+        first = await anext(tokens, None)
         work.set_result(Answer("Goodbye"))  # a draft streamed, another stage answered
         statuses: list[int] = []
-        response = event_stream(feed, work, first, model="m", cid="c", created=0,
+        response = event_stream(tokens, work, first, model="m", cid="c", created=0,
                                 include_usage=False, extra=lambda a: {}, finished=statuses.append)
         return [part async for part in response.body_iterator], statuses
 

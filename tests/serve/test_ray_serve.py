@@ -22,8 +22,9 @@ ray = pytest.importorskip("ray", reason="ray[serve] is not installed (pip instal
 serve = pytest.importorskip("ray.serve")
 httpx = pytest.importorskip("httpx")
 
-from cascade.serve.ray_app import (APP_NAME, HEAVY_STAGES, RayOptions, RemoteStages,  # noqa: E402
-                                   app_args, build_app)
+from cascade.serve.ray.app import build_app  # noqa: E402
+from cascade.serve.ray.executor import RemoteStages  # noqa: E402
+from cascade.serve.ray.options import APP_NAME, RayOptions, app_args  # noqa: E402
 
 from .conftest import (IMAGES, PIPELINES, chat, data_url, free_port, image_part,  # noqa: E402
                        png_bytes, small_config, stream_spread)
@@ -47,9 +48,11 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def server(cluster, tiny_vlm):
-    options = RayOptions(replicas=2, threads=1, remote_stages=HEAVY_STAGES + ("test_fault",),
-                         imports=("tests.serve.fault_stage",), batch_wait_timeout_s=0.2,
-                         num_cpus={"vlm_answer": 0.5, "test_fault": 0.25, "ingress": 0.5},
+    # `test_fault` (tests/serve/fault_stage.py, a stage from outside the package) declares itself
+    # heavy: it gets a deployment of its own, like the built-in heavy stages.
+    options = RayOptions(replicas=2, threads=1, imports=("tests.serve.fault_stage",),
+                         batch_wait_timeout_s=0.2,
+                         num_cpus={"vlm_answer": 0.5, "ingress": 0.5},
                          health_check_period_s=1.0)
     config = small_config(tiny_vlm, max_concurrent=8)
     t0 = time.perf_counter()
@@ -296,7 +299,7 @@ def test_cascade_deploy_writes_a_config_serve_accepts_and_runs(server, tmp_path)
     raw = yaml.safe_load(out.read_text())
     config = ServeDeploySchema.model_validate(raw)
     app = config.applications[0]
-    assert app.import_path == "cascade.serve.ray_app:build_app"
+    assert app.import_path == "cascade.serve.ray.app:build_app"
     assert [d.name for d in app.deployments] == ["ingress", "vlm_answer"]
     vlm = raw["applications"][0]["deployments"][1]
     assert vlm["autoscaling_config"] == {"min_replicas": 1, "max_replicas": 2,
@@ -327,14 +330,15 @@ def test_cli_flags_become_the_layout_and_args_round_trip(tmp_path):
     from cascade.cli import build_parser
     from cascade.errors import CascadeError
     from cascade.serve.cli import config_from_args
-    from cascade.serve.ray_app import split_args
-    from cascade.serve.ray_deploy import _options, local_cluster_cpus
+    from cascade.serve.ray.cli import ray_options
+    from cascade.serve.ray.deploy import local_cluster_cpus
+    from cascade.serve.ray.options import split_args
 
     args = build_parser().parse_args(["serve", "--ray", "--replicas", "3", "--vlm-gpus", "0.5",
                                       "--threads", "1", "--max-batch-size", "8", "--tiny",
                                       "--media-root", str(tmp_path)])
     assert args.ray and args.address is None
-    options, config = _options(args), config_from_args(args)
+    options, config = ray_options(args), config_from_args(args)
     assert (options.replicas, options.gpus("vlm_answer"), options.threads) == (3, 0.5, 1)
     assert options.max_batch_size == 8 and options.cpus("vlm_answer") == 1.0
     assert local_cluster_cpus(options) >= 3 * 1.0 + 4 * 0.5 + 0.5

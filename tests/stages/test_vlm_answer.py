@@ -171,3 +171,32 @@ outputs:
     assert stream.streamed_by in ("a", "b") and len(events) == 3
     assert result[stream.streamed_by].bill.generated_tokens == 3
     assert all(name.startswith("cascade-stage") for name in threads)
+
+
+def test_run_batch_answers_several_calls_at_once_and_counts_each_in_its_own_record(tiny_model):
+    """The declared batch path (`serving.batch`, what a Ray replica calls for concurrent first
+    turns): one `generate_batch`, each call's counters recorded in the scope the caller opened."""
+    models = {"vlm": {"id": tiny_model, "device": "cpu"}}
+    st = VLMAnswer({"max_new_tokens": 4}, name="vlm", models=models)
+    st.ensure_setup()
+    assert st.serving.heavy and st.serving.batch and st.serving.affinity == "images"
+    calls = [{"images": [_image(10)], "question": "What is it?"},
+             {"images": [_image(11)], "question": "Which colour?", "hint": "OCR: STOP"}]
+    assert all(st.batchable(c) for c in calls)
+    assert not st.batchable({**calls[0], "history": [("q", "a")]})  # a conversation: `run`
+    assert not st.batchable({**calls[0], "max_new_tokens": 9})  # its own length: `run`
+    records = [StageRecord("vlm", "vlm_answer") for _ in calls]
+    items, outs = st.run_batch(calls), []
+    for rec in records:
+        with stage_scope(rec):
+            outs.append(next(items))
+    assert next(items, None) is None
+    vlm = st.model("vlm").vlm
+    expected = vlm.generate_batch([(c["images"], q) for c, q in zip(
+        calls, ["What is it?", "OCR: STOP\nWhich colour?"])], max_new_tokens=4,
+        reduction=st.model("vlm").reduction(None, None, None))
+    assert [o.answer.text for o in outs] == [r.text for r in expected]
+    for rec, out, call in zip(records, outs, calls):
+        assert out.answer.evidence.images == tuple(call["images"])
+        assert rec.counters["vlm_batch_size"] == 2
+        assert rec.counters["visual_tokens"] == out.answer.bill.visual_tokens > 0
