@@ -1,45 +1,111 @@
-"""Server settings: which model and pipelines, and the limits that protect the process."""
+"""Server settings: one model for the flags, the environment and the defaults.
+
+`ServeConfig` is a pydantic-settings model: each field's default is written once, here; a
+`CASCADE_<FIELD>` environment variable overrides it (`CASCADE_MAX_CONCURRENT=8`,
+`CASCADE_PIPELINES='{"mine": "p.yaml"}'`); a command-line flag overrides both. The flags of
+`cascade serve` / `cascade demo` are built from the fields (`add_flags`, each field's `Flag`), and
+`from_args` reads them back, so no default or flag list is written twice.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ..errors import CascadeError
+
+__all__ = ["ServeConfig", "Flag", "add_flags", "from_args", "ENV_PREFIX"]
+
+ENV_PREFIX = "CASCADE_"
+_MIB = 1 << 20
 
 
-@dataclass
-class ServeConfig:
-    """Everything `cascade serve` / `cascade demo` can be told.
+@dataclass(frozen=True)
+class Flag:
+    """How a setting appears on the command line. name: the flag (default `--field-name`);
+    action: argparse's (`store_true`, `store_false`, `append`); type: what argparse parses;
+    to_setting: flag value -> the setting's value; shown: the setting's default as the flag says
+    it; env_unit: the variable's unit where it is not the flag's; exclusive: flags sharing this
+    group name exclude each other."""
 
-    model: VLM for every `vlm_answer` stage (hub id or local folder); None keeps each pipeline's
-    own. tiny: build the random-weight tiny Qwen2-VL and use it (offline demos; its answers are
-    random text, while OCR/detector answers, evidence and the bill are real). pipelines: extra
-    YAML pipelines served as `cascade/<name>`, next to the shipped ones. media_root: the only
-    folder `file://` URLs may point into (None refuses file URLs). upload_dir: where uploaded
-    videos live while a request uses them (named by content hash, deleted when no request holds
-    them; None: a private temporary folder). max_concurrent requests run at once and up to
-    max_queue more wait in arrival order; beyond that a request gets 429 with Retry-After.
-    max_total_pixels: the pixels one request may make the server decode, every image's and every
-    video frame's width x height summed (from headers, before decoding). upload_timeout_s: a
-    request body that has not all arrived by then gets 408. send_timeout_s: a stream whose client
-    does not take a chunk for that long is dropped and its decode cancelled.
-    """
+    help: str
+    name: str | None = None
+    action: str | None = None
+    type: Callable[[str], Any] | None = None
+    metavar: str | None = None
+    to_setting: Callable[[Any], Any] | None = None
+    shown: Callable[[Any], Any] | None = None
+    env_unit: str = ""
+    exclusive: str | None = None
 
-    model: str | None = None
-    tiny: bool = False
-    device: str | None = None
-    pipelines: dict[str, str] = field(default_factory=dict)
-    shipped: bool = True  # also serve every shipped pipeline that answers questions
-    media_root: Path | None = None
-    upload_dir: Path | None = None
-    max_upload_bytes: int = 64 << 20
-    max_frames: int = 3000  # frames in a video, or images in one request
-    max_pixels: int = 4096 * 4096  # per image or video frame
-    max_total_pixels: int = 1 << 31  # summed over a request's images and video frames
-    request_timeout_s: float = 300.0
-    upload_timeout_s: float = 60.0  # for the whole request body to arrive
-    send_timeout_s: float = 30.0  # a streamed response's client must take each chunk within this
-    max_concurrent: int = 4  # requests holding a slot (running, or waiting for their pipeline)
-    max_queue: int = 64  # requests waiting for a slot; more get 429 + Retry-After
-    workers: int = 2  # threads running pipelines
+
+def _pipelines(items: list[str]) -> dict[str, str]:
+    pipelines = {}
+    for item in items:
+        name, eq, path = item.partition("=")
+        if not eq or not name or not path:
+            raise CascadeError(f"--pipeline '{item}': expected NAME=path/to/pipeline.yaml")
+        pipelines[name] = path
+    return pipelines
+
+
+class ServeConfig(BaseSettings):
+    """Everything `cascade serve` / `cascade demo` can be told (flag, `CASCADE_*` variable, or
+    keyword in Python: `ServeConfig(tiny=True, max_concurrent=8)`). Each field's flag says what
+    it does."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
+
+    model: Annotated[str | None, Flag(
+        "VLM for every vlm_answer stage: hub id or local folder ('tiny' = --tiny); default: "
+        "each pipeline's own", exclusive="model")] = None
+    tiny: Annotated[bool, Flag(
+        "random-weight tiny Qwen2-VL and random CLIP: runs offline; VLM answers are random text, "
+        "tool answers/evidence/bill real", action="store_true", exclusive="model")] = False
+    device: Annotated[str | None, Flag(
+        "cpu, cuda, cuda:1 ... for every stage that has a device")] = None
+    pipelines: Annotated[dict[str, str], Flag(
+        "also serve a YAML pipeline as model cascade/NAME (repeatable)", name="--pipeline",
+        action="append", metavar="NAME=YAML", to_setting=_pipelines)] = Field(default_factory=dict)
+    shipped: Annotated[bool, Flag(
+        "serve only --pipeline pipelines (default: every shipped pipeline that answers "
+        "questions too)", name="--no-shipped", action="store_false")] = True
+    media_root: Annotated[Path | None, Flag(
+        "folder file:// URLs may read from (default: file URLs refused)", type=Path)] = None
+    upload_dir: Annotated[Path | None, Flag(
+        "where uploaded videos live while a request uses them; deleted after (default: a "
+        "private temporary folder)", type=Path)] = None
+    max_upload_bytes: Annotated[int, Flag(
+        "largest media upload (MiB)", name="--max-upload-mb", type=float,
+        metavar="MIB", to_setting=lambda mb: int(mb * _MIB), shown=lambda b: b / _MIB,
+        env_unit="bytes")] = 64 * _MIB
+    max_frames: Annotated[int, Flag(
+        "most frames in a video / images in a request", type=int)] = 3000
+    max_pixels: Annotated[int, Flag("most pixels per image/frame", type=int)] = 4096 * 4096
+    max_total_pixels: Annotated[int, Flag(
+        "most pixels one request may make the server decode: every image's and every video "
+        "frame's width x height, summed (413 beyond)", type=int)] = 1 << 31
+    request_timeout_s: Annotated[float, Flag(
+        "seconds before a request gets 504 (queue included)", name="--timeout",
+        type=float)] = 300.0
+    upload_timeout_s: Annotated[float, Flag(
+        "seconds for a request body to arrive; a slower upload gets 408", name="--upload-timeout",
+        type=float)] = 60.0
+    send_timeout_s: Annotated[float, Flag(
+        "seconds a streamed chunk may wait for its client to read; then the stream is dropped "
+        "and its decode cancelled", name="--send-timeout", type=float)] = 30.0
+    max_concurrent: Annotated[int, Flag(
+        "requests in progress at once (running, or waiting for their pipeline); more wait in "
+        "the queue", type=int)] = 4
+    max_queue: Annotated[int, Flag(
+        "requests waiting for a slot (in arrival order); more get 429 + Retry-After",
+        type=int)] = 64
+    workers: Annotated[int, Flag("threads running pipelines", type=int)] = 2
 
     def resolved_model(self) -> str | None:
         """The model id to put on vlm_answer stages (builds the tiny model when asked)."""
@@ -52,3 +118,51 @@ class ServeConfig:
     @property
     def random_weights(self) -> bool:
         return self.tiny or self.model == "tiny"
+
+
+def _flag(field_name: str) -> Flag:
+    return next(m for m in ServeConfig.model_fields[field_name].metadata if isinstance(m, Flag))
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """The settings' flags. A flag left out is absent from the parsed args (argparse's
+    SUPPRESS), so the environment or the field's default decides it."""
+    groups: dict[str, Any] = {}
+    for name, field in ServeConfig.model_fields.items():
+        flag = _flag(name)
+        target = parser
+        if flag.exclusive:
+            if flag.exclusive not in groups:
+                groups[flag.exclusive] = parser.add_mutually_exclusive_group()
+            target = groups[flag.exclusive]
+        default = field.get_default(call_default_factory=True)
+        option = flag.name or "--" + name.replace("_", "-")
+        said = f"env {ENV_PREFIX}{name.upper()}" + (f", in {flag.env_unit}" if flag.env_unit else "")
+        if not flag.action and default is not None:
+            said = f"default {flag.shown(default) if flag.shown else default}; {said}"
+        kw: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS,
+                              "help": f"{flag.help} ({said})"}
+        if flag.action:
+            kw["action"] = flag.action
+        else:
+            kw["metavar"] = flag.metavar or option.lstrip("-").replace("-", "_").upper()
+        if flag.type:
+            kw["type"] = flag.type
+        if flag.metavar:
+            kw["metavar"] = flag.metavar
+        target.add_argument(option, **kw)
+
+
+def from_args(args: argparse.Namespace, **override: Any) -> ServeConfig:
+    """The settings the parsed flags, the environment and the defaults give (`override` last)."""
+    given = {}
+    for name in ServeConfig.model_fields:
+        if name in vars(args):
+            flag, value = _flag(name), getattr(args, name)
+            given[name] = flag.to_setting(value) if flag.to_setting else value
+    try:
+        return ServeConfig(**given | override)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+        raise CascadeError(f"server settings (flags or {ENV_PREFIX}* variables): {problems}") \
+            from None

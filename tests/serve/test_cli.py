@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from cascade.cli import build_parser, main
-from cascade.serve.cli import config_from_args
+from cascade.errors import CascadeError
+from cascade.serve.config import ServeConfig, from_args
 
 from .conftest import free_port
 
@@ -22,12 +23,34 @@ def test_flags_become_the_config(tmp_path):
         "--max-upload-mb", "2", "--max-frames", "10", "--max-pixels", "1000", "--timeout", "5",
         "--max-concurrent", "3", "--workers", "1", "--no-shipped", "--max-total-pixels", "5000",
         "--upload-timeout", "7", "--send-timeout", "2"])
-    cfg = config_from_args(args)
+    cfg = from_args(args)
     assert (cfg.max_total_pixels, cfg.upload_timeout_s, cfg.send_timeout_s) == (5000, 7, 2)
     assert cfg.random_weights and not cfg.shipped and cfg.pipelines == {"mine": str(tmp_path / "p.yaml")}
     assert cfg.max_upload_bytes == 2 << 20 and cfg.max_frames == 10 and cfg.max_pixels == 1000
     assert cfg.request_timeout_s == 5 and cfg.max_concurrent == 3 and cfg.media_root == tmp_path
     assert build_parser().parse_args(["demo"]).demo is True
+
+
+def test_the_environment_sets_what_flags_leave_out_and_flags_win(monkeypatch):
+    monkeypatch.setenv("CASCADE_MAX_CONCURRENT", "9")
+    monkeypatch.setenv("CASCADE_PIPELINES", '{"mine": "p.yaml"}')
+    monkeypatch.setenv("CASCADE_WORKERS", "3")
+    cfg = from_args(build_parser().parse_args(["serve", "--workers", "1"]))
+    assert (cfg.max_concurrent, cfg.pipelines, cfg.workers) == (9, {"mine": "p.yaml"}, 1)
+    assert cfg.max_queue == ServeConfig.model_fields["max_queue"].default == 64
+    assert ServeConfig().max_concurrent == 9  # in Python too
+    monkeypatch.setenv("CASCADE_MAX_QUEUE", "lots")
+    with pytest.raises(CascadeError, match="max_queue: Input should be a valid integer"):
+        from_args(build_parser().parse_args(["serve"]))
+
+
+def test_help_shows_each_setting_s_default_and_variable(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--max-upload-mb MIB" in text
+    assert "(default 64.0; env CASCADE_MAX_UPLOAD_BYTES, in bytes)" in text
+    assert "--timeout TIMEOUT" in text and "(default 300.0; env CASCADE_REQUEST_TIMEOUT_S)" in text
 
 
 def test_model_and_tiny_are_exclusive(capsys):

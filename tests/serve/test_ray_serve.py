@@ -329,7 +329,7 @@ def test_cascade_deploy_writes_a_config_serve_accepts_and_runs(server, tmp_path)
 def test_cli_flags_become_the_layout_and_args_round_trip(tmp_path):
     from cascade.cli import build_parser
     from cascade.errors import CascadeError
-    from cascade.serve.cli import config_from_args
+    from cascade.serve.config import from_args
     from cascade.serve.ray.cli import ray_options
     from cascade.serve.ray.deploy import local_cluster_cpus
     from cascade.serve.ray.options import split_args
@@ -338,7 +338,7 @@ def test_cli_flags_become_the_layout_and_args_round_trip(tmp_path):
                                       "--threads", "1", "--max-batch-size", "8", "--tiny",
                                       "--media-root", str(tmp_path)])
     assert args.ray and args.address is None
-    options, config = ray_options(args), config_from_args(args)
+    options, config = ray_options(args), from_args(args)
     assert (options.replicas, options.gpus("vlm_answer"), options.threads) == (3, 0.5, 1)
     assert options.max_batch_size == 8 and options.cpus("vlm_answer") == 1.0
     assert local_cluster_cpus(options) >= 3 * 1.0 + 4 * 0.5 + 0.5

@@ -11,7 +11,6 @@ collector (`ReplicaMetrics`).
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Iterator
@@ -39,7 +38,7 @@ class Ingress:
     def __init__(self, args: dict[str, Any], handles: dict[str, Any]):
         config, options = split_args(args)
         prepare_process(options)
-        config = dataclasses.replace(config, workers=max(config.workers, config.max_concurrent))
+        config = config.model_copy(update={"workers": max(config.workers, config.max_concurrent)})
         self.options = options
         self.remote = RemoteStages(handles, options.remote_types(), options.retries,
                                    options.call_timeout_s)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ...errors import CascadeError, did_you_mean
@@ -73,20 +72,17 @@ class RayOptions:
         return self.replicas if serving_of(deployment).pool == "model" else self.stage_replicas
 
 
-_CONFIG_FIELDS = {f.name for f in dataclasses.fields(ServeConfig)}
+_CONFIG_FIELDS = set(ServeConfig.model_fields)
 _OPTION_FIELDS = {f.name for f in dataclasses.fields(RayOptions)}
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, Path):
-        return str(value)
     return list(value) if isinstance(value, tuple) else dict(value) if isinstance(value, dict) else value
 
 
 def app_args(config: ServeConfig, options: RayOptions | None = None) -> dict[str, Any]:
     """`build_app`'s args (plain YAML/JSON values) for a server config and a layout."""
-    out = {f.name: _plain(getattr(config, f.name)) for f in dataclasses.fields(ServeConfig)}
-    return out | option_args(options or RayOptions())
+    return config.model_dump(mode="json") | option_args(options or RayOptions())
 
 
 def option_args(options: RayOptions) -> dict[str, Any]:
@@ -102,9 +98,6 @@ def split_args(args: dict[str, Any] | None) -> tuple[ServeConfig, RayOptions]:
         raise CascadeError(f"unknown build_app arg '{unknown[0]}'"
                            f"{did_you_mean(unknown[0], sorted(_CONFIG_FIELDS | _OPTION_FIELDS))}")
     cfg = {k: v for k, v in args.items() if k in _CONFIG_FIELDS}
-    for k in ("media_root", "upload_dir"):
-        if cfg.get(k) is not None:
-            cfg[k] = Path(cfg[k])
     opts = {k: v for k, v in args.items() if k in _OPTION_FIELDS}
     for k in ("remote_stages", "imports"):
         if opts.get(k) is not None:
