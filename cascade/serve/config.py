@@ -4,7 +4,8 @@
 `CASCADE_<FIELD>` environment variable overrides it (`CASCADE_MAX_CONCURRENT=8`,
 `CASCADE_PIPELINES='{"mine": "p.yaml"}'`); a command-line flag overrides both. The flags of
 `cascade serve` / `cascade demo` are built from the fields (`add_flags`, each field's `Flag`), and
-`from_args` reads them back, so no default or flag list is written twice.
+`from_args` reads them back, so no default or flag list is written twice (the Ray layout,
+`cascade.serve.ray.options.RayOptions`, is a settings model of the same kind: `CASCADE_RAY_*`).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -22,6 +23,7 @@ from ..errors import CascadeError
 __all__ = ["ServeConfig", "Flag", "add_flags", "from_args", "ENV_PREFIX"]
 
 ENV_PREFIX = "CASCADE_"
+S = TypeVar("S", bound=BaseSettings)
 _MIB = 1 << 20
 
 
@@ -120,16 +122,19 @@ class ServeConfig(BaseSettings):
         return self.tiny or self.model == "tiny"
 
 
-def _flag(field_name: str) -> Flag:
-    return next(m for m in ServeConfig.model_fields[field_name].metadata if isinstance(m, Flag))
+def _flags(settings: type[BaseSettings]) -> dict[str, Flag]:
+    """The fields of `settings` that have a flag, and their `Flag`."""
+    return {name: flag for name, field in settings.model_fields.items()
+            for flag in field.metadata if isinstance(flag, Flag)}
 
 
-def add_flags(parser: argparse.ArgumentParser) -> None:
-    """The settings' flags. A flag left out is absent from the parsed args (argparse's
-    SUPPRESS), so the environment or the field's default decides it."""
+def add_flags(parser: Any, settings: type[BaseSettings] = ServeConfig) -> None:
+    """The flags of `settings` (a parser or an argument group). A flag left out is absent from
+    the parsed args (argparse's SUPPRESS), so the environment or the field's default decides it."""
     groups: dict[str, Any] = {}
-    for name, field in ServeConfig.model_fields.items():
-        flag = _flag(name)
+    prefix = settings.model_config.get("env_prefix", "")
+    for name, flag in _flags(settings).items():
+        field = settings.model_fields[name]
         target = parser
         if flag.exclusive:
             if flag.exclusive not in groups:
@@ -137,7 +142,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
             target = groups[flag.exclusive]
         default = field.get_default(call_default_factory=True)
         option = flag.name or "--" + name.replace("_", "-")
-        said = f"env {ENV_PREFIX}{name.upper()}" + (f", in {flag.env_unit}" if flag.env_unit else "")
+        said = f"env {prefix}{name.upper()}" + (f", in {flag.env_unit}" if flag.env_unit else "")
         if not flag.action and default is not None:
             said = f"default {flag.shown(default) if flag.shown else default}; {said}"
         kw: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS,
@@ -153,16 +158,17 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         target.add_argument(option, **kw)
 
 
-def from_args(args: argparse.Namespace, **override: Any) -> ServeConfig:
+def from_args(args: argparse.Namespace, settings: type[S] = ServeConfig,  # type: ignore[assignment]
+              **override: Any) -> S:
     """The settings the parsed flags, the environment and the defaults give (`override` last)."""
     given = {}
-    for name in ServeConfig.model_fields:
+    for name, flag in _flags(settings).items():
         if name in vars(args):
-            flag, value = _flag(name), getattr(args, name)
+            value = getattr(args, name)
             given[name] = flag.to_setting(value) if flag.to_setting else value
     try:
-        return ServeConfig(**given | override)
+        return settings(**given | override)
     except ValidationError as e:
         problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
-        raise CascadeError(f"server settings (flags or {ENV_PREFIX}* variables): {problems}") \
-            from None
+        prefix = settings.model_config.get("env_prefix", "")
+        raise CascadeError(f"server settings (flags or {prefix}* variables): {problems}") from None

@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..config import add_flags, from_args
 from .options import RayOptions
 
 __all__ = ["add_ray_flags", "ray_options", "add_deploy_command"]
@@ -20,25 +21,14 @@ def add_ray_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("Ray Serve (--ray)")
     g.add_argument("--ray", action="store_true", help="serve on Ray Serve: heavy stages (VLM, OCR, "
                    "detector, encoders) as deployments with their own replicas")
-    g.add_argument("--replicas", type=int, default=1, help="VLM replicas (default 1)")
-    g.add_argument("--stage-replicas", type=int, default=1,
-                   help="replicas of each other heavy stage deployment (default 1)")
     g.add_argument("--address", help="Ray cluster to join: auto (a running local cluster) or "
                    "ray://host:10001 (Ray Client); default: start a local cluster")
-    g.add_argument("--vlm-gpus", type=float, default=0.0,
-                   help="GPUs per VLM replica (a fraction shares one GPU; default 0)")
-    g.add_argument("--threads", type=int, default=None,
-                   help="torch threads per replica (default: Ray's, from the replica's CPUs)")
-    g.add_argument("--max-batch-size", type=int, default=4, help="VLM @serve.batch size")
-    g.add_argument("--batch-wait-ms", type=float, default=10.0, help="VLM @serve.batch wait")
+    add_flags(g, RayOptions)
 
 
 def ray_options(args: argparse.Namespace) -> RayOptions:
-    """The layout `cascade serve --ray`'s flags ask for."""
-    return RayOptions(replicas=args.replicas, stage_replicas=args.stage_replicas,
-                      model_gpus=args.vlm_gpus, threads=args.threads,
-                      max_batch_size=args.max_batch_size,
-                      batch_wait_timeout_s=args.batch_wait_ms / 1000.0)
+    """The layout `cascade serve --ray`'s flags (and `CASCADE_RAY_*` variables) ask for."""
+    return from_args(args, RayOptions)
 
 
 def _deploy(args: argparse.Namespace) -> int:

@@ -4,14 +4,15 @@ Argparse-free and Ray-free: `cascade deploy` and the CLI read it without importi
 """
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ...errors import CascadeError, did_you_mean
 from ...registry import get_stage_class, heavy_stage_types
 from ...stage import Serving
-from ..config import ServeConfig
+from ..config import Flag, ServeConfig
 
 __all__ = ["APP_NAME", "INGRESS", "RayOptions", "app_args", "option_args", "split_args",
            "serving_of"]
@@ -26,34 +27,38 @@ def serving_of(deployment: str) -> Serving:
     return _INGRESS_SERVING if deployment == INGRESS else get_stage_class(deployment).serving
 
 
-@dataclass
-class RayOptions:
+class RayOptions(BaseSettings):
     """How the application is laid out on the cluster (the `args` of `build_app` besides the
-    `ServeConfig` fields).
+    `ServeConfig` fields; a flag of `cascade serve --ray`, a `CASCADE_RAY_*` variable, or a
+    keyword). num_cpus / num_gpus: Ray resources per replica, by deployment name (unnamed: the
+    stage type's declared `serving`, the ingress 0.5 CPU). remote_stages: the stage types that run
+    in deployments (None: every registered heavy type). imports: modules each replica imports
+    first (stage plugins). retries: how often a call whose replica died is sent again.
+    call_timeout_s: longest wait for one stage call. health_check_period_s: Serve's (None: its
+    default, 10 s)."""
 
-    replicas: replicas of each "model"-pool deployment (the VLM); stage_replicas: of every other
-    heavy deployment. model_gpus: GPUs per "model"-pool replica. num_cpus / num_gpus: Ray
-    resources per replica, by deployment name (unnamed: the stage type's `serving`, the ingress
-    0.5 CPU). threads: torch threads per replica (None: torch's default, which Ray sets from
-    num_cpus). remote_stages: the stage types that run in deployments (None: every registered
-    heavy type). imports: modules each replica imports first (stage plugins). max_batch_size /
-    batch_wait_timeout_s: `@serve.batch` of the batchable deployments. retries: how often a call
-    whose replica died is sent again. call_timeout_s: longest wait for one stage call.
-    """
+    model_config = SettingsConfigDict(env_prefix="CASCADE_RAY_", extra="forbid")
 
-    replicas: int = 1
-    stage_replicas: int = 1
-    model_gpus: float = 0.0
-    num_cpus: dict[str, float] = field(default_factory=dict)
-    num_gpus: dict[str, float] = field(default_factory=dict)
-    threads: int | None = None
+    replicas: Annotated[int, Flag("replicas of each \"model\"-pool deployment: the VLM",
+                                  type=int)] = 1
+    stage_replicas: Annotated[int, Flag("replicas of each other heavy stage deployment",
+                                        type=int)] = 1
+    model_gpus: Annotated[float, Flag(
+        "GPUs per VLM replica (a fraction shares one GPU)", name="--vlm-gpus", type=float)] = 0.0
+    threads: Annotated[int | None, Flag(
+        "torch threads per replica (default: Ray's, from the replica's CPUs)", type=int)] = None
+    max_batch_size: Annotated[int, Flag("@serve.batch size of batchable deployments",
+                                        type=int)] = 4
+    batch_wait_timeout_s: Annotated[float, Flag(
+        "@serve.batch wait (ms)", name="--batch-wait-ms", type=float, metavar="MS",
+        to_setting=lambda ms: ms / 1000.0, shown=lambda s: s * 1000.0, env_unit="seconds")] = 0.01
+    num_cpus: dict[str, float] = Field(default_factory=dict)
+    num_gpus: dict[str, float] = Field(default_factory=dict)
     remote_stages: tuple[str, ...] | None = None
     imports: tuple[str, ...] = ()
-    max_batch_size: int = 4
-    batch_wait_timeout_s: float = 0.01
     retries: int = 2
     call_timeout_s: float = 600.0
-    health_check_period_s: float | None = None  # Serve's default (10 s) when None
+    health_check_period_s: float | None = None
 
     def remote_types(self) -> tuple[str, ...]:
         """The stage types that run in deployments (`imports` must have been imported)."""
@@ -73,11 +78,7 @@ class RayOptions:
 
 
 _CONFIG_FIELDS = set(ServeConfig.model_fields)
-_OPTION_FIELDS = {f.name for f in dataclasses.fields(RayOptions)}
-
-
-def _plain(value: Any) -> Any:
-    return list(value) if isinstance(value, tuple) else dict(value) if isinstance(value, dict) else value
+_OPTION_FIELDS = set(RayOptions.model_fields)
 
 
 def app_args(config: ServeConfig, options: RayOptions | None = None) -> dict[str, Any]:
@@ -87,7 +88,7 @@ def app_args(config: ServeConfig, options: RayOptions | None = None) -> dict[str
 
 def option_args(options: RayOptions) -> dict[str, Any]:
     """The `RayOptions` part of `app_args` (what each replica gets)."""
-    return {f.name: _plain(getattr(options, f.name)) for f in dataclasses.fields(RayOptions)}
+    return options.model_dump(mode="json")
 
 
 def split_args(args: dict[str, Any] | None) -> tuple[ServeConfig, RayOptions]:
@@ -97,9 +98,5 @@ def split_args(args: dict[str, Any] | None) -> tuple[ServeConfig, RayOptions]:
     if unknown:
         raise CascadeError(f"unknown build_app arg '{unknown[0]}'"
                            f"{did_you_mean(unknown[0], sorted(_CONFIG_FIELDS | _OPTION_FIELDS))}")
-    cfg = {k: v for k, v in args.items() if k in _CONFIG_FIELDS}
-    opts = {k: v for k, v in args.items() if k in _OPTION_FIELDS}
-    for k in ("remote_stages", "imports"):
-        if opts.get(k) is not None:
-            opts[k] = tuple(opts[k])
-    return ServeConfig(**cfg), RayOptions(**opts)
+    return (ServeConfig(**{k: v for k, v in args.items() if k in _CONFIG_FIELDS}),
+            RayOptions(**{k: v for k, v in args.items() if k in _OPTION_FIELDS}))
