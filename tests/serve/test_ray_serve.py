@@ -2,8 +2,10 @@
 
 One module-scoped cluster (`ray.init(num_cpus=4)` on any box: Ray's CPUs are scheduling units,
 every replica runs 1 torch thread) and one application over the small test pipelines: an
-ingress, two `vlm_answer` replicas (the real tiny Qwen2-VL) and one `test_fault` replica (the
-fault stage runs remotely here, so a replica can be killed while a request is surely in it).
+ingress, two `vlm_answer` replicas (the real tiny Qwen2-VL) and one `test_fault` replica: the
+fault stage is a plugin from outside the package (`fault_stage.py`) that declares itself heavy
+(`Serving(heavy=True)`), so it gets a deployment of its own like the built-in heavy stages, and a
+replica can be killed while a request is surely in it.
 Nothing is mocked: HTTP to Serve's proxy on 127.0.0.1, handles, object refs, replicas.
 """
 from __future__ import annotations

@@ -63,7 +63,7 @@ def add_deploy_command(sub) -> None:
     p.add_argument("pipelines", nargs="+", metavar="PIPELINE", help="YAML file or shipped name")
     p.add_argument("--out", type=Path, default=Path("serve_config.yaml"))
     m = p.add_mutually_exclusive_group()
-    m.add_argument("--model", help="VLM for every vlm_answer stage: hub id or local folder")
+    m.add_argument("--model", help="the pipelines' VLM: hub id or local folder")
     m.add_argument("--tiny", action="store_true", help="random-weight tiny models (offline)")
     p.add_argument("--device", help="cpu, cuda ... for every stage that has a device")
     p.add_argument("--min-replicas", type=int, default=1)
