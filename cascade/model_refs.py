@@ -3,8 +3,8 @@
 A `ModelRef` names one model a pipeline needs: a hub repo id (Hugging Face, or the mirror in
 `HF_ENDPOINT`), a local file or folder (bundled in a wheel or the user's own), or a URL a library
 downloads from. Stages say which models they load through `Stage.model_refs()`, built with the
-helpers here; `vlm_ref` reads a `models:` declaration. Nothing here touches the network or
-imports a model library.
+helpers here, and so does each backend's `models:` entry (`ModelSpec.model_refs()`). Nothing here
+touches the network or imports a model library.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["ModelRef", "hub_or_path", "bundled_file", "open_clip_weights", "vlm_ref"]
+__all__ = ["ModelRef", "hub_or_path", "bundled_file", "open_clip_weights"]
 
 Source = Literal["hub", "path", "url"]
 # Which files of a hub repo make the model (`cascade.hub.needed_files`):
@@ -72,12 +72,14 @@ def _is_repo_id(name: str) -> bool:
     return True
 
 
-def hub_or_path(kind: str, name: str, layout: Layout, setting: str) -> ModelRef:
+def hub_or_path(kind: str, name: str, layout: Layout, setting: str, *,
+                stand_in: bool = False) -> ModelRef:
     """A model named the way transformers/sentence-transformers take it: an existing local path
     wins (as it does for them), else a hub repo id; anything else is a path that is missing."""
     if Path(name).expanduser().exists() or not _is_repo_id(name):
-        return ModelRef(kind, str(Path(name).expanduser()), "path", layout, setting=setting)
-    return ModelRef(kind, name, "hub", layout, setting=setting)
+        return ModelRef(kind, str(Path(name).expanduser()), "path", layout, setting=setting,
+                        stand_in=stand_in)
+    return ModelRef(kind, name, "hub", layout, setting=setting, stand_in=stand_in)
 
 
 def bundled_file(kind: str, path: str | Path, wheel: str, setting: str) -> ModelRef:
@@ -194,16 +196,3 @@ def _literal(node: ast.AST, names: dict[str, Any]) -> Any:
             out = {k: v for k, v in out.items() if k in ("hf_hub", "url") and v}
         return out
     return None
-
-
-def vlm_ref(spec: Any) -> ModelRef:
-    """What a `models:` declaration loads. The transformers backend loads the checkpoint (config,
-    processor, weights); the openai backend only reads the served checkpoint's config and
-    processor (`config`, default `id`) to price images. `spec` is read for `backend`, `id` and
-    `config`: the one place that knows the declaration's fields."""
-    if getattr(spec, "backend", "transformers") == "openai":
-        config = getattr(spec, "config", None) or spec.id
-        ref = hub_or_path("VLM config", config, "transformers_config",
-                          "config" if getattr(spec, "config", None) else "id")
-        return replace(ref, stand_in=True)
-    return replace(hub_or_path("VLM", spec.id, "transformers", "id"), stand_in=True)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Literal
 
 from . import hub
 from .errors import CascadeError
-from .model_refs import ModelRef, vlm_ref
+from .model_refs import ModelRef
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline
@@ -77,11 +77,11 @@ def pipeline_models(pipeline: "Pipeline") -> list[ModelRef]:
     remote = pipeline.executor is not None
     refs: list[ModelRef] = []
     for name, declared in pipeline.models.items():
-        ref = vlm_ref(declared.spec)
-        if remote and ref.layout == "transformers":
-            ref = dataclasses.replace(ref, layout="transformers_config")
-        refs.append(dataclasses.replace(ref, users=(f"model '{name}'",),
-                                        overrides=(f"models.{name}.{ref.setting}",)))
+        for ref in declared.spec.model_refs():
+            if remote and ref.layout == "transformers":
+                ref = dataclasses.replace(ref, layout="transformers_config")
+            refs.append(dataclasses.replace(ref, users=(f"model '{name}'",),
+                                            overrides=(f"models.{name}.{ref.setting}",)))
     for st in pipeline.stages.values():
         if remote and pipeline.executor.handles(st):
             continue

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from .. import plugins
 from ..errors import InputError
+from ..model_refs import ModelRef, hub_or_path
 from .reduction import ReductionName
 
 if TYPE_CHECKING:
@@ -58,6 +59,13 @@ class ModelSpec(BaseModel):
             raise TypeError("ModelSpec is the base of every backend's options: validate a mapping "
                             "(ModelSpec.model_validate) or construct the backend's own class")
         super().__init__(**data)
+
+    def model_refs(self) -> list[ModelRef]:
+        """What loading this entry reads, for the check before any model loads
+        (`cascade.preflight`). None by default: a backend whose model is neither a local path nor
+        a hub repo (a replay file, a remote service) declares nothing, and checks its own options
+        when it loads."""
+        return []
 
     @model_validator(mode="wrap")
     @classmethod
@@ -149,6 +157,10 @@ class TransformersSpec(ModelSpec):
     kv_cache_bytes: int = Field(2 << 30, ge=0, description="KV prefix cache budget (0: off)")
     kv_int8: bool = Field(False, description="store cached KV as int8")
 
+    def model_refs(self) -> list[ModelRef]:
+        """The checkpoint (config, processor, weights); random weights may stand in (`--offline`)."""
+        return [hub_or_path("VLM", self.id, "transformers", "id", stand_in=True)]
+
 
 class OpenAISpec(ModelSpec):
     """A model served by an OpenAI-compatible server (vLLM, SGLang, ...): `id` is the served name."""
@@ -164,6 +176,11 @@ class OpenAISpec(ModelSpec):
     @property
     def family_source(self) -> str:
         return self.config or self.id
+
+    def model_refs(self) -> list[ModelRef]:
+        """Only the served checkpoint's config and processor, read to price images."""
+        return [hub_or_path("VLM config", self.family_source, "transformers_config",
+                            "config" if self.config else "id", stand_in=True)]
 
     def loader_options(self) -> dict[str, Any]:
         opts: dict[str, Any] = {"timeout": self.timeout, "max_retries": self.max_retries,
