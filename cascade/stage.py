@@ -229,7 +229,14 @@ def stage(type_name: str):
         if not (isinstance(cls, type) and issubclass(cls, Stage)):
             raise TypeError(f"@stage('{type_name}') must decorate a Stage subclass, got {cls!r}")
         cls.type_name = type_name
-        cls.input_ports(), cls.output_ports()  # fail at import, not at first pipeline load
+        inputs = cls.input_ports()  # fail at import, not at first pipeline load
+        cls.output_ports()
+        serving = cls.serving
+        if serving.affinity is not None and serving.affinity not in inputs:
+            raise TypeError(f"stage '{type_name}': serving.affinity '{serving.affinity}' is not "
+                            f"an input of run() (inputs: {', '.join(inputs) or 'none'})")
+        if serving.batch and cls.run_batch is Stage.run_batch:
+            raise TypeError(f"stage '{type_name}': serving.batch needs a run_batch method")
         plugins.stages.register(type_name, cls)
         return cls
 

@@ -36,6 +36,32 @@ def test_ports_must_be_typed():
     unregister("test_untyped")
 
 
+def test_serving_traits_are_checked_when_the_stage_registers():
+    from dataclasses import dataclass
+
+    from cascade.stage import Serving
+
+    @dataclass(frozen=True)
+    class Out:
+        x: int
+
+    with pytest.raises(TypeError, match=r"serving.affinity 'image' is not an input of run\(\) "
+                                        r"\(inputs: images\)"):
+        @stage("test_bad_affinity")
+        class BadAffinity(Stage):
+            serving = Serving(heavy=True, affinity="image")
+
+            def run(self, images: list) -> Out: ...
+    with pytest.raises(TypeError, match="serving.batch needs a run_batch method"):
+        @stage("test_no_run_batch")
+        class NoRunBatch(Stage):
+            serving = Serving(heavy=True, batch=True)
+
+            def run(self, images: list) -> Out: ...
+    assert "test_bad_affinity" not in stage_types() and "test_no_run_batch" not in stage_types()
+    assert get_stage_class("vlm_answer").serving.affinity == "images"
+
+
 def test_params_forbid_unknown_fields():
     cls = get_stage_class("thumbnail")
     with pytest.raises(Exception, match="sise"):
