@@ -66,6 +66,11 @@ def cmd_stages(args: argparse.Namespace) -> int:
         ins = ", ".join(f"{k}: {v['type']}" + ("" if v["required"] else "?") for k, v in d["inputs"].items())
         outs = ", ".join(f"{k}: {v['type']}" for k, v in d["outputs"].items())
         print(f"    in:  {ins or '-'}\n    out: {outs}")
+        if "serving" in d:  # how it is served on Ray
+            s = d["serving"]
+            print(f"    serving: heavy, {s['num_cpus']:g} CPU, {s['num_gpus']:g} GPU, "
+                  f"{s['pool']} pool" + (", batches" if s["batch"] else "")
+                  + (f", affinity: {s['affinity']}" if s["affinity"] else ""))
         for name, p in d["params"].items():
             print(f"    param {name}: {p['type']} = {p['default']!r}  {p['description']}")
         print()

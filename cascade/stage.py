@@ -189,7 +189,8 @@ class Stage:
 
     @classmethod
     def describe(cls) -> dict[str, Any]:
-        """Type name, doc, ports with types and params with defaults: what `cascade stages` prints."""
+        """Type name, doc, ports with types, params with defaults and, for a heavy stage, its
+        serving traits: what `cascade stages` prints."""
         from .types import type_name
 
         params = {}
@@ -206,6 +207,8 @@ class Stage:
                 "params": params}
         if issubclass(cls, Router):
             desc["branches"] = list(cls.branches)
+        if cls.serving.heavy:
+            desc["serving"] = dataclasses.asdict(cls.serving)
         return desc
 
 

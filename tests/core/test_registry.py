@@ -75,6 +75,10 @@ def test_describe_lists_ports_and_params():
     assert d["inputs"] == {"image": {"type": "Image", "required": True}}
     assert d["params"]["size"]["default"] == 448 and d["params"]["size"]["description"]
     assert "edge_density_router" in stage_types()
+    assert "serving" not in d  # a light stage runs wherever the pipeline runs
+    assert get_stage_class("vlm_answer").describe()["serving"] == {
+        "heavy": True, "num_cpus": 1.0, "num_gpus": 0.0, "pool": "model", "batch": True,
+        "affinity": "images"}
 
 
 @pytest.mark.slow
