@@ -159,6 +159,10 @@ def read_english(question: str, intent: Intent) -> dict:
                           r"the text|the letter|the memo|the email)\b", q_rest)
     sign = re.search(r"\b(sign|signs|label|plate|poster|banner|board|placard|sticker|tag|"
                      r"written|writing|says?|read|text|caption|logo)\b", q_rest)
+    if paragraph and paragraph.group(1) == "the text" and re.search(
+            r"\b(sign|signs|label|plate|poster|banner|board|placard|sticker|tag|caption|logo)\b",
+            q_rest):
+        paragraph = None  # "the text on the sign" asks for a sign's text, not a passage's
     label = counted_label(q_rest) if "count" in intent.matched else label_in(words)
     content = _cues_en(words, keep_sizes=True) - set(lx.KEY_NOUNS)
     # what a picture shows rather than what is written in it

@@ -10,6 +10,8 @@ from cascade.registry import get_stage_class
 CASES = [
     ("What does the sign say?", "sign", {"answer_type": "text", "language": "en"}),
     ("牌子上写着什么？", "sign", {"answer_type": "text", "language": "zh"}),
+    ("Read the text on the sign.", "sign", {}),  # 'the text' of a sign, not of a passage
+    ("What does the text of the notice say about parking?", "paragraph_fact", {}),
     ("What is the title of this document?", "title", {}),
     ("What is its heading?", "title", {}),
     ("这份文件的标题是什么？", "title", {"language": "zh"}),
