@@ -9,7 +9,8 @@ A document target (title, heading, table cell, fact in a paragraph, code identif
 region the page's structure says may hold it (`documents.located_for`: every title candidate,
 the cell with its row and column keys, the sentences holding the question's words ...), weighted
 above plain text, so they are sent first and all of them. Atoms become crops with a margin; crops that overlap in one frame
-merge into one, so a sign is never cut and a key stays with its value. Crops (and any grid `tiles`
+merge into one, so a sign is never cut and a key stays with its value; a merged crop the model's
+processor would shrink (over its pixel cap) is sent as its atoms instead. Crops (and any grid `tiles`
 given, scored only by the atoms they hold whole) are taken best first while they add atoms not
 yet sent and fit the budget. Crops whose text is smaller than `min_text_px` are enlarged (up to
 3x) so the VLM sees it at a readable size, and every crop is cut to a size the model's processor
@@ -173,6 +174,11 @@ class SelectTiles(Stage):
         f = min(3.0, self.params.min_text_px / max(min(heights), 1.0))
         return crop.resized(round(crop.width * f), round(crop.height * f))
 
+    def _shrunk(self, crop: Image) -> bool:
+        """The model's processor would send `crop` at under 90 % of its size (a pixel cap)."""
+        h, w = self.model(self.params.model).family.resized(crop.width, crop.height)
+        return w * h < 0.81 * crop.width * crop.height
+
     def _native(self, crop: Image, image: Image) -> Image:
         """`crop` at a size the model's processor keeps (Qwen: sides a multiple of 28), so the
         pixels chosen are the pixels read: a plain crop grows around its centre inside `image`
@@ -208,8 +214,17 @@ class SelectTiles(Stage):
                                           i < len(retrieval_scores) else 0.0)
             for box in boxes:
                 held = [a for a in mine if _inside(a.box, box)]
-                candidates.append((self._native(self._enlarge(im.crop(box), held), im), held,
-                                   bonus))
+                crop = self._native(self._enlarge(im.crop(box), held), im)
+                if len(held) > 1 and self._shrunk(crop):
+                    # over the processor's pixel cap, the merged region would be resampled down
+                    # (a page's text to a few pixels): its units go alone, each at its own scale
+                    alone: dict[tuple, list[Atom]] = {}  # atoms of one box share one crop
+                    for a in held:
+                        alone.setdefault(self._pad(a, im).as_tuple(), []).append(a)
+                    candidates += [(self._native(self._enlarge(im.crop(Box(*b)), group), im),
+                                    group, bonus) for b, group in alone.items()]
+                else:
+                    candidates.append((crop, held, bonus))
         for tile in tiles or ():
             held = [a for a in atoms if tile.is_from(a.media_index, a.timestamp)
                     and _inside(a.box, tile.box)]

@@ -106,3 +106,21 @@ def test_a_date_question_without_a_date_key_sends_the_date():
              OcrLine("Harbor Market", 0.99, Box(20, 100, 200, 124))]
     out = select().run(images=[page], query=understand("What is the date on the order?"), ocr_lines=lines)
     assert any(t.box.x0 <= 450 and t.box.x1 >= 580 for t in out.tiles)
+
+
+def test_a_merged_region_the_processor_would_shrink_is_sent_as_its_units():
+    """A page's text block and the key-value line inside it merge into one region; over the
+    model's pixel cap the processor would resample that region (and the line) down, so the units
+    go alone: the invoice line reaches the model pixel for pixel."""
+    family = MODELS["vlm"].family
+    page = Image(np.full((1180, 1770, 3), 235, np.uint8), source="page.png")
+    lines = [OcrLine(f"Line {k} of the letter: please quote the references above", 0.95,
+                     Box(120, 80 + 36 * k, 1650, 108 + 36 * k)) for k in range(20)]
+    invoice = OcrLine("Invoice No: INV-96606", 0.97, Box(120, 800, 400, 824))
+    out = select().run(images=[page], query=understand("What is the invoice number?"),
+                       ocr_lines=[*lines, invoice])
+    held = [c for c in out.tiles if c.box.x0 <= 120 and c.box.x1 >= 400 and c.box.y0 <= 800
+            and c.box.y1 >= 824]
+    assert held and len({c.box for c in out.tiles}) == len(out.tiles), out.tiles
+    assert all(family.resized(c.width, c.height) == (c.height, c.width) and c.scale[1] >= 1.0
+               for c in held)
