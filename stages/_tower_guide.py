@@ -6,7 +6,7 @@ whose pixels vary most: text is exactly what that cuts apart (one 28-px block of
 neighbours dropped). So `vlm_answer` hands it the boxes the stages found, per image in that
 image's own pixels (`KeepRegions`): the text lines, detections and layout regions on it, those
 that match the question's target first (a line holding a word that names it, a detection of the
-label it names). Without evidence on some image, a reading question (its target is text on the
+label it names), then the lines on their rows and the lines holding a span of the answer's type. Without evidence on some image, a reading question (its target is text on the
 media) gets no `tower` at all: every visual token is kept, and the route says why. Any other
 question gets the unguided rule, and the route says that too.
 """
@@ -16,12 +16,14 @@ import dataclasses
 
 from cascade.artifacts import Box, Detection, Image, LayoutRegion, OcrLine, Route
 from cascade.evidence.query import Query, cue_tokens, has_cue, singular
+from cascade.evidence.spans import candidates
 from cascade.vlm.reduction import KeepRegions, ReductionConfig
 
 __all__ = ["guide_tower", "image_regions"]
 
 Found = OcrLine | Detection | LayoutRegion
-_KIND_ORDER = {OcrLine: 0, Detection: 1, LayoutRegion: 2}
+# answer types that are a typed span inside a line (`cascade.evidence.spans`)
+_SPAN_KINDS = frozenset({"day", "date", "time", "when", "amount", "id", "identifier", "number"})
 _KIND_NAME = {OcrLine: "text line", Detection: "detection", LayoutRegion: "layout region"}
 
 
@@ -42,10 +44,30 @@ def _matches(item: Found, query: Query) -> bool:
     return False
 
 
+def _same_row(a: Box, b: Box) -> bool:
+    """The boxes share a text row: they overlap vertically by half the lower one's height."""
+    overlap = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return overlap > 0.5 * min(a.height, b.height)
+
+
+def _rank(item: Found, box: Box, query: Query, targets: list[Box]) -> int:
+    """0: the target (a line naming it, a detection of its label); 1: a text line on a target
+    line's row (a key's value, a row key's cells); 2: a line holding a span of the answer's type
+    (an amount, a time, an id ...); 3: other text lines; 4: detections; 5: layout regions."""
+    if _matches(item, query):
+        return 0
+    if not isinstance(item, OcrLine):
+        return 4 if isinstance(item, Detection) else 5
+    if any(_same_row(box, t) for t in targets):
+        return 1
+    if query.answer_type in _SPAN_KINDS and candidates(item.text, query.answer_type):
+        return 2
+    return 3
+
+
 def image_regions(image: Image, query: Query, found: list[Found]) -> tuple[KeepRegions | None, list[Found]]:
-    """The boxes of `found` on `image` in its own pixels, the target's first (then text lines,
-    detections, layout regions; top to bottom): (KeepRegions or None when none falls on it, the
-    items used)."""
+    """The boxes of `found` on `image` in its own pixels, most needed first (`_rank`, then top to
+    bottom): (KeepRegions or None when none falls on it, the items used)."""
     mine = []
     for item in found:
         if not (image.is_from(item.media_index, item.timestamp) and image.box.intersects(item.box)):
@@ -55,7 +77,8 @@ def image_regions(image: Image, query: Query, found: list[Found]) -> tuple[KeepR
             mine.append((item, local))
     if not mine:
         return None, []
-    mine.sort(key=lambda p: (not _matches(p[0], query), _KIND_ORDER[type(p[0])], p[1].y0, p[1].x0))
+    targets = [b for item, b in mine if _matches(item, query)]
+    mine.sort(key=lambda p: (_rank(p[0], p[1], query, targets), p[1].y0, p[1].x0))
     boxes = tuple(_rounded(b) for _, b in mine)
     return KeepRegions((image.width, image.height), boxes), [item for item, _ in mine]
 

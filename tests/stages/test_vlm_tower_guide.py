@@ -80,3 +80,15 @@ def test_evidence_lands_in_a_tiles_own_pixels_and_other_media_is_ignored():
     assert used == [bus, gate]  # the question's label first; another image's line and one off the tile left out
     assert regions.size == (200, 60)
     assert regions.boxes == ((100.0, 5.0, 190.0, 55.0), (5.0, 10.0, 65.0, 28.0))
+
+
+def test_the_target_comes_first_then_its_row_then_spans_of_the_answers_type():
+    from cascade.stages._tower_guide import image_regions
+
+    page = _page()
+    tel = OcrLine("Tel 555 0199", 0.9, Box(30, 10, 200, 30))
+    sub = OcrLine("Subtotal 38.00", 0.9, Box(30, 100, 220, 120))
+    key = OcrLine("Total", 0.9, Box(30, 200, 100, 222))
+    value = OcrLine("40.90", 0.9, Box(300, 203, 360, 221))
+    _, used = image_regions(page, understand("What is the total?"), [tel, sub, key, value])
+    assert used == [key, value, sub, tel]

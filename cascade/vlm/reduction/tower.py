@@ -9,10 +9,10 @@ round(h*sqrt(r)) x round(w*sqrt(r)) cells (the pool bins, non-overlapping), so, 
 count follows the grid. Selection (`tower_select`) costs one pass over the pixels:
 
 - guided (`ReductionConfig.keep_regions`: the text lines, detections and layout regions the
-  cascade found in the image, most needed first): each box's units plus a margin of one unit are
-  kept whole, box by box, while the budget holds (a box whose margin does not fit is kept without
-  it; one that does not fit at all is skipped, never cut). What is left of the budget goes to the
-  rule below, cells without a kept unit first, so the rest of the image stays covered;
+  cascade found in the image, most needed first): every unit a box overlaps is kept, box by box
+  in order while the budget holds (a box that does not fit is skipped, never cut), then each
+  box's margin of one unit, in the same order. What is left of the budget goes to the rule
+  below, cells without a kept unit first, so the rest of the image stays covered;
 - unguided (no evidence): each cell keeps its one unit whose normalized pixel values vary most
   (texture/detail). Text is what this cuts apart (one 28-px block of a word kept, its neighbours
   dropped), which is why `vlm_answer` never applies it unguided to a reading question.
@@ -137,14 +137,14 @@ def tower_select(units: "torch.Tensor", grid: tuple[int, int, int], keep_ratio: 
     if regions is None or not regions.boxes:
         return torch.nonzero(_best_per_cell(score, cell)).reshape(-1)
     kept = torch.zeros_like(score, dtype=torch.bool)
-    for with_margin, core in evidence_units(regions, grid):
-        for group in (with_margin, core):
-            group = group.to(units.device)
-            new = kept.clone()
-            new[group] = True
-            if int(new.sum()) <= budget:
-                kept = new
-                break
+    groups = evidence_units(regions, grid)
+    # every box's own units first, in order, then their margins: under a tight budget more boxes
+    # are kept whole (a margin triples a one-unit-high line)
+    for group in [core for _, core in groups] + [m for m, _ in groups]:
+        new = kept.clone()
+        new[group.to(units.device)] = True
+        if int(new.sum()) <= budget:
+            kept = new
     left = budget - int(kept.sum())
     if left > 0:
         # cells the evidence left empty get their most varied unit first (coverage), then the
