@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 from cascade.artifacts import Box, Detection, Image, LayoutRegion, OcrLine, Route
+from cascade.evidence.codeblocks import definition_in
 from cascade.evidence.query import Query, cue_tokens, has_cue, singular
 from cascade.evidence.spans import candidates
 from cascade.vlm.reduction import KeepRegions, ReductionConfig
@@ -36,8 +37,11 @@ def _target_words(query: Query) -> set[str]:
 
 
 def _matches(item: Found, query: Query) -> bool:
-    """The item is the question's target: a line with one of its words, a detection of its label."""
+    """The item is the question's target: a line with one of its words (for a code identifier: a
+    line of code that defines one), a detection of its label."""
     if isinstance(item, OcrLine):
+        if query.target == "code_identifier" and definition_in(item.text) is not None:
+            return True
         return has_cue(item.text, _target_words(query))
     if isinstance(item, Detection):
         return query.label is not None and singular(item.label.lower()) == singular(query.label.lower())

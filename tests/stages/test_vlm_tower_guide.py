@@ -92,3 +92,13 @@ def test_the_target_comes_first_then_its_row_then_spans_of_the_answers_type():
     value = OcrLine("40.90", 0.9, Box(300, 203, 360, 221))
     _, used = image_regions(page, understand("What is the total?"), [tel, sub, key, value])
     assert used == [key, value, sub, tel]
+
+
+def test_a_code_question_keeps_the_defining_line_first():
+    from cascade.stages._tower_guide import image_regions
+
+    page = _page()
+    imp = OcrLine('import { encodeOrder } from "./lib.js";', 0.9, Box(10, 10, 400, 30))
+    fn = OcrLine("export async function syncLedger(items) {", 0.9, Box(10, 40, 400, 60))
+    _, used = image_regions(page, understand("Which function is declared in this snippet?"), [imp, fn])
+    assert used == [fn, imp]
