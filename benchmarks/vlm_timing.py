@@ -91,7 +91,7 @@ class Sweep:
         self.pre = self._preprocess()
         with torch.inference_mode():
             self.feats = self.fam.encode(self.pre.vision_inputs)
-        self.units = {red: self.fam.tower_keep(self.pre.vision_inputs, red.keep_ratio)
+        self.units = {red: self.fam.tower_keep(self.pre.vision_inputs, red.keep_ratio, red.keep_regions)
                       for red in configs if red.before_tower}
         with torch.inference_mode():
             self.tower_feats = {red: self.fam.encode(self.pre.vision_inputs, keep=u) for red, u in self.units.items()}
@@ -119,7 +119,7 @@ class Sweep:
         t = _clock(self.b.device)
         with torch.inference_mode():
             if red.before_tower:
-                self.fam.tower_keep(self.pre.vision_inputs, red.keep_ratio)
+                self.fam.tower_keep(self.pre.vision_inputs, red.keep_ratio, red.keep_regions)
             else:
                 for f, grid in zip(self.feats, self.pre.grids):
                     reduce_tokens(f, grid, red, self.b.ops)
@@ -133,7 +133,7 @@ class Sweep:
         t = _clock(self.b.device)
         with torch.inference_mode():
             if red.before_tower:
-                units = fam.tower_keep(self.pre.vision_inputs, red.keep_ratio)
+                units = fam.tower_keep(self.pre.vision_inputs, red.keep_ratio, red.keep_regions)
                 feats = self.tower_feats[red]
             a = eng.reduce(self.pre, feats if feats is not None else self.feats,
                            ReductionConfig() if fastv else red, units)

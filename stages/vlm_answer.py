@@ -9,6 +9,12 @@ before/after reduction, tower / prefill / decode FLOPs, TTFT, cache outcome); `c
 adds the full-resolution baseline. `confidence` is the model's geometric-mean token probability
 (None when the backend cannot tell); a router can read it to escalate an unsure thumbnail answer.
 
+With the `tower` reduction (merge units dropped before the vision tower), the evidence wired in
+(`ocr_lines`, `detections`, layout `regions`, and the `query` that says what the question targets)
+picks the units kept: every unit under a found box is kept with one unit around it, the target's
+boxes first (`_tower_guide`). A reading question with no evidence on some image is answered
+without the reduction rather than from text cut apart; the answer's route says which happened.
+
 Per request, a pipeline may pass `max_new_tokens` (overrides the param: the server's `max_tokens`)
 and `history`, the conversation's earlier (question, answer) turns: they go into the prompt after
 the images and before the question, so the media's KV prefix is still reused. With `stream` on
@@ -29,9 +35,10 @@ from typing import Any
 
 from pydantic import Field
 
-from cascade.artifacts import Answer, Evidence, Image
+from cascade.artifacts import Answer, Detection, Evidence, Image, LayoutRegion, OcrLine
 from cascade.bill import Bill
 from cascade.errors import InputError
+from cascade.evidence.query import Query, understand
 from cascade.models import ModelName
 from cascade.stage import Serving, Stage, StageParams, stage
 from cascade.streaming import claim_stream
@@ -39,6 +46,7 @@ from cascade.trace import record
 from cascade.vlm.reduction import ReductionName
 
 from ._shared import as_image_list
+from ._tower_guide import guide_tower
 
 
 @stage("vlm_answer")
@@ -72,11 +80,17 @@ class VLMAnswer(Stage):
 
     def run(self, images: list[Image] | Image, question: str, hint: str | None = None,
             max_new_tokens: int | None = None,
-            history: list[tuple[str, str]] | None = None) -> Outputs:
+            history: list[tuple[str, str]] | None = None, query: Query | None = None,
+            ocr_lines: list[OcrLine] | None = None, detections: list[Detection] | None = None,
+            regions: list[LayoutRegion] | None = None) -> Outputs:
         p = self.params
         declared = self.model(p.model)
         items = as_image_list(images)
         red = declared.reduction(p.reduction, p.keep_ratio, p.fastv_layer)
+        route = None
+        if red.before_tower:  # the question is understood here when no `understand` stage ran
+            found = [*(ocr_lines or ()), *(detections or ()), *(regions or ())]
+            red, route = guide_tower(red, items, query or understand(question), found)
         text = _prompt(question, hint)
         if max_new_tokens is not None and max_new_tokens < 1:
             raise InputError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -87,17 +101,19 @@ class VLMAnswer(Stage):
                                       reduction=red, system_prompt=p.system_prompt,
                                       history=history or (), on_token=on_token)
         record_bill(r.bill)
-        return self.Outputs(Answer(r.text, "vlm", Evidence(images=tuple(items)), r.bill),
+        evidence = Evidence(images=tuple(items), routes=(route,) if route is not None else ())
+        return self.Outputs(Answer(r.text, "vlm", evidence, r.bill),
                             r.bill.confidence)
 
     def batchable(self, inputs: Mapping[str, Any]) -> bool:
         """A first turn at the param's length with a question-independent reduction (a batch
-        decodes every call to one length, and `generate_batch` prunes without the question)."""
+        decodes every call to one length, and `generate_batch` prunes without the question) that
+        is not `tower` (guided per call by its own evidence, which a batch does not carry)."""
         p = self.params
         if inputs.get("history") or inputs.get("max_new_tokens") not in (None, p.max_new_tokens):
             return False
         red = self.model(p.model).reduction(p.reduction, p.keep_ratio, p.fastv_layer)
-        return not red.question_dependent
+        return not red.question_dependent and not red.before_tower
 
     def run_batch(self, calls: Sequence[Mapping[str, Any]]) -> Iterator[Outputs]:
         """`run` of several `batchable` calls through one `VLM.generate_batch`."""

@@ -137,7 +137,7 @@ class PrefixEngine:
             return None, 0.0
         t = time.perf_counter()
         with torch.inference_mode():
-            units = self.runtime.tower_keep(vision_inputs, red.keep_ratio)
+            units = self.runtime.tower_keep(vision_inputs, red.keep_ratio, red.keep_regions)
         sync(self.device)
         return units, time.perf_counter() - t
 

@@ -248,6 +248,9 @@ class TransformersBackend:
             raise InputError("fastv prunes inside the decoder per question and is not batched; call "
                              "`generate` per request or use a pre-LLM method "
                              f"{reduction_names('after_tower') + reduction_names('before_tower')}")
+        if red.keep_regions is not None:
+            raise InputError("keep_regions name the images of one call; `batch` shares each image's "
+                             "tower output across requests: call `generate` per request instead")
         fam = self.runtime
         parsed = []
         for i, req in enumerate(requests):

@@ -18,7 +18,7 @@ import torch
 
 from ...cost import EncoderShape
 from ...errors import InputError
-from ..reduction import tower_select
+from ..reduction import KeepRegions, tower_select
 from .base import Family, ImageCost, matmul_weights, register_family
 from .runtime import FamilyRuntime, ImageInputs, PrefixInputs
 
@@ -132,13 +132,18 @@ class Qwen2VLRuntime(FamilyRuntime):
     # gets exactly the positions it has in the full image. Keeping every unit computes what the
     # unreduced call computes (tested bit for bit).
 
-    def tower_keep(self, vision_inputs: dict[str, Any], keep_ratio: float) -> list[torch.Tensor]:
+    def tower_keep(self, vision_inputs: dict[str, Any], keep_ratio: float,
+                   regions: tuple[KeepRegions | None, ...] | None = None) -> list[torch.Tensor]:
         pv, m2 = vision_inputs["pixel_values"], self.family.merge ** 2
+        grids = vision_inputs["image_grid_thw"].tolist()
+        if regions is not None and len(regions) != len(grids):
+            raise InputError(f"keep_regions has {len(regions)} entries for {len(grids)} images")
         out, start = [], 0
-        for t, h, w in vision_inputs["image_grid_thw"].tolist():
+        for i, (t, h, w) in enumerate(grids):
             n = t * h * w
             units = pv[start:start + n].reshape(n // m2, -1)
-            out.append(tower_select(units, (t, h // self.family.merge, w // self.family.merge), keep_ratio))
+            out.append(tower_select(units, (t, h // self.family.merge, w // self.family.merge), keep_ratio,
+                                    None if regions is None else regions[i]))
             start += n
         return out
 

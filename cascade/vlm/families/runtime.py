@@ -29,6 +29,7 @@ from .base import Family, ImageCost
 
 if TYPE_CHECKING:
     from ...kernels.dispatch import Ops
+    from ..reduction import KeepRegions
 
 __all__ = ["FamilyRuntime", "ImageInputs", "PrefixInputs"]
 
@@ -119,9 +120,11 @@ class FamilyRuntime(ABC):
         Families that support the `tower` reduction also take `keep` (per block, the merge units
         `tower_keep` chose) and return the features of the kept units only."""
 
-    def tower_keep(self, vision_inputs: dict[str, Any], keep_ratio: float) -> list[torch.Tensor]:
+    def tower_keep(self, vision_inputs: dict[str, Any], keep_ratio: float,
+                   regions: tuple[KeepRegions | None, ...] | None = None) -> list[torch.Tensor]:
         """Per visual block, the merge units (ascending indices into its merged tokens) a
-        before-the-tower reduction keeps (`reduction.tower_select`). Families without it raise."""
+        before-the-tower reduction keeps (`reduction.tower_select`), guided per image by
+        `regions` (`ReductionConfig.keep_regions`). Families without it raise."""
         raise InputError(f"reduction 'tower' is not supported for {self.family.name} models: it "
                          "drops merge units before the vision tower, which this family's tower "
                          "cannot do")

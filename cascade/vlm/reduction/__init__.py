@@ -17,15 +17,15 @@ Adding a method is one module (here, or in any package that registers through th
 `cascade.reductions` entry-point group): a `Reduction` subclass with `@register_reduction`.
 """
 from ...plugins import import_submodules
-from .base import (Reduced, Reduction, ReductionConfig, ReductionName, Selection, Where,
+from .base import (KeepRegions, Reduced, Reduction, ReductionConfig, ReductionName, Selection, Where,
                    keep_count, reduce_tokens, reduction_method, reduction_names, register_reduction,
                    unit_rows)
 
-from .tower import tower_select
+from .tower import evidence_units, tower_select
 
 import_submodules(__name__, __path__)
 
-__all__ = ["Reduced", "Reduction", "ReductionConfig", "ReductionName", "Selection", "Where",
+__all__ = ["KeepRegions", "Reduced", "Reduction", "ReductionConfig", "ReductionName", "Selection", "Where",
            "keep_count", "reduce_tokens", "reduction_method", "reduction_names",
-           "register_reduction", "tower_select", "unit_rows"]
+           "register_reduction", "evidence_units", "tower_select", "unit_rows"]
 

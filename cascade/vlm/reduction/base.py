@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
     from ...kernels.dispatch import Ops
 
-__all__ = ["ReductionConfig", "Reduction", "Selection", "Reduced", "register_reduction", "reduction_method",
+__all__ = ["ReductionConfig", "KeepRegions", "Reduction", "Selection", "Reduced", "register_reduction",
+           "reduction_method",
            "reduction_names", "keep_count", "reduce_tokens", "unit_rows", "ReductionName", "Where"]
 
 Where = Literal["none", "after_tower", "before_tower", "in_llm"]
@@ -113,13 +114,36 @@ ReductionName = Annotated[str, plugins.NameOf(plugins.reductions)]
 
 
 @dataclass(frozen=True)
+class KeepRegions:
+    """What one image's answer needs, for a reduction before the tower: `boxes` (x0, y0, x1, y1)
+    in that image's own pixels, most needed first, on an image of `size` (width, height). The
+    `tower` method keeps every merge unit a box overlaps, with a margin of one unit
+    (`tower.evidence_units`). Part of the reduction's identity: another set of boxes is another
+    prefix (and another tower output) in every cache keyed by `ReductionConfig.cache_key`."""
+
+    size: tuple[int, int]
+    boxes: tuple[tuple[float, float, float, float], ...]
+
+    def __post_init__(self):
+        w, h = self.size
+        if w < 1 or h < 1:
+            raise InputError(f"KeepRegions.size must be a positive (width, height), got {self.size}")
+        for b in self.boxes:
+            if len(b) != 4 or not (b[2] >= b[0] and b[3] >= b[1]):
+                raise InputError(f"KeepRegions box must be (x0, y0, x1, y1) with x1 >= x0 and "
+                                 f"y1 >= y0, got {b}")
+
+
+@dataclass(frozen=True)
 class ReductionConfig:
     """How many visual tokens the LLM sees, and how they are chosen.
 
     method: a registered reduction (`reduction_names()`). keep_ratio: fraction of merged visual
     tokens kept, in (0, 1]. fastv_layer: FastV's K, the decoder layer after which visual tokens
     are dropped. visionzip_contextual: fraction of the kept budget spent on merged contextual
-    tokens. dart_pivots: number of pivot tokens per image for `dart`.
+    tokens. dart_pivots: number of pivot tokens per image for `dart`. keep_regions: for a method
+    before the tower, per image (in order) the `KeepRegions` its selection must keep, or None for
+    an image without evidence (the method's own rule); None: no image has any.
     """
 
     method: str = "none"
@@ -127,6 +151,7 @@ class ReductionConfig:
     fastv_layer: int = 2
     visionzip_contextual: float = 0.15
     dart_pivots: int = 8
+    keep_regions: tuple[KeepRegions | None, ...] | None = None
 
     def __post_init__(self):
         where = reduction_method(self.method).where
@@ -142,6 +167,9 @@ class ReductionConfig:
             raise InputError(f"visionzip_contextual must be in [0, 1), got {self.visionzip_contextual}")
         if self.dart_pivots < 1:
             raise InputError(f"dart_pivots must be >= 1, got {self.dart_pivots}")
+        if self.keep_regions is not None and where != "before_tower":
+            raise InputError(f"keep_regions guide a reduction before the vision tower "
+                             f"({reduction_names('before_tower')}), not '{self.method}'")
 
     @property
     def where(self) -> Where:
@@ -167,7 +195,8 @@ class ReductionConfig:
         """The part of a KV prefix cache key that depends on the reduction (identity collapses)."""
         if self.is_identity:
             return ("none",)
-        return (self.method, float(self.keep_ratio), self.visionzip_contextual, self.dart_pivots)
+        return (self.method, float(self.keep_ratio), self.visionzip_contextual, self.dart_pivots,
+                self.keep_regions)
 
 
 def keep_count(n: int, keep_ratio: float) -> int:

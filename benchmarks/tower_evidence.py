@@ -1,0 +1,233 @@
+"""Does the `tower` reduction keep the answer? OCR recall of the gold text on the pixels it keeps,
+guided by the cascade's evidence vs unguided vs the full image, beside its end-to-end TTFT gain.
+
+For every question of the eval set's split (`cascade bench`'s generator, `cascade.eval`) whose
+media are images (documents, receipts, code, tables, photographed pages, signs in image sets),
+each image that holds the answer is:
+
+1. read by the cascade's `ocr` stage (its default parameters, as in `doc_qa`): the evidence;
+2. resized as the model's processor resizes it (`Qwen2-VL`, the tiny "bench" checkpoint's
+   processor: its pixel budget) and cut into merge units by the model's own preprocessing;
+3. reduced by `tower` at keep 0.5 / 0.25 / 0.1: unguided (one unit per cell, the most varied) and
+   guided by the OCR lines exactly as `vlm_answer` guides it (`image_regions`: the lines of the
+   question's target first; the `understand` stage's `Query`);
+4. rebuilt from the kept units only (the rest blank white) and read by the judge of `cascade
+   bench` (`cascade.eval.judge.Readers`: real OCR at three detector scales, letters and digits
+   compared). The full image at the same size is the reference.
+
+Recall is not a timing: it is recorded as measured. The TTFT part times, on one document of the
+split (the one with the most visual tokens), preprocessing + vision tower + reduction + prefill
+with the method of benchmarks/vlm.py (benchmarks/vlm_timing.py: torch threads pinned, CPU time
+with one thread, interleaved best-of rounds after a warm-up of every piece): unreduced, `tower`
+unguided and `tower` guided at each keep ratio. The evidence's own cost (OCR) is the cascade's,
+paid before the VLM whatever the reduction, and is not in the TTFT. The tiny VLM has RANDOM
+weights: token counts and timings are the architecture's, answers are noise (none are used).
+
+    python benchmarks/tower_evidence.py --quick            # 2 questions per genre, + TTFT
+    python benchmarks/tower_evidence.py --no-ttft          # every question: recall only
+    python benchmarks/tower_evidence.py --ttft-only        # timings (a quiet machine)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from cascade.artifacts import Image  # noqa: E402
+from cascade.eval.build import build_eval_set  # noqa: E402
+from cascade.eval.judge import Readers, sent_size  # noqa: E402
+from cascade.evidence.query import understand  # noqa: E402
+from cascade.registry import get_stage_class  # noqa: E402
+from cascade.stages._tower_guide import image_regions  # noqa: E402
+from cascade.vlm import VLM, ReductionConfig, build_tiny_vlm, default_tiny_dir  # noqa: E402
+from vlm_timing import CLOCK, Sweep, rounds, use_clock  # noqa: E402
+
+# Genres whose questions read text off still images (documents and image sets); the video genres
+# reach the VLM as frames through the same path but their recall is measured by `cascade bench`.
+IMAGE_GENRES = ("receipt", "zh_receipt", "heading", "table", "code", "paragraph", "ids", "photo_doc",
+                "image_sign", "zh_sign", "colour", "zh_question")
+RATIOS = (0.5, 0.25, 0.1)
+
+
+def questions(media_dir: Path, split: str, per_genre: int | None) -> list:
+    """The split's reading questions on still images (the first `per_genre` of each genre)."""
+    items = [it for it in build_eval_set(media_dir, split, genres=IMAGE_GENRES)
+             if it.media_kind != "video" and it.kind in ("read", "doc") and it.answer]
+    if per_genre is None:
+        return items
+    taken: dict[str, int] = defaultdict(int)
+    out = []
+    for it in items:
+        if taken[it.genre] < per_genre:
+            taken[it.genre] += 1
+            out.append(it)
+    return out
+
+
+class Units:
+    """One image as the model sees it: resized pixels, its merge-unit grid and the normalized
+    units the `tower` selection scores (the runtime's own preprocessing)."""
+
+    def __init__(self, vlm: VLM, image: Image):
+        rt = vlm.backend.runtime
+        self.runtime, self.image = rt, image
+        w, h = sent_size(vlm.family, image)
+        self.resized = image.resized(w, h)
+        self.vision_inputs = rt.collate(rt.preprocess([image.to_pil()]))
+        t, gh, gw = self.vision_inputs["image_grid_thw"][0].tolist()
+        self.rows, self.cols = gh // rt.family.merge, gw // rt.family.merge
+        self.unit = h // self.rows
+        assert (self.rows * self.unit, self.cols * self.unit) == (h, w)
+
+    def kept(self, keep_ratio: float, regions) -> torch.Tensor:
+        return self.runtime.tower_keep(self.vision_inputs, keep_ratio, (regions,))[0]
+
+    def rebuild(self, kept: torch.Tensor) -> Image:
+        """The resized image with only the kept units; the rest blank white."""
+        u, px = self.unit, self.resized.pixels
+        out = np.full_like(px, 255)
+        for i in kept.tolist():
+            r, c = divmod(i, self.cols)
+            out[r * u:(r + 1) * u, c * u:(c + 1) * u] = px[r * u:(r + 1) * u, c * u:(c + 1) * u]
+        return Image(out, source=self.image.source)
+
+
+def measure(item, vlm: VLM, readers: Readers, ocr, ratios) -> list[dict]:
+    """One row per answer image of `item`: what OCR reads on the full image and on the kept pixels."""
+    query = understand(item.question)
+    rows = []
+    for i in item.frames or (0,):
+        image = Image.open(item.media[i], media_index=i)
+        lines = ocr(images=[image]).lines
+        regions, used = image_regions(image, query, lines)
+        u = Units(vlm, image)
+        row = {"id": item.id, "genre": item.genre, "media_kind": item.media_kind, "image": i,
+               "answer": item.answer, "size": [image.width, image.height],
+               "sent": [u.resized.width, u.resized.height], "units": u.rows * u.cols,
+               "evidence_lines": len(used),
+               "full": readers.reads([u.resized], item.answer)}
+        for r in ratios:
+            for mode, guide in (("unguided", None), ("guided", regions)):
+                kept = u.kept(r, guide)
+                row[f"{mode}@{r:g}"] = readers.reads([u.rebuild(kept)], item.answer)
+                row[f"kept_units@{r:g}"] = int(kept.numel())
+        rows.append(row)
+        print(f"  {item.id}: full {row['full']}, " + ", ".join(
+            f"{k} {v}" for k, v in row.items() if "guided@" in k), flush=True)
+    return rows
+
+
+def recall(rows: list[dict], ratios) -> dict:
+    """Share of answer images whose gold OCR reads, per variant."""
+    keys = ["full"] + [f"{m}@{r:g}" for r in ratios for m in ("guided", "unguided")]
+    n = len(rows)
+    return {"images": n, **{k: (sum(r[k] for r in rows) / n if n else None) for k in keys}}
+
+
+def by(rows: list[dict], field: str, ratios) -> dict:
+    groups: dict[str, list] = defaultdict(list)
+    for r in rows:
+        groups[r[field]].append(r)
+    return {g: recall(rs, ratios) for g, rs in groups.items()}
+
+
+def ttft(vlm: VLM, items: list, ocr, ratios, repeats: int) -> dict:
+    """e2e TTFT (preprocess + tower + reduction + prefill) on the split's document with the most
+    visual tokens: unreduced, tower unguided, tower guided by its OCR lines."""
+    docs = [(it, Image.open(it.media[(it.frames or (0,))[0]])) for it in items if it.media_kind == "document"]
+    item, image = max(docs, key=lambda p: vlm.family.image_cost(p[1].width, p[1].height).tokens)
+    regions, used = image_regions(image, understand(item.question), ocr(images=[image]).lines)
+    configs = {"none": ReductionConfig()}
+    for r in ratios:
+        configs[f"unguided@{r:g}"] = ReductionConfig("tower", r)
+        configs[f"guided@{r:g}"] = ReductionConfig("tower", r, keep_regions=(regions,))
+    s = Sweep(vlm, image, item.question, list(configs.values()))
+    pieces = {"preprocess": s.time_preprocess, "tower/none": s.time_tower}
+    for name, red in configs.items():
+        if red.before_tower:
+            pieces[f"tower/{name}"] = lambda red=red: s.time_tower(red)
+        pieces[f"prefill/{name}"] = lambda red=red: s.prefill(red)[0]
+    best = {k: min(v) for k, v in rounds(pieces, repeats, "ttft").items()}
+    e2e = {name: best["preprocess"] + best[f"tower/{name}"] + best[f"prefill/{name}"] for name in configs}
+    return {"item": item.id, "image": item.media[(item.frames or (0,))[0]], "question": item.question,
+            "size": [image.width, image.height], "evidence_lines": len(used),
+            "visual_tokens": {name: s.tokens(red)[0] for name, red in configs.items()},
+            "e2e_ttft_s": e2e, "e2e_ttft_speedup_vs_full": {k: e2e["none"] / v for k, v in e2e.items() if k != "none"},
+            "best_s": best}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--split", default="test", choices=["dev", "test"])
+    ap.add_argument("--quick", action="store_true", help="2 questions per genre; 1 timed round")
+    ap.add_argument("--per-genre", type=int, default=None, help="questions per genre (default: all)")
+    ap.add_argument("--ratios", type=float, nargs="+", default=list(RATIOS))
+    ap.add_argument("--media-dir", default=None, help="eval set folder (default: cascade bench's)")
+    ap.add_argument("--no-ttft", action="store_true", help="recall only")
+    ap.add_argument("--ttft-only", action="store_true", help="timings only")
+    ap.add_argument("--repeats", type=int, default=None, help="interleaved best-of rounds (default 3, quick 1)")
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: CPU-time clock)")
+    ap.add_argument("--out", default=None, help="output path without suffix")
+    args = ap.parse_args(argv)
+    per_genre = args.per_genre or (2 if args.quick else None)
+    repeats = args.repeats or (1 if args.quick else 3)
+    torch.set_num_threads(args.threads)
+    use_clock("cpu" if args.threads == 1 else "wall")
+    t0 = time.perf_counter()
+    media_dir = Path(args.media_dir or default_tiny_dir().parent / "evalset")
+    model = str(build_tiny_vlm(family="qwen2_vl", size="bench"))
+    vlm = VLM.load(model, device="cpu")
+    ocr = get_stage_class("ocr")()
+    items = questions(media_dir, args.split, per_genre)
+    result: dict = {
+        "benchmark": "tower reduction: OCR recall on the kept pixels, and e2e TTFT",
+        "command": "python benchmarks/tower_evidence.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "split": args.split, "questions": len(items), "ratios": args.ratios,
+        "model": "tiny Qwen2-VL 'bench' (RANDOM weights; its processor's resize and merge units)",
+        "evidence": "the cascade's `ocr` stage (rapidocr, default parameters) on the full image; "
+                    "target lines first by the `understand` stage's Query",
+        "judge": "cascade.eval.judge.Readers: real OCR at detector scales 960 / 2048 / 1280 on the "
+                 "rebuilt image; gold found as a run of letters and digits",
+        "kept_pixels": "the image at the model's resize; units not kept blank white",
+        "threads": torch.get_num_threads(),
+    }
+    if not args.ttft_only:
+        readers = Readers(model=model)
+        rows = []
+        for it in items:
+            rows.extend(measure(it, vlm, readers, ocr, args.ratios))
+        result |= {"recall": recall(rows, args.ratios), "recall_by_genre": by(rows, "genre", args.ratios),
+                   "recall_by_media_kind": by(rows, "media_kind", args.ratios), "rows": rows}
+    if not args.no_ttft:
+        result["clock"] = CLOCK["kind"]
+        result["ttft"] = ttft(vlm, items, ocr, args.ratios, repeats)
+        result["ttft_note"] = ("timings from the machine this ran on: record them on a quiet one "
+                               f"({repeats} interleaved round(s))")
+    result["wall_s"] = time.perf_counter() - t0
+    out = Path(args.out or f"benchmarks/results/tower_evidence_{args.split}{'_quick' if args.quick else ''}_cpu")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=1, ensure_ascii=False))
+    if "recall" in result:
+        rc = result["recall"]
+        print(f"recall over {rc['images']} answer images: full {rc['full']:.2f}; " + ", ".join(
+            f"keep {r:g} guided {rc[f'guided@{r:g}']:.2f} unguided {rc[f'unguided@{r:g}']:.2f}"
+            for r in args.ratios))
+    if "ttft" in result:
+        print("e2e TTFT speedup vs unreduced: " + ", ".join(
+            f"{k} {v:.2f}x" for k, v in result["ttft"]["e2e_ttft_speedup_vs_full"].items()))
+    print(f"wrote {out.with_suffix('.json')} in {result['wall_s']:.0f} s")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""vlm_answer with the `tower` reduction: guided by the evidence the stages found, never applied
+unguided to a reading question (tiny random-weight Qwen2-VL, real OCR)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cascade.artifacts import Box, Detection, Image, OcrLine
+from cascade.evidence.query import understand
+from cascade.stages.vlm_answer import VLMAnswer
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    from cascade.vlm import build_tiny_vlm
+
+    path = str(build_tiny_vlm(tmp_path_factory.mktemp("tiny"), family="qwen2_vl", size="test"))
+    return {"vlm": {"id": path, "device": "cpu", "reduction": "tower", "keep_ratio": 0.5}}
+
+
+def _page() -> Image:
+    from PIL import Image as PILImage, ImageDraw
+
+    from cascade.eval.fonts import load_font
+
+    page = PILImage.new("RGB", (420, 300), "white")
+    draw = ImageDraw.Draw(page)
+    font = load_font("DejaVuSans.ttf", 30)
+    draw.text((30, 40), "TOTAL 84.50", font=font, fill=(10, 10, 10))
+    draw.text((30, 200), "Gate 12", font=font, fill=(10, 10, 10))
+    return Image(np.asarray(page), source="page")
+
+
+def _routes(answer):
+    return {r.branch: r for r in answer.evidence.routes}
+
+
+def test_a_reading_question_without_evidence_keeps_every_token(models):
+    st = VLMAnswer({"max_new_tokens": 2}, name="vlm", models=models)
+    out = st(images=[_page()], question="What is the total?")
+    a = out.answer
+    assert a.bill.visual_tokens == a.bill.unreduced_visual_tokens  # nothing dropped silently
+    assert a.bill.reduction == "none"
+    route = _routes(a)["tower_not_applied"]
+    assert "reading question (key_value)" in route.reason and "image(s) 0" in route.reason
+
+
+def test_ocr_lines_guide_the_selection_target_first(models):
+    from cascade.stages.ocr import Ocr
+
+    page = _page()
+    lines = Ocr(name="ocr")(images=[page]).lines
+    assert {ln.text.replace(" ", "") for ln in lines} >= {"TOTAL84.50", "Gate12"}
+    st = VLMAnswer({"max_new_tokens": 2}, name="vlm", models=models)
+    q = understand("What is the total?")
+    a = st(images=[page], question=q.question, query=q, ocr_lines=lines).answer
+    route = _routes(a)["tower_guided"]
+    assert a.bill.reduction == "tower" and a.bill.visual_tokens < a.bill.unreduced_visual_tokens
+    assert route.scores["evidence_boxes"] == len(lines) and route.scores["target_boxes"] == 1
+    assert "text line(s)" in route.reason
+
+
+def test_a_scene_question_without_evidence_says_it_used_the_variance_rule(models):
+    st = VLMAnswer({"max_new_tokens": 2}, name="vlm", models=models)
+    a = st(images=[_page()], question="What animal is in the picture?").answer
+    assert a.bill.reduction == "tower" and a.bill.visual_tokens < a.bill.unreduced_visual_tokens
+    assert "vary most" in _routes(a)["tower_unguided"].reason
+
+
+def test_evidence_lands_in_a_tiles_own_pixels_and_other_media_is_ignored():
+    from cascade.stages._tower_guide import image_regions
+
+    page = _page()
+    tile = page.crop(Box(20, 180, 420, 300)).resized(200, 60)  # half scale, offset (20, 180)
+    gate = OcrLine("Gate 12", 0.9, Box(30, 200, 150, 236))
+    other = OcrLine("Gate 12", 0.9, Box(30, 200, 150, 236), media_index=1)
+    outside = OcrLine("TOTAL 84.50", 0.9, Box(30, 40, 220, 76))
+    bus = Detection("bus", 0.8, Box(220, 190, 400, 290))
+    regions, used = image_regions(tile, understand("How many buses are there?"), [gate, other, outside, bus])
+    assert used == [bus, gate]  # the question's label first; another image's line and one off the tile left out
+    assert regions.size == (200, 60)
+    assert regions.boxes == ((100.0, 5.0, 190.0, 55.0), (5.0, 10.0, 65.0, 28.0))
+
+
+def test_the_target_comes_first_then_its_row_then_spans_of_the_answers_type():
+    from cascade.stages._tower_guide import image_regions
+
+    page = _page()
+    tel = OcrLine("Tel 555 0199", 0.9, Box(30, 10, 200, 30))
+    sub = OcrLine("Subtotal 38.00", 0.9, Box(30, 100, 220, 120))
+    key = OcrLine("Total", 0.9, Box(30, 200, 100, 222))
+    value = OcrLine("40.90", 0.9, Box(300, 203, 360, 221))
+    _, used = image_regions(page, understand("What is the total?"), [tel, sub, key, value])
+    assert used == [key, value, sub, tel]
+
+
+def test_a_code_question_keeps_the_defining_line_first():
+    from cascade.stages._tower_guide import image_regions
+
+    page = _page()
+    imp = OcrLine('import { encodeOrder } from "./lib.js";', 0.9, Box(10, 10, 400, 30))
+    fn = OcrLine("export async function syncLedger(items) {", 0.9, Box(10, 40, 400, 60))
+    _, used = image_regions(page, understand("Which function is declared in this snippet?"), [imp, fn])
+    assert used == [fn, imp]

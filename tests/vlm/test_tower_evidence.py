@@ -1,0 +1,145 @@
+"""The `tower` reduction guided by evidence: boxes in source pixels land on the right merge units
+through the family's own resize, and the units of the text the cascade found are kept whole."""
+import numpy as np
+import pytest
+import torch
+
+from cascade.artifacts import Image
+from cascade.errors import InputError
+from cascade.vlm import VLM, KVPrefixCache, ReductionConfig
+from cascade.vlm.reduction import KeepRegions, evidence_units, tower_select
+from cascade.vlm.reduction.tower import box_units
+
+ODD = (333, 217)  # (width, height): neither side a multiple of the 28-px merge unit
+
+
+def _grid(vlm, size):
+    rh, rw = vlm.family.resized(*size)
+    unit = vlm.family.patch * vlm.family.merge
+    return rh // unit, rw // unit, rh, rw
+
+
+def test_box_units_are_the_units_the_resized_box_overlaps(vlm):
+    rows, cols, rh, rw = _grid(vlm, ODD)
+    assert (rh, rw) != ODD[::-1]  # the resize really rescales
+    unit = vlm.family.patch * vlm.family.merge
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        x0, x1 = sorted(rng.uniform(0, ODD[0], 2))
+        y0, y1 = sorted(rng.uniform(0, ODD[1], 2))
+        # brute force: unit (r, c) covers resized pixels [c*unit, (c+1)*unit) x [r*unit, ...)
+        sx0, sx1, sy0, sy1 = x0 * rw / ODD[0], x1 * rw / ODD[0], y0 * rh / ODD[1], y1 * rh / ODD[1]
+        want = {(r, c) for r in range(rows) for c in range(cols)
+                if min(sx1, (c + 1) * unit) > max(sx0, c * unit)
+                and min(sy1, (r + 1) * unit) > max(sy0, r * unit)}
+        r0, r1, c0, c1 = box_units((x0, y0, x1, y1), ODD, (rows, cols))
+        assert {(r, c) for r in range(r0, r1) for c in range(c0, c1)} == want
+
+
+def test_a_drawn_box_lands_on_its_units_through_the_real_preprocessing(vlm):
+    rt = vlm.backend.runtime
+    box = (101.0, 63.0, 190.0, 131.0)
+    white = np.full((ODD[1], ODD[0], 3), 255, np.uint8)
+    drawn = white.copy()
+    drawn[63:131, 101:190] = 0
+
+    def units(px):
+        vi = rt.collate(rt.preprocess([Image(px).to_pil()]))
+        return vi["pixel_values"].reshape(-1, vi["pixel_values"].shape[1] * rt.family.merge ** 2), vi
+
+    plain, vi = units(white)
+    dark, _ = units(drawn)
+    change = (plain - dark).abs().amax(1)
+    t, h, w = vi["image_grid_thw"][0].tolist()
+    rows, cols = h // rt.family.merge, w // rt.family.merge
+    r0, r1, c0, c1 = box_units(box, ODD, (rows, cols))
+    mapped = {r * cols + c for r in range(r0, r1) for c in range(c0, c1)}
+    # every unit the resized box darkens strongly is mapped; every mapped unit is darkened
+    assert set(torch.nonzero(change > 0.5 * change.max()).reshape(-1).tolist()) <= mapped
+    assert mapped <= set(torch.nonzero(change > 1e-3).reshape(-1).tolist())
+
+
+def _page(lines, size=(700, 520)):
+    """A rendered page with `lines` of text; (pixels, each line's box)."""
+    from PIL import Image as PILImage, ImageDraw
+
+    from cascade.eval.fonts import load_font
+
+    page = PILImage.new("RGB", size, "white")
+    draw = ImageDraw.Draw(page)
+    font = load_font("DejaVuSans.ttf", 22)
+    boxes = []
+    for i, text in enumerate(lines):
+        xy = (60 + 40 * (i % 3), 60 + 110 * i)
+        draw.text(xy, text, font=font, fill=(20, 20, 20))
+        boxes.append(tuple(float(v) for v in draw.textbbox(xy, text, font=font)))
+    return np.asarray(page), boxes
+
+
+def test_guided_selection_keeps_rendered_text_lines_whole(vlm):
+    # the tiny test model's pixel budget makes this page a 9 x 6 unit grid: two lines fit in half
+    px, boxes = _page(["TOTAL 1,284.50", "Dep. 14:35"])
+    rt = vlm.backend.runtime
+    vi = rt.collate(rt.preprocess([Image(px).to_pil()]))
+    t, h, w = vi["image_grid_thw"][0].tolist()
+    grid = (t, h // rt.family.merge, w // rt.family.merge)
+    regions = KeepRegions((px.shape[1], px.shape[0]), tuple(boxes))
+    guided = set(rt.tower_keep(vi, 0.5, (regions,))[0].tolist())
+    unguided = set(rt.tower_keep(vi, 0.5)[0].tolist())
+    assert len(guided) == len(unguided)  # the same budget: the same time to first token
+    text = set()
+    for with_margin, core in evidence_units(regions, grid):
+        assert set(with_margin.tolist()) <= guided  # each line whole, with its margin
+        text |= set(core.tolist())
+    assert not text <= unguided  # the unguided rule drops part of the text
+
+
+def test_evidence_beyond_the_budget_is_kept_box_by_box_never_cut():
+    grid, size = (1, 10, 10), (280, 280)  # one 28-px unit per 28 source pixels
+    units = torch.randn(100, 12)
+    first = (28.0, 28.0, 140.0, 140.0)  # 4x4 units; 6x6 with the margin: over the budget of 25
+    second = (196.0, 196.0, 280.0, 280.0)  # 3x3 units (its margin is clipped to 4x4)
+    third = (0.0, 252.0, 28.0, 280.0)  # one unit: no room left
+    kept = set(tower_select(units, grid, 0.25, KeepRegions(size, (first, second, third))).tolist())
+    core_first = {r * 10 + c for r in range(1, 5) for c in range(1, 5)}
+    core_second = {r * 10 + c for r in range(7, 10) for c in range(7, 10)}
+    assert len(kept) == 25 and core_first | core_second == kept
+    assert 9 * 10 + 0 not in kept
+
+
+def test_no_evidence_is_todays_rule():
+    units = torch.randn(96, 8)
+    assert torch.equal(tower_select(units, (1, 8, 12), 0.25, KeepRegions((336, 224), ())),
+                       tower_select(units, (1, 8, 12), 0.25))
+
+
+def test_what_is_left_of_the_budget_covers_cells_the_evidence_left_empty():
+    grid = (1, 8, 8)  # budget: 4x4 cells of 2x2 units
+    kept = tower_select(torch.randn(64, 8), grid, 0.25, KeepRegions((224, 224), ((0.0, 0.0, 28.0, 28.0),)))
+    cells = {(i // 8 // 2, i % 8 // 2) for i in kept.tolist()}
+    # the evidence and its margin fill cell (0, 0); the 12 units left go to 12 other cells
+    assert kept.numel() == 16 and len(cells) == 13
+
+
+def test_keep_regions_guide_only_a_reduction_before_the_tower():
+    with pytest.raises(InputError, match="keep_regions guide a reduction before the vision tower"):
+        ReductionConfig("pool", 0.25, keep_regions=(None,))
+    with pytest.raises(InputError, match="KeepRegions box"):
+        KeepRegions((10, 10), ((5.0, 5.0, 1.0, 9.0),))
+
+
+def test_the_kept_set_is_part_of_the_reductions_identity(tiny_path, make_image):
+    img = make_image(11, 224, 224)
+    a = ReductionConfig("tower", 0.25, keep_regions=(KeepRegions((224, 224), ((0.0, 0.0, 60.0, 30.0),)),))
+    b = ReductionConfig("tower", 0.25, keep_regions=(KeepRegions((224, 224), ((100.0, 100.0, 200.0, 130.0),)),))
+    assert len({a.cache_key(), b.cache_key(), ReductionConfig("tower", 0.25).cache_key()}) == 3
+    cached = VLM.load(str(tiny_path), device="cpu", kv_cache=KVPrefixCache(64 << 20))
+    outcomes = [cached.generate([img], "What is it?", max_new_tokens=1, reduction=red).bill.cache
+                for red in (a, b, a)]
+    assert outcomes == ["miss", "miss", "hit"]
+
+
+def test_keep_regions_are_per_call_not_per_batch(vlm, make_image):
+    red = ReductionConfig("tower", 0.25, keep_regions=(None,))
+    with pytest.raises(InputError, match="keep_regions name the images of one call"):
+        vlm.generate_batch([([make_image(1)], "q"), ([make_image(2)], "r")], reduction=red)
