@@ -48,7 +48,7 @@ def answers(item, lines, regions) -> tuple[list, list]:
     """(what the reader found, the answer each found region gives)."""
     from cascade.evidence import codeblocks, headings, paragraphs, tables
     from cascade.evidence.documents import SPAN_KINDS
-    from cascade.evidence.query import understand
+    from cascade.evidence.understanding import understand
     from cascade.evidence.spans import exact_span
 
     q = understand(item.question)

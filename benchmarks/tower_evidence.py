@@ -46,7 +46,7 @@ import torch  # noqa: E402
 from cascade.artifacts import Image  # noqa: E402
 from cascade.eval.build import build_eval_set  # noqa: E402
 from cascade.eval.judge import Readers, sent_size  # noqa: E402
-from cascade.evidence.query import understand  # noqa: E402
+from cascade.evidence.understanding import understand  # noqa: E402
 from cascade.registry import get_stage_class  # noqa: E402
 from cascade.stages._tower_guide import image_regions  # noqa: E402
 from cascade.vlm import VLM, ReductionConfig, build_tiny_vlm, default_tiny_dir  # noqa: E402

@@ -9,15 +9,17 @@ import numpy as np
 from pydantic import Field
 
 from cascade.artifacts import Image
+from cascade.devices import pick_device
 from cascade.errors import InputError
 from cascade.media import VideoSource
 from cascade.model_refs import ModelRef, open_clip_weights
 from cascade.progress import progress
+from cascade.shared_models import shared_model
 from cascade.stage import Serving, Stage, StageParams, stage
 from cascade.trace import record
 
+from ._inputs import as_image_list
 from ._retrieval import Embeddings, normalize
-from ._shared import as_image_list, pick_device, shared_model
 
 
 def load_clip(model: str, pretrained: str | None, device: str, allow_pickle: bool = False):

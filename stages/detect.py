@@ -8,13 +8,15 @@ import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 
 from cascade.artifacts import Box, Detection, Image
+from cascade.devices import pick_device
 from cascade.errors import did_you_mean
 from cascade.media import VideoSource
 from cascade.model_refs import ModelRef, bundled_file
+from cascade.shared_models import result_cache, shared_model
 from cascade.stage import Serving, Stage, StageParams, stage
 from cascade.trace import record
 
-from ._shared import as_image_list, pick_device, result_cache, shared_model
+from ._inputs import as_image_list
 
 
 def bundled_yolo11n() -> str | None:

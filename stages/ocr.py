@@ -17,10 +17,11 @@ from cascade.artifacts import Box, Image, OcrLine
 from cascade.media import VideoSource
 from cascade.model_refs import ModelRef, bundled_file
 from cascade.progress import progress
+from cascade.shared_models import result_cache, shared_model
 from cascade.stage import Serving, Stage, StageParams, stage
 from cascade.trace import record
 
-from ._shared import as_image_list, result_cache, shared_model
+from ._inputs import as_image_list
 
 PADDLE_HINT = ("the 'paddleocr' OCR backend needs the optional extra: pip install "
                "'vlm-cascade[paddle]'")

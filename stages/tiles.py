@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from cascade.artifacts import Box, Detection, Image, OcrLine
+from cascade.evidence.blocks import ByFrame
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
-from cascade.evidence.blocks import ByFrame
-from ._shared import as_image_list
+from ._inputs import as_image_list
 from .resize import fit_longest_side
 
 

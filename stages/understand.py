@@ -8,7 +8,8 @@ from pydantic import Field
 from cascade.artifacts import Route
 from cascade.errors import InputError
 from cascade.evidence.intent import IntentScorer
-from cascade.evidence.query import Query, understand
+from cascade.evidence.query import Query
+from cascade.evidence.understanding import understand
 from cascade.model_refs import ModelRef
 from cascade.stage import Stage, StageParams, stage
 

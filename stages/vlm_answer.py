@@ -38,14 +38,15 @@ from pydantic import Field
 from cascade.artifacts import Answer, Detection, Evidence, Image, LayoutRegion, OcrLine
 from cascade.bill import Bill
 from cascade.errors import InputError
-from cascade.evidence.query import Query, understand
+from cascade.evidence.query import Query
+from cascade.evidence.understanding import understand
 from cascade.models import ModelName
 from cascade.stage import Serving, Stage, StageParams, stage
 from cascade.streaming import claim_stream
 from cascade.trace import record
 from cascade.vlm.reduction import ReductionName
 
-from ._shared import as_image_list
+from ._inputs import as_image_list
 from ._tower_guide import guide_tower
 
 

@@ -79,7 +79,7 @@ class IntentScorer:
         rules = rule_intent(question)
         if not self.weight:
             return rules
-        from cascade.stages.text_embed import sentence_model
+        from cascade.shared_models import sentence_model
 
         shared = sentence_model(self.model_name)
         with shared.lock:

@@ -1,4 +1,5 @@
-"""Understand the question once: `understand(question) -> Query`, read by every later stage.
+"""The typed question every later stage reads: `Query` (built once by
+`cascade.evidence.understanding.understand`).
 
 A `Query` says what the question asks for, so no stage re-derives it from the string:
 
@@ -14,9 +15,7 @@ A `Query` says what the question asks for, so no stage re-derives it from the st
 - `cues`: the question's own content words (exact words; Chinese as character bigrams, the
   standard way to match unsegmented CJK text), `language` ("en", "zh", "other").
 
-Rules where they are exact (`lexicon`), English and Chinese; an optional sentence-embedding
-zero-shot intent score for English wording the rules miss (`IntentScorer`). `Query.describe()` is
-what the route reports: `table_cell row='Express 12' col='Dep.' answer=cell lang=en`.
+`Query.describe()` is what the route reports: `table_cell row='Express 12' col='Dep.' answer=cell lang=en`.
 """
 from __future__ import annotations
 
@@ -27,9 +26,8 @@ from typing import Literal
 
 from cascade.artifacts import Route
 
-from .intent import INTENTS, IntentScorer, rule_intent
 
-__all__ = ["Query", "TimeOrder", "understand", "TARGETS", "TEXT_TARGETS", "DOCUMENT_TARGETS",
+__all__ = ["Query", "TimeOrder", "TARGETS", "TEXT_TARGETS", "DOCUMENT_TARGETS",
            "ANSWER_TYPES", "cue_tokens", "has_cue", "singular", "language_of"]
 
 Target = Literal["sign", "title", "heading", "table_cell", "paragraph_fact", "code_identifier",
@@ -170,21 +168,3 @@ def singular(word: str) -> str:
 def has_cue(text: str, cues: tuple[str, ...] | set[str]) -> bool:
     """The text holds one of the cues, matched exactly (`cue_tokens`), never by similarity."""
     return bool(set(cues) & cue_tokens(text))
-
-
-def understand(question: str, scorer: IntentScorer | None = None) -> Query:
-    """The `Query` for a question, English or Chinese (other languages: English rules on what
-    they share, e.g. digits and Latin names). `scorer` adds zero-shot intent scores (English)."""
-    text = unicodedata.normalize("NFKC", question).strip()
-    lang = language_of(text)
-    intent = scorer(text) if scorer is not None and lang == "en" else rule_intent(text)
-    from .chinese import read_chinese
-    from .english import read_english
-
-    found = (read_chinese if lang == "zh" else read_english)(text, intent)
-    target = found["target"]
-    top = ("read" if target in TEXT_TARGETS else "count" if target == "object_count"
-           else "detail" if target == "object" else intent.top if intent.top != "read" else "scene")
-    matched = tuple(dict.fromkeys((*intent.matched, target)))
-    return Query(question=text, language=lang, intent=top, matched=matched,
-                 intent_scores=tuple((k, float(intent.scores[k])) for k in INTENTS), **found)

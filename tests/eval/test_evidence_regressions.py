@@ -20,7 +20,7 @@ from cascade.models import Models
 from cascade.registry import get_stage_class
 from cascade.stages.detect import bundled_yolo11n
 from cascade.vlm import build_tiny_vlm
-from cascade.evidence.query import understand
+from cascade.evidence.understanding import understand
 
 pytestmark = pytest.mark.slow  # real OCR, YOLO and video decoding: ~1 min in all
 

@@ -3,7 +3,8 @@ import dataclasses
 
 import pytest
 
-from cascade.evidence.query import TARGETS, Query, cue_tokens, has_cue, understand
+from cascade.evidence.query import TARGETS, Query, cue_tokens, has_cue
+from cascade.evidence.understanding import understand
 from cascade.registry import get_stage_class
 
 # (question, target, fields the Query must hold)

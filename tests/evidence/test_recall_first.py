@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import cascade.stages  # noqa: F401
-from cascade.evidence.query import understand
+from cascade.evidence.understanding import understand
 from cascade.models import Models
 from cascade.registry import get_stage_class
 from cascade.vlm import build_tiny_vlm

@@ -5,7 +5,7 @@ import pytest
 
 from cascade import Box, Detection, Image, OcrLine
 from cascade.registry import get_stage_class
-from cascade.evidence.query import understand
+from cascade.evidence.understanding import understand
 
 FRAME = Image(np.zeros((720, 1280, 3), np.uint8))
 SIGN = [OcrLine("PIER 32N", 0.95, Box(100, 100, 200, 120)),

@@ -3,7 +3,7 @@ tool abstains and hands the lines to the VLM."""
 import pytest
 
 from cascade import Box, OcrLine
-from cascade.evidence.query import understand
+from cascade.evidence.understanding import understand
 from cascade.registry import get_stage_class
 
 

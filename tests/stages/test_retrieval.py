@@ -7,7 +7,7 @@ import pytest
 
 from cascade import Pipeline
 from cascade.stages._retrieval import Embeddings, VectorIndex, mmr_select, normalize
-from cascade.evidence.query import understand
+from cascade.evidence.understanding import understand
 
 from .conftest import yolo_onnx_path
 

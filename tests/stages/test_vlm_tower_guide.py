@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cascade.artifacts import Box, Detection, Image, OcrLine
-from cascade.evidence.query import understand
+from cascade.evidence.understanding import understand
 from cascade.stages.vlm_answer import VLMAnswer
 
 

