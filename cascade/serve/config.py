@@ -128,12 +128,16 @@ def _flags(settings: type[BaseSettings]) -> dict[str, Flag]:
             for flag in field.metadata if isinstance(flag, Flag)}
 
 
-def add_flags(parser: Any, settings: type[BaseSettings] = ServeConfig) -> None:
-    """The flags of `settings` (a parser or an argument group). A flag left out is absent from
-    the parsed args (argparse's SUPPRESS), so the environment or the field's default decides it."""
+def add_flags(parser: Any, settings: type[BaseSettings] = ServeConfig,
+              exclude: frozenset[str] = frozenset()) -> None:
+    """The flags of `settings` (a parser or an argument group), but those of the `exclude`
+    fields. A flag left out is absent from the parsed args (argparse's SUPPRESS), so the
+    environment or the field's default decides it."""
     groups: dict[str, Any] = {}
     prefix = settings.model_config.get("env_prefix", "")
     for name, flag in _flags(settings).items():
+        if name in exclude:
+            continue
         field = settings.model_fields[name]
         target = parser
         if flag.exclusive:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from ..config import add_flags, from_args
-from .options import RayOptions
+from .options import DeployLayout, RayOptions
 
 __all__ = ["add_ray_flags", "ray_options", "add_deploy_command"]
 
@@ -38,15 +38,12 @@ def _deploy(args: argparse.Namespace) -> int:
     from .deploy import deploy_config
 
     pipelines = {}
-    for src in args.pipelines:
+    for src in args.sources:
         path = resolve_pipeline_path(src)
         shipped = not Path(src).suffix and not Path(src).exists()
         pipelines[path.stem] = src if shipped else str(Path(path).resolve())
-    cfg = deploy_config(pipelines, tiny=args.tiny, model=args.model, device=args.device,
-                        min_replicas=args.min_replicas, max_replicas=args.max_replicas,
-                        target_ongoing=args.target_ongoing, vlm_cpus=args.vlm_cpus,
-                        vlm_gpus=args.vlm_gpus, stage_cpus=args.stage_cpus, name=args.name,
-                        route_prefix=args.route_prefix, port=args.port)
+    cfg = deploy_config(pipelines, from_args(args), from_args(args, RayOptions),
+                        from_args(args, DeployLayout))
     text = ("# Ray Serve config written by `cascade deploy`; run with `serve run " +
             f"{args.out.name}` (or `serve deploy` on a cluster). YAML paths must exist on every "
             "node.\n" + yaml.safe_dump(cfg, sort_keys=False))
@@ -59,21 +56,14 @@ def _deploy(args: argparse.Namespace) -> int:
 def add_deploy_command(sub) -> None:
     p = sub.add_parser("deploy", help="write a Ray Serve config for pipelines",
                        description="Write a Ray Serve config (`serve run` / `serve deploy`) "
-                       "serving the pipelines: heavy stages as autoscaled deployments.")
-    p.add_argument("pipelines", nargs="+", metavar="PIPELINE", help="YAML file or shipped name")
-    p.add_argument("--out", type=Path, default=Path("serve_config.yaml"))
-    m = p.add_mutually_exclusive_group()
-    m.add_argument("--model", help="the pipelines' VLM: hub id or local folder")
-    m.add_argument("--tiny", action="store_true", help="random-weight tiny models (offline)")
-    p.add_argument("--device", help="cpu, cuda ... for every stage that has a device")
-    p.add_argument("--min-replicas", type=int, default=1)
-    p.add_argument("--max-replicas", type=int, default=4)
-    p.add_argument("--target-ongoing", type=float, default=2.0,
-                   help="autoscaling target of ongoing requests per replica")
-    p.add_argument("--vlm-cpus", type=float, default=1.0)
-    p.add_argument("--vlm-gpus", type=float, default=0.0, help="GPUs per VLM replica (fractions share)")
-    p.add_argument("--stage-cpus", type=float, default=0.5, help="CPUs per other heavy replica")
-    p.add_argument("--name", default="cascade", help="application name")
-    p.add_argument("--route-prefix", default="/")
-    p.add_argument("--port", type=int, default=8000)
+                       "serving the pipelines: heavy stages as autoscaled deployments. Every "
+                       "server setting of `cascade serve` goes into the application's args.")
+    p.add_argument("sources", nargs="+", metavar="PIPELINE", help="YAML file or shipped name")
+    p.add_argument("--out", type=Path, default=Path("serve_config.yaml"),
+                   help="where to write the config (default serve_config.yaml)")
+    add_flags(p.add_argument_group("server settings (the application's args)"),
+              exclude=frozenset({"pipelines", "shipped"}))
+    add_flags(p.add_argument_group("VLM replicas"), RayOptions,
+              exclude=frozenset({"replicas", "stage_replicas"}))
+    add_flags(p.add_argument_group("deployments"), DeployLayout)
     p.set_defaults(func=_deploy)

@@ -13,7 +13,7 @@ from typing import Any
 
 from ...pipeline import Pipeline
 from ..config import ServeConfig
-from .options import APP_NAME, INGRESS, RayOptions, app_args, serving_of
+from .options import APP_NAME, INGRESS, DeployLayout, RayOptions, app_args, serving_of
 
 __all__ = ["serve_on_ray", "deploy_config", "local_cluster_cpus", "BUILDER"]
 
@@ -55,39 +55,36 @@ def serve_on_ray(args: argparse.Namespace, config: ServeConfig, options: RayOpti
         ray.shutdown()
 
 
-def deploy_config(pipelines: dict[str, str], *, tiny: bool = False, model: str | None = None,
-                  device: str | None = None, min_replicas: int = 1, max_replicas: int = 4,
-                  target_ongoing: float = 2.0, vlm_cpus: float = 1.0, vlm_gpus: float = 0.0,
-                  stage_cpus: float = 0.5, ingress_cpus: float = 0.5, max_batch_size: int = 4,
-                  name: str = "cascade", route_prefix: str = "/", host: str = "0.0.0.0",
-                  port: int = 8000) -> dict[str, Any]:
+def deploy_config(pipelines: dict[str, str], config: ServeConfig | None = None,
+                  options: RayOptions | None = None,
+                  layout: DeployLayout | None = None) -> dict[str, Any]:
     """A Ray Serve config (`ServeDeploySchema`) serving `pipelines` (name -> shipped name or
-    YAML path): the application builder with its args, and one entry per deployment: autoscaling
-    for the heavy stages, resources for all. vlm_*: per replica of a "model"-pool stage type (the
-    VLM); stage_cpus: of every other heavy one."""
+    YAML path): the application builder with its args (`config` with these pipelines only, and
+    `options` with each deployment's CPUs from `layout`), and one entry per deployment used by
+    the pipelines: autoscaling for the heavy stages (`layout`), resources for all."""
+    config = (config or ServeConfig()).model_copy(update={"pipelines": dict(pipelines),
+                                                          "shipped": False})
+    options, layout = options or RayOptions(), layout or DeployLayout()
     used: set[str] = set()
     for source in pipelines.values():
         used |= {st.type for st in Pipeline.load(source).spec.stages.values()}
-    options = RayOptions()
-    args = {"pipelines": dict(pipelines), "shipped": False, "tiny": tiny, "model": model,
-            "device": device, "max_batch_size": max_batch_size, "model_gpus": vlm_gpus,
-            "num_cpus": {INGRESS: ingress_cpus}}
+    heavy = [t for t in options.remote_types() if t in used]
+    cpus = {INGRESS: layout.ingress_cpus} | {
+        t: layout.vlm_cpus if serving_of(t).pool == "model" else layout.stage_cpus for t in heavy}
+    options = options.model_copy(update={"num_cpus": cpus})
     deployments: list[dict[str, Any]] = [
-        {"name": INGRESS, "num_replicas": 1, "ray_actor_options": {"num_cpus": ingress_cpus}}]
-    for t in options.remote_types():
-        if t not in used:
-            continue
-        model_pool = serving_of(t).pool == "model"
-        cpus = args["num_cpus"][t] = vlm_cpus if model_pool else stage_cpus
-        actor: dict[str, Any] = {"num_cpus": cpus}
-        if model_pool and vlm_gpus:
-            actor["num_gpus"] = vlm_gpus
+        {"name": INGRESS, "num_replicas": 1, "ray_actor_options": {"num_cpus": cpus[INGRESS]}}]
+    for t in heavy:
+        actor: dict[str, Any] = {"num_cpus": cpus[t]}
+        if options.gpus(t):
+            actor["num_gpus"] = options.gpus(t)
         deployments.append({
-            "name": t, "max_ongoing_requests": max(8, 2 * max_batch_size),
-            "autoscaling_config": {"min_replicas": min_replicas, "max_replicas": max_replicas,
-                                   "target_ongoing_requests": target_ongoing},
+            "name": t, "max_ongoing_requests": max(8, 2 * options.max_batch_size),
+            "autoscaling_config": {"min_replicas": layout.min_replicas,
+                                   "max_replicas": layout.max_replicas,
+                                   "target_ongoing_requests": layout.target_ongoing},
             "ray_actor_options": actor})
-    return {"proxy_location": "EveryNode", "http_options": {"host": host, "port": port},
-            "applications": [{"name": name, "route_prefix": route_prefix,
-                              "import_path": BUILDER, "args": args,
+    return {"proxy_location": "EveryNode", "http_options": {"host": layout.host, "port": layout.port},
+            "applications": [{"name": layout.name, "route_prefix": layout.route_prefix,
+                              "import_path": BUILDER, "args": app_args(config, options),
                               "deployments": deployments}]}

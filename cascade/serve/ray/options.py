@@ -14,8 +14,8 @@ from ...registry import get_stage_class, heavy_stage_types
 from ...stage import Serving
 from ..config import Flag, ServeConfig
 
-__all__ = ["APP_NAME", "INGRESS", "RayOptions", "app_args", "option_args", "split_args",
-           "serving_of"]
+__all__ = ["APP_NAME", "INGRESS", "RayOptions", "DeployLayout", "app_args", "option_args",
+           "split_args", "serving_of"]
 
 APP_NAME = "cascade"
 INGRESS = "ingress"  # the HTTP ingress deployment's name; the others are stage type names
@@ -75,6 +75,32 @@ class RayOptions(BaseSettings):
 
     def replicas_of(self, deployment: str) -> int:
         return self.replicas if serving_of(deployment).pool == "model" else self.stage_replicas
+
+
+class DeployLayout(BaseSettings):
+    """What `cascade deploy` writes into a Serve config beside the application's args: the
+    autoscaling of each heavy stage deployment, the Ray resources of each replica, the
+    application's name and route, and Serve's HTTP address (a flag of `cascade deploy`, a
+    `CASCADE_DEPLOY_*` variable, or a keyword). The VLM replicas' GPUs and batching are
+    `RayOptions` (`--vlm-gpus`, `--max-batch-size`)."""
+
+    model_config = SettingsConfigDict(env_prefix="CASCADE_DEPLOY_", extra="forbid")
+
+    min_replicas: Annotated[int, Flag("fewest replicas of each heavy stage deployment",
+                                      type=int)] = Field(1, ge=0)
+    max_replicas: Annotated[int, Flag("most replicas of each heavy stage deployment",
+                                      type=int)] = Field(4, ge=1)
+    target_ongoing: Annotated[float, Flag(
+        "autoscaling target: ongoing requests per replica", type=float)] = Field(2.0, gt=0)
+    vlm_cpus: Annotated[float, Flag("Ray CPUs per VLM replica", type=float)] = Field(1.0, ge=0)
+    stage_cpus: Annotated[float, Flag("Ray CPUs per replica of every other heavy stage",
+                                      type=float)] = Field(0.5, ge=0)
+    ingress_cpus: Annotated[float, Flag("Ray CPUs of the HTTP ingress",
+                                        type=float)] = Field(0.5, ge=0)
+    name: Annotated[str, Flag("the Serve application's name")] = APP_NAME
+    route_prefix: Annotated[str, Flag("the application's route prefix")] = "/"
+    host: Annotated[str, Flag("Serve's HTTP bind address")] = "0.0.0.0"
+    port: Annotated[int, Flag("Serve's HTTP port", type=int)] = 8000
 
 
 _CONFIG_FIELDS = set(ServeConfig.model_fields)
