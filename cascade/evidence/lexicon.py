@@ -6,10 +6,12 @@ boundaries; Chinese ones on the question as written (Chinese has no spaces, so n
 """
 from __future__ import annotations
 
+import re
+
 
 __all__ = ["COLOURS", "ZH_COLOURS", "ORDINALS", "ZH_DIGITS", "zh_number", "GENERIC", "ZH_GENERIC",
            "TARGET_WORDS", "ANSWER_TYPES", "ZH_ANSWER_TYPES", "KEYS", "ZH_KEYS", "KEY_NOUNS",
-           "ZH_KEY_NOUNS", "CODE_KINDS", "ZH_CODE_KINDS", "EVENT_VERBS", "SIZE_WORDS"]
+           "ZH_KEY_NOUNS", "CODE_KINDS", "ZH_CODE_KINDS", "EVENT_VERBS", "SIZE_WORDS", "zh_without_few"]
 
 COLOURS = {"red": "red", "green": "green", "blue": "blue", "yellow": "yellow", "orange": "orange",
            "white": "white", "black": "black", "purple": "purple", "violet": "purple",
@@ -41,6 +43,17 @@ def zh_number(text: str) -> int | None:
         return ZH_DIGITS[text] if len(text) == 1 else None
     tens, _, ones = text.partition("十")
     return (ZH_DIGITS.get(tens, 1) if tens else 1) * 10 + (ZH_DIGITS.get(ones, 0) if ones else 0)
+
+
+# 几 asks "how many" only on its own: after a demonstrative or a quantifier it is "a few" (这几张照片
+# "these photos", 前几帧 "the first frames", 好几个 "quite a few"); 哪几 is "which ones".
+ZH_FEW = re.compile(r"(?<=[这那前后头好哪])几")
+
+
+def zh_without_few(text: str) -> str:
+    """`text` with every 几 that means "a few" (not "how many") blanked out, so the rules that
+    read 几 as a count or a number question see only the interrogative ones."""
+    return ZH_FEW.sub(" ", text)
 
 
 # Words that say *that* something is read, not *what*: never cues.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import unicodedata
 
+from . import lexicon as lx
 from .chinese import read_chinese
 from .english import read_english
 from .intent import INTENTS, IntentScorer, rule_intent
@@ -21,8 +22,13 @@ def understand(question: str, scorer: IntentScorer | None = None) -> Query:
     they share, e.g. digits and Latin names). `scorer` adds zero-shot intent scores (English)."""
     text = unicodedata.normalize("NFKC", question).strip()
     lang = language_of(text)
-    intent = scorer(text) if scorer is not None and lang == "en" else rule_intent(text)
-    found = (read_chinese if lang == "zh" else read_english)(text, intent)
+    if lang == "zh":
+        reading = lx.zh_without_few(text)
+        intent = rule_intent(reading)
+        found = read_chinese(reading, intent)
+    else:
+        intent = scorer(text) if scorer is not None and lang == "en" else rule_intent(text)
+        found = read_english(text, intent)
     target = found["target"]
     top = ("read" if target in TEXT_TARGETS else "count" if target == "object_count"
            else "detail" if target == "object" else intent.top if intent.top != "read" else "scene")

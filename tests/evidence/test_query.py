@@ -40,6 +40,10 @@ CASES = [
     ("发票号码是多少？", "key_value", {"key": "number", "key_noun": "invoice"}),
     ("How many people are there?", "object_count", {"label": "person", "intent": "count"}),
     ("图中有几个人？", "object_count", {"label": "person"}),
+    # 几 after a demonstrative is "these few", not "how many": a sign question stays one.
+    ("那几段视频里，小牌子上写着什么？", "sign", {"size": "small", "answer_type": "text"}),
+    ("好几张图片中都有一块蓝色的牌子，上面写着什么？", "sign", {"colour": "blue"}),
+    ("这几张照片里一共有几辆车？", "object_count", {"label": "car", "answer_type": "count"}),
     ("What colour is the car?", "object", {"label": "car", "intent": "detail"}),
     ("Describe the scene.", "scene", {"intent": "scene"}),
     ("描述一下这个场景。", "scene", {}),
