@@ -168,6 +168,9 @@ def read_english(question: str, intent: Intent) -> dict:
     # what a picture shows rather than what is written in it
     visual = re.search(r"\b(photo|photos|picture|pictures|image|images|video|scene|clip|happening|"
                        r"animal|kind of|type of|colou?r|wearing|doing|look like|shown)\b", q_rest)
+    noun = next((n for n in lx.KEY_NOUNS if re.search(rf"\b{n}\b", q_rest)), None)
+    document_date = (noun is not None and answer_type in ("date", "when") and key in (None, "date")
+                     and content <= lx.DOCUMENT_DATE_VERBS)
     fact_question = re.match(r"\s*(?:where|who|whom|whose|what|which|when|how)\b", q_rest) and \
         len(content) >= 2 and not visual and not label
     if number or name or re.search(r"\bsub[\s-]?heading\b|\b(?:heading|title|name)\b.*\bsection\b|"
@@ -179,10 +182,11 @@ def read_english(question: str, intent: Intent) -> dict:
         found.update(target="table_cell", answer_type="cell")
     elif title:
         found["target"] = "title"
-    elif key is not None and (key != "number" or not sign) and not (
+    elif document_date or key is not None and (key != "number" or not sign) and not (
             key == "date" and (answer_type in ("day", "time") or content)):
-        # a date of a document ("the date on the receipt"), not of an event a text tells of
-        noun = next((n for n in lx.KEY_NOUNS if re.search(rf"\b{n}\b", q_rest)), None)
+        # a date of a document ("the date on the receipt", "when was this invoice issued?"), not
+        # of an event a text tells of
+        key = "date" if document_date else key
         found.update(target="key_value", key=key, key_noun=noun,
                      answer_type={"number": "id", "date": "date"}.get(key, "amount"))
     elif "count" in intent.matched and (label or not intent.matched == ("read",)):

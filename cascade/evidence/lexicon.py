@@ -11,7 +11,7 @@ import re
 
 __all__ = ["COLOURS", "ZH_COLOURS", "ORDINALS", "ZH_DIGITS", "zh_number", "GENERIC", "ZH_GENERIC",
            "TARGET_WORDS", "ANSWER_TYPES", "ZH_ANSWER_TYPES", "KEYS", "ZH_KEYS", "KEY_NOUNS",
-           "ZH_KEY_NOUNS", "CODE_KINDS", "ZH_CODE_KINDS", "EVENT_VERBS", "SIZE_WORDS", "zh_without_few"]
+           "ZH_KEY_NOUNS", "DOCUMENT_DATE_VERBS", "CODE_KINDS", "ZH_CODE_KINDS", "EVENT_VERBS", "SIZE_WORDS", "zh_without_few"]
 
 COLOURS = {"red": "red", "green": "green", "blue": "blue", "yellow": "yellow", "orange": "orange",
            "white": "white", "black": "black", "purple": "purple", "violet": "purple",
@@ -119,6 +119,11 @@ ZH_KEYS: tuple[tuple[str, str], ...] = (
 )
 KEY_NOUNS = ("invoice", "receipt", "order", "claim", "policy", "account", "reference", "ticket",
              "booking", "customer", "transaction", "member", "case", "serial", "tracking")
+# What is done to a document on the day its "Date" field gives: "when was this invoice issued?"
+# asks for that field, not for a date a paragraph tells of.
+DOCUMENT_DATE_VERBS = frozenset("""issue issued print printed date dated make made write written
+create created bill billed sign signed pay paid purchase purchased buy bought raise raised
+place placed""".split())
 ZH_KEY_NOUNS = {"发票": "invoice", "收据": "receipt", "小票": "receipt", "订单": "order",
                 "账户": "account", "账号": "account", "客户": "customer", "会员": "member",
                 "交易": "transaction", "流水": "transaction", "票": "ticket", "预订": "booking"}

@@ -37,6 +37,10 @@ CASES = [
      {"key": "number", "key_noun": "invoice", "answer_type": "id"}),
     ("What is the date on the receipt?", "key_value", {"key": "date", "answer_type": "date"}),
     ("合计多少钱？", "key_value", {"key": "total", "answer_type": "amount"}),
+    # what was done to the document on its date asks for its Date field; an event's date does not
+    ("When was the order placed?", "key_value", {"key": "date", "key_noun": "order"}),
+    ("What date was this ticket purchased?", "key_value", {"key": "date", "answer_type": "date"}),
+    ("On what date did the festival open?", "paragraph_fact", {"answer_type": "date"}),
     ("发票号码是多少？", "key_value", {"key": "number", "key_noun": "invoice"}),
     ("How many people are there?", "object_count", {"label": "person", "intent": "count"}),
     ("图中有几个人？", "object_count", {"label": "person"}),
