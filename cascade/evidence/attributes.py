@@ -13,8 +13,9 @@ evidence is sent rather than guessed). Measured, never guessed:
 - **time order**: frame timestamps (image sets: their order). `before` / `after` are relative to
   the first time the *anchor* is seen: the text it quotes or names, the object label it names
   (detections), or, when it names only a size ("the big banner"), the tallest text; the anchor's
-  own blocks are never kept. `first` / `last` keep the text(s) that first appear earliest /
-  latest, leaving out text shown all along (a caption on every frame).
+  own blocks (and partial or misread copies of its text) are never kept. `first` / `last` keep the
+  text(s) that first appear earliest / latest, leaving out text shown all along (a caption on every
+  frame).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from cascade.artifacts import Detection, Image
 
 from .blocks import ByFrame, TextBlock, norm_text
 from .query import Query, has_cue
+from .textmatch import ABBREVIATED, COVERS, EXACT, FUZZY, key_match
 
 __all__ = ["Selection", "select", "plate_colour", "colour_name", "block_time"]
 
@@ -159,6 +161,13 @@ def _anchor(query: Query, blocks: list[TextBlock], detections: list[Detection],
     return [], [], ""
 
 
+def _read_again(anchor: str, text: str) -> bool:
+    """`text` is the anchor read again: the same text, a part of it, or a misread of it (OCR reads
+    a banner a little differently on each frame; none of those is the text after it)."""
+    score = key_match(anchor, text)
+    return score in (EXACT, COVERS) or FUZZY <= score < ABBREVIATED
+
+
 def _by_time(query: Query, blocks: list[TextBlock], detections: list[Detection],
              frames: ByFrame) -> Selection:
     order = query.time_order
@@ -180,8 +189,7 @@ def _by_time(query: Query, blocks: list[TextBlock], detections: list[Detection],
         return Selection(tuple(blocks), (f"order {order.describe()}: the anchor was not found; "
                                          f"all {len(blocks)} text(s) kept",), False)
     start = times[0]
-    anchor_keys = {norm_text(a.text) for a in anchors}
-    rest = [b for b in blocks if norm_text(b.text) not in anchor_keys]
+    rest = [b for b in blocks if not any(_read_again(a.text, b.text) for a in anchors)]
     window = (start, np.inf) if order.relation == "after" else (-np.inf, start)
     kept = [b for b in rest if window[0] < block_time(b) < window[1]]
     n = len({norm_text(b.text) for b in kept})
