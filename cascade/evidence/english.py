@@ -16,7 +16,8 @@ __all__ = ["read_english"]
 
 
 def _words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9][a-z0-9.'-]*[a-z0-9]|[a-z0-9]", text.lower())
+    text = re.sub(r"['\u2019]s\b", "", text.lower())  # "what's", "the owner's": no 's cue
+    return re.findall(r"[a-z0-9][a-z0-9.'-]*[a-z0-9]|[a-z0-9]", text)
 
 
 _SECTION_WORD = r"(?:section|chapter|part|subsection|heading)"
@@ -151,9 +152,8 @@ def read_english(question: str, intent: Intent) -> dict:
                              r"implement\w*|call\w*|named|name of the)\b", q_rest)
     table = re.search(r"\b(table|tables|row|rows|column|columns|cell|cells|col\.?|timetable|"
                       r"spreadsheet|grid)\b", q_rest)
-    title = re.search(r"\b(title|titled|headline|heading|header|name of (?:the|this) "
-                      r"(?:document|page|article|paper|report|book|notice|poster|form|memo|letter))\b"
-                      r"|\b(?:document|page|article|paper|report|notice|memo|letter)\b.*\b(?:called|"
+    title = re.search(rf"\b(title|titled|headline|heading|header|name of (?:the|this) "
+                      rf"(?:{lx.DOCUMENT_NOUNS}))\b|\b(?:{lx.DOCUMENT_NOUNS})\b.*\b(?:called|"
                       r"named|titled)\b", q_rest)
     paragraph = re.search(r"\b(according to|paragraph|passage|notice|announcement|article|"
                           r"the text|the letter|the memo|the email)\b", q_rest)
@@ -169,6 +169,9 @@ def read_english(question: str, intent: Intent) -> dict:
     visual = re.search(r"\b(photo|photos|picture|pictures|image|images|video|scene|clip|happening|"
                        r"animal|kind of|type of|colou?r|wearing|doing|look like|shown)\b", q_rest)
     noun = next((n for n in lx.KEY_NOUNS if re.search(rf"\b{n}\b", q_rest)), None)
+    if key is None and answer_type == "amount" and re.search(lx.AMOUNT_DUE, q_rest) and not {
+            w for w in content if not re.fullmatch(lx.AMOUNT_DUE, w)}:
+        key = "total"  # "how much is due on the slip?": the bill's total, not a line of it
     document_date = (noun is not None and answer_type in ("date", "when") and key in (None, "date")
                      and content <= lx.DOCUMENT_DATE_VERBS)
     fact_question = re.match(r"\s*(?:where|who|whom|whose|what|which|when|how)\b", q_rest) and \

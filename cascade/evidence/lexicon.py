@@ -11,7 +11,7 @@ import re
 
 __all__ = ["COLOURS", "ZH_COLOURS", "ORDINALS", "ZH_DIGITS", "zh_number", "GENERIC", "ZH_GENERIC",
            "TARGET_WORDS", "ANSWER_TYPES", "ZH_ANSWER_TYPES", "KEYS", "ZH_KEYS", "KEY_NOUNS",
-           "ZH_KEY_NOUNS", "DOCUMENT_DATE_VERBS", "CODE_KINDS", "ZH_CODE_KINDS", "EVENT_VERBS", "SIZE_WORDS", "zh_without_few"]
+           "ZH_KEY_NOUNS", "DOCUMENT_DATE_VERBS", "DOCUMENT_NOUNS", "AMOUNT_DUE", "CODE_KINDS", "ZH_CODE_KINDS", "EVENT_VERBS", "SIZE_WORDS", "zh_without_few"]
 
 COLOURS = {"red": "red", "green": "green", "blue": "blue", "yellow": "yellow", "orange": "orange",
            "white": "white", "black": "black", "purple": "purple", "violet": "purple",
@@ -76,7 +76,14 @@ placard sticker tag caption title titled heading headings subheading header head
 sections subsection chapter part table tables row rows column columns cell cells col function
 functions method methods class classes variable variables constant identifier parameter argument
 code snippet program script defined defines define declared declares document page article paper
-report notice paragraph passage according text letter memo form receipt bill invoice""".split())
+report notice paragraph passage according text letter memo form receipt bill invoice sheet sheets
+slip slips leaflet leaflets flyer flyers handout handouts brochure brochures booklet pamphlet
+printout statement photographed""".split())
+# Kinds of printed documents a question may name (what it is, not what it says).
+DOCUMENT_NOUNS = ("document|page|article|paper|report|book|notice|poster|form|memo|letter|sheet|"
+                  "leaflet|flyer|handout|brochure|booklet|pamphlet|printout|manual|handbook|guide")
+# "How much is due / owed / payable / left to pay": the amount a bill asks for, its total.
+AMOUNT_DUE = r"\b(?:due|owed?|owing|payable|pay|balance|outstanding)\b"
 
 # Answer types a question asks for, first match wins (English: lower-case, word boundaries).
 ANSWER_TYPES: tuple[tuple[str, str], ...] = (

@@ -41,6 +41,13 @@ CASES = [
     ("When was the order placed?", "key_value", {"key": "date", "key_noun": "order"}),
     ("What date was this ticket purchased?", "key_value", {"key": "date", "answer_type": "date"}),
     ("On what date did the festival open?", "paragraph_fact", {"answer_type": "date"}),
+    # how much is due / owed / payable on a bill: its total; a priced item is not
+    ("How much is owed on this bill?", "key_value", {"key": "total", "answer_type": "amount"}),
+    ("What amount is payable on the invoice?", "key_value", {"key": "total", "key_noun": "invoice"}),
+    ("How much is the coffee on the bill?", "paragraph_fact", {"answer_type": "amount"}),
+    # a document named by its kind: the kind is where to look, never a cue
+    ("What's the name of the brochure shown?", "title", {"cues": ()}),
+    ("What does the heading of the handout say?", "title", {"cues": ()}),
     ("发票号码是多少？", "key_value", {"key": "number", "key_noun": "invoice"}),
     ("How many people are there?", "object_count", {"label": "person", "intent": "count"}),
     ("图中有几个人？", "object_count", {"label": "person"}),
