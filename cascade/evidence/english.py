@@ -170,7 +170,7 @@ def read_english(question: str, intent: Intent) -> dict:
                        r"animal|kind of|type of|colou?r|wearing|doing|look like|shown)\b", q_rest)
     noun = next((n for n in lx.KEY_NOUNS if re.search(rf"\b{n}\b", q_rest)), None)
     if key is None and answer_type == "amount" and re.search(lx.AMOUNT_DUE, q_rest) and not {
-            w for w in content if not re.fullmatch(lx.AMOUNT_DUE, w)}:
+            w for w in content if not re.fullmatch(lx.AMOUNT_DUE, w)} - lx.AMOUNT_DUE_FILLERS:
         key = "total"  # "how much is due on the slip?": the bill's total, not a line of it
     document_date = (noun is not None and answer_type in ("date", "when") and key in (None, "date")
                      and content <= lx.DOCUMENT_DATE_VERBS)

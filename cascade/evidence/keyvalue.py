@@ -47,7 +47,7 @@ class KeyQuery:
 _KEYS = {
     "subtotal": (r"\bsub[\s-]?total\b|小计", None, "amount"),
     "tax": (r"\b(?:tax|vat|gst)\b|税额|税金|税", r"total|合计|总计|小计", "amount"),
-    "total": (r"\b(?:total|amount\s+due|balance\s+due)\b|合计|总计|总额|总金额|总价|应付|实付|应收|"
+    "total": (r"\b(?:total|amount\s+(?:due|payable)|balance(?:\s+due)?|to\s+pay)\b|合计|总计|总额|总金额|总价|应付|实付|应收|"
               r"实收|共计", r"\bsub|sub[\s-]?total|\btax|\bvat\b|\bgst\b|before|小计|税", "amount"),
     "date": (r"\b(?:date|dated|issued)\b|日期", r"\bdue\b|到期", "date"),
     "number": (r"\b(?:number|no|num|id|ref|reference)\b\.?|#|号码|编号|单号|号", None, "id"),

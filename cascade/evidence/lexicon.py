@@ -11,7 +11,7 @@ import re
 
 __all__ = ["COLOURS", "ZH_COLOURS", "ORDINALS", "ZH_DIGITS", "zh_number", "GENERIC", "ZH_GENERIC",
            "TARGET_WORDS", "ANSWER_TYPES", "ZH_ANSWER_TYPES", "KEYS", "ZH_KEYS", "KEY_NOUNS",
-           "ZH_KEY_NOUNS", "DOCUMENT_DATE_VERBS", "DOCUMENT_NOUNS", "AMOUNT_DUE", "CODE_KINDS", "ZH_CODE_KINDS", "EVENT_VERBS", "SIZE_WORDS", "zh_without_few"]
+           "ZH_KEY_NOUNS", "DOCUMENT_DATE_VERBS", "DOCUMENT_NOUNS", "AMOUNT_DUE", "AMOUNT_DUE_FILLERS", "CODE_KINDS", "ZH_CODE_KINDS", "EVENT_VERBS", "SIZE_WORDS", "zh_without_few"]
 
 COLOURS = {"red": "red", "green": "green", "blue": "blue", "yellow": "yellow", "orange": "orange",
            "white": "white", "black": "black", "purple": "purple", "violet": "purple",
@@ -84,6 +84,7 @@ DOCUMENT_NOUNS = ("document|page|article|paper|report|book|notice|poster|form|me
                   "leaflet|flyer|handout|brochure|booklet|pamphlet|printout|manual|handbook|guide")
 # "How much is due / owed / payable / left to pay": the amount a bill asks for, its total.
 AMOUNT_DUE = r"\b(?:due|owed?|owing|payable|pay|balance|outstanding)\b"
+AMOUNT_DUE_FILLERS = frozenset({"still", "remaining", "yet", "now", "left"})
 
 # Answer types a question asks for, first match wins (English: lower-case, word boundaries).
 ANSWER_TYPES: tuple[tuple[str, str], ...] = (

@@ -63,7 +63,12 @@ def test_the_total_is_the_amount_next_to_total_not_the_label_subtotal_or_tax():
      "What is the date on the invoice?", "13 Jun 2022"),
     ([OcrLine("Order # 48213", 0.99, Box(0, 0, 150, 20)), OcrLine("03/18/2024", 0.99, Box(300, 0, 420, 20))],
      "What is the order number?", "48213"),
-    ([OcrLine("Total: 36.13", 0.99, Box(0, 0, 150, 20))], "What is the total amount?", "36.13")])
+    ([OcrLine("Total: 36.13", 0.99, Box(0, 0, 150, 20))], "What is the total amount?", "36.13"),
+    # a bill's total printed as what is left to pay, asked as what is owed
+    ([OcrLine("Cash 20.00", 0.99, Box(0, 0, 150, 20)), OcrLine("BALANCE 12.40", 0.99, Box(0, 30, 150, 50))],
+     "How much is still owed on this bill?", "12.40"),
+    ([OcrLine("Amount payable", 0.99, Box(0, 0, 150, 20)), OcrLine("$ 88.15", 0.99, Box(300, 0, 420, 20))],
+     "How much is due on the slip?", "$ 88.15")])
 def test_key_value_layouts(lines, question, value):
     assert tool().run(query=understand(question), ocr_lines=lines).answer.text == value
 
