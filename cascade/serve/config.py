@@ -19,6 +19,7 @@ from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ..errors import CascadeError
+from ..pdf import DEFAULT_DPI, MAX_PAGES
 
 __all__ = ["ServeConfig", "Flag", "add_flags", "from_args", "ENV_PREFIX"]
 
@@ -92,6 +93,11 @@ class ServeConfig(BaseSettings):
     max_total_pixels: Annotated[int, Flag(
         "most pixels one request may make the server decode: every image's and every video "
         "frame's width x height, summed (413 beyond)", type=int)] = 1 << 31
+    pdf_dpi: Annotated[float, Flag(
+        "resolution PDF pages (file content parts) are rendered at", type=float,
+        metavar="DPI")] = Field(DEFAULT_DPI, gt=0, le=1200)
+    max_pdf_pages: Annotated[int, Flag(
+        "most pages in one PDF document (413 beyond)", type=int)] = Field(MAX_PAGES, ge=1)
     request_timeout_s: Annotated[float, Flag(
         "seconds before a request gets 504 (queue included)", name="--timeout",
         type=float)] = 300.0

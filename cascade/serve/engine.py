@@ -45,7 +45,7 @@ from .admission import Admission, QueueFull
 from .bill import cache_events
 from .config import ServeConfig
 from .errors import APIError
-from .media import Media, PixelBudget, load_media_url, save_image, scrub
+from .media import Media, PixelBudget, load_document, load_media_url, save_image, scrub
 from .metrics import Metrics
 from .protocol import ChatRequest
 from .readiness import Readiness
@@ -217,7 +217,9 @@ class Engine:
 
     def check_request(self, req: ChatRequest, served: ServedModel) -> None:
         """Everything that can be refused before the request queues."""
-        self.check_media(served, [m.kind for m in req.media], [m.param for m in req.media])
+        # A PDF's pages are images; how many is known once it is opened (`answer` checks again).
+        self.check_media(served, ["image" if m.kind == "file" else m.kind for m in req.media],
+                         [m.param for m in req.media])
         inputs = served.qa.pipeline.spec.inputs
         if req.max_tokens is not None and "max_new_tokens" not in inputs:
             raise APIError(400, f"'max_tokens' cannot be honoured by '{served.id}': its pipeline "
@@ -305,8 +307,13 @@ class Engine:
             raise RequestCancelled("cancelled before it started")
         with ExitStack() as stack:
             budget = PixelBudget(self.config.max_total_pixels)
-            media = [load_media_url(m.kind, m.url, self.config, m.param, self.uploads, stack,
-                                    budget) for m in req.media]
+            media: list[Media] = []
+            for m in req.media:
+                if m.kind == "file":
+                    media += load_document(m.url, m.filename, self.config, m.param, budget)
+                else:
+                    media.append(load_media_url(m.kind, m.url, self.config, m.param,
+                                                self.uploads, stack, budget))
             return self.answer(served, media, req.question, req.max_tokens, cancel, arrived,
                                history=req.history, on_token=on_token)
 

@@ -9,8 +9,10 @@ sent as a data URL becomes a temporary file held by its request (`Uploads`) and 
 request needs it, rejected or not; when the upload folder's disk is full the request gets 507 and
 nothing half-written stays. Across a request's parts, `PixelBudget` caps the pixels the server
 decodes (--max-total-pixels: each image's width x height, each video's frame size x frame count),
-checked from each part's header before that part is decoded. Messages name the request field,
-never a server path.
+checked from each part's header before that part is decoded. A `file` part is a PDF
+(`load_document`): its page count is capped (--max-pdf-pages, 413 past it) and each page is
+charged to the pixel budget from its size before it is rendered (`cascade.pdf`, --pdf-dpi).
+Messages name the request field, never a server path.
 """
 from __future__ import annotations
 
@@ -30,12 +32,13 @@ import numpy as np
 from ..errors import InputError
 from ..imagefile import ImageTooLarge, image_size
 from ..media import load_image
+from ..pdf import PdfTooLong, is_pdf, render_pdf
 from .config import ServeConfig
 from .errors import APIError
 from .uploads import Uploads
 
-__all__ = ["Media", "PixelBudget", "load_media_url", "media_from_file", "save_image", "scrub",
-           "VIDEO_SUFFIXES"]
+__all__ = ["Media", "PixelBudget", "load_media_url", "load_document", "media_from_file",
+           "save_image", "scrub", "VIDEO_SUFFIXES"]
 
 VIDEO_SUFFIXES = {".mp4", ".mkv", ".webm", ".mov", ".avi", ".m4v", ".mpg", ".mpeg", ".ts", ".gif"}
 _MIME_SUFFIX = {"video/mp4": ".mp4", "video/webm": ".webm", "video/quicktime": ".mov",
@@ -205,6 +208,40 @@ def load_media_url(kind: Literal["image", "video"], url: str, cfg: ServeConfig, 
         path = _hold(uploads, digest + _MIME_SUFFIX.get(mime, ".mp4"), data, stack, param)
     _probe_video(path, cfg, param, budget)
     return Media("video", digest, param, path=path)
+
+
+def load_document(file_data: str, filename: str | None, cfg: ServeConfig, param: str,
+                  budget: PixelBudget | None = None) -> list[Media]:
+    """A `file` part's PDF as one image `Media` per page, labelled "<param> (<filename>) page
+    <n>" (the evidence's name for the page). `file_data` is a data URL, bare base64 or a file
+    URL under the media root."""
+    scheme = file_data.split(":", 1)[0].lower() if ":" in file_data[:16] else ""
+    url = file_data if scheme else "data:application/octet-stream;base64," + file_data
+    data, _, _ = _read_url(url, cfg, param)
+    if not is_pdf(data):
+        raise APIError(400, f"{param}: not a PDF document (no %PDF- header); file parts take "
+                       "PDFs, images go in image_url parts", code="invalid_file", param=param)
+    digest = hashlib.sha256(data).hexdigest()
+    name = f"{param} ({filename[:80]})" if filename else param
+
+    def charge(page: int, width: int, height: int) -> None:
+        if budget is not None:
+            budget.take(width * height, f"{param} page {page} ({width}x{height})", param)
+
+    try:
+        pages = render_pdf(data, name=name, dpi=cfg.pdf_dpi, max_pages=cfg.max_pdf_pages,
+                           max_pixels=cfg.max_pixels, before_page=charge)
+    except PdfTooLong as e:
+        raise APIError(413, f"{param}: the PDF has {e.pages:,} pages, over this server's limit "
+                       f"of {e.limit:,} pages per document (--max-pdf-pages); send the pages the "
+                       "question is about", code="too_many_pages", param=param) from None
+    except ImageTooLarge as e:
+        raise APIError(413, f"{e} (--max-pixels; or a lower --pdf-dpi)", code="image_too_large",
+                       param=param) from None
+    except InputError as e:
+        raise APIError(400, str(e), code="invalid_file", param=param) from None
+    return [Media("image", f"{digest}-page{n}", page.source, pixels=page.pixels)
+            for n, page in enumerate(pages, 1)]
 
 
 def save_image(media: Media, uploads: Uploads, stack: ExitStack) -> Path:

@@ -13,8 +13,8 @@ shrink as the VLM runtime learns sampling, logprobs and stop sequences.
 
 The question is the text of the last user message; the earlier user/assistant turns are its
 `history` ((question, answer) pairs, which the VLM's prompt puts after the media, so the media's KV
-prefix is still reused); the media are every image/video part of the conversation's user
-messages, in order, each distinct URL once, so a follow-up turn that repeats the history reaches
+prefix is still reused); the media are every image/video/file part of the conversation's user
+messages, in order, each distinct URL once (a `file` part is a PDF whose pages are images), so a follow-up turn that repeats the history reaches
 the same content-keyed caches.
 """
 from __future__ import annotations
@@ -27,17 +27,18 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import did_you_mean
 from .errors import APIError
-from .schema import (ChatCompletionRequest, ImagePart, ImageURL, Message, ResponseFormat,
-                     StreamOptions, TextPart, VideoPart, VideoURL)
+from .schema import (ChatCompletionRequest, FilePart, FileRef, ImagePart, ImageURL, Message,
+                     ResponseFormat, StreamOptions, TextPart, VideoPart, VideoURL)
 
 __all__ = ["ChatRequest", "MediaRef", "parse_chat_request", "json_number", "UNHONOURED"]
 
 
 @dataclass(frozen=True)
 class MediaRef:
-    kind: Literal["image", "video"]
-    url: str
+    kind: Literal["image", "video", "file"]  # a file is a PDF: its pages are images
+    url: str  # a file's `file_data`
     param: str  # where it sits in the request, e.g. "messages[0].content[1]"
+    filename: str | None = None
 
 
 @dataclass
@@ -80,8 +81,8 @@ def _name(key: Any) -> str:
 _OURS = {"invalid_text"}  # error types raised by the models' own validators: their code
 _FIELDS_OF: dict[str, type[BaseModel]] = {  # the object a key holds, for "unknown field" hints
     "messages": Message, "image_url": ImageURL, "video_url": VideoURL,
-    "stream_options": StreamOptions, "response_format": ResponseFormat}
-_PARTS = {"text": TextPart, "image_url": ImagePart, "video_url": VideoPart}
+    "stream_options": StreamOptions, "response_format": ResponseFormat, "file": FileRef}
+_PARTS = {"text": TextPart, "image_url": ImagePart, "video_url": VideoPart, "file": FilePart}
 
 
 _PLAIN = [(re.compile(r"a valid dictionary( or (instance of \w+|object to extract fields from))?"),
@@ -137,7 +138,7 @@ def _message(err: dict, param: str, parent_param: str, value: Any, parent: Any,
             return _bad(f"unrecognized request argument {name}{hint}", param, "unknown_parameter")
         return _bad(f"{parent_param}: unknown field {name}{hint}", param)
     if kind in ("union_tag_invalid", "union_tag_not_found"):
-        tags = err.get("ctx", {}).get("expected_tags", "'text', 'image_url', 'video_url'")
+        tags = err.get("ctx", {}).get("expected_tags", "'text', 'image_url', 'video_url', 'file'")
         got = f"unsupported part type {_short(value.get('type'), 40)}" \
             if isinstance(value, dict) and "type" in value else "each part needs a 'type'"
         return _bad(f"{param}.type: {got}; expected one of {tags}", f"{param}.type")
@@ -222,9 +223,22 @@ def _parts(msg: Message, param: str) -> tuple[list[str], list[MediaRef]]:
             texts.append(part.text)
         elif isinstance(part, ImagePart):
             media.append(MediaRef("image", part.image_url.url, f"{param}.content[{j}]"))
-        else:
+        elif isinstance(part, VideoPart):
             media.append(MediaRef("video", part.video_url.url, f"{param}.content[{j}]"))
+        else:
+            media.append(_file(part.file, f"{param}.content[{j}]"))
     return texts, media
+
+
+def _file(ref: FileRef, param: str) -> MediaRef:
+    if ref.file_id is not None:
+        raise _bad(f"{param}.file.file_id: this server has no Files API to look ids up in; send "
+                   "the PDF itself as file_data ('data:application/pdf;base64,...')",
+                   f"{param}.file.file_id", code="unsupported_parameter")
+    if ref.file_data is None:
+        raise _bad(f"{param}.file: file_data is required (the PDF, "
+                   "'data:application/pdf;base64,...')", f"{param}.file.file_data")
+    return MediaRef("file", ref.file_data, param, ref.filename)
 
 
 def parse_chat_request(body: Any) -> ChatRequest:

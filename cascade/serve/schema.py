@@ -3,7 +3,7 @@
 
 Shapes and ranges are OpenAI's (`temperature` in [0, 2], `top_logprobs` in [0, 20], at most 4
 `stop` sequences ...), plus what vLLM adds and this server accepts: `video_url` content parts,
-`top_k`, `min_p`, `repetition_penalty`, `media_io_kwargs`, `mm_processor_kwargs`,
+`file` content parts (PDF documents, as OpenAI sends them), `top_k`, `min_p`, `repetition_penalty`, `media_io_kwargs`, `mm_processor_kwargs`,
 `chat_template_kwargs`. Validation is strict (no "yes" for a boolean, no 1.5 for an integer, no
 NaN) and closed (an unknown field is an error, as OpenAI answers it).
 
@@ -20,8 +20,8 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
-__all__ = ["ChatCompletionRequest", "Message", "TextPart", "ImagePart", "VideoPart",
-           "ImageURL", "VideoURL", "StreamOptions", "ResponseFormat"]
+__all__ = ["ChatCompletionRequest", "Message", "TextPart", "ImagePart", "VideoPart", "FilePart",
+           "ImageURL", "VideoURL", "FileRef", "StreamOptions", "ResponseFormat"]
 
 _STRICT = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
 
@@ -58,6 +58,18 @@ class VideoURL(_Strict):
                       "the server's --media-root")
 
 
+class FileRef(_Strict):
+    """OpenAI's file part: a PDF document, its pages rendered and read like images."""
+
+    file_data: Text | None = Field(
+        None, min_length=1, description="the PDF: `data:application/pdf;base64,<data>` (or the "
+        "bare base64), or `file://<path>` under the server's --media-root")
+    filename: Text | None = Field(None, max_length=255, description="shown in the evidence "
+                                  "with each page")
+    file_id: str | None = Field(None, description="refused: this server has no Files API; send "
+                                "file_data")
+
+
 class TextPart(_Strict):
     type: Literal["text"]
     text: Text
@@ -73,7 +85,13 @@ class VideoPart(_Strict):
     video_url: VideoURL
 
 
-ContentPart = Annotated[Union[TextPart, ImagePart, VideoPart], Field(discriminator="type")]
+class FilePart(_Strict):
+    type: Literal["file"]
+    file: FileRef
+
+
+ContentPart = Annotated[Union[TextPart, ImagePart, VideoPart, FilePart],
+                        Field(discriminator="type")]
 
 
 class FunctionCall(_Strict):

@@ -1,0 +1,74 @@
+"""Media as OpenAI and vLLM clients send them, through the official `openai` client against a
+real `cascade serve --tiny` process: PDF documents in `file` parts."""
+from __future__ import annotations
+
+import base64
+
+import openai
+import pytest
+from openai import OpenAI
+
+from ..media.pdfs import INVOICE_TOTAL, invoice_pages, pdf_bytes
+from .conftest import cascade_serve, png_bytes
+
+pytestmark = pytest.mark.slow
+DOC = "cascade/doc_qa"
+MAX_PAGES = 3
+
+
+@pytest.fixture(scope="module")
+def client():
+    with cascade_serve("--no-shipped", "--pipeline", "doc_qa=doc_qa", "--workers", "1",
+                       "--max-pdf-pages", str(MAX_PAGES)) as url:
+        yield OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=300)
+
+
+def file_part(data: bytes, filename: str = "invoice.pdf", *, bare: bool = False) -> dict:
+    b64 = base64.b64encode(data).decode()
+    return {"type": "file", "file": {"filename": filename,
+                                     "file_data": b64 if bare else f"data:application/pdf;base64,{b64}"}}
+
+
+def ask(client, model: str, question: str, *parts: dict, **kw):
+    return client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": [*parts, {"type": "text",
+                                                                     "text": question}]}], **kw)
+
+
+def test_a_two_page_pdf_is_answered_from_page_two(client):
+    r = ask(client, DOC, "What is the total?", file_part(pdf_bytes(invoice_pages())))
+    extra = r.model_extra["cascade"]
+    assert extra["produced_by"] == "tool" and r.choices[0].message.content == INVOICE_TOTAL
+    evidence = extra["evidence"]
+    assert evidence["ocr_lines"] and {o["media_index"] for o in evidence["ocr_lines"]} == {1}
+    assert [im["source"] for im in evidence["images"]] == \
+        ["messages[0].content[0] (invoice.pdf) page 2"]
+    assert extra["bill"]["baseline_visual_tokens"] > 0 and r.usage.prompt_tokens == 0
+
+
+def test_bare_base64_file_data_is_a_pdf_too(client):
+    r = ask(client, DOC, "What is the invoice number?",
+            file_part(pdf_bytes(invoice_pages()[:1]), bare=True))
+    assert r.model_extra["cascade"]["evidence"]["images"][0]["source"].endswith("page 1")
+
+
+def test_bad_file_parts_are_400_naming_the_part(client):
+    with pytest.raises(openai.BadRequestError) as e:
+        ask(client, DOC, "Total?", {"type": "text", "text": "see"},
+            file_part(b"%PDF-1.7\nthis is not a pdf at all"))
+    assert e.value.body["param"] == "messages[0].content[1]"
+    assert "not a readable PDF" in e.value.message and e.value.body["code"] == "invalid_file"
+    with pytest.raises(openai.BadRequestError) as e:
+        ask(client, DOC, "Total?", file_part(png_bytes(invoice_pages()[0]), "scan.png"))
+    assert e.value.body["param"] == "messages[0].content[0]" and "not a PDF" in e.value.message
+    with pytest.raises(openai.BadRequestError) as e:
+        ask(client, DOC, "Total?", {"type": "file", "file": {"file_id": "file-abc"}})
+    assert e.value.body["param"] == "messages[0].content[0].file.file_id"
+
+
+def test_a_pdf_past_the_page_cap_is_413_naming_the_cap(client):
+    pages = invoice_pages()
+    with pytest.raises(openai.APIStatusError) as e:
+        ask(client, DOC, "Total?", file_part(pdf_bytes([pages[0]] * (MAX_PAGES + 1))))
+    assert e.value.status_code == 413 and e.value.body["code"] == "too_many_pages"
+    assert f"limit of {MAX_PAGES} pages" in e.value.message and "--max-pdf-pages" in e.value.message
