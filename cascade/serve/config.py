@@ -98,6 +98,11 @@ class ServeConfig(BaseSettings):
         metavar="DPI")] = Field(DEFAULT_DPI, gt=0, le=1200)
     max_pdf_pages: Annotated[int, Flag(
         "most pages in one PDF document (413 beyond)", type=int)] = Field(MAX_PAGES, ge=1)
+    media_cache_bytes: Annotated[int, Flag(
+        "media kept by their content part's uuid, so a later request may send the uuid alone "
+        "(MiB; least recently used out first; 0: uuids are not kept)", name="--media-cache-mb",
+        type=float, metavar="MIB", to_setting=lambda mb: int(mb * _MIB), shown=lambda b: b / _MIB,
+        env_unit="bytes")] = Field(256 * _MIB, ge=0)
     request_timeout_s: Annotated[float, Flag(
         "seconds before a request gets 504 (queue included)", name="--timeout",
         type=float)] = 300.0

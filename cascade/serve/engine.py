@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,8 @@ from .admission import Admission, QueueFull
 from .bill import cache_events
 from .config import ServeConfig
 from .errors import APIError
-from .media import Media, PixelBudget, load_document, load_media_url, save_image, scrub
+from .media import Media, PixelBudget, decode_part, read_part, save_image, scrub
+from .media_ids import MediaIds
 from .metrics import Metrics
 from .protocol import ChatRequest
 from .readiness import Readiness
@@ -154,6 +155,7 @@ class Engine:
         self.executor = ThreadPoolExecutor(max_workers=max(1, config.workers),
                                            thread_name_prefix="cascade-serve")
         self.uploads = Uploads(config.upload_dir)
+        self.media_ids = MediaIds(config.media_cache_bytes)
         self._admission: Admission | None = None  # made on the serving event loop
         self._admission_loop: asyncio.AbstractEventLoop | None = None
         self.metrics.gauge("cascade_requests_running", "Chat requests holding a slot "
@@ -309,11 +311,15 @@ class Engine:
             budget = PixelBudget(self.config.max_total_pixels)
             media: list[Media] = []
             for m in req.media:
-                if m.kind == "file":
-                    media += load_document(m.url, m.filename, self.config, m.param, budget)
-                else:
-                    media.append(load_media_url(m.kind, m.url, self.config, m.param,
-                                                self.uploads, stack, budget))
+                sent = None if m.url is None else read_part(m.kind, m.url, self.config, m.param,
+                                                            m.filename)
+                payload = sent if m.uuid is None else self.media_ids.resolve(
+                    m.uuid, m.kind, sent, m.param)
+                if m.filename and payload.filename != m.filename:
+                    payload = replace(payload, filename=m.filename)  # a kept PDF, named anew
+                media += decode_part(payload, self.config, m.param, self.uploads, stack, budget)
+                if sent is not None and m.uuid is not None:  # kept once it decodes
+                    self.media_ids.keep(m.uuid, sent)
             return self.answer(served, media, req.question, req.max_tokens, cancel, arrived,
                                history=req.history, on_token=on_token)
 

@@ -36,9 +36,15 @@ __all__ = ["ChatRequest", "MediaRef", "parse_chat_request", "json_number", "UNHO
 @dataclass(frozen=True)
 class MediaRef:
     kind: Literal["image", "video", "file"]  # a file is a PDF: its pages are images
-    url: str  # a file's `file_data`
+    url: str | None  # a file's `file_data`; None: the media the server keeps under `uuid`
     param: str  # where it sits in the request, e.g. "messages[0].content[1]"
     filename: str | None = None
+    uuid: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What makes two parts the same media: the uuid when there is one, else the URL."""
+        return ("uuid", self.uuid) if self.uuid is not None else (self.kind, self.url or "")
 
 
 @dataclass
@@ -222,23 +228,35 @@ def _parts(msg: Message, param: str) -> tuple[list[str], list[MediaRef]]:
         if isinstance(part, TextPart):
             texts.append(part.text)
         elif isinstance(part, ImagePart):
-            media.append(MediaRef("image", part.image_url.url, f"{param}.content[{j}]"))
+            media.append(_media("image", part.image_url and part.image_url.url, part.uuid,
+                                f"{param}.content[{j}]", "image_url"))
         elif isinstance(part, VideoPart):
-            media.append(MediaRef("video", part.video_url.url, f"{param}.content[{j}]"))
+            media.append(_media("video", part.video_url and part.video_url.url, part.uuid,
+                                f"{param}.content[{j}]", "video_url"))
         else:
-            media.append(_file(part.file, f"{param}.content[{j}]"))
+            media.append(_file(part, f"{param}.content[{j}]"))
     return texts, media
 
 
-def _file(ref: FileRef, param: str) -> MediaRef:
+def _media(kind: Literal["image", "video"], url: str | None, uuid: str | None, param: str,
+           field: str) -> MediaRef:
+    if url is None and uuid is None:
+        raise _bad(f"{param}: {field} is null and there is no uuid; send the media (or the uuid "
+                   "of media sent earlier)", f"{param}.{field}", code="missing_media")
+    return MediaRef(kind, url, param, uuid=uuid)
+
+
+def _file(part: FilePart, param: str) -> MediaRef:
+    ref = part.file or FileRef()
     if ref.file_id is not None:
         raise _bad(f"{param}.file.file_id: this server has no Files API to look ids up in; send "
                    "the PDF itself as file_data ('data:application/pdf;base64,...')",
                    f"{param}.file.file_id", code="unsupported_parameter")
-    if ref.file_data is None:
-        raise _bad(f"{param}.file: file_data is required (the PDF, "
-                   "'data:application/pdf;base64,...')", f"{param}.file.file_data")
-    return MediaRef("file", ref.file_data, param, ref.filename)
+    if ref.file_data is None and part.uuid is None:
+        raise _bad(f"{param}.file: file_data is required (the PDF, 'data:application/pdf;"
+                   "base64,...'), or a uuid of a file sent earlier", f"{param}.file.file_data",
+                   code="missing_media")
+    return MediaRef("file", ref.file_data, param, ref.filename, part.uuid)
 
 
 def parse_chat_request(body: Any) -> ChatRequest:
@@ -259,8 +277,8 @@ def parse_chat_request(body: Any) -> ChatRequest:
         said.append((msg.role, " ".join(t.strip() for t in texts if t.strip()), param))
         if msg.role == "user":
             for m in parts:
-                if (m.kind, m.url) not in seen:
-                    seen.add((m.kind, m.url))
+                if m.key not in seen:
+                    seen.add(m.key)
                     media.append(m)
     if not any(role == "user" for role, _, _ in said):
         raise _bad("no user message: the question comes from the last user message", "messages",

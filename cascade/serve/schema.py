@@ -75,19 +75,30 @@ class TextPart(_Strict):
     text: Text
 
 
+MediaId = Annotated[Text, Field(min_length=1, max_length=256, description=(
+    "vLLM's media id: the server keeps the media under it (byte-bounded LRU, --media-cache-mb); "
+    "a later part may send the uuid with the media null. Unknown uuid: 400, resend the media"))]
+
+
 class ImagePart(_Strict):
     type: Literal["image_url"]
-    image_url: ImageURL
+    image_url: ImageURL | None = Field(None, description="null (or absent) with a `uuid` the "
+                                       "server has seen")
+    uuid: MediaId | None = None
 
 
 class VideoPart(_Strict):
     type: Literal["video_url"]
-    video_url: VideoURL
+    video_url: VideoURL | None = Field(None, description="null (or absent) with a `uuid` the "
+                                       "server has seen")
+    uuid: MediaId | None = None
 
 
 class FilePart(_Strict):
     type: Literal["file"]
-    file: FileRef
+    file: FileRef | None = Field(None, description="null (or absent) with a `uuid` the server "
+                                 "has seen")
+    uuid: MediaId | None = None
 
 
 ContentPart = Annotated[Union[TextPart, ImagePart, VideoPart, FilePart],

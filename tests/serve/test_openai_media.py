@@ -1,5 +1,5 @@
 """Media as OpenAI and vLLM clients send them, through the official `openai` client against a
-real `cascade serve --tiny` process: PDF documents in `file` parts."""
+real `cascade serve --tiny` process: PDF documents in `file` parts, media ids (`uuid`)."""
 from __future__ import annotations
 
 import base64
@@ -9,7 +9,7 @@ import pytest
 from openai import OpenAI
 
 from ..media.pdfs import INVOICE_TOTAL, invoice_pages, pdf_bytes
-from .conftest import cascade_serve, png_bytes
+from .conftest import cascade_serve, data_url, png_bytes
 
 pytestmark = pytest.mark.slow
 DOC = "cascade/doc_qa"
@@ -72,3 +72,56 @@ def test_a_pdf_past_the_page_cap_is_413_naming_the_cap(client):
         ask(client, DOC, "Total?", file_part(pdf_bytes([pages[0]] * (MAX_PAGES + 1))))
     assert e.value.status_code == 413 and e.value.body["code"] == "too_many_pages"
     assert f"limit of {MAX_PAGES} pages" in e.value.message and "--max-pdf-pages" in e.value.message
+
+
+def image_part(data: bytes | None, uuid: str | None = None) -> dict:
+    part = {"type": "image_url", "image_url": None if data is None else {
+        "url": data_url(data, "image/png")}}
+    return part if uuid is None else {**part, "uuid": uuid}
+
+
+def _counters(r) -> dict:
+    return r.model_extra["cascade"]["trace"]["counters"]
+
+
+def test_a_uuid_sent_once_stands_for_its_media_later(client):
+    from cascade.eval.render import render_text_image
+
+    page = png_bytes(render_text_image("OPEN 24 HOURS", font_size=40))
+    first = ask(client, DOC, "What does the text say?", image_part(page, "sign-1"))
+    again = ask(client, DOC, "What does the text say?", image_part(None, "sign-1"))
+    assert again.choices[0].message.content == first.choices[0].message.content
+    lines = [o["text"] for o in again.model_extra["cascade"]["evidence"]["ocr_lines"]]
+    assert any("OPEN" in t for t in lines), lines  # the kept pixels were read
+    # The same pixels reach the content-keyed OCR cache: the second look is a hit.
+    assert _counters(again).get("ocr_cache_hits", 0) > 0, _counters(again)
+    # A uuid-only file part names a PDF sent earlier the same way.
+    doc = pdf_bytes(invoice_pages())
+    ask(client, DOC, "What is the total?", {**file_part(doc), "uuid": "inv-7"})
+    r = ask(client, DOC, "What is the total?", {"type": "file", "file": None, "uuid": "inv-7"})
+    assert r.choices[0].message.content == INVOICE_TOTAL
+
+
+def test_an_unknown_uuid_is_400_asking_for_the_media(client):
+    with pytest.raises(openai.BadRequestError) as e:
+        ask(client, DOC, "What does it say?", {"type": "text", "text": "look:"},
+            image_part(None, "never-sent"))
+    body = e.value.body
+    assert body["code"] == "media_not_cached" and body["param"] == "messages[0].content[1]"
+    assert "'never-sent'" in body["message"] and "resend the media" in body["message"]
+    with pytest.raises(openai.BadRequestError) as e:
+        ask(client, DOC, "What does it say?", {"type": "image_url", "image_url": None})
+    assert e.value.body["code"] == "missing_media"
+
+
+def test_one_uuid_with_other_bytes_is_400(client):
+    from cascade.eval.render import render_text_image
+
+    ask(client, DOC, "What does the text say?",
+        image_part(png_bytes(render_text_image("FIRST")), "dup-1"))
+    with pytest.raises(openai.BadRequestError) as e:
+        ask(client, DOC, "What does the text say?",
+            image_part(png_bytes(render_text_image("SECOND")), "dup-1"))
+    assert e.value.body["code"] == "uuid_conflict"
+    assert e.value.body["param"] == "messages[0].content[0].uuid"
+
