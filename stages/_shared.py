@@ -15,7 +15,8 @@ from typing import Any
 from cascade.cache import LRUCache
 from cascade.devices import pick_device
 
-__all__ = ["Shared", "shared_model", "clear_shared", "pick_device", "result_cache", "as_image_list"]
+__all__ = ["Shared", "shared_model", "clear_shared", "pick_device", "result_cache", "as_image_list",
+           "bound_pixels"]
 
 
 @dataclass
@@ -74,3 +75,23 @@ def as_image_list(images: Any) -> list:
         if not isinstance(im, Image):
             raise InputError(f"images[{i}] is {type(im).__name__}, expected a cascade Image")
     return items
+
+
+def bound_pixels(images: list, min_pixels: int | None, max_pixels: int | None) -> list:
+    """Each image scaled (aspect kept) into [min_pixels, max_pixels] pixels, as vLLM's
+    `min_pixels` / `max_pixels` bound what a Qwen-VL model sees; in bounds, unchanged. The model's
+    processor then applies its own limits and rounds to its patch grid."""
+    import math
+
+    out = []
+    for im in images:
+        n = im.width * im.height
+        if max_pixels is not None and n > max_pixels:
+            f = math.sqrt(max_pixels / n)
+            im = im.resized(max(1, math.floor(im.width * f)), max(1, math.floor(im.height * f)))
+        elif min_pixels is not None and n < min_pixels:
+            f = math.sqrt(min_pixels / n)
+            im = im.resized(math.ceil(im.width * f), math.ceil(im.height * f))
+        out.append(im)
+    return out
+

@@ -14,8 +14,10 @@ shrink as the VLM runtime learns sampling, logprobs and stop sequences.
 The question is the text of the last user message; the earlier user/assistant turns are its
 `history` ((question, answer) pairs, which the VLM's prompt puts after the media, so the media's KV
 prefix is still reused); the media are every image/video/file part of the conversation's user
-messages, in order, each distinct URL once (a `file` part is a PDF whose pages are images), so a follow-up turn that repeats the history reaches
-the same content-keyed caches.
+messages, in order, each distinct URL (or `uuid`) once, so a follow-up turn that repeats the
+history reaches the same content-keyed caches. A `file` part is a PDF whose pages are images.
+`mm_processor_kwargs` (typed by the schema) is passed on as the keys set: the engine maps them
+onto the pipeline's stages (`mm_params`).
 """
 from __future__ import annotations
 
@@ -28,7 +30,8 @@ from pydantic import BaseModel, ValidationError
 from ..errors import did_you_mean
 from .errors import APIError
 from .schema import (ChatCompletionRequest, FilePart, FileRef, ImagePart, ImageURL, Message,
-                     ResponseFormat, StreamOptions, TextPart, VideoPart, VideoURL)
+                     MMProcessorKwargs, ResponseFormat, StreamOptions, TextPart, VideoPart,
+                     VideoURL)
 
 __all__ = ["ChatRequest", "MediaRef", "parse_chat_request", "json_number", "UNHONOURED"]
 
@@ -57,6 +60,7 @@ class ChatRequest:
     max_tokens: int | None = None
     turns: int = 1  # user messages so far
     history: list[tuple[str, str]] = field(default_factory=list)  # earlier (question, answer) turns
+    mm_processor_kwargs: dict[str, Any] = field(default_factory=dict)  # the keys set
 
 
 def json_number(text: str) -> float | int:
@@ -87,7 +91,8 @@ def _name(key: Any) -> str:
 _OURS = {"invalid_text"}  # error types raised by the models' own validators: their code
 _FIELDS_OF: dict[str, type[BaseModel]] = {  # the object a key holds, for "unknown field" hints
     "messages": Message, "image_url": ImageURL, "video_url": VideoURL,
-    "stream_options": StreamOptions, "response_format": ResponseFormat, "file": FileRef}
+    "stream_options": StreamOptions, "response_format": ResponseFormat, "file": FileRef,
+    "mm_processor_kwargs": MMProcessorKwargs}
 _PARTS = {"text": TextPart, "image_url": ImagePart, "video_url": VideoPart, "file": FilePart}
 
 
@@ -202,7 +207,6 @@ UNHONOURED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "tool_choice": (lambda v: v in ("none", "auto"), "tool calling is not supported"),
     "media_io_kwargs": (lambda v: v == {}, "frame sampling and image sizes are set by the "
                         "pipeline (its video_frames / thumbnails params), not per request"),
-    "mm_processor_kwargs": (lambda v: v == {}, "the VLM's preprocessing is set by the pipeline"),
     "chat_template_kwargs": (lambda v: v == {}, "the pipeline builds the prompt"),
 }
 
@@ -288,7 +292,9 @@ def parse_chat_request(body: Any) -> ChatRequest:
     return ChatRequest(req.model, question, media, bool(req.stream),
                        bool(opts and opts.include_usage),
                        req.max_completion_tokens or req.max_tokens,
-                       sum(role == "user" for role, _, _ in said), history)
+                       sum(role == "user" for role, _, _ in said), history,
+                       req.mm_processor_kwargs.model_dump(exclude_none=True)
+                       if req.mm_processor_kwargs else {})
 
 
 def _conversation(said: list[tuple[str, str, str]]) -> tuple[list[tuple[str, str]], str]:

@@ -1,5 +1,6 @@
 """Media as OpenAI and vLLM clients send them, through the official `openai` client against a
-real `cascade serve --tiny` process: PDF documents in `file` parts, media ids (`uuid`)."""
+real `cascade serve --tiny` process: PDF documents in `file` parts, media ids (`uuid`), vLLM's
+`mm_processor_kwargs` per request and `--limit-mm-per-prompt`."""
 from __future__ import annotations
 
 import base64
@@ -9,16 +10,19 @@ import pytest
 from openai import OpenAI
 
 from ..media.pdfs import INVOICE_TOTAL, invoice_pages, pdf_bytes
-from .conftest import cascade_serve, data_url, png_bytes
+from .conftest import PIPELINES, cascade_serve, data_url, png_bytes
 
 pytestmark = pytest.mark.slow
-DOC = "cascade/doc_qa"
+DOC, VIDEO, IMAGES = "cascade/doc_qa", "cascade/video", "cascade/images"
 MAX_PAGES = 3
 
 
 @pytest.fixture(scope="module")
 def client():
     with cascade_serve("--no-shipped", "--pipeline", "doc_qa=doc_qa", "--workers", "1",
+                       "--pipeline", f"video={PIPELINES / 'video_fuzz.yaml'}",
+                       "--pipeline", f"images={PIPELINES / 'images_plain.yaml'}",
+                       "--limit-mm-per-prompt", "image=2,video=1",
                        "--max-pdf-pages", str(MAX_PAGES)) as url:
         yield OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=300)
 
@@ -124,4 +128,67 @@ def test_one_uuid_with_other_bytes_is_400(client):
             image_part(png_bytes(render_text_image("SECOND")), "dup-1"))
     assert e.value.body["code"] == "uuid_conflict"
     assert e.value.body["param"] == "messages[0].content[0].uuid"
+
+
+def _video_stage(r) -> dict:
+    stages = r.model_extra["cascade"]["trace"]["stages"]
+    return next(s for s in stages if s["name"] == "frames")["counters"]
+
+
+def test_mm_processor_kwargs_set_the_frames_of_that_request_only(client, media_dir):
+    d, _ = media_dir
+    video = {"type": "video_url", "video_url": {"url": data_url((d / "sign.mp4").read_bytes(),
+                                                                 "video/mp4")}}
+    before = _video_stage(ask(client, VIDEO, "What is shown?", video))
+    assert before["frames_kept"] == 2  # video_fuzz.yaml: uniform, max_frames 2
+    wide = _video_stage(ask(client, VIDEO, "What is shown?", video,
+                            extra_body={"mm_processor_kwargs": {"fps": 2.0, "max_frames": 5}}))
+    assert wide["frames_kept"] == 5 and wide["frames_decoded"] > 2
+    after = _video_stage(ask(client, VIDEO, "What is shown?", video))
+    assert after == before  # nothing stayed on the pipeline's stage
+
+
+def test_mm_processor_kwargs_bound_the_pixels_the_vlm_sees(client):
+    import numpy as np
+
+    photo = np.random.default_rng(0).integers(0, 255, (300, 300, 3), dtype=np.uint8)
+    part = image_part(png_bytes(photo))
+    tokens = lambda r: r.model_extra["cascade"]["bill"]["visual_tokens"]  # noqa: E731
+    plain = tokens(ask(client, IMAGES, "What is it?", part))  # a 224-px thumbnail: 8x8 merges
+    small = tokens(ask(client, IMAGES, "What is it?", part,
+                       extra_body={"mm_processor_kwargs": {"max_pixels": 112 * 112}}))
+    assert (plain, small) == (64, 16)
+    assert tokens(ask(client, IMAGES, "What is it?", part)) == plain
+
+
+def test_mm_processor_kwargs_refusals_name_the_key(client, media_dir):
+    part = image_part(png_bytes(invoice_pages()[0]))
+    for kwargs, param, code in [
+            ({"fsp": 2}, "mm_processor_kwargs.fsp", "invalid_request"),
+            ({"fps": 0}, "mm_processor_kwargs.fps", "invalid_request"),
+            ({"fps": 2}, "mm_processor_kwargs.fps", "unsupported_parameter"),  # no video here
+            ({"min_pixels": 900, "max_pixels": 800}, "mm_processor_kwargs.min_pixels",
+             "invalid_mm_processor_kwargs")]:
+        with pytest.raises(openai.BadRequestError) as e:
+            ask(client, IMAGES, "What is it?", part, extra_body={"mm_processor_kwargs": kwargs})
+        assert (e.value.body["param"], e.value.body["code"]) == (param, code), e.value.body
+    assert "did you mean 'fps'" in _message(client, {"fsp": 2}, part)
+
+
+def _message(client, kwargs, part) -> str:
+    with pytest.raises(openai.BadRequestError) as e:
+        ask(client, IMAGES, "What is it?", part, extra_body={"mm_processor_kwargs": kwargs})
+    return e.value.body["message"]
+
+
+def test_the_mm_limit_refuses_the_part_past_it(client, media_dir):
+    from cascade.eval.render import render_text_image
+
+    parts = [image_part(png_bytes(render_text_image(t))) for t in ("A", "B", "C")]
+    assert ask(client, IMAGES, "Which?", *parts[:2]).choices[0].message.content is not None
+    with pytest.raises(openai.BadRequestError) as e:
+        ask(client, IMAGES, "Which?", *parts)
+    body = e.value.body
+    assert body["code"] == "too_many_media" and body["param"] == "messages[0].content[2]"
+    assert "--limit-mm-per-prompt image=2" in body["message"]
 
