@@ -197,7 +197,8 @@ class Engine:
         takes_many = "images" in types
         if not kinds:
             want = " or ".join((["a video_url part"] if takes_video else [])
-                               + (["image_url parts"] if takes_images else []))
+                               + (["image_url parts (or a PDF in a file part)"] if takes_images
+                                  else []))
             raise APIError(400, f"model '{mid}' needs media: send {want} in a user message",
                            code="missing_media", param="messages")
         if len(set(kinds)) > 1:
