@@ -271,7 +271,7 @@ def parse_chat_request(body: Any) -> ChatRequest:
         raise _error(body, e) from None
     _check_honoured(req, body)
     media: list[MediaRef] = []
-    seen: set[tuple[str, str]] = set()
+    seen: dict[tuple[str, str], int] = {}  # media key -> its index in `media`
     said: list[tuple[str, str, str]] = []  # (role, text, param) of user and assistant messages
     for i, msg in enumerate(req.messages):
         param = f"messages[{i}]"
@@ -282,8 +282,10 @@ def parse_chat_request(body: Any) -> ChatRequest:
         if msg.role == "user":
             for m in parts:
                 if m.key not in seen:
-                    seen.add(m.key)
+                    seen[m.key] = len(media)
                     media.append(m)
+                elif m.url is not None and media[seen[m.key]].url is None:
+                    media[seen[m.key]] = m  # the uuid's bytes came in a later part
     if not any(role == "user" for role, _, _ in said):
         raise _bad("no user message: the question comes from the last user message", "messages",
                    code="invalid_conversation")

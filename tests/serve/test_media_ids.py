@@ -48,3 +48,16 @@ def test_media_larger_than_the_store_are_not_kept_and_zero_keeps_nothing():
     off = MediaIds(max_bytes=0)
     off.keep("a", payload(b"a"))
     assert len(off) == 0
+
+
+def test_a_conversation_names_each_uuid_once_with_its_bytes_where_they_came():
+    from cascade.serve.protocol import parse_chat_request
+
+    url = "data:image/png;base64,AAAA"
+    req = parse_chat_request({"model": "m", "messages": [
+        {"role": "user", "content": [{"type": "image_url", "uuid": "a"},
+                                     {"type": "image_url", "image_url": {"url": url}, "uuid": "a"},
+                                     {"type": "image_url", "image_url": None, "uuid": "b"},
+                                     {"type": "text", "text": "q"}]}]})
+    assert [(m.url, m.uuid, m.param) for m in req.media] == [
+        (url, "a", "messages[0].content[1]"), (None, "b", "messages[0].content[2]")]
