@@ -8,6 +8,7 @@ from typing import Any
 from .artifacts import Image
 from .errors import InputError, did_you_mean
 from .media import load_image
+from .pdf import is_pdf, render_pdf
 from .spec import PipelineSpec
 
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
@@ -17,6 +18,25 @@ def _to_image(value: Any, name: str, index: int = 0) -> Image:
     """An `Image` passes through (its media_index says where it came from); anything else goes
     through `cascade.media.load_image`, the one image coercion."""
     return value if isinstance(value, Image) else load_image(value, index, name=f"input '{name}'")
+
+
+def _pdf(value: Any) -> bool:
+    """A PDF document given as a path or as bytes (by its header, not its name)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return is_pdf(bytes(value[:1024]))
+    if isinstance(value, (str, Path)) and Path(value).is_file():
+        return is_pdf(value)
+    return False
+
+
+def _to_images(value: Any, name: str, index: int) -> list[Image]:
+    """One image, or every page of a PDF (rendered at `cascade.pdf.DEFAULT_DPI`; render with
+    `cascade.pdf.render_pdf` yourself for another DPI), media indexes from `index`."""
+    if not _pdf(value):
+        return [_to_image(value, name, index)]
+    if isinstance(value, (str, Path)):
+        return render_pdf(value, name=str(value), first_index=index)
+    return render_pdf(bytes(value), name=f"input '{name}' PDF {index}", first_index=index)
 
 
 def _text(name: str, value: Any) -> str:
@@ -81,12 +101,19 @@ def coerce(name: str, type_: str, value: Any) -> Any:
             raise InputError(f"input '{name}': file not found: '{p}'")
         return p
     if type_ == "image":
-        return _to_image(value, name)
+        images = _to_images(value, name, 0)
+        if len(images) > 1:
+            raise InputError(f"input '{name}' takes one image, and the PDF has {len(images)} "
+                             "pages; use a pipeline with an images input (doc_qa) for documents")
+        return images[0]
     if type_ == "images":
         items = value if isinstance(value, (list, tuple)) else [value]
         if not items:
             raise InputError(f"input '{name}': expected at least one image")
-        return [_to_image(v, name, i) for i, v in enumerate(items)]
+        images: list[Image] = []
+        for v in items:  # a PDF adds one image per page
+            images += _to_images(v, name, len(images))
+        return images
     raise InputError(f"input '{name}': unknown input type '{type_}'")
 
 

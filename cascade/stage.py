@@ -32,15 +32,22 @@ A stage that uses a model of the pipeline's `models:` block names it with a `Mod
 (`cascade.models.DeclaredModel`: its family, and the loaded model, shared). A stage that saves or
 reads a video's on-disk index asks `self.video_index` (`cascade.index.VideoIndex`, the pipeline's
 `index:` setting) for its store.
+
+A run may give some stages other params for that run only (`run_params`: the server maps a
+request's `mm_processor_kwargs` onto them): `self.params` reads them from a context variable,
+which the runner's stage threads inherit, so two runs of one pipeline object, one after the other
+or side by side, each see their own and nothing stays on the stage.
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import functools
 import inspect
 import threading
 import typing
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
@@ -54,7 +61,22 @@ from .models import DeclaredModel, Models, ModelSpec
 if TYPE_CHECKING:
     from .model_refs import ModelRef
 
-__all__ = ["Stage", "Router", "StageParams", "Port", "Serving", "stage"]
+__all__ = ["Stage", "Router", "StageParams", "Port", "Serving", "stage", "run_params"]
+
+# id(stage) -> the params it runs with in this run (see `run_params`); empty outside one.
+_RUN_PARAMS: contextvars.ContextVar[Mapping[int, "StageParams"]] = contextvars.ContextVar(
+    "cascade_run_params", default={})
+
+
+@contextmanager
+def run_params(params: Mapping["Stage", "StageParams"]) -> Iterator[None]:
+    """Runs started inside the block (in this context) see `params[stage]` as that stage's
+    `params`; every other stage, and every run outside the block, its own."""
+    token = _RUN_PARAMS.set({**_RUN_PARAMS.get(), **{id(st): p for st, p in params.items()}})
+    try:
+        yield
+    finally:
+        _RUN_PARAMS.reset(token)
 
 
 class StageParams(BaseModel):
@@ -105,11 +127,16 @@ class Stage:
                  models: Models | Mapping[str, ModelSpec | dict[str, Any]] | None = None,
                  video_index: VideoIndex | IndexSpec | bool | None = None):
         self.name = name or self.type_name
-        self.params = params if isinstance(params, self.Params) else self.Params(**(params or {}))
+        self._params = params if isinstance(params, self.Params) else self.Params(**(params or {}))
         self.models = models if isinstance(models, Models) else Models(models)
         self.video_index = VideoIndex.of(video_index)
         self._setup_lock = threading.Lock()
         self._is_setup = False
+
+    @property
+    def params(self) -> StageParams:
+        """The stage's params: its own, or this run's (`run_params`)."""
+        return _RUN_PARAMS.get().get(id(self), self._params)
 
     def model(self, name: str) -> DeclaredModel:
         """A model the pipeline declares (`models:`), by name. A stage used on its own gets its

@@ -18,7 +18,9 @@ class ComposeAnswer(Stage):
     """Attach evidence (images, OCR, detections, routes, scores) and the baseline bill to an answer.
 
     The routes start with what was understood (`query`, from the `understand` stage), then the
-    earlier decisions (retrieval, evidence search, crop selection), then the routers'.
+    earlier decisions (retrieval, evidence search, crop selection), then the routers'. An answer
+    without images of its own (a tool's) keeps the `images` its OCR lines and detections were
+    found on: the page of a PDF the total was read from, not every page.
 
     The baseline is `baseline_images` (the source media) sent whole at full resolution to the
     declared `model`: its visual tokens, tower and prefill FLOPs come from the model's family, so
@@ -41,7 +43,7 @@ class ComposeAnswer(Stage):
 
         ev = answer.evidence
         evidence = Evidence(
-            images=ev.images or tuple(images or ()),
+            images=ev.images or _where_found(tuple(images or ()), ev),
             ocr_lines=ev.ocr_lines or tuple(ocr_lines or ()),
             detections=ev.detections or tuple(detections or ()),
             routes=((query.route(),) if query is not None else ()) + ev.routes + tuple(routes or ())
@@ -55,3 +57,11 @@ class ComposeAnswer(Stage):
             bill = bill.with_baseline(tokens, vision, prefill)
             record(baseline_visual_tokens=tokens)
         return self.Outputs(dataclasses.replace(answer, evidence=evidence, bill=bill))
+
+
+def _where_found(images: tuple[Image, ...], found: Evidence) -> tuple[Image, ...]:
+    """The images an answer's own OCR lines and detections were found on (the page of a
+    document, the frames of a video a tool read), else all of them."""
+    places = [(x.media_index, x.timestamp) for x in (*found.ocr_lines, *found.detections)]
+    kept = tuple(im for im in images if any(im.is_from(m, t) for m, t in places))
+    return kept or images

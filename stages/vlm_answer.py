@@ -46,7 +46,7 @@ from cascade.streaming import claim_stream
 from cascade.trace import record
 from cascade.vlm.reduction import ReductionName
 
-from ._inputs import as_image_list
+from ._inputs import as_image_list, bound_pixels
 from ._tower_guide import guide_tower
 
 
@@ -65,6 +65,11 @@ class VLMAnswer(Stage):
                                          description="fraction of visual tokens kept (default: the model's)")
         fastv_layer: int | None = Field(None, ge=1, description="FastV: drop tokens after this layer")
         system_prompt: str | None = None
+        min_pixels: int | None = Field(None, gt=0, description="each image scaled up to at "
+                                       "least this many pixels first (vLLM's min_pixels)")
+        max_pixels: int | None = Field(None, gt=0, description="each image scaled down to at "
+                                       "most this many pixels first (vLLM's max_pixels); the "
+                                       "model's own limits still apply")
         stream: bool = Field(True, description="stream the tokens to the run's caller; off for a "
                              "draft answer that a router may replace")
 
@@ -86,7 +91,7 @@ class VLMAnswer(Stage):
             regions: list[LayoutRegion] | None = None) -> Outputs:
         p = self.params
         declared = self.model(p.model)
-        items = as_image_list(images)
+        items = bound_pixels(as_image_list(images), p.min_pixels, p.max_pixels)
         red = declared.reduction(p.reduction, p.keep_ratio, p.fastv_layer)
         route = None
         if red.before_tower:  # the question is understood here when no `understand` stage ran
@@ -121,7 +126,8 @@ class VLMAnswer(Stage):
         p = self.params
         declared = self.model(p.model)
         red = declared.reduction(p.reduction, p.keep_ratio, p.fastv_layer)
-        items = [as_image_list(c["images"]) for c in calls]
+        items = [bound_pixels(as_image_list(c["images"]), p.min_pixels, p.max_pixels)
+                 for c in calls]
         requests = [(ims, _prompt(c["question"], c.get("hint"))) for ims, c in zip(items, calls)]
         with declared.lock:
             results = declared.vlm.generate_batch(requests, max_new_tokens=p.max_new_tokens,

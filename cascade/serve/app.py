@@ -151,7 +151,8 @@ def create_app(config: ServeConfig | None = None, *, engine: Engine | None = Non
     app = FastAPI(title="vlm-cascade", lifespan=lifespan, version="1",
                   description="OpenAI-compatible chat completions over coarse-to-fine VLM "
                   "pipelines. Media go in `image_url` / `video_url` content parts as base64 data "
-                  "URLs (or file URLs under the server's --media-root).")
+                  "URLs (or file URLs under the server's --media-root); PDF documents in `file` "
+                  "parts (`file_data`), one image per page.")
     app.state.engine = engine
     body_limit = config.max_upload_bytes * 4 // 3 + _BODY_OVERHEAD
 

@@ -10,19 +10,23 @@
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ..errors import CascadeError
+from ..errors import CascadeError, did_you_mean
+from ..pdf import DEFAULT_DPI, MAX_PAGES
 
-__all__ = ["ServeConfig", "Flag", "add_flags", "from_args", "ENV_PREFIX"]
+__all__ = ["ServeConfig", "Flag", "add_flags", "from_args", "ENV_PREFIX", "MODALITIES"]
 
 ENV_PREFIX = "CASCADE_"
+# --limit-mm-per-prompt keys: vLLM's modalities, plus `file` (PDF documents) here.
+MODALITIES = ("image", "video", "file")
 S = TypeVar("S", bound=BaseSettings)
 _MIB = 1 << 20
 
@@ -44,6 +48,27 @@ class Flag:
     shown: Callable[[Any], Any] | None = None
     env_unit: str = ""
     exclusive: str | None = None
+
+
+def _mm_limits(text: str) -> dict[str, int]:
+    """--limit-mm-per-prompt in vLLM's forms: `image=4,video=1` or JSON `{"image": 4}`."""
+    if text.lstrip().startswith("{"):
+        try:
+            limits = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise CascadeError(f"--limit-mm-per-prompt: not valid JSON ({e})") from None
+        if not isinstance(limits, dict):
+            raise CascadeError("--limit-mm-per-prompt: expected a JSON object such as "
+                               '\'{"image": 4, "video": 1}\'')
+        return limits
+    limits = {}
+    for item in filter(None, (i.strip() for i in text.split(","))):
+        kind, eq, count = item.partition("=")
+        if not eq or not count.strip().isdigit():
+            raise CascadeError(f"--limit-mm-per-prompt '{item}': expected MODALITY=COUNT, e.g. "
+                               "image=4,video=1")
+        limits[kind.strip()] = int(count)
+    return limits
 
 
 def _pipelines(items: list[str]) -> dict[str, str]:
@@ -92,6 +117,21 @@ class ServeConfig(BaseSettings):
     max_total_pixels: Annotated[int, Flag(
         "most pixels one request may make the server decode: every image's and every video "
         "frame's width x height, summed (413 beyond)", type=int)] = 1 << 31
+    pdf_dpi: Annotated[float, Flag(
+        "resolution PDF pages (file content parts) are rendered at", type=float,
+        metavar="DPI")] = Field(DEFAULT_DPI, gt=0, le=1200)
+    max_pdf_pages: Annotated[int, Flag(
+        "most pages in one PDF document (413 beyond)", type=int)] = Field(MAX_PAGES, ge=1)
+    media_cache_bytes: Annotated[int, Flag(
+        "media kept by their content part's uuid, so a later request may send the uuid alone "
+        "(MiB; least recently used out first; 0: uuids are not kept)", name="--media-cache-mb",
+        type=float, metavar="MIB", to_setting=lambda mb: int(mb * _MIB), shown=lambda b: b / _MIB,
+        env_unit="bytes")] = Field(256 * _MIB, ge=0)
+    limit_mm_per_prompt: Annotated[dict[str, int], Flag(
+        "most media parts of each modality in one request, as vLLM takes it: image=4,video=1 "
+        "(or JSON '{\"image\": 4}'); file counts PDF documents; 400 past it (default: no "
+        "limit but --max-frames)", metavar="LIMITS", type=str,
+        to_setting=_mm_limits)] = Field(default_factory=dict)
     request_timeout_s: Annotated[float, Flag(
         "seconds before a request gets 504 (queue included)", name="--timeout",
         type=float)] = 300.0
@@ -108,6 +148,17 @@ class ServeConfig(BaseSettings):
         "requests waiting for a slot (in arrival order); more get 429 + Retry-After",
         type=int)] = 64
     workers: Annotated[int, Flag("threads running pipelines", type=int)] = 2
+
+    @field_validator("limit_mm_per_prompt")
+    @classmethod
+    def _known_modalities(cls, limits: dict[str, int]) -> dict[str, int]:
+        for kind, count in limits.items():
+            if kind not in MODALITIES:
+                raise ValueError(f"unknown modality {kind!r}{did_you_mean(kind, MODALITIES)}; "
+                                 f"expected {', '.join(MODALITIES)}")
+            if count < 0:
+                raise ValueError(f"{kind}={count}: a count is 0 or more")
+        return limits
 
     def resolved_model(self) -> str | None:
         """The model id to put on vlm_answer stages (builds the tiny model when asked)."""

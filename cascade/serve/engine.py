@@ -29,23 +29,26 @@ import contextvars
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..artifacts import Answer, Image
 from ..errors import CascadeError, InputError, StageError, did_you_mean
 from ..runner import StageExecutor
+from ..stage import run_params
 from ..streaming import silent
 from ..trace import StageRecord
 from .admission import Admission, QueueFull
 from .bill import cache_events
 from .config import ServeConfig
 from .errors import APIError
-from .media import Media, PixelBudget, load_media_url, save_image, scrub
+from .media import Media, PixelBudget, decode_part, read_part, save_image, scrub
+from .media_ids import MediaIds
+from .mm_params import check_limits, stage_params_of
 from .metrics import Metrics
 from .protocol import ChatRequest
 from .readiness import Readiness
@@ -154,6 +157,7 @@ class Engine:
         self.executor = ThreadPoolExecutor(max_workers=max(1, config.workers),
                                            thread_name_prefix="cascade-serve")
         self.uploads = Uploads(config.upload_dir)
+        self.media_ids = MediaIds(config.media_cache_bytes)
         self._admission: Admission | None = None  # made on the serving event loop
         self._admission_loop: asyncio.AbstractEventLoop | None = None
         self.metrics.gauge("cascade_requests_running", "Chat requests holding a slot "
@@ -193,7 +197,8 @@ class Engine:
         takes_many = "images" in types
         if not kinds:
             want = " or ".join((["a video_url part"] if takes_video else [])
-                               + (["image_url parts"] if takes_images else []))
+                               + (["image_url parts (or a PDF in a file part)"] if takes_images
+                                  else []))
             raise APIError(400, f"model '{mid}' needs media: send {want} in a user message",
                            code="missing_media", param="messages")
         if len(set(kinds)) > 1:
@@ -217,7 +222,12 @@ class Engine:
 
     def check_request(self, req: ChatRequest, served: ServedModel) -> None:
         """Everything that can be refused before the request queues."""
-        self.check_media(served, [m.kind for m in req.media], [m.param for m in req.media])
+        check_limits([m.kind for m in req.media], [m.param for m in req.media],
+                     self.config.limit_mm_per_prompt)
+        # A PDF's pages are images; how many is known once it is opened (`answer` checks again).
+        self.check_media(served, ["image" if m.kind == "file" else m.kind for m in req.media],
+                         [m.param for m in req.media])
+        self.stage_params(req, served)
         inputs = served.qa.pipeline.spec.inputs
         if req.max_tokens is not None and "max_new_tokens" not in inputs:
             raise APIError(400, f"'max_tokens' cannot be honoured by '{served.id}': its pipeline "
@@ -229,6 +239,20 @@ class Engine:
                            "pipeline has no history input; send only the question (one user "
                            "message, media included)", code="unsupported_parameter",
                            param="messages")
+
+    def stage_params(self, req: ChatRequest, served: ServedModel) -> dict[Any, Any]:
+        """The request's `mm_processor_kwargs` as {stage: params for this run} (400s naming
+        the key). A stage run elsewhere (a Ray replica) cannot take them per request."""
+        pipeline = served.qa.pipeline
+        params = stage_params_of(req.mm_processor_kwargs, pipeline.stages, served.id)
+        remote = [st.name for st in params
+                  if pipeline.executor is not None and pipeline.executor.handles(st)]
+        if remote:
+            raise APIError(400, f"mm_processor_kwargs cannot be honoured by '{served.id}' here: "
+                           f"its stage {remote[0]!r} runs in a Ray replica, which takes no "
+                           "per-request params", code="unsupported_parameter",
+                           param="mm_processor_kwargs")
+        return params
 
     # -- work ---------------------------------------------------------------------------------
     def pipeline_input(self, served: ServedModel, media: list[Media], stack: ExitStack) -> Any:
@@ -254,11 +278,13 @@ class Engine:
     def answer(self, served: ServedModel, media: list[Media], question: str,
                max_tokens: int | None = None, cancel: threading.Event | None = None,
                arrived: float | None = None, *, history: Sequence[tuple[str, str]] = (),
-               on_token: Callable[[Any], Any] | None = None) -> Answer:
+               on_token: Callable[[Any], Any] | None = None,
+               stage_params: Mapping[Any, Any] | None = None) -> Answer:
         """Run the pipeline (blocking); failures become APIErrors whose messages name request
         fields, not server paths. `arrived` (monotonic) is when the request came in: the time
         until the pipeline starts is recorded as queue wait. `on_token` gets the answer's tokens
-        as they are generated; a set `cancel` stops the run before its next stage or token."""
+        as they are generated; a set `cancel` stops the run before its next stage or token.
+        `stage_params`: {stage: params} for this run only (`cascade.stage.run_params`)."""
         self.check_media(served, [m.kind for m in media], [m.label for m in media])
         extra: dict[str, Any] = {}
         if max_tokens is not None and "max_new_tokens" in served.qa.pipeline.spec.inputs:
@@ -278,7 +304,7 @@ class Engine:
                 if cancel is not None and cancel.is_set():
                     raise RequestCancelled("cancelled before it started")
                 value = self.pipeline_input(served, media, stack)
-                with self._cancel.watching(cancel):
+                with self._cancel.watching(cancel), run_params(stage_params or {}):
                     answer = served.qa.ask(value, question, history=history, **extra,
                                            on_token=token if on_token is not None else silent(token))
         except StageError as e:
@@ -305,10 +331,20 @@ class Engine:
             raise RequestCancelled("cancelled before it started")
         with ExitStack() as stack:
             budget = PixelBudget(self.config.max_total_pixels)
-            media = [load_media_url(m.kind, m.url, self.config, m.param, self.uploads, stack,
-                                    budget) for m in req.media]
+            media: list[Media] = []
+            for m in req.media:
+                sent = None if m.url is None else read_part(m.kind, m.url, self.config, m.param,
+                                                            m.filename)
+                payload = sent if m.uuid is None else self.media_ids.resolve(
+                    m.uuid, m.kind, sent, m.param)
+                if m.filename and payload.filename != m.filename:
+                    payload = replace(payload, filename=m.filename)  # a kept PDF, named anew
+                media += decode_part(payload, self.config, m.param, self.uploads, stack, budget)
+                if sent is not None and m.uuid is not None:  # kept once it decodes
+                    self.media_ids.keep(m.uuid, sent)
             return self.answer(served, media, req.question, req.max_tokens, cancel, arrived,
-                               history=req.history, on_token=on_token)
+                               history=req.history, on_token=on_token,
+                               stage_params=self.stage_params(req, served))
 
     def _admission_now(self) -> Admission:
         loop = asyncio.get_running_loop()

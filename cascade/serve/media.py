@@ -9,8 +9,10 @@ sent as a data URL becomes a temporary file held by its request (`Uploads`) and 
 request needs it, rejected or not; when the upload folder's disk is full the request gets 507 and
 nothing half-written stays. Across a request's parts, `PixelBudget` caps the pixels the server
 decodes (--max-total-pixels: each image's width x height, each video's frame size x frame count),
-checked from each part's header before that part is decoded. Messages name the request field,
-never a server path.
+checked from each part's header before that part is decoded. A `file` part is a PDF
+(`decode_part`): its page count is capped (--max-pdf-pages, 413 past it) and each page is
+charged to the pixel budget from its size before it is rendered (`cascade.pdf`, --pdf-dpi).
+Messages name the request field, never a server path.
 """
 from __future__ import annotations
 
@@ -30,12 +32,13 @@ import numpy as np
 from ..errors import InputError
 from ..imagefile import ImageTooLarge, image_size
 from ..media import load_image
+from ..pdf import PdfTooLong, is_pdf, render_pdf
 from .config import ServeConfig
 from .errors import APIError
 from .uploads import Uploads
 
-__all__ = ["Media", "PixelBudget", "load_media_url", "media_from_file", "save_image", "scrub",
-           "VIDEO_SUFFIXES"]
+__all__ = ["Media", "Payload", "PixelBudget", "read_part", "decode_part", "load_media_url",
+           "media_from_file", "save_image", "scrub", "VIDEO_SUFFIXES"]
 
 VIDEO_SUFFIXES = {".mp4", ".mkv", ".webm", ".mov", ".avi", ".m4v", ".mpg", ".mpeg", ".ts", ".gif"}
 _MIME_SUFFIX = {"video/mp4": ".mp4", "video/webm": ".webm", "video/quicktime": ".mov",
@@ -191,20 +194,77 @@ def _probe_video(path: Path, cfg: ServeConfig, param: str,
                     f"{param} ({info.frames} frames of {info.width}x{info.height})", param)
 
 
+@dataclass(frozen=True)
+class Payload:
+    """A media part's bytes as sent, before decoding: what a media id (`uuid`) keeps."""
+
+    kind: Literal["image", "video", "file"]
+    data: bytes
+    digest: str  # sha256 of `data`
+    path: Path | None = None  # the file a file URL named (read in place, never copied)
+    mime: str = ""  # a data URL's type
+    filename: str | None = None  # a file part's name, for the evidence
+
+
+def read_part(kind: Literal["image", "video", "file"], url: str, cfg: ServeConfig, param: str,
+              filename: str | None = None) -> Payload:
+    """The bytes of one media part (size checked, nothing decoded; raises `APIError`). A file
+    part's `file_data` may also be bare base64, as some OpenAI clients send it."""
+    if kind == "file" and ":" not in url[:16]:  # no scheme: base64 has no colon
+        url = "data:application/pdf;base64," + url
+    data, path, mime = _read_url(url, cfg, param)
+    return Payload(kind, data, hashlib.sha256(data).hexdigest(), path, mime, filename)
+
+
+def decode_part(payload: Payload, cfg: ServeConfig, param: str, uploads: Uploads,
+                stack: ExitStack, budget: PixelBudget | None = None) -> list[Media]:
+    """Check and decode one part's bytes: an image, a video (its upload held on `stack` as a
+    temporary file, gone when the request's stack closes), or a PDF's pages. `budget`: the
+    request's pixel budget, shared by its parts."""
+    if payload.kind == "image":
+        return [Media("image", payload.digest, param, path=payload.path,
+                      pixels=_decode_image(payload.data, cfg, param, budget))]
+    if payload.kind == "file":
+        return _document(payload, cfg, param, budget)
+    path = payload.path or _hold(uploads, payload.digest + _MIME_SUFFIX.get(payload.mime, ".mp4"),
+                                 payload.data, stack, param)
+    _probe_video(path, cfg, param, budget)
+    return [Media("video", payload.digest, param, path=path)]
+
+
 def load_media_url(kind: Literal["image", "video"], url: str, cfg: ServeConfig, param: str,
                    uploads: Uploads, stack: ExitStack, budget: PixelBudget | None = None) -> Media:
-    """Fetch, check and decode one media part of a chat request (raises `APIError`). A video
-    upload's temporary file is held on `stack`: it goes when the request's stack closes.
-    `budget`: the request's pixel budget, shared by its parts."""
-    data, path, mime = _read_url(url, cfg, param)
-    digest = hashlib.sha256(data).hexdigest()
-    if kind == "image":
-        return Media("image", digest, param, pixels=_decode_image(data, cfg, param, budget),
-                     path=path)
-    if path is None:
-        path = _hold(uploads, digest + _MIME_SUFFIX.get(mime, ".mp4"), data, stack, param)
-    _probe_video(path, cfg, param, budget)
-    return Media("video", digest, param, path=path)
+    """`read_part` then `decode_part` for one image or video part."""
+    return decode_part(read_part(kind, url, cfg, param), cfg, param, uploads, stack, budget)[0]
+
+
+def _document(payload: Payload, cfg: ServeConfig, param: str,
+              budget: PixelBudget | None) -> list[Media]:
+    """A PDF as one image `Media` per page, labelled "<param> (<filename>) page <n>" (the
+    evidence's name for the page)."""
+    if not is_pdf(payload.data):
+        raise APIError(400, f"{param}: not a PDF document (no %PDF- header); file parts take "
+                       "PDFs, images go in image_url parts", code="invalid_file", param=param)
+    name = f"{param} ({payload.filename[:80]})" if payload.filename else param
+
+    def charge(page: int, width: int, height: int) -> None:
+        if budget is not None:
+            budget.take(width * height, f"{param} page {page} ({width}x{height})", param)
+
+    try:
+        pages = render_pdf(payload.data, name=name, dpi=cfg.pdf_dpi, max_pages=cfg.max_pdf_pages,
+                           max_pixels=cfg.max_pixels, before_page=charge)
+    except PdfTooLong as e:
+        raise APIError(413, f"{param}: the PDF has {e.pages:,} pages, over this server's limit "
+                       f"of {e.limit:,} pages per document (--max-pdf-pages); send the pages the "
+                       "question is about", code="too_many_pages", param=param) from None
+    except ImageTooLarge as e:
+        raise APIError(413, f"{e} (--max-pixels; or a lower --pdf-dpi)", code="image_too_large",
+                       param=param) from None
+    except InputError as e:
+        raise APIError(400, str(e), code="invalid_file", param=param) from None
+    return [Media("image", f"{payload.digest}-page{n}", page.source, pixels=page.pixels)
+            for n, page in enumerate(pages, 1)]
 
 
 def save_image(media: Media, uploads: Uploads, stack: ExitStack) -> Path:

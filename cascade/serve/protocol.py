@@ -13,9 +13,11 @@ shrink as the VLM runtime learns sampling, logprobs and stop sequences.
 
 The question is the text of the last user message; the earlier user/assistant turns are its
 `history` ((question, answer) pairs, which the VLM's prompt puts after the media, so the media's KV
-prefix is still reused); the media are every image/video part of the conversation's user
-messages, in order, each distinct URL once, so a follow-up turn that repeats the history reaches
-the same content-keyed caches.
+prefix is still reused); the media are every image/video/file part of the conversation's user
+messages, in order, each distinct URL (or `uuid`) once, so a follow-up turn that repeats the
+history reaches the same content-keyed caches. A `file` part is a PDF whose pages are images.
+`mm_processor_kwargs` (typed by the schema) is passed on as the keys set: the engine maps them
+onto the pipeline's stages (`mm_params`).
 """
 from __future__ import annotations
 
@@ -27,17 +29,25 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import did_you_mean
 from .errors import APIError
-from .schema import (ChatCompletionRequest, ImagePart, ImageURL, Message, ResponseFormat,
-                     StreamOptions, TextPart, VideoPart, VideoURL)
+from .schema import (ChatCompletionRequest, FilePart, FileRef, ImagePart, ImageURL, Message,
+                     MMProcessorKwargs, ResponseFormat, StreamOptions, TextPart, VideoPart,
+                     VideoURL)
 
 __all__ = ["ChatRequest", "MediaRef", "parse_chat_request", "json_number", "UNHONOURED"]
 
 
 @dataclass(frozen=True)
 class MediaRef:
-    kind: Literal["image", "video"]
-    url: str
+    kind: Literal["image", "video", "file"]  # a file is a PDF: its pages are images
+    url: str | None  # a file's `file_data`; None: the media the server keeps under `uuid`
     param: str  # where it sits in the request, e.g. "messages[0].content[1]"
+    filename: str | None = None
+    uuid: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What makes two parts the same media: the uuid when there is one, else the URL."""
+        return ("uuid", self.uuid) if self.uuid is not None else (self.kind, self.url or "")
 
 
 @dataclass
@@ -50,6 +60,7 @@ class ChatRequest:
     max_tokens: int | None = None
     turns: int = 1  # user messages so far
     history: list[tuple[str, str]] = field(default_factory=list)  # earlier (question, answer) turns
+    mm_processor_kwargs: dict[str, Any] = field(default_factory=dict)  # the keys set
 
 
 def json_number(text: str) -> float | int:
@@ -80,8 +91,9 @@ def _name(key: Any) -> str:
 _OURS = {"invalid_text"}  # error types raised by the models' own validators: their code
 _FIELDS_OF: dict[str, type[BaseModel]] = {  # the object a key holds, for "unknown field" hints
     "messages": Message, "image_url": ImageURL, "video_url": VideoURL,
-    "stream_options": StreamOptions, "response_format": ResponseFormat}
-_PARTS = {"text": TextPart, "image_url": ImagePart, "video_url": VideoPart}
+    "stream_options": StreamOptions, "response_format": ResponseFormat, "file": FileRef,
+    "mm_processor_kwargs": MMProcessorKwargs}
+_PARTS = {"text": TextPart, "image_url": ImagePart, "video_url": VideoPart, "file": FilePart}
 
 
 _PLAIN = [(re.compile(r"a valid dictionary( or (instance of \w+|object to extract fields from))?"),
@@ -137,7 +149,7 @@ def _message(err: dict, param: str, parent_param: str, value: Any, parent: Any,
             return _bad(f"unrecognized request argument {name}{hint}", param, "unknown_parameter")
         return _bad(f"{parent_param}: unknown field {name}{hint}", param)
     if kind in ("union_tag_invalid", "union_tag_not_found"):
-        tags = err.get("ctx", {}).get("expected_tags", "'text', 'image_url', 'video_url'")
+        tags = err.get("ctx", {}).get("expected_tags", "'text', 'image_url', 'video_url', 'file'")
         got = f"unsupported part type {_short(value.get('type'), 40)}" \
             if isinstance(value, dict) and "type" in value else "each part needs a 'type'"
         return _bad(f"{param}.type: {got}; expected one of {tags}", f"{param}.type")
@@ -195,7 +207,6 @@ UNHONOURED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "tool_choice": (lambda v: v in ("none", "auto"), "tool calling is not supported"),
     "media_io_kwargs": (lambda v: v == {}, "frame sampling and image sizes are set by the "
                         "pipeline (its video_frames / thumbnails params), not per request"),
-    "mm_processor_kwargs": (lambda v: v == {}, "the VLM's preprocessing is set by the pipeline"),
     "chat_template_kwargs": (lambda v: v == {}, "the pipeline builds the prompt"),
 }
 
@@ -221,10 +232,35 @@ def _parts(msg: Message, param: str) -> tuple[list[str], list[MediaRef]]:
         if isinstance(part, TextPart):
             texts.append(part.text)
         elif isinstance(part, ImagePart):
-            media.append(MediaRef("image", part.image_url.url, f"{param}.content[{j}]"))
+            media.append(_media("image", part.image_url and part.image_url.url, part.uuid,
+                                f"{param}.content[{j}]", "image_url"))
+        elif isinstance(part, VideoPart):
+            media.append(_media("video", part.video_url and part.video_url.url, part.uuid,
+                                f"{param}.content[{j}]", "video_url"))
         else:
-            media.append(MediaRef("video", part.video_url.url, f"{param}.content[{j}]"))
+            media.append(_file(part, f"{param}.content[{j}]"))
     return texts, media
+
+
+def _media(kind: Literal["image", "video"], url: str | None, uuid: str | None, param: str,
+           field: str) -> MediaRef:
+    if url is None and uuid is None:
+        raise _bad(f"{param}: {field} is null and there is no uuid; send the media (or the uuid "
+                   "of media sent earlier)", f"{param}.{field}", code="missing_media")
+    return MediaRef(kind, url, param, uuid=uuid)
+
+
+def _file(part: FilePart, param: str) -> MediaRef:
+    ref = part.file or FileRef()
+    if ref.file_id is not None:
+        raise _bad(f"{param}.file.file_id: this server has no Files API to look ids up in; send "
+                   "the PDF itself as file_data ('data:application/pdf;base64,...')",
+                   f"{param}.file.file_id", code="unsupported_parameter")
+    if ref.file_data is None and part.uuid is None:
+        raise _bad(f"{param}.file: file_data is required (the PDF, 'data:application/pdf;"
+                   "base64,...'), or a uuid of a file sent earlier", f"{param}.file.file_data",
+                   code="missing_media")
+    return MediaRef("file", ref.file_data, param, ref.filename, part.uuid)
 
 
 def parse_chat_request(body: Any) -> ChatRequest:
@@ -235,7 +271,7 @@ def parse_chat_request(body: Any) -> ChatRequest:
         raise _error(body, e) from None
     _check_honoured(req, body)
     media: list[MediaRef] = []
-    seen: set[tuple[str, str]] = set()
+    seen: dict[tuple[str, str], int] = {}  # media key -> its index in `media`
     said: list[tuple[str, str, str]] = []  # (role, text, param) of user and assistant messages
     for i, msg in enumerate(req.messages):
         param = f"messages[{i}]"
@@ -245,9 +281,11 @@ def parse_chat_request(body: Any) -> ChatRequest:
         said.append((msg.role, " ".join(t.strip() for t in texts if t.strip()), param))
         if msg.role == "user":
             for m in parts:
-                if (m.kind, m.url) not in seen:
-                    seen.add((m.kind, m.url))
+                if m.key not in seen:
+                    seen[m.key] = len(media)
                     media.append(m)
+                elif m.url is not None and media[seen[m.key]].url is None:
+                    media[seen[m.key]] = m  # the uuid's bytes came in a later part
     if not any(role == "user" for role, _, _ in said):
         raise _bad("no user message: the question comes from the last user message", "messages",
                    code="invalid_conversation")
@@ -256,7 +294,9 @@ def parse_chat_request(body: Any) -> ChatRequest:
     return ChatRequest(req.model, question, media, bool(req.stream),
                        bool(opts and opts.include_usage),
                        req.max_completion_tokens or req.max_tokens,
-                       sum(role == "user" for role, _, _ in said), history)
+                       sum(role == "user" for role, _, _ in said), history,
+                       req.mm_processor_kwargs.model_dump(exclude_none=True)
+                       if req.mm_processor_kwargs else {})
 
 
 def _conversation(said: list[tuple[str, str, str]]) -> tuple[list[tuple[str, str]], str]:

@@ -3,8 +3,9 @@
 
 Shapes and ranges are OpenAI's (`temperature` in [0, 2], `top_logprobs` in [0, 20], at most 4
 `stop` sequences ...), plus what vLLM adds and this server accepts: `video_url` content parts,
-`top_k`, `min_p`, `repetition_penalty`, `media_io_kwargs`, `mm_processor_kwargs`,
-`chat_template_kwargs`. Validation is strict (no "yes" for a boolean, no 1.5 for an integer, no
+a `uuid` on each media part, `mm_processor_kwargs` (its keys typed), `top_k`, `min_p`,
+`repetition_penalty`, `media_io_kwargs`, `chat_template_kwargs`; and OpenAI's `file` parts (PDF
+documents). Validation is strict (no "yes" for a boolean, no 1.5 for an integer, no
 NaN) and closed (an unknown field is an error, as OpenAI answers it).
 
 A field the schema admits may still be refused by what the pipelines can do today: the cascade
@@ -20,8 +21,8 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
-__all__ = ["ChatCompletionRequest", "Message", "TextPart", "ImagePart", "VideoPart",
-           "ImageURL", "VideoURL", "StreamOptions", "ResponseFormat"]
+__all__ = ["ChatCompletionRequest", "Message", "TextPart", "ImagePart", "VideoPart", "FilePart",
+           "ImageURL", "VideoURL", "FileRef", "StreamOptions", "ResponseFormat", "MMProcessorKwargs"]
 
 _STRICT = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
 
@@ -58,22 +59,64 @@ class VideoURL(_Strict):
                       "the server's --media-root")
 
 
+class FileRef(_Strict):
+    """OpenAI's file part: a PDF document, its pages rendered and read like images."""
+
+    file_data: Text | None = Field(
+        None, min_length=1, description="the PDF: `data:application/pdf;base64,<data>` (or the "
+        "bare base64), or `file://<path>` under the server's --media-root")
+    filename: Text | None = Field(None, max_length=255, description="shown in the evidence "
+                                  "with each page")
+    file_id: str | None = Field(None, description="refused: this server has no Files API; send "
+                                "file_data")
+
+
 class TextPart(_Strict):
     type: Literal["text"]
     text: Text
 
 
+MediaId = Annotated[Text, Field(min_length=1, max_length=256, description=(
+    "vLLM's media id: the server keeps the media under it (byte-bounded LRU, --media-cache-mb); "
+    "a later part may send the uuid with the media null. Unknown uuid: 400, resend the media"))]
+
+
 class ImagePart(_Strict):
     type: Literal["image_url"]
-    image_url: ImageURL
+    image_url: ImageURL | None = Field(None, description="null (or absent) with a `uuid` the "
+                                       "server has seen")
+    uuid: MediaId | None = None
 
 
 class VideoPart(_Strict):
     type: Literal["video_url"]
-    video_url: VideoURL
+    video_url: VideoURL | None = Field(None, description="null (or absent) with a `uuid` the "
+                                       "server has seen")
+    uuid: MediaId | None = None
 
 
-ContentPart = Annotated[Union[TextPart, ImagePart, VideoPart], Field(discriminator="type")]
+class FilePart(_Strict):
+    type: Literal["file"]
+    file: FileRef | None = Field(None, description="null (or absent) with a `uuid` the server "
+                                 "has seen")
+    uuid: MediaId | None = None
+
+
+ContentPart = Annotated[Union[TextPart, ImagePart, VideoPart, FilePart],
+                        Field(discriminator="type")]
+
+
+class MMProcessorKwargs(_Strict):
+    """vLLM's per-request media parameters, as stage params of the served pipeline for this
+    request only (`mm_params.MM_KEYS`)."""
+
+    fps: float | None = Field(None, gt=0, le=240, description="video frames sampled per second "
+                              "(the pipeline's video_frames stages, in fps mode)")
+    max_frames: int | None = Field(None, ge=1, description="most video frames kept")
+    min_pixels: int | None = Field(None, ge=1, description="each image the VLM sees is scaled "
+                                   "up to at least this many pixels")
+    max_pixels: int | None = Field(None, ge=1, description="each image the VLM sees is scaled "
+                                   "down to at most this many pixels")
 
 
 class FunctionCall(_Strict):
@@ -178,5 +221,5 @@ class ChatCompletionRequest(_Strict):
     store: bool | None = None
     service_tier: str | None = None
     media_io_kwargs: dict[str, Any] | None = Field(None, description="vLLM")
-    mm_processor_kwargs: dict[str, Any] | None = Field(None, description="vLLM")
+    mm_processor_kwargs: MMProcessorKwargs | None = Field(None, description="vLLM")
     chat_template_kwargs: dict[str, Any] | None = Field(None, description="vLLM")

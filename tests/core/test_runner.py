@@ -1,5 +1,6 @@
 """Running pipelines: order, concurrency, routers and joins, traces, failures, inputs."""
 import asyncio
+import threading
 
 import pytest
 
@@ -18,6 +19,27 @@ def test_linear_pipeline_runs_in_order_and_traces(fixture_path):
 def test_overrides_change_params(fixture_path):
     p = Pipeline.load(fixture_path("linear"), overrides={"plus_ten.amount": 100})
     assert p.run(x=1)["y"] == 102
+
+
+def test_run_params_hold_for_one_run_only_even_side_by_side(fixture_path):
+    """`run_params` gives a stage other params for the runs started inside the block; two runs
+    of one pipeline object on two threads each see their own, and nothing stays on the stage."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cascade.stage import run_params
+
+    p = Pipeline.load(fixture_path("linear"))
+    stage = p.stages["plus_ten"]
+    both = threading.Barrier(2, timeout=10)
+
+    def run(amount: int) -> int:
+        with run_params({stage: stage.Params(amount=amount)}):
+            both.wait()  # the two runs are inside their blocks at the same time
+            return p.run(x=1)["y"]
+
+    with ThreadPoolExecutor(2) as pool:
+        assert list(pool.map(run, [100, 1000])) == [102, 1002]
+    assert p.run(x=1)["y"] == 12 and stage.params.amount == 10
 
 
 def test_independent_branches_run_concurrently(fixture_path):

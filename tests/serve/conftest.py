@@ -149,3 +149,41 @@ def decode_seconds(completion) -> float:
     vlm = next(s for s in completion.model_extra["cascade"]["trace"]["stages"] if s["name"] == "vlm")
     return vlm["seconds"] - vlm["counters"]["ttft_s"]
 
+
+
+@contextmanager
+def cascade_serve(*flags: str, ready_within: float = 600):
+    """A real `cascade serve --tiny <flags>` process on a free port, once /health says ready;
+    yields the base URL. Its output is shown if it dies or never gets ready."""
+    import os
+    import subprocess
+    import sys
+
+    import httpx
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "cascade.cli", "serve", "--tiny", "--port",
+                             str(port), *flags], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=dict(os.environ))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + ready_within
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"cascade serve exited: {proc.stdout.read()[-3000:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("cascade serve did not become ready")
+            try:
+                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
