@@ -63,6 +63,10 @@ class PrefixState:
     text_tokens: int
     quantized: bool = False
     tower_costs: tuple | None = None  # per image, what a reduction before the tower encoded
+    # what the call that returned this state ran: the tower's cost on each image it encoded, and
+    # how many images the encoder cache served (a KV hit runs neither)
+    encoded: tuple = ()
+    images_cached: int = 0
 
     def kv(self, ops: "Ops | None" = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """fp (k, v) per layer; int8 entries are dequantized (all layers in one call) with `ops`

@@ -156,6 +156,8 @@ class TransformersSpec(ModelSpec):
     context_window: int | None = Field(None, gt=0, description="prompt + generated token cap")
     kv_cache_bytes: int = Field(2 << 30, ge=0, description="KV prefix cache budget (0: off)")
     kv_int8: bool = Field(False, description="store cached KV as int8")
+    encoder_cache_bytes: int = Field(
+        256 << 20, ge=0, description="encoder-output cache budget: the tower runs once per image (0: off)")
 
     def model_refs(self) -> list[ModelRef]:
         """The checkpoint (config, processor, weights); random weights may stand in (`--offline`)."""

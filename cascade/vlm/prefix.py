@@ -10,6 +10,7 @@ clients; each decodes on its own (`cascade.vlm.decode`).
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -17,7 +18,8 @@ from typing import Any, Literal
 import torch
 
 from ..errors import InputError
-from .families import FamilyRuntime, PrefixInputs
+from .encoder_cache import EncodedImage, EncoderCache
+from .families import FamilyRuntime, ImageCost, ImageInputs, PrefixInputs
 from .kv_cache import KVPrefixCache, PrefixState, cache_layers, new_dynamic_cache
 from .reduction import Reduced, ReductionConfig, reduce_tokens
 
@@ -47,15 +49,42 @@ class Assembled:
     vision_s: float = 0.0
     reduce_s: float = 0.0
     tower_costs: tuple | None = None  # per image, what the tower encoded (a `tower` reduction)
+    encoded: tuple[ImageCost, ...] = ()  # what the tower ran on in this call, per image it encoded
+    images_cached: int = 0  # images whose tower output the encoder cache served
+
+
+@dataclass
+class Encoded:
+    """The tower outputs of one call's images (in order), which of them the tower ran on in this
+    call (`fresh`: the first of a repeated image), the tower's cost on each image it encoded
+    (`encoded`), how many came from the encoder cache, and the seconds of the tower and of a
+    before-tower selection."""
+
+    images: list[EncodedImage]
+    fresh: list[bool]
+    encoded: tuple[ImageCost, ...]
+    cached: int
+    vision_s: float
+    select_s: float
+
+    def feats(self) -> list[torch.Tensor]:
+        return [f for e in self.images for f in e.feats]
+
+    def units(self) -> list[torch.Tensor] | None:
+        if self.images and self.images[0].units is None:
+            return None
+        return [u for e in self.images for u in e.units]
 
 
 class PrefixEngine:
     """Visual prefixes of one model. vision_tower_calls counts tower runs (a cache hit runs none);
-    vision_images_encoded the images they encoded. Not thread-safe (callers serialize)."""
+    vision_images_encoded the images they encoded. encoder_cache: the tower outputs of images seen
+    before (None: off). Not thread-safe (callers serialize)."""
 
     def __init__(self, runtime: FamilyRuntime, model_id: str, kv_cache: KVPrefixCache | None,
-                 context_window: int):
+                 context_window: int, encoder_cache: EncoderCache | None = None):
         self.runtime, self.model_id, self.kv_cache = runtime, model_id, kv_cache
+        self.encoder_cache = encoder_cache
         self.context_window = context_window
         self.vision_tower_calls = 0
         self.vision_images_encoded = 0
@@ -83,20 +112,23 @@ class PrefixEngine:
         """(state, cache outcome, tower seconds, prefill seconds) of the question-free prefix."""
         key = None
         if self.kv_cache is not None:
-            # kernels is in the key: Triton and torch may differ in the last bits, and a cache
-            # shared by two backends must still give each the tokens of its own recomputation.
-            pre = (*self.runtime.family.preprocessing_key(), f"kernels={self.runtime.ops.impl}")
-            key = KVPrefixCache.key(self.model_id, pre, red.cache_key(),
+            key = KVPrefixCache.key(self.model_id, self.preprocessing_key(), red.cache_key(),
                                     [im.__content_hash__() for im in images], prefix_text)
             hit = self.kv_cache.get(key)
             if hit is not None:
-                return hit, "hit", 0.0, 0.0
+                return dataclasses.replace(hit, encoded=(), images_cached=0), "hit", 0.0, 0.0
         state, vision_s, prefill_s = self.compute(images, prefix_text, red)
         if key is None:
             return state, "off", vision_s, prefill_s
         # this call keeps its fp state; later hits read the (maybe int8) entry
         self.kv_cache.put(key, state, self.runtime.ops)
         return state, "miss", vision_s, prefill_s
+
+    def preprocessing_key(self) -> tuple:
+        """What decides the tower's input besides the pixels. kernels is in it: Triton and torch
+        may differ in the last bits, and a cache shared by two backends must still give each the
+        tokens of its own recomputation."""
+        return (*self.runtime.family.preprocessing_key(), f"kernels={self.runtime.ops.impl}")
 
     def compute(self, images: list, prefix_text: str, red: ReductionConfig
                 ) -> tuple[PrefixState, float, float]:
@@ -110,7 +142,8 @@ class PrefixEngine:
         sync(self.device)
         n_vis = int((a.ids == self.runtime.image_token_id).sum())
         state = PrefixState(cache_layers(cache), a.ids.numel(), a.next_pos, n_vis,
-                            a.unreduced, a.ids.numel() - n_vis, tower_costs=a.tower_costs)
+                            a.unreduced, a.ids.numel() - n_vis, tower_costs=a.tower_costs,
+                            encoded=a.encoded, images_cached=a.images_cached)
         return state, a.vision_s, time.perf_counter() - t
 
     def visual_kwargs(self, a: Assembled) -> dict[str, Any]:
@@ -120,15 +153,59 @@ class PrefixEngine:
         return self.runtime.visual_kwargs((a.ids == self.runtime.image_token_id)[None], a.extra)
 
     def assemble(self, images: list, prefix_text: str, red: ReductionConfig) -> Assembled:
-        """Preprocessing + vision tower + reduction of a prefix."""
-        pre = self.runtime.build_prefix(prefix_text, self.runtime.preprocess([im.to_pil() for im in images]))
-        units, select_s = self.select(pre.vision_inputs, red)
-        feats, vision_s = self.run_tower(pre.vision_inputs, len(images), units)
+        """Preprocessing + vision tower (or the encoder cache) + reduction of a prefix."""
+        items = self.runtime.preprocess([im.to_pil() for im in images])
+        pre = self.runtime.build_prefix(prefix_text, items)
+        enc = self.encode_images(images, items, red)
         t = time.perf_counter()
-        a = self.reduce(pre, feats, red, units)
+        a = self.reduce(pre, enc.feats(), red, enc.units())
         sync(self.device)
-        a.vision_s, a.reduce_s = vision_s, select_s + time.perf_counter() - t
+        a.vision_s, a.reduce_s = enc.vision_s, enc.select_s + time.perf_counter() - t
+        a.encoded, a.images_cached = enc.encoded, enc.cached
         return a
+
+    def encode_images(self, images: list, items: list[ImageInputs], red: ReductionConfig) -> Encoded:
+        """The tower outputs of `images` (preprocessed: `items`): from the encoder cache, and for
+        the rest from one tower call on the images it lacks (each distinct image once)."""
+        fam = self.runtime
+        regions = red.keep_regions or (None,) * len(images)
+        tower = ((red.method, float(red.keep_ratio)) if red.before_tower else ("none",))
+        keys = [EncoderCache.key(self.model_id, self.preprocessing_key(), im.__content_hash__(),
+                                 (*tower, regions[i]) if red.before_tower else tower)
+                for i, im in enumerate(images)]
+        found: dict[str, EncodedImage] = {}
+        cached = 0
+        if self.encoder_cache is not None:
+            for k in dict.fromkeys(keys):
+                hit = self.encoder_cache.get(k)
+                if hit is not None:
+                    found[k] = hit
+            cached = sum(k in found for k in keys)
+        first = {k: i for i, k in reversed(list(enumerate(keys)))}  # a key's first image
+        todo = [first[k] for k in dict.fromkeys(keys) if k not in found]
+        encoded: list[ImageCost] = []
+        vision_s = select_s = 0.0
+        if todo:
+            vision_inputs = fam.collate([items[i] for i in todo])
+            sub = red if red.keep_regions is None else \
+                dataclasses.replace(red, keep_regions=tuple(regions[i] for i in todo))
+            units, select_s = self.select(vision_inputs, sub)
+            feats, vision_s = self.run_tower(vision_inputs, len(todo), units)
+            k = 0
+            for i in todo:
+                n = len(items[i].blocks)
+                kept = None if units is None else tuple(u.to(self.device) for u in units[k:k + n])
+                cost = (fam.tower_cost(items[i], list(kept)) if kept is not None
+                        else fam.family.image_cost(images[i].width, images[i].height))
+                entry = EncodedImage(tuple(feats[k:k + n]), kept, cost if kept is not None else None)
+                k += n
+                found[keys[i]] = entry
+                encoded.append(cost)
+                if self.encoder_cache is not None:
+                    self.encoder_cache.put(keys[i], entry)
+        ran = {keys[i]: i for i in todo}
+        fresh = [ran.get(k) == i for i, k in enumerate(keys)]
+        return Encoded([found[k] for k in keys], fresh, tuple(encoded), cached, vision_s, select_s)
 
     def select(self, vision_inputs: dict, red: ReductionConfig) -> tuple[list[torch.Tensor] | None, float]:
         """(merge units kept per visual block, seconds) of a reduction before the tower; (None, 0)
