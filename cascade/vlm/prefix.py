@@ -13,14 +13,16 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
 from ..errors import InputError
 from .encoder_cache import EncodedImage, EncoderCache
 from .families import FamilyRuntime, ImageCost, ImageInputs, PrefixInputs
-from .kv_cache import KVPrefixCache, PrefixState, cache_layers, new_dynamic_cache
+from ..bill import CacheOutcome
+from .blocks import block_bounds, block_keys, joined_layers, joined_state, matching
+from .kv_cache import KVBlock, KVPrefixCache, PrefixState, cache_layers, new_dynamic_cache
 from .reduction import Reduced, ReductionConfig, reduce_tokens
 
 __all__ = ["PrefixEngine", "Assembled", "sync"]
@@ -108,21 +110,17 @@ class PrefixEngine:
 
     # -- the prefix -------------------------------------------------------------------------------
     def state(self, images: list, prefix_text: str, red: ReductionConfig
-              ) -> tuple[PrefixState, Literal["hit", "miss", "off"], float, float]:
-        """(state, cache outcome, tower seconds, prefill seconds) of the question-free prefix."""
-        key = None
-        if self.kv_cache is not None:
-            key = KVPrefixCache.key(self.model_id, self.preprocessing_key(), red.cache_key(),
-                                    [im.__content_hash__() for im in images], prefix_text)
-            hit = self.kv_cache.get(key)
-            if hit is not None:
-                return dataclasses.replace(hit, encoded=(), images_cached=0), "hit", 0.0, 0.0
-        state, vision_s, prefill_s = self.compute(images, prefix_text, red)
-        if key is None:
-            return state, "off", vision_s, prefill_s
-        # this call keeps its fp state; later hits read the (maybe int8) entry
-        self.kv_cache.put(key, state, self.runtime.ops)
-        return state, "miss", vision_s, prefill_s
+              ) -> tuple[PrefixState, CacheOutcome, float, float]:
+        """(state, cache outcome, tower seconds, prefill seconds) of the question-free prefix. The
+        outcome: "hit" (every block cached), "partial" (a leading run of blocks cached: the rest
+        prefilled), "miss" (none), "off" (no KV cache)."""
+        return self._prefix(images, prefix_text, red, self.kv_cache)
+
+    def compute(self, images: list, prefix_text: str, red: ReductionConfig
+                ) -> tuple[PrefixState, float, float]:
+        """Tower, reduction and prefill of a prefix, never cached: (state, tower s, prefill s)."""
+        state, _, vision_s, prefill_s = self._prefix(images, prefix_text, red, None)
+        return state, vision_s, prefill_s
 
     def preprocessing_key(self) -> tuple:
         """What decides the tower's input besides the pixels. kernels is in it: Triton and torch
@@ -130,21 +128,81 @@ class PrefixEngine:
         tokens of its own recomputation."""
         return (*self.runtime.family.preprocessing_key(), f"kernels={self.runtime.ops.impl}")
 
-    def compute(self, images: list, prefix_text: str, red: ReductionConfig
-                ) -> tuple[PrefixState, float, float]:
-        """Tower, reduction and prefill of a prefix, never cached: (state, tower s, prefill s)."""
-        a = self.assemble(images, prefix_text, red)
-        self.check_context(a.ids.numel(), 0)
-        cache = self.new_cache()
-        t = time.perf_counter()
+    def _prefix(self, images: list, prefix_text: str, red: ReductionConfig,
+                store: KVPrefixCache | None) -> tuple[PrefixState, CacheOutcome, float, float]:
+        """The prefix, block by block (`cascade.vlm.blocks`): the leading blocks `store` holds are
+        reused, the others computed (encoder cache or tower, reduction, one prefill chunk per
+        block, whether or not a cache is on, so a reused block holds what a cold run computes) and
+        stored."""
+        fam, ops = self.runtime, self.runtime.ops
+        keys = block_keys(self.model_id, self.preprocessing_key(), fam.family.processor.image_token,
+                          images, prefix_text, red) if store is not None else []
+        blocks = store.longest(keys) if keys else []
+        if keys and len(blocks) == len(keys):
+            return joined_state(blocks, ops), "hit", 0.0, 0.0
+        items = fam.preprocess([im.to_pil() for im in images])
+        pre = fam.build_prefix(prefix_text, items)
+        bounds, first_span = block_bounds(pre, items)
+        blocks = matching(blocks, pre, bounds)
+        n = len(blocks)
+        new_images = range(n, len(images))
+        sub = red if red.keep_regions is None else \
+            dataclasses.replace(red, keep_regions=tuple(red.keep_regions[i] for i in new_images))
+        enc = self.encode_images([images[i] for i in new_images], [items[i] for i in new_images], sub)
+        keep = torch.ones(pre.input_ids.numel(), dtype=torch.bool, device=self.device)
+        for b, (s, e) in zip(blocks, bounds):
+            keep[s:e] = b.keep
+        kept_feats = []
+        for i, encoded in zip(new_images, enc.images):
+            for k, span in enumerate(range(first_span[i], first_span[i] + len(items[i].blocks))):
+                (s, e), grid = pre.spans[span], pre.grids[span]
+                r = self.reduced(encoded.feats[k], grid, red, None if encoded.units is None else encoded.units[k])
+                keep[s:e] = False
+                keep[s + r.index] = True
+                kept_feats.append(r.embeds)
+        ids = pre.input_ids[keep]
+        positions, next_pos = fam.reduced_positions(pre.positions, keep)
+        self.check_context(ids.numel(), 0)
+        r0 = sum(b.length for b in blocks)
         with torch.inference_mode():
-            self.runtime.forward(a.embeds[None], a.positions, cache, **self.visual_kwargs(a))
+            emb = fam.embed(ids[r0:])
+            vis = ids[r0:] == fam.image_token_id
+            extra = None
+            if kept_feats:
+                main, extra = fam.split_features(torch.cat(kept_feats))
+                emb = emb.masked_scatter(vis.unsqueeze(-1), main.to(emb.dtype))
+        cache = self.new_cache()
+        for i, (k, v) in enumerate(joined_layers(blocks, ops)):
+            cache.update(k, v, i)
+        t = time.perf_counter()
+        costs = [b.tower_cost for b in blocks] + [e.tower_cost for e in enc.images]
+        for j in range(n, len(bounds)):
+            s, e = bounds[j]
+            rs, re = int(keep[:s].sum()), int(keep[:e].sum())
+            chunk = slice(rs - r0, re - r0)
+            if re > rs:
+                kw = {}
+                if extra is not None and bool(vis[chunk].any()):
+                    x0 = int(vis[:rs - r0].sum())
+                    kw = fam.visual_kwargs(vis[chunk][None], extra[x0:x0 + int(vis[chunk].sum())])
+                with torch.inference_mode():
+                    fam.forward(emb[chunk][None], positions[:, rs:re], cache, **kw)
+            if store is not None:
+                layers = [(k[:, :, rs:re].clone(), v[:, :, rs:re].clone()) for k, v in cache_layers(cache)]
+                n_img = pre.input_ids[s:e] == fam.image_token_id
+                store.put(keys[j], KVBlock(layers, pre.input_ids[s:e], keep[s:e].clone(),
+                                           int((n_img & keep[s:e]).sum()), int(n_img.sum()),
+                                           fam.reduced_positions(pre.positions[:, :e], keep[:e])[1],
+                                           costs[j] if j < len(costs) else None), ops)
         sync(self.device)
-        n_vis = int((a.ids == self.runtime.image_token_id).sum())
-        state = PrefixState(cache_layers(cache), a.ids.numel(), a.next_pos, n_vis,
-                            a.unreduced, a.ids.numel() - n_vis, tower_costs=a.tower_costs,
-                            encoded=a.encoded, images_cached=a.images_cached)
-        return state, a.vision_s, time.perf_counter() - t
+        prefill_s = time.perf_counter() - t
+        n_vis = int((ids == fam.image_token_id).sum())
+        state = PrefixState(cache_layers(cache), ids.numel(), next_pos, n_vis,
+                            sum(e - s for s, e in pre.spans), ids.numel() - n_vis,
+                            tower_costs=tuple(costs) if red.before_tower else None, cached_tokens=r0,
+                            encoded=enc.encoded, images_cached=enc.cached)
+        outcome = "off" if store is None else "partial" if n else "miss"
+        return state, outcome, enc.vision_s, prefill_s
 
     def visual_kwargs(self, a: Assembled) -> dict[str, Any]:
         """The decoder's extra inputs for a prefill chunk holding `a`'s visual tokens."""
@@ -231,6 +289,14 @@ class PrefixEngine:
         self.vision_images_encoded += n_images
         return feats, time.perf_counter() - t
 
+    def reduced(self, feats: torch.Tensor, grid: tuple[int, int, int], red: ReductionConfig,
+                units: torch.Tensor | None = None) -> Reduced:
+        """One visual block reduced: by an after-tower method, or (units: the merge units a
+        before-tower reduction kept, whose features `feats` are) as the tower left it."""
+        if units is None:
+            return reduce_tokens(feats, grid, red, self.runtime.ops)
+        return Reduced(feats, units.to(self.device))
+
     def reduce(self, pre: PrefixInputs, feats: list[torch.Tensor], red: ReductionConfig,
                units: list[torch.Tensor] | None = None) -> Assembled:
         """Reduce each visual block, drop the removed placeholders and embed the rest. units: the
@@ -239,8 +305,7 @@ class PrefixEngine:
         keep = torch.ones(pre.input_ids.numel(), dtype=torch.bool, device=self.device)
         kept_feats = []
         for i, ((s, e), grid, f) in enumerate(zip(pre.spans, pre.grids, feats)):
-            r = (reduce_tokens(f, grid, red, self.runtime.ops) if units is None
-                 else Reduced(f, units[i].to(self.device)))
+            r = self.reduced(f, grid, red, None if units is None else units[i])
             span = torch.zeros(e - s, dtype=torch.bool, device=self.device)
             span[r.index] = True
             keep[s:e] = span

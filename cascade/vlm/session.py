@@ -71,7 +71,7 @@ class Session:
             self._next_pos, self._length, self._visual = state.next_pos, state.length, state.visual_tokens
             self._tower = state.tower_costs
             new = b.layout.tokenize(suffix_text)
-            cached = state.length if status == "hit" else 0
+            cached = state.cached_tokens
             encoded, images_cached = state.encoded, state.images_cached
         else:
             status = "session"

@@ -186,11 +186,10 @@ class TransformersBackend:
         gen, = self.decoder.run(hidden, cache, [state.next_pos + len(suffix)], max_new_tokens,
                                 sampling, on_token=on_token, top_logprobs=top_logprobs)
         sync(self.device)
-        hit = status == "hit"
         bill = vlm_bill(self.family, self.model_id, costs=costs, visual_tokens=state.visual_tokens,
                         prompt_tokens=state.text_tokens + len(suffix), generated=gen, cache=status,
                         reduction=red, t0=t0, vision_s=vision_s, prefill_s=prefix_s + gen.t_first - t,
-                        cached_tokens=state.length if hit else 0, encoded=state.encoded,
+                        cached_tokens=state.cached_tokens, encoded=state.encoded,
                         images_cached=state.images_cached, tower=state.tower_costs)
         return self.result(gen, bill)
 
