@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 __all__ = ["Bill", "CacheOutcome"]
 
-CacheOutcome = Literal["hit", "partial", "miss", "session", "off"]
+CacheOutcome = Literal["hit", "partial", "blended", "miss", "session", "off"]
 
 
 @dataclass(frozen=True)
@@ -38,8 +38,9 @@ class Bill:
     Times in seconds: `ttft_s` from the call to the first token (preprocessing, tower, reduction,
     prefill), `vision_s` the tower, `prefill_s` the prefills, `total_s` the call, `tpot_s` mean
     time per output token after the first. `cache`: the KV prefix cache's outcome ("partial" when a
-    leading part of the prefix was reused and the rest prefilled, "session" for a later turn of a
-    conversation, "off" when unused). `images_encoded`: images this call ran
+    leading part of the prefix was reused and the rest prefilled, "blended" when an image's KV was
+    moved from another prompt by the opt-in position-independent mode, "session" for a later turn
+    of a conversation, "off" when unused). `images_encoded`: images this call ran
     through the vision tower; `images_cached`: images whose tower output came from the encoder
     cache instead (images inside a reused KV prefix need neither). `confidence`: the answer's
     geometric-mean token probability (VLM) or the tool's confidence; None when unknown.

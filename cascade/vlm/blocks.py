@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..kernels.dispatch import Ops
     from .families import ImageInputs, PrefixInputs
 
-__all__ = ["block_keys", "block_bounds", "matching", "joined_layers", "joined_state"]
+__all__ = ["block_keys", "image_keys", "block_bounds", "matching", "joined_layers", "joined_state"]
 
 
 def block_keys(model_id: str, preprocessing: tuple, placeholder: str, images: list, prefix_text: str,
@@ -35,11 +35,16 @@ def block_keys(model_id: str, preprocessing: tuple, placeholder: str, images: li
     pieces = prefix_text.split(placeholder)
     if len(pieces) != len(images) + 1:
         raise InputError(f"{len(pieces) - 1} image placeholders for {len(images)} images")
-    regions = red.keep_regions or (None,) * len(images)
     root = dataclasses.replace(red, keep_regions=None).cache_key()
-    blocks = [(text, f"{im.__content_hash__()}|{regions[i]}")
-              for i, (text, im) in enumerate(zip(pieces, images))]
+    blocks = list(zip(pieces, image_keys(images, red)))
     return KVPrefixCache.chain(model_id, preprocessing, root, blocks + [(pieces[-1], None)])
+
+
+def image_keys(images: list, red: ReductionConfig) -> list[str]:
+    """Each image's part of a key: its content hash and its evidence regions (a before-tower
+    reduction's; the rest of the reduction is in the root of every key)."""
+    regions = red.keep_regions or (None,) * len(images)
+    return [f"{im.__content_hash__()}|{regions[i]}" for i, im in enumerate(images)]
 
 
 def block_bounds(pre: "PrefixInputs", items: list["ImageInputs"]) -> tuple[list[tuple[int, int]], list[int]]:

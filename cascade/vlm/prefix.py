@@ -21,8 +21,9 @@ from ..errors import InputError
 from .encoder_cache import EncodedImage, EncoderCache
 from .families import FamilyRuntime, ImageCost, ImageInputs, PrefixInputs
 from ..bill import CacheOutcome
-from .blocks import block_bounds, block_keys, joined_layers, joined_state, matching
+from .blocks import block_bounds, block_keys, image_keys, joined_layers, joined_state, matching
 from .kv_cache import KVBlock, KVPrefixCache, PrefixState, cache_layers, new_dynamic_cache
+from .position_free import ImageKV, image_kv_key, rerotate, shift_of
 from .reduction import Reduced, ReductionConfig, reduce_tokens
 
 __all__ = ["PrefixEngine", "Assembled", "sync"]
@@ -84,9 +85,13 @@ class PrefixEngine:
     before (None: off). Not thread-safe (callers serialize)."""
 
     def __init__(self, runtime: FamilyRuntime, model_id: str, kv_cache: KVPrefixCache | None,
-                 context_window: int, encoder_cache: EncoderCache | None = None):
+                 context_window: int, encoder_cache: EncoderCache | None = None,
+                 recompute_image_tokens: int | None = None):
         self.runtime, self.model_id, self.kv_cache = runtime, model_id, kv_cache
         self.encoder_cache = encoder_cache
+        # position-independent image KV (`cascade.vlm.position_free`): the visual tokens of a moved
+        # image recomputed at its start; None: off (only leading blocks are reused)
+        self.recompute_image_tokens = recompute_image_tokens
         self.context_window = context_window
         self.vision_tower_calls = 0
         self.vision_images_encoded = 0
@@ -94,6 +99,11 @@ class PrefixEngine:
     @property
     def device(self) -> torch.device:
         return self.runtime.device
+
+    @property
+    def pi(self) -> bool:
+        """Whether position-independent image KV is on."""
+        return self.recompute_image_tokens is not None
 
     def check_context(self, n_prompt: int, max_new_tokens: int) -> None:
         if n_prompt + max_new_tokens > self.context_window:
@@ -176,33 +186,67 @@ class PrefixEngine:
             cache.update(k, v, i)
         t = time.perf_counter()
         costs = [b.tower_cost for b in blocks] + [e.tower_cost for e in enc.images]
+        image_keys = self.image_kv_keys(images, red) if store is not None and self.pi else []
+        blended = 0  # tokens whose KV came from another prompt's position (position-independent)
         for j in range(n, len(bounds)):
             s, e = bounds[j]
             rs, re = int(keep[:s].sum()), int(keep[:e].sum())
             chunk = slice(rs - r0, re - r0)
-            if re > rs:
-                kw = {}
-                if extra is not None and bool(vis[chunk].any()):
-                    x0 = int(vis[:rs - r0].sum())
-                    kw = fam.visual_kwargs(vis[chunk][None], extra[x0:x0 + int(vis[chunk].sum())])
-                with torch.inference_mode():
-                    fam.forward(emb[chunk][None], positions[:, rs:re], cache, **kw)
-            if store is not None:
-                layers = [(k[:, :, rs:re].clone(), v[:, :, rs:re].clone()) for k, v in cache_layers(cache)]
-                n_img = pre.input_ids[s:e] == fam.image_token_id
-                store.put(keys[j], KVBlock(layers, pre.input_ids[s:e], keep[s:e].clone(),
-                                           int((n_img & keep[s:e]).sum()), int(n_img.sum()),
-                                           fam.reduced_positions(pre.positions[:, :e], keep[:e])[1],
-                                           costs[j] if j < len(costs) else None), ops)
+            stored = None
+            if image_keys and j < len(images) and len(items[j].blocks) == 1:
+                stored = store.get(image_keys[j])
+            v0 = rs + int((~vis[chunk]).sum())  # the block's visual tokens close it (one block)
+            shift = None if stored is None else shift_of(stored.positions, positions[:, v0:re])
+            if shift is not None and re - v0 > self.recompute_image_tokens:
+                # text and the image's first tokens prefilled; the rest of its KV moved here
+                cut = v0 + self.recompute_image_tokens
+                self._prefill_chunk(cache, emb, vis, extra, positions, r0, rs, cut)
+                for layer, (k, v) in enumerate(stored.kv(ops)):
+                    m = self.recompute_image_tokens
+                    cache.update(rerotate(fam, k[:, :, m:], shift), v[:, :, m:], layer)
+                blended += re - cut
+                continue
+            self._prefill_chunk(cache, emb, vis, extra, positions, r0, rs, re)
+            if store is None or blended:  # a block after a moved image is not what a cold run holds
+                continue
+            layers = [(k[:, :, rs:re].clone(), v[:, :, rs:re].clone()) for k, v in cache_layers(cache)]
+            n_img = pre.input_ids[s:e] == fam.image_token_id
+            store.put(keys[j], KVBlock(layers, pre.input_ids[s:e], keep[s:e].clone(),
+                                       int((n_img & keep[s:e]).sum()), int(n_img.sum()),
+                                       fam.reduced_positions(pre.positions[:, :e], keep[:e])[1],
+                                       costs[j] if j < len(costs) else None), ops)
+            if image_keys and j < len(images) and len(items[j].blocks) == 1 and re > v0:
+                store.put(image_keys[j], ImageKV([(k[:, :, v0 - rs:].clone(), v[:, :, v0 - rs:].clone())
+                                                  for k, v in layers], positions[:, v0:re].clone()), ops)
         sync(self.device)
         prefill_s = time.perf_counter() - t
         n_vis = int((ids == fam.image_token_id).sum())
         state = PrefixState(cache_layers(cache), ids.numel(), next_pos, n_vis,
                             sum(e - s for s, e in pre.spans), ids.numel() - n_vis,
-                            tower_costs=tuple(costs) if red.before_tower else None, cached_tokens=r0,
-                            encoded=enc.encoded, images_cached=enc.cached)
-        outcome = "off" if store is None else "partial" if n else "miss"
+                            tower_costs=tuple(costs) if red.before_tower else None,
+                            cached_tokens=r0 + blended, encoded=enc.encoded, images_cached=enc.cached)
+        outcome = ("off" if store is None else "blended" if blended else "partial" if n else "miss")
         return state, outcome, enc.vision_s, prefill_s
+
+    def _prefill_chunk(self, cache: Any, emb: torch.Tensor, vis: torch.Tensor, extra: Any,
+                       positions: torch.Tensor, r0: int, start: int, end: int) -> None:
+        """Prefill tokens [start, end) of the reduced prefix (its part from r0 on is `emb`, with
+        `vis` marking visual tokens and `extra` their extra features) after what `cache` holds."""
+        if end <= start:
+            return
+        fam, chunk = self.runtime, slice(start - r0, end - r0)
+        kw = {}
+        if extra is not None and bool(vis[chunk].any()):
+            x0 = int(vis[:start - r0].sum())
+            kw = fam.visual_kwargs(vis[chunk][None], extra[x0:x0 + int(vis[chunk].sum())])
+        with torch.inference_mode():
+            fam.forward(emb[chunk][None], positions[:, start:end], cache, **kw)
+
+    def image_kv_keys(self, images: list, red: ReductionConfig) -> list[str]:
+        """Where each image's position-independent KV is kept (`cascade.vlm.position_free`)."""
+        root = dataclasses.replace(red, keep_regions=None).cache_key()
+        return [image_kv_key(self.model_id, self.preprocessing_key(), root, k)
+                for k in image_keys(images, red)]
 
     def visual_kwargs(self, a: Assembled) -> dict[str, Any]:
         """The decoder's extra inputs for a prefill chunk holding `a`'s visual tokens."""

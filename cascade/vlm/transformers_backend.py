@@ -59,7 +59,7 @@ class TransformersBackend:
     def __init__(self, model: Any, family: Family, model_id: str, *,
                  kv_cache: KVPrefixCache | None = None, context_window: int | None = None,
                  kernels: Literal["auto", "triton", "torch"] = "auto",
-                 encoder_cache: EncoderCache | None = None):
+                 encoder_cache: EncoderCache | None = None, recompute_image_tokens: int | None = None):
         if kernels not in IMPLS:
             raise InputError(f"kernels must be one of {list(IMPLS)}, got {kernels!r}")
         # Fails here, with the kernels' own message, if Triton cannot run on this device.
@@ -70,7 +70,10 @@ class TransformersBackend:
         self.rmsnorm_patch = ops.patch_rmsnorm(model)
         window = int(context_window or family.text_config.max_position_embeddings)
         self.layout = PromptLayout(self.processor)
-        self.engine = PrefixEngine(self.runtime, model_id, kv_cache, window, encoder_cache)
+        if recompute_image_tokens is not None and recompute_image_tokens < 0:
+            raise InputError(f"kv_recompute_image_tokens must be >= 0, got {recompute_image_tokens}")
+        self.engine = PrefixEngine(self.runtime, model_id, kv_cache, window, encoder_cache,
+                                   recompute_image_tokens)
         eos = model.generation_config.eos_token_id
         eos = [eos] if isinstance(eos, int) else list(eos or [])
         if self.processor.tokenizer.eos_token_id is not None:
@@ -83,10 +86,14 @@ class TransformersBackend:
              attn_implementation: str | None = None, context_window: int | None = None,
              limits: ImageLimits | None = None, kernels: Literal["auto", "triton", "torch"] = "auto",
              encoder_cache_bytes: int = DEFAULT_ENCODER_CACHE_BYTES,
-             encoder_cache: EncoderCache | None = None, **model_kwargs: Any) -> "TransformersBackend":
+             encoder_cache: EncoderCache | None = None, kv_position_independent: bool = False,
+             kv_recompute_image_tokens: int = 16, **model_kwargs: Any) -> "TransformersBackend":
         """Load from a hub id or a local folder. kv_cache_bytes > 0 creates a KVPrefixCache of that
         budget (or pass a shared `kv_cache`); encoder_cache_bytes > 0 (default 256 MiB) an
-        `EncoderCache` of the tower's outputs (or pass a shared `encoder_cache`; 0: off); limits: the family's image limits; `kernels` picks
+        `EncoderCache` of the tower's outputs (or pass a shared `encoder_cache`; 0: off);
+        kv_position_independent: also reuse an image's KV where it moved in the prompt,
+        recomputing its first `kv_recompute_image_tokens` visual tokens and all text
+        (`cascade.vlm.position_free`: approximate, off by default); limits: the family's image limits; `kernels` picks
         Triton or torch for the fused ops (class docstring). The model type and the limits are
         checked before any weight loads."""
         from transformers import AutoModelForImageTextToText
@@ -103,8 +110,12 @@ class TransformersBackend:
             kv_cache = KVPrefixCache(kv_cache_bytes, int8=kv_int8)
         if encoder_cache is None and encoder_cache_bytes > 0:
             encoder_cache = EncoderCache(encoder_cache_bytes)
+        if kv_position_independent and kv_cache is None:
+            raise InputError("kv_position_independent reuses KV kept in the KV prefix cache: set "
+                             "kv_cache_bytes > 0 (or pass a kv_cache)")
         return cls(net, family, str(model), kv_cache=kv_cache, context_window=context_window,
-                   kernels=kernels, encoder_cache=encoder_cache)
+                   kernels=kernels, encoder_cache=encoder_cache,
+                   recompute_image_tokens=kv_recompute_image_tokens if kv_position_independent else None)
 
     @property
     def device(self) -> torch.device:
