@@ -69,19 +69,19 @@ def shift_of(stored: torch.Tensor, new: torch.Tensor) -> int | None:
     return int(d) if d.numel() == 1 else None
 
 
-def rerotate(runtime: "FamilyRuntime", keys: torch.Tensor, shift: int) -> torch.Tensor:
-    """Keys [1, kv_heads, n, head_dim] rotated at positions p, re-rotated to p + shift."""
-    if shift == 0:
-        return keys
+def rerotate(runtime: "FamilyRuntime", keys: list[torch.Tensor], shift: int) -> list[torch.Tensor]:
+    """Keys [1, kv_heads, n, head_dim] (one per layer) rotated at positions p, re-rotated to
+    p + shift (one rotation for every layer)."""
+    if shift == 0 or not keys:
+        return list(keys)
     rotary = runtime.text_model.rotary_emb
     if float(getattr(rotary, "attention_scaling", 1.0)) != 1.0:
         raise InputError("position-independent KV needs RoPE without attention scaling "
                          f"(this model's rotary scales by {rotary.attention_scaling})")
-    n = keys.shape[2]
-    positions = torch.full((runtime.position_rows, n), shift, dtype=torch.long, device=keys.device)
+    first = keys[0]
+    n, half = first.shape[2], first.shape[-1] // 2
+    positions = torch.full((runtime.position_rows, n), shift, dtype=torch.long, device=first.device)
     with torch.inference_mode():
-        cos, sin = runtime.rotary(keys.new_zeros(1, n, 1), positions)
-        cos, sin = cos.to(keys.dtype).unsqueeze(1), sin.to(keys.dtype).unsqueeze(1)
-        half = keys.shape[-1] // 2
-        rotated_half = torch.cat([-keys[..., half:], keys[..., :half]], dim=-1)
-        return keys * cos + rotated_half * sin
+        cos, sin = runtime.rotary(first.new_zeros(1, n, 1), positions)
+        cos, sin = cos.to(first.dtype).unsqueeze(1), sin.to(first.dtype).unsqueeze(1)
+        return [k * cos + torch.cat([-k[..., half:], k[..., :half]], dim=-1) * sin for k in keys]

@@ -201,9 +201,10 @@ class PrefixEngine:
                 # text and the image's first tokens prefilled; the rest of its KV moved here
                 cut = v0 + self.recompute_image_tokens
                 self._prefill_chunk(cache, emb, vis, extra, positions, r0, rs, cut)
-                for layer, (k, v) in enumerate(stored.kv(ops)):
-                    m = self.recompute_image_tokens
-                    cache.update(rerotate(fam, k[:, :, m:], shift), v[:, :, m:], layer)
+                m, kv = self.recompute_image_tokens, stored.kv(ops)
+                moved = rerotate(fam, [k[:, :, m:] for k, _ in kv], shift)
+                for layer, (k, (_, v)) in enumerate(zip(moved, kv)):
+                    cache.update(k, v[:, :, m:], layer)
                 blended += re - cut
                 continue
             self._prefill_chunk(cache, emb, vis, extra, positions, r0, rs, re)

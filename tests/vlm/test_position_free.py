@@ -46,7 +46,8 @@ def test_rerotation_equals_rotating_at_the_new_position(request, fixture):
         return x * cos.unsqueeze(1) + torch.cat([-x[..., half:], x[..., :half]], -1) * sin.unsqueeze(1)
 
     for d in (5, -3, 40):
-        torch.testing.assert_close(rerotate(rt, rotate(k, p), d), rotate(k, p + d), rtol=1e-5, atol=1e-5)
+        moved, = rerotate(rt, [rotate(k, p)], d)
+        torch.testing.assert_close(moved, rotate(k, p + d), rtol=1e-5, atol=1e-5)
     assert shift_of(p, p + 9) == 9 and shift_of(p, p + torch.arange(12)) is None
 
 
