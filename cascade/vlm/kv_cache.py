@@ -175,7 +175,8 @@ class KVPrefixCache:
     def put(self, key: str, state: StoredKV, ops: "Ops | None" = None) -> StoredKV:
         """Store `state` (quantized first when int8, with `ops`: the storing model's kernels;
         default `auto` for its device) and return the stored form."""
-        if self.int8 and not state.quantized:
+        # an empty block (a prefix that ends with its last image) has nothing to quantize
+        if self.int8 and not state.quantized and state.layers[0][0].shape[2]:
             ops = ops or bind("auto", state.layers[0][0].device)
             q = ops.quantize_kv([k for k, _ in state.layers], [v for _, v in state.layers])
             state = dataclasses.replace(state, layers=q, quantized=True)

@@ -1,12 +1,15 @@
-"""The prefix engine: from images to a prefilled, question-free visual prefix, and its KV cache.
+"""The prefix engine: from images to a prefilled, question-free visual prefix, and its caches.
 
-`state()` returns the prefix (system prompt + images) as a `PrefixState`: from the KV prefix cache
-when an entry matches (model, preprocessing, reduction, media hashes, prefix text), else computed:
-preprocess -> (a `tower` reduction's selection of merge units) -> vision tower -> token reduction
--> embeddings -> prefill of the prefix as its own chunk. The prefix is always its own chunk,
-cached or not, so a hit computes bit for bit what a miss computes (fp storage) and answers with
-the same tokens. `generate`, sessions and batches are its
-clients; each decodes on its own (`cascade.vlm.decode`).
+`state()` returns the prefix (system prompt + images) as a `PrefixState`, block by block
+(`cascade.vlm.blocks`: one block per image, the text before it and its tokens, then the text after
+the last image): the leading blocks the KV prefix cache holds are reused; the others are computed:
+preprocess -> the tower's output for each image (the encoder cache's, or the tower on the images
+it lacks, after a `tower` reduction's selection of merge units) -> token reduction -> embeddings ->
+one prefill chunk per block, stored. The prefix is prefilled block by block whether or not a cache
+is on, so a reused block holds the bits a cold run computes (fp storage) and answers with the same
+tokens. Opt-in, an image's KV is also reused where it moved (`cascade.vlm.position_free`).
+`generate`, FastV, sessions and batches are its clients; each decodes on its own
+(`cascade.vlm.decode`).
 """
 from __future__ import annotations
 
@@ -17,11 +20,11 @@ from typing import Any
 
 import torch
 
+from ..bill import CacheOutcome
 from ..errors import InputError
+from .blocks import block_bounds, block_keys, image_keys, joined_layers, joined_state, matching
 from .encoder_cache import EncodedImage, EncoderCache
 from .families import FamilyRuntime, ImageCost, ImageInputs, PrefixInputs
-from ..bill import CacheOutcome
-from .blocks import block_bounds, block_keys, image_keys, joined_layers, joined_state, matching
 from .kv_cache import KVBlock, KVPrefixCache, PrefixState, cache_layers, new_dynamic_cache
 from .position_free import ImageKV, image_kv_key, rerotate, shift_of
 from .reduction import Reduced, ReductionConfig, reduce_tokens
