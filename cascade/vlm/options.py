@@ -164,6 +164,13 @@ class TransformersSpec(ModelSpec):
     encoder_cache_bytes: int = Field(
         256 << 20, ge=0, description="encoder-output cache budget: the tower runs once per image (0: off)")
 
+    @model_validator(mode="after")
+    def _position_independent_needs_the_kv_cache(self) -> "TransformersSpec":
+        if self.kv_position_independent and self.kv_cache_bytes == 0:
+            raise ValueError("kv_position_independent reuses KV kept in the KV prefix cache: "
+                             "set kv_cache_bytes > 0")
+        return self
+
     def model_refs(self) -> list[ModelRef]:
         """The checkpoint (config, processor, weights); random weights may stand in (`--offline`)."""
         return [hub_or_path("VLM", self.id, "transformers", "id", stand_in=True)]

@@ -62,6 +62,20 @@ def test_off_by_default_and_needs_the_kv_cache(tiny_path, abc):
         _load(tiny_path, kv_cache_bytes=1 << 20, kv_position_independent=True, kv_recompute_image_tokens=-1)
 
 
+def test_yaml_options_are_checked_where_they_are_written():
+    from pydantic import ValidationError
+
+    from cascade.vlm.options import ModelSpec
+
+    spec = ModelSpec.model_validate({"id": "x", "kv_position_independent": True})
+    assert spec.kv_recompute_image_tokens == 16 and spec.loader_options()["kv_position_independent"]
+    assert ModelSpec.model_validate({"id": "x"}).kv_position_independent is False
+    with pytest.raises(ValidationError, match="kv_cache_bytes > 0"):
+        ModelSpec.model_validate({"id": "x", "kv_position_independent": True, "kv_cache_bytes": 0})
+    with pytest.raises(ValidationError, match="kv_recompute_image_tokens"):
+        ModelSpec.model_validate({"id": "x", "kv_recompute_image_tokens": -1})
+
+
 @pytest.mark.parametrize("fixture", ["tiny_path", "tiny_path_qwen3"])
 def test_a_reorder_reuses_every_image_and_prefills_text_and_leading_tokens(request, fixture, abc):
     path = request.getfixturevalue(fixture)
