@@ -76,7 +76,7 @@ def test_yaml_options_are_checked_where_they_are_written():
         ModelSpec.model_validate({"id": "x", "kv_recompute_image_tokens": -1})
 
 
-@pytest.mark.parametrize("fixture", ["tiny_path", "tiny_path_qwen3"])
+@pytest.mark.parametrize("fixture", ["tiny_path", "tiny_path_25", "tiny_path_qwen3"])
 def test_a_reorder_reuses_every_image_and_prefills_text_and_leading_tokens(request, fixture, abc):
     path = request.getfixturevalue(fixture)
     a, b, c = abc
