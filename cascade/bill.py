@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 __all__ = ["Bill", "CacheOutcome"]
 
-CacheOutcome = Literal["hit", "miss", "session", "off"]
+CacheOutcome = Literal["hit", "partial", "blended", "miss", "session", "off"]
 
 
 @dataclass(frozen=True)
@@ -37,10 +37,13 @@ class Bill:
 
     Times in seconds: `ttft_s` from the call to the first token (preprocessing, tower, reduction,
     prefill), `vision_s` the tower, `prefill_s` the prefills, `total_s` the call, `tpot_s` mean
-    time per output token after the first. `cache`: the KV prefix cache's outcome ("session" for a
-    later turn of a conversation, "off" when unused). `images_encoded`: images this call ran
-    through the vision tower. `confidence`: the answer's geometric-mean token probability (VLM) or
-    the tool's confidence; None when unknown.
+    time per output token after the first. `cache`: the KV prefix cache's outcome ("partial" when a
+    leading part of the prefix was reused and the rest prefilled, "blended" when an image's KV was
+    moved from another prompt by the opt-in position-independent mode, "session" for a later turn
+    of a conversation, "off" when unused). `images_encoded`: images this call ran
+    through the vision tower; `images_cached`: images whose tower output came from the encoder
+    cache instead (images inside a reused KV prefix need neither). `confidence`: the answer's
+    geometric-mean token probability (VLM) or the tool's confidence; None when unknown.
     """
 
     model: str | None = None
@@ -66,6 +69,7 @@ class Bill:
     tpot_s: float | None = None
     cache: CacheOutcome = "off"
     images_encoded: int = 0
+    images_cached: int = 0
     reduction: str = "none"
     keep_ratio: float = 1.0
     confidence: float | None = None

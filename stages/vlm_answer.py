@@ -153,5 +153,7 @@ def record_bill(b: Bill, **extra: float) -> None:
            computed_vision_flops=b.computed_vision_flops,
            computed_prefill_flops=b.computed_prefill_flops, decode_flops=b.decode_flops,
            kv_cache_hits=int(b.cache == "hit"), kv_cache_misses=int(b.cache == "miss"),
+           kv_cache_partial=int(b.cache in ("partial", "blended")),
            vision_tower_calls=int(b.images_encoded > 0), vision_images_encoded=b.images_encoded,
+           encoder_cache_hits=b.images_cached, encoder_images=b.images_encoded,
            ttft_s=b.ttft_s, vision_s=b.vision_s, **extra)

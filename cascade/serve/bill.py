@@ -36,6 +36,8 @@ def bill_of(answer: Answer) -> dict[str, Any]:
         "seconds": seconds,
         "vlm_seconds": b.ttft_s,
         "kv_cache": b.cache if answer.produced_by == "vlm" else "off",
+        "images_encoded": b.images_encoded,
+        "images_cached": b.images_cached,
     }
     if b.visual_token_savings is not None:
         bill["visual_token_savings"] = b.visual_token_savings

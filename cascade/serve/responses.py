@@ -47,6 +47,8 @@ class Bill(BaseModel):
     seconds: float
     vlm_seconds: float = Field(description="the VLM's time to first token (0 for a tool answer)")
     kv_cache: str = Field(description="the KV prefix cache outcome: hit, partial, miss or off")
+    images_encoded: int = Field(0, description="images the vision tower ran on for this answer")
+    images_cached: int = Field(0, description="images whose tower output the encoder cache served")
     visual_token_savings: float | None = Field(None, description="baseline / used visual tokens")
     prefill_savings: float | None = Field(None, description="baseline / used prefill FLOPs")
     baseline_seconds_estimate: float | None = Field(

@@ -22,13 +22,13 @@ __all__ = ["vlm_bill", "baseline"]
 def vlm_bill(family: Family, model: str, *, costs: list[ImageCost], visual_tokens: int,
              prompt_tokens: int, generated: Generated, cache: CacheOutcome, reduction: ReductionConfig,
              t0: float, vision_s: float, prefill_s: float, cached_tokens: int = 0,
-             encoded: list[ImageCost] | None = None, fastv_layer: int | None = None,
-             tower: "list[ImageCost] | tuple | None" = None) -> Bill:
+             encoded: "list[ImageCost] | tuple | None" = None, fastv_layer: int | None = None,
+             tower: "list[ImageCost] | tuple | None" = None, images_cached: int = 0) -> Bill:
     """The bill of one request.
 
     costs: what each of its images costs the model (`Family.image_cost`), unreduced; encoded: the
     images this call ran through the tower (default: all of `costs`; none on a cache hit or a later
-    session turn); visual_tokens: visual tokens the LLM attended to (FastV: after its layer);
+    session turn); images_cached: images whose tower output the encoder cache served; visual_tokens: visual tokens the LLM attended to (FastV: after its layer);
     prompt_tokens: text tokens of the prompt; cached_tokens: prompt tokens (visual and text) reused
     from a KV cache rather than prefilled; fastv_layer: FastV's K when it pruned; tower: what the
     tower costs on each image under a reduction before the tower (`tower`: only the kept patches
@@ -59,7 +59,7 @@ def vlm_bill(family: Family, model: str, *, costs: list[ImageCost], visual_token
         computed_prefill_flops=computed, unreduced_prefill_flops=prefill_flops(llm, full),
         ttft_s=generated.t_first - t0, vision_s=vision_s, prefill_s=prefill_s, total_s=t_end - t0,
         tpot_s=(t_end - generated.t_first) / steps if steps > 0 else None, cache=cache,
-        images_encoded=len(encoded), reduction=reduction.method, keep_ratio=reduction.keep_ratio,
+        images_encoded=len(encoded), images_cached=images_cached, reduction=reduction.method, keep_ratio=reduction.keep_ratio,
         confidence=geometric_confidence(generated.logprobs))
 
 

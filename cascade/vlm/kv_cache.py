@@ -1,17 +1,25 @@
-"""A KV prefix cache for the visual prefix: compute the image tokens once, answer many questions.
+"""The KV prefix cache: the prefilled prefix (system prompt and images) stored by blocks, so any
+prompt that starts like a cached one reuses that part and prefills only the rest.
 
 The prefix is everything before the question in the chat template: system prompt, the user turn's
-opening, and the (reduced) visual tokens. Its key is (model id, image-processor settings, reduction
-config, media content hashes, prefix text) and never the question, so every question about the same
-media hits. Entries live on the model's device, in a byte-bounded LRU (`cascade.cache.LRUCache`).
+opening, and the (reduced) visual tokens. It is cut into *blocks*, one per image: the text before
+an image and the image's tokens, then the text after the last image. A block's key is a hash chain
+(as vLLM's block hashes, SGLang's radix tree): the previous block's key, the block's text and the
+image's key (content hash and its part of a before-tower reduction); the chain starts from the
+model, preprocessing, kernels and reduction. So `[A, B]` then `[A, B, C]` finds the blocks of the
+system text + A and of B, and prefills C's block and the text after it; the question is never in
+a key, so every question about the same media reuses the whole prefix. Blocks live on the model's
+device in a byte-bounded LRU (`cascade.cache.LRUCache`); a lookup refreshes a chain from its last
+block to its first, so eviction takes the ends of chains before their beginnings.
 
-With `int8=True` an entry is stored quantized: keys per channel (outlier channels in keys are
+With `int8=True` a block is stored quantized: keys per channel (outlier channels in keys are
 stable across tokens), values per token (KIVI's split), symmetric int8 with fp scales. Against the
 runtime's own KV dtype that is ~2x smaller for bf16/fp16 (a GPU's usual dtype) and ~4x for fp32
 (the CPU default), less the fp32 scales. `cascade.kernels.kv_quant` does the work (Triton or its
-torch reference, through the caller's `ops`: the model's kernels choice), for all layers of an
-entry in one call. int8 entries give close, not identical, answers; fp entries give
-exactly the tokens of recomputation.
+torch reference, through the caller's `ops`: the model's kernels choice), for all layers of a
+block in one call. int8 blocks give close, not identical, answers; fp blocks give exactly the
+tokens of recomputation (the prefix is always prefilled block by block, so a reused block holds
+the bits a cold run computes).
 """
 from __future__ import annotations
 
@@ -28,7 +36,7 @@ from ..kernels.kv_quant import QuantizedKV, dequantize_kv, quantize_kv
 if TYPE_CHECKING:
     from ..kernels.dispatch import Ops
 
-__all__ = ["KVPrefixCache", "PrefixState", "cache_layers", "new_dynamic_cache", "quantize_kv",
+__all__ = ["KVPrefixCache", "PrefixState", "KVBlock", "cache_layers", "new_dynamic_cache", "quantize_kv",
            "dequantize_kv", "QuantizedKV"]
 
 
@@ -49,20 +57,12 @@ def cache_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return list(zip(cache.key_cache, cache.value_cache))
 
 
-@dataclass
-class PrefixState:
-    """A prefilled prefix and what continuing after it needs (next text position: M-RoPE's max
-    position + 1). `layers`: per-layer (k, v) of [1, kv_heads, length, head_dim], or, quantized,
-    one QuantizedKV holding every layer (leading layer axis)."""
+class StoredKV:
+    """Per-layer (k, v) of [1, kv_heads, length, head_dim], or, quantized, one QuantizedKV holding
+    every layer (leading layer axis): what a prefix state and a cached block hold."""
 
-    layers: list[tuple[torch.Tensor, torch.Tensor]] | QuantizedKV
-    length: int
-    next_pos: int
-    visual_tokens: int
-    visual_tokens_before: int
-    text_tokens: int
-    quantized: bool = False
-    tower_costs: tuple | None = None  # per image, what a reduction before the tower encoded
+    layers: "list[tuple[torch.Tensor, torch.Tensor]] | QuantizedKV"
+    quantized: bool
 
     def kv(self, ops: "Ops | None" = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """fp (k, v) per layer; int8 entries are dequantized (all layers in one call) with `ops`
@@ -72,32 +72,68 @@ class PrefixState:
             return list(zip(k.unbind(0), v.unbind(0)))
         return list(self.layers)
 
+    @property
+    def nbytes(self) -> int:
+        if isinstance(self.layers, QuantizedKV):
+            return self.layers.nbytes
+        return sum(t.element_size() * t.numel() for kv in self.layers for t in kv)
+
+
+@dataclass
+class PrefixState(StoredKV):
+    """A prefilled prefix and what continuing after it needs (next text position: M-RoPE's max
+    position + 1), with what the call that returned it did: `cached_tokens` reused from the
+    cache, the tower's cost on each image it encoded (`encoded`) and the images the encoder cache
+    served (`images_cached`)."""
+
+    layers: list[tuple[torch.Tensor, torch.Tensor]] | QuantizedKV
+    length: int
+    next_pos: int
+    visual_tokens: int
+    visual_tokens_before: int
+    text_tokens: int
+    quantized: bool = False
+    tower_costs: tuple | None = None  # per image, what a reduction before the tower encoded
+    cached_tokens: int = 0
+    encoded: tuple = ()
+    images_cached: int = 0
+
     def to_cache(self, config: Any, ops: "Ops | None" = None) -> Any:
         """A fresh DynamicCache holding this prefix. DynamicCache appends with torch.cat, so the
-        stored tensors are never written to and the entry stays valid for the next question."""
+        stored tensors are never written to and the state stays valid for the next question."""
         cache = new_dynamic_cache(config)
         for i, (k, v) in enumerate(self.kv(ops)):
             cache.update(k, v, i)
         return cache
 
+
+@dataclass
+class KVBlock(StoredKV):
+    """One cached block of a prefix (module docstring): its KV, its token ids before reduction
+    (`ids`, checked against the prompt that reuses it), which of them the reduction kept
+    (`keep`), its visual tokens before and after reduction, the next text position after it
+    (`next_pos`) and its image's tower cost under a before-tower reduction (None otherwise)."""
+
+    layers: list[tuple[torch.Tensor, torch.Tensor]] | QuantizedKV
+    ids: torch.Tensor
+    keep: torch.Tensor
+    visual_tokens: int
+    visual_tokens_before: int
+    next_pos: int
+    tower_cost: Any = None
+    quantized: bool = False
+
+    @property
+    def length(self) -> int:
+        return int(self.keep.sum())
+
     @property
     def nbytes(self) -> int:
-        def size(x: Any) -> int:
-            if isinstance(x, torch.Tensor):
-                return x.element_size() * x.numel()
-            if isinstance(x, QuantizedKV):
-                return x.nbytes
-            if isinstance(x, (list, tuple)):
-                return sum(size(y) for y in x)
-            if hasattr(x, "__dict__"):
-                return sum(size(y) for y in vars(x).values())
-            return 0
-
-        return size(self.layers)
+        return super().nbytes + self.ids.numel() * self.ids.element_size() + self.keep.numel()
 
 
 class KVPrefixCache:
-    """Byte-bounded LRU of prefilled prefixes with hit/miss/eviction counters.
+    """Byte-bounded LRU of prefix blocks (or whole prefix states) with hit/miss/eviction counters.
 
     max_bytes: budget for all entries together (an entry larger than the budget is not stored).
     int8: store entries quantized (see module docstring).
@@ -108,20 +144,39 @@ class KVPrefixCache:
         self._lru = LRUCache(max_bytes, size_of=lambda s: s.nbytes)
 
     @staticmethod
-    def key(model_id: str, preprocessing: tuple, reduction: tuple, media_hashes: list[str],
-            prefix_text: str) -> str:
-        """The cache key; it never includes the question."""
-        return content_hash({"model": model_id, "preprocessing": [str(p) for p in preprocessing],
-                             "reduction": [str(r) for r in reduction],
-                             "media": list(media_hashes), "prefix": prefix_text}, key="kv_prefix")
+    def chain(model_id: str, preprocessing: tuple, reduction: tuple,
+              blocks: list[tuple[str, str | None]]) -> list[str]:
+        """The keys of a prefix's blocks: blocks are (text, image key or None) in order; each key
+        hashes the previous one with its block, the first one the model, preprocessing and
+        reduction. Never the question."""
+        key = content_hash({"model": model_id, "preprocessing": [str(p) for p in preprocessing],
+                            "reduction": [str(r) for r in reduction]}, key="kv_prefix")
+        keys = []
+        for text, image in blocks:
+            key = content_hash({"parent": key, "text": text, "image": image}, key="kv_block")
+            keys.append(key)
+        return keys
 
-    def get(self, key: str) -> PrefixState | None:
+    def longest(self, keys: list[str]) -> list[KVBlock]:
+        """The cached blocks of the longest run of `keys` from the first (a hit or miss counted
+        per block looked up); the run is refreshed last block first, so its first blocks are the
+        most recently used."""
+        n = 0
+        while n < len(keys) and keys[n] in self._lru:
+            n += 1
+        found = [self._lru.get(k) for k in reversed(keys[:n])][::-1]
+        if n < len(keys):
+            self._lru.get(keys[n])  # counted as the miss it is
+        return found if all(b is not None for b in found) else []
+
+    def get(self, key: str) -> Any:
         return self._lru.get(key)
 
-    def put(self, key: str, state: PrefixState, ops: "Ops | None" = None) -> PrefixState:
+    def put(self, key: str, state: StoredKV, ops: "Ops | None" = None) -> StoredKV:
         """Store `state` (quantized first when int8, with `ops`: the storing model's kernels;
         default `auto` for its device) and return the stored form."""
-        if self.int8 and not state.quantized:
+        # an empty block (a prefix that ends with its last image) has nothing to quantize
+        if self.int8 and not state.quantized and state.layers[0][0].shape[2]:
             ops = ops or bind("auto", state.layers[0][0].device)
             q = ops.quantize_kv([k for k, _ in state.layers], [v for _, v in state.layers])
             state = dataclasses.replace(state, layers=q, quantized=True)

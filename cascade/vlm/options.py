@@ -156,6 +156,20 @@ class TransformersSpec(ModelSpec):
     context_window: int | None = Field(None, gt=0, description="prompt + generated token cap")
     kv_cache_bytes: int = Field(2 << 30, ge=0, description="KV prefix cache budget (0: off)")
     kv_int8: bool = Field(False, description="store cached KV as int8")
+    kv_position_independent: bool = Field(
+        False, description="also reuse an image's cached KV where it moved in the prompt "
+        "(approximate; MPIC/CacheBlend-style)")
+    kv_recompute_image_tokens: int = Field(
+        16, ge=0, description="position-independent KV: leading visual tokens of a moved image recomputed")
+    encoder_cache_bytes: int = Field(
+        256 << 20, ge=0, description="encoder-output cache budget: the tower runs once per image (0: off)")
+
+    @model_validator(mode="after")
+    def _position_independent_needs_the_kv_cache(self) -> "TransformersSpec":
+        if self.kv_position_independent and self.kv_cache_bytes == 0:
+            raise ValueError("kv_position_independent reuses KV kept in the KV prefix cache: "
+                             "set kv_cache_bytes > 0")
+        return self
 
     def model_refs(self) -> list[ModelRef]:
         """The checkpoint (config, processor, weights); random weights may stand in (`--offline`)."""

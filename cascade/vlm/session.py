@@ -61,7 +61,7 @@ class Session:
         max_new = max_new_tokens or self.max_new_tokens
         n_img = len(self.images)
         vision_s = prefix_s = 0.0
-        encoded: list | None = []
+        encoded, images_cached = (), 0  # a later turn runs no tower
         if self._cache is None:
             prefix_text, suffix_text = b.layout.first_turn(n_img, self.system_prompt, question)
             calls = engine.vision_tower_calls
@@ -71,9 +71,8 @@ class Session:
             self._next_pos, self._length, self._visual = state.next_pos, state.length, state.visual_tokens
             self._tower = state.tower_costs
             new = b.layout.tokenize(suffix_text)
-            cached = state.length if status == "hit" else 0
-            if status != "hit":
-                encoded = None  # this turn ran the tower on every image
+            cached = state.cached_tokens
+            encoded, images_cached = state.encoded, state.images_cached
         else:
             status = "session"
             text = b.layout.next_turn(n_img, self.system_prompt, len(self.turns), question)
@@ -98,7 +97,7 @@ class Session:
                         prompt_tokens=prompt_tokens, generated=gen, cache=status,
                         reduction=self.reduction, t0=t0, vision_s=vision_s,
                         prefill_s=prefix_s + gen.t_first - t, cached_tokens=cached, encoded=encoded,
-                        tower=self._tower)
+                        images_cached=images_cached, tower=self._tower)
         result = b.result(gen, bill)
         self.turns.append((question, result))
         return result

@@ -26,6 +26,7 @@ from ..errors import InputError
 from ..kernels.dispatch import IMPLS, Ops, bind
 from .billing import vlm_bill
 from .decode import GREEDY, Decoder, Generated, OnToken, Sampling
+from .encoder_cache import DEFAULT_ENCODER_CACHE_BYTES, EncoderCache
 from .families import Family, FamilyRuntime, ImageLimits, load_family
 from .fastv import fastv_prefill, layerwise_step
 from .kv_cache import KVPrefixCache
@@ -57,7 +58,8 @@ class TransformersBackend:
 
     def __init__(self, model: Any, family: Family, model_id: str, *,
                  kv_cache: KVPrefixCache | None = None, context_window: int | None = None,
-                 kernels: Literal["auto", "triton", "torch"] = "auto"):
+                 kernels: Literal["auto", "triton", "torch"] = "auto",
+                 encoder_cache: EncoderCache | None = None, recompute_image_tokens: int | None = None):
         if kernels not in IMPLS:
             raise InputError(f"kernels must be one of {list(IMPLS)}, got {kernels!r}")
         # Fails here, with the kernels' own message, if Triton cannot run on this device.
@@ -68,7 +70,10 @@ class TransformersBackend:
         self.rmsnorm_patch = ops.patch_rmsnorm(model)
         window = int(context_window or family.text_config.max_position_embeddings)
         self.layout = PromptLayout(self.processor)
-        self.engine = PrefixEngine(self.runtime, model_id, kv_cache, window)
+        if recompute_image_tokens is not None and recompute_image_tokens < 0:
+            raise InputError(f"kv_recompute_image_tokens must be >= 0, got {recompute_image_tokens}")
+        self.engine = PrefixEngine(self.runtime, model_id, kv_cache, window, encoder_cache,
+                                   recompute_image_tokens)
         eos = model.generation_config.eos_token_id
         eos = [eos] if isinstance(eos, int) else list(eos or [])
         if self.processor.tokenizer.eos_token_id is not None:
@@ -80,9 +85,15 @@ class TransformersBackend:
              kv_cache: KVPrefixCache | None = None, kv_cache_bytes: int = 0, kv_int8: bool = False,
              attn_implementation: str | None = None, context_window: int | None = None,
              limits: ImageLimits | None = None, kernels: Literal["auto", "triton", "torch"] = "auto",
-             **model_kwargs: Any) -> "TransformersBackend":
+             encoder_cache_bytes: int = DEFAULT_ENCODER_CACHE_BYTES,
+             encoder_cache: EncoderCache | None = None, kv_position_independent: bool = False,
+             kv_recompute_image_tokens: int = 16, **model_kwargs: Any) -> "TransformersBackend":
         """Load from a hub id or a local folder. kv_cache_bytes > 0 creates a KVPrefixCache of that
-        budget (or pass a shared `kv_cache`); limits: the family's image limits; `kernels` picks
+        budget (or pass a shared `kv_cache`); encoder_cache_bytes > 0 (default 256 MiB) an
+        `EncoderCache` of the tower's outputs (or pass a shared `encoder_cache`; 0: off);
+        kv_position_independent: also reuse an image's KV where it moved in the prompt,
+        recomputing its first `kv_recompute_image_tokens` visual tokens and all text
+        (`cascade.vlm.position_free`: approximate, off by default); limits: the family's image limits; `kernels` picks
         Triton or torch for the fused ops (class docstring). The model type and the limits are
         checked before any weight loads."""
         from transformers import AutoModelForImageTextToText
@@ -97,8 +108,14 @@ class TransformersBackend:
         net = AutoModelForImageTextToText.from_pretrained(model, **kwargs).to(dev).eval()
         if kv_cache is None and kv_cache_bytes > 0:
             kv_cache = KVPrefixCache(kv_cache_bytes, int8=kv_int8)
+        if encoder_cache is None and encoder_cache_bytes > 0:
+            encoder_cache = EncoderCache(encoder_cache_bytes)
+        if kv_position_independent and kv_cache is None:
+            raise InputError("kv_position_independent reuses KV kept in the KV prefix cache: set "
+                             "kv_cache_bytes > 0 (or pass a kv_cache)")
         return cls(net, family, str(model), kv_cache=kv_cache, context_window=context_window,
-                   kernels=kernels)
+                   kernels=kernels, encoder_cache=encoder_cache,
+                   recompute_image_tokens=kv_recompute_image_tokens if kv_position_independent else None)
 
     @property
     def device(self) -> torch.device:
@@ -112,6 +129,10 @@ class TransformersBackend:
     @property
     def kv_cache(self) -> KVPrefixCache | None:
         return self.engine.kv_cache
+
+    @property
+    def encoder_cache(self) -> EncoderCache | None:
+        return self.engine.encoder_cache
 
     @property
     def vision_tower_calls(self) -> int:
@@ -176,12 +197,11 @@ class TransformersBackend:
         gen, = self.decoder.run(hidden, cache, [state.next_pos + len(suffix)], max_new_tokens,
                                 sampling, on_token=on_token, top_logprobs=top_logprobs)
         sync(self.device)
-        hit = status == "hit"
         bill = vlm_bill(self.family, self.model_id, costs=costs, visual_tokens=state.visual_tokens,
                         prompt_tokens=state.text_tokens + len(suffix), generated=gen, cache=status,
                         reduction=red, t0=t0, vision_s=vision_s, prefill_s=prefix_s + gen.t_first - t,
-                        cached_tokens=state.length if hit else 0, encoded=[] if hit else None,
-                        tower=state.tower_costs)
+                        cached_tokens=state.cached_tokens, encoded=state.encoded,
+                        images_cached=state.images_cached, tower=state.tower_costs)
         return self.result(gen, bill)
 
     def _generate_fastv(self, images, prefix_text, suffix, red, max_new_tokens, t0, costs,
@@ -207,7 +227,8 @@ class TransformersBackend:
         bill = vlm_bill(self.family, self.model_id, costs=costs, visual_tokens=keep,
                         prompt_tokens=a.ids.numel() - a.unreduced + len(suffix), generated=gen,
                         cache="off", reduction=red, t0=t0, vision_s=a.vision_s,
-                        prefill_s=gen.t_first - t, fastv_layer=red.fastv_layer)
+                        prefill_s=gen.t_first - t, fastv_layer=red.fastv_layer, encoded=a.encoded,
+                        images_cached=a.images_cached)
         return self.result(gen, bill)
 
     # -- a batch of requests ----------------------------------------------------------------------
@@ -217,9 +238,10 @@ class TransformersBackend:
                        top_logprobs: int = 0) -> list[VLMResult]:
         """Answer several (images, question) requests together; results in request order.
 
-        - Vision: every distinct image of the batch (by content hash) is preprocessed and encoded
-          once, in one vision-tower call; two requests about the same image share its features.
-          Its tower cost is billed to the first request that has it.
+        - Vision: every distinct image of the batch (by content hash) is preprocessed once and
+          taken from the encoder cache or encoded, all those it lacks in one vision-tower call;
+          two requests about the same image share its features. Its tower cost is billed to the
+          first request that has it.
         - Prefill: each request's whole prompt (prefix, reduced visual tokens, question) is
           assembled exactly as `generate` assembles it, with its own positions (M-RoPE positions
           from `get_rope_index` on that request alone, which equals `get_rope_index` on the
@@ -264,27 +286,24 @@ class TransformersBackend:
             parsed.append(([im.__content_hash__() for im in images], images, prefix_text,
                            self.layout.tokenize(suffix_text)))
 
-        # Vision: each distinct image once, all in one tower call.
+        # Vision: each distinct image once (the encoder cache's, or all the rest in one tower call).
         unique: dict[str, Any] = {}
         for hashes, images, _, _ in parsed:
             for h, im in zip(hashes, images):
                 unique.setdefault(h, im)
         items = dict(zip(unique, fam.preprocess([im.to_pil() for im in unique.values()])))
-        vision_inputs = fam.collate(list(items.values()))
-        units, _ = self.engine.select(vision_inputs, red)  # question-agnostic: shared per image
-        feats, vision_s = self.engine.run_tower(vision_inputs, len(items), units)
-        per_image, per_units, k = {}, {}, 0
-        for h, item in items.items():
-            per_image[h] = feats[k:k + len(item.blocks)]
-            per_units[h] = None if units is None else units[k:k + len(item.blocks)]
-            k += len(item.blocks)
+        enc = self.engine.encode_images(list(unique.values()), list(items.values()), red)
+        per_image = dict(zip(unique, enc.images))
+        fresh = {h for h, f in zip(unique, enc.fresh) if f}  # the tower ran on these in this call
+        vision_s = enc.vision_s
 
         # Per-request prompts, assembled as `generate` assembles them.
         seqs, billed = [], set()
         for hashes, images, prefix_text, suffix in parsed:
             a = self.engine.reduce(fam.build_prefix(prefix_text, [items[h] for h in hashes]),
-                                   [f for h in hashes for f in per_image[h]], red,
-                                   None if units is None else [u for h in hashes for u in per_units[h]])
+                                   [f for h in hashes for f in per_image[h].feats], red,
+                                   None if not red.before_tower else
+                                   [u for h in hashes for u in per_image[h].units])
             self.engine.check_context(a.ids.numel() + len(suffix), max_new_tokens)
             with torch.inference_mode():
                 emb = torch.cat([a.embeds, fam.embed(torch.tensor(suffix, device=self.device))])
@@ -293,10 +312,11 @@ class TransformersBackend:
             tower = list(a.tower_costs) if a.tower_costs is not None else costs
             encoded = []
             for h, c in zip(hashes, tower):
-                if h not in billed:  # the tower's cost of a shared image goes to its first request
+                if h in fresh and h not in billed:  # a shared image's tower cost: its first request
                     billed.add(h)
                     encoded.append(c)
-            seqs.append((emb, pos, a, len(suffix), costs, encoded))  # a.tower_costs: billed below
+            cached = sum(h not in fresh for h in hashes)
+            seqs.append((emb, pos, a, len(suffix), costs, encoded, cached))
 
         # Left-padded batch prefill (padding: zero embeddings at position 1, masked out).
         t = time.perf_counter()
@@ -314,18 +334,18 @@ class TransformersBackend:
             kw = {} if extras[0] is None else fam.visual_kwargs(visual, torch.cat(extras))
             cache = self.engine.new_cache()
             hidden = fam.forward(embeds, positions, cache, attention_mask=mask, **kw)
-        next_pos = [a.next_pos + n_sfx for _, _, a, n_sfx, _, _ in seqs]
+        next_pos = [a.next_pos + n_sfx for _, _, a, n_sfx, *_ in seqs]
         gens = self.decoder.run(hidden, cache, next_pos, max_new_tokens, sampling,
                                 attention_mask=mask, on_token=on_token, top_logprobs=top_logprobs)
         sync(self.device)
         prefill_s = min(g.t_first for g in gens) - t
         results = []
-        for gen, (_, _, a, n_sfx, costs, encoded) in zip(gens, seqs):
+        for gen, (_, _, a, n_sfx, costs, encoded, cached) in zip(gens, seqs):
             n_vis = int((a.ids == fam.image_token_id).sum())
             bill = vlm_bill(self.family, self.model_id, costs=costs, visual_tokens=n_vis,
                             prompt_tokens=a.ids.numel() - n_vis + n_sfx, generated=gen, cache="off",
                             reduction=red, t0=t0, vision_s=vision_s, prefill_s=prefill_s, encoded=encoded,
-                            tower=a.tower_costs)
+                            images_cached=cached, tower=a.tower_costs)
             results.append(self.result(gen, bill))
         return results
 

@@ -49,6 +49,24 @@ def test_answers_and_records_the_bill(tiny_model):
     assert rec2.counters["kv_cache_hits"] == 1 and rec2.counters["vision_tower_calls"] == 0
 
 
+def test_stages_of_two_pipelines_share_the_tower_outputs_and_leading_blocks(tiny_model):
+    """[A] in one pipeline, then [A, B] in another: A's tower output and its KV block are reused;
+    the trace counts what ran."""
+    models = {"vlm": {"id": tiny_model, "device": "cpu", "kv_cache_bytes": 1 << 26}}
+    first = VLMAnswer({"max_new_tokens": 2}, name="vlm", models=models)
+    other = VLMAnswer({"max_new_tokens": 2}, name="vlm2", models=models)
+    a, b = _image(11), _image(12)
+    with stage_scope(StageRecord("vlm", "vlm_answer")):
+        first(images=[a], question="What is this?")
+    rec = StageRecord("vlm2", "vlm_answer")
+    with stage_scope(rec):
+        out = other(images=[a, b], question="What is this?")
+    c = rec.counters
+    assert out.answer.bill.cache == "partial" and out.answer.bill.cached_tokens > 0
+    assert (c["kv_cache_partial"], c["vision_images_encoded"], c["encoder_images"]) == (1, 1, 1)
+    assert c["encoder_cache_hits"] == 0  # A lay in the reused block: no tower output needed
+
+
 def test_params_are_validated_and_an_undeclared_model_is_named():
     from pydantic import ValidationError
 

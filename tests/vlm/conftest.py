@@ -48,29 +48,30 @@ def tiny_path_qwen3(tiny_root):
 
 @pytest.fixture(scope="session")
 def vlm_qwen3(tiny_path_qwen3):
-    """A shared tiny Qwen3-VL (DeepStack) without a prefix cache."""
+    """A shared tiny Qwen3-VL (DeepStack) without a prefix or encoder cache."""
     from cascade.vlm import VLM
 
     torch.set_num_threads(1)
-    return VLM.load(str(tiny_path_qwen3), device="cpu")
+    return VLM.load(str(tiny_path_qwen3), device="cpu", encoder_cache_bytes=0)
 
 
 @pytest.fixture(scope="session")
 def vlm_idefics3(tiny_path_idefics3):
-    """A shared tiny Idefics3 VLM without a prefix cache."""
+    """A shared tiny Idefics3 VLM without a prefix or encoder cache."""
     from cascade.vlm import VLM
 
     torch.set_num_threads(1)
-    return VLM.load(str(tiny_path_idefics3), device="cpu")
+    return VLM.load(str(tiny_path_idefics3), device="cpu", encoder_cache_bytes=0)
 
 
 @pytest.fixture(scope="session")
 def vlm(tiny_path):
-    """A shared VLM without a prefix cache (tests that need one make their own)."""
+    """A shared VLM without a prefix or encoder cache: every call runs cold (tests that need a
+    cache make their own)."""
     from cascade.vlm import VLM
 
     torch.set_num_threads(1)
-    return VLM.load(str(tiny_path), device="cpu")
+    return VLM.load(str(tiny_path), device="cpu", encoder_cache_bytes=0)
 
 
 def random_image(seed: int = 0, h: int = 150, w: int = 200) -> Image:

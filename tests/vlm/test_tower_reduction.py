@@ -17,7 +17,9 @@ TOWER = ReductionConfig("tower", 0.25)
 @pytest.fixture(scope="module", params=QWEN)
 def qwen(request):
     torch.set_num_threads(1)
-    return VLM.load(str(request.getfixturevalue(request.param)), device="cpu", attn_implementation="eager")
+    # no encoder cache: these tests bill what the tower runs on each call
+    return VLM.load(str(request.getfixturevalue(request.param)), device="cpu", attn_implementation="eager",
+                    encoder_cache_bytes=0)
 
 
 def _inputs(fam, images):
