@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .artifacts import Answer
+from .decoding import SamplingParams, sampling_params
 from .errors import InputError, SpecError
 from .pipeline import Pipeline
 from .streaming import answer_stream
@@ -89,11 +90,17 @@ class QA:
                    **kwargs)
 
     def ask(self, media: Any, question: str, *, history: Sequence[tuple[str, str]] = (),
+            sampling: SamplingParams | Mapping[str, Any] | None = None,
             on_token: Callable[[Any], Any] | None = None, **inputs: Any) -> Answer:
         """Answer `question` about `media` (a video path, image paths/arrays/PIL images, or one image).
 
         history: the conversation's earlier (question, answer) turns, put into the VLM's prompt
         (needs a pipeline with a `history` input; every shipped VLM pipeline has one).
+        sampling: decoding settings for the VLM's answer (`cascade.decoding.SamplingParams` or a
+        mapping of its fields: temperature, top_p, top_k, min_p, seed, penalties, n, stop,
+        stop_token_ids, logprobs, top_logprobs, max_tokens), over the VLM stage's own; the
+        answer's `completions` hold the n completions (a tool answer has none). Needs a pipeline
+        with a `sampling` input (every shipped VLM pipeline has one).
         on_token: called with each `cascade.vlm.decode.TokenEvent` of the answer as the VLM
         generates it (in the VLM's thread); a tool answer streams nothing.
         inputs: other pipeline inputs, e.g. max_new_tokens=32."""
@@ -104,6 +111,12 @@ class QA:
                 raise InputError(f"pipeline '{self.pipeline.name}' has no 'history' input: it "
                                  "cannot put earlier turns into its prompt")
             inputs["history"] = history
+        if sampling is not None:
+            if "sampling" not in self.pipeline.spec.inputs:
+                raise InputError(f"pipeline '{self.pipeline.name}' has no 'sampling' input: its "
+                                 "VLM stage's `sampling` param sets how it decodes")
+            inputs["sampling"] = sampling_params(dict(sampling) if isinstance(sampling, Mapping)
+                                                 else sampling)
         target = self._media_input(media)
         if target == "images" and not isinstance(media, (list, tuple)):
             media = [media]

@@ -40,6 +40,10 @@ class SamplingParams(BaseModel):
     log-softmax, whatever the sampling settings) and top_logprobs alternatives per token.
     max_tokens: most tokens per completion (None: the caller's own limit, e.g. a stage's
     max_new_tokens).
+
+    Built directly, a wrong value raises pydantic's ValidationError naming the field; built by
+    `sampling_params` (what the task API, pipeline inputs and the runtime use), an InputError
+    (`sampling.top_p: input should be greater than 0, got 0`).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -66,12 +70,6 @@ class SamplingParams(BaseModel):
     top_logprobs: int = Field(0, ge=0, le=MAX_TOP_LOGPROBS,
                               description="and that many most likely alternatives")
     max_tokens: int | None = Field(None, ge=1, description="most tokens per completion")
-
-    def __init__(self, **fields: Any):
-        try:
-            super().__init__(**fields)
-        except ValidationError as e:
-            raise InputError(_described(e, "sampling")) from None
 
     @field_validator("stop", mode="before")
     @classmethod

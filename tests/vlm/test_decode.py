@@ -3,6 +3,7 @@ import math
 
 import pytest
 import torch
+from pydantic import ValidationError
 
 from cascade.errors import InputError
 from cascade.vlm import VLM, SamplingParams
@@ -97,9 +98,9 @@ def test_history_is_the_chat_template_and_keeps_the_prefix_cache(tiny_path, make
 
 
 def test_sampling_settings_are_checked():
-    with pytest.raises(InputError, match="temperature"):
+    with pytest.raises(ValidationError, match="temperature"):
         SamplingParams(temperature=-1)
-    with pytest.raises(InputError, match="top_p"):
+    with pytest.raises(ValidationError, match="top_p"):
         SamplingParams(top_p=0)
-    with pytest.raises(InputError, match="top_k"):
+    with pytest.raises(ValidationError, match="top_k"):
         SamplingParams(top_k=-2)

@@ -2,6 +2,7 @@
 prefill, stop strings and ids, logprobs in OpenAI's shape, penalties, and the checks."""
 import pytest
 import torch
+from pydantic import ValidationError
 
 from cascade.decoding import GREEDY, SamplingParams, sampling_params
 from cascade.errors import InputError
@@ -149,7 +150,7 @@ def test_max_tokens_in_the_settings_caps_each_completion(vlm, make_image):
     ({"temprature": 1}, "sampling.temprature"), ({"temperature": float("nan")}, "sampling.temperature"),
 ])
 def test_settings_are_checked_naming_the_field(fields, where):
-    with pytest.raises(InputError, match=where.replace(".", r"\.")):
+    with pytest.raises(ValidationError, match=where.split(".")[-1].split()[0]):
         SamplingParams(**fields)
     with pytest.raises(InputError, match=where.replace(".", r"\.")):
         sampling_params(fields)
