@@ -17,11 +17,42 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import InputError
 
 __all__ = ["SamplingParams", "GREEDY", "TokenLogprob", "Completion", "sampling_params", "MAX_N",
-           "MAX_TOP_LOGPROBS", "MAX_STOP"]
+           "MAX_TOP_LOGPROBS", "MAX_STOP", "ResponseFormat", "tool_answer_json"]
 
 MAX_N = 16  # completions per request: each is a decode of its own
 MAX_TOP_LOGPROBS = 20  # OpenAI's bound
 MAX_STOP = 4  # OpenAI's bound on stop strings
+
+
+class ResponseFormat(BaseModel):
+    """The answer's shape, enforced while decoding (`cascade.vlm.structured`): `json_object` any
+    JSON object, `json_schema` an instance of `schema` (a JSON Schema object)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    type: Literal["json_object", "json_schema"]
+    schema_: dict[str, Any] | None = Field(None, alias="schema",
+                                           description="the JSON Schema (json_schema only)")
+
+    @model_validator(mode="after")
+    def _schema_when_asked(self) -> "ResponseFormat":
+        if self.type == "json_schema" and self.schema_ is None:
+            raise ValueError("a json_schema response format needs its schema")
+        if self.type == "json_object" and self.schema_ is not None:
+            raise ValueError("a json_object response format takes no schema (use json_schema)")
+        if self.schema_ is not None:
+            import jsonschema
+
+            try:
+                jsonschema.validators.validator_for(self.schema_).check_schema(self.schema_)
+            except jsonschema.SchemaError as e:
+                raise ValueError(f"not a valid JSON Schema: {e.message[:160]}") from None
+        return self
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The schema the output must match (`{"type": "object"}` for json_object)."""
+        return self.schema_ if self.schema_ is not None else {"type": "object"}
 
 
 class SamplingParams(BaseModel):
@@ -39,7 +70,8 @@ class SamplingParams(BaseModel):
     same. logprobs: return each token's log-probability under the model (the raw fp32
     log-softmax, whatever the sampling settings) and top_logprobs alternatives per token.
     max_tokens: most tokens per completion (None: the caller's own limit, e.g. a stage's
-    max_new_tokens).
+    max_new_tokens). response_format: constrain the output to JSON (an object, or an instance of
+    a schema) by a grammar over the tokenizer's tokens, applied first in the processor chain.
 
     Built directly, a wrong value raises pydantic's ValidationError naming the field; built by
     `sampling_params` (what the task API, pipeline inputs and the runtime use), an InputError
@@ -70,6 +102,8 @@ class SamplingParams(BaseModel):
     top_logprobs: int = Field(0, ge=0, le=MAX_TOP_LOGPROBS,
                               description="and that many most likely alternatives")
     max_tokens: int | None = Field(None, ge=1, description="most tokens per completion")
+    response_format: ResponseFormat | None = Field(None, description="JSON output, enforced "
+                                                   "while decoding")
 
     @field_validator("stop", mode="before")
     @classmethod
@@ -166,3 +200,87 @@ class Completion:
     finish_reason: Literal["stop", "length"] = "stop"
     token_ids: tuple[int, ...] = ()
     logprobs: tuple[TokenLogprob, ...] | None = None
+
+
+_SLOTS = ("answer", "text", "value", "result", "content", "output")
+
+
+def tool_answer_json(text: str, fmt: ResponseFormat) -> str:
+    """A tool's answer (OCR read the total; no VLM decode) as JSON in the response format: for a
+    schema, the text fills the property meant for it (named answer / text / value / result /
+    content / output, else the first required one whose type can hold it; a number is parsed
+    from the text for a numeric slot), every other required property gets its schema's default,
+    const, first enum member or an empty value of its type; the result is checked against the
+    schema with `jsonschema`. json_object: `{"answer": text}`. InputError when the schema has no
+    place the text fits."""
+    import json
+
+    import jsonschema
+
+    if fmt.type == "json_object":
+        return json.dumps({"answer": text})
+    value = _fill(fmt.schema, text)
+    try:
+        jsonschema.validate(value, fmt.schema)
+    except (jsonschema.ValidationError, jsonschema.SchemaError) as e:
+        raise InputError(f"response_format.json_schema.schema: a tool answered {text!r:.60} "
+                         f"(no VLM decode), and this schema has no place it fits: "
+                         f"{e.message[:160]}") from None
+    return json.dumps(value)
+
+
+def _types(schema: dict[str, Any]) -> list[str]:
+    t = schema.get("type", "string")
+    return t if isinstance(t, list) else [t]
+
+
+def _fill(schema: dict[str, Any], text: str) -> Any:
+    """`schema` with `text` in its one slot."""
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return next((v for v in schema["enum"] if str(v).lower() == text.strip().lower()),
+                    schema["enum"][0])
+    kinds = _types(schema)
+    if "object" in kinds or "properties" in schema:
+        props: dict[str, Any] = schema.get("properties", {})
+        required = list(schema.get("required", []))
+        slot = next((p for p in _SLOTS if p in props), None) or next(
+            (p for p in required + list(props) if isinstance(props.get(p), dict)
+             and set(_types(props[p])) & {"string", "number", "integer"}), None)
+        order = [*props, *(p for p in required if p not in props)]  # the schema's order
+        return {p: _fill(props[p], text) if p == slot else _empty(props.get(p, {}))
+                for p in order if p == slot or p in required}
+    if "array" in kinds:
+        return [_fill(schema.get("items", {}), text)]
+    if "string" in kinds:
+        return text
+    if "integer" in kinds or "number" in kinds:
+        import re
+
+        found = re.search(r"-?\d+(?:\.\d+)?", text.replace(",", ""))
+        number = float(found.group()) if found else 0.0
+        return int(number) if "integer" in kinds or number.is_integer() else number
+    if "boolean" in kinds:
+        return text.strip().lower() in ("yes", "true", "1")
+    return None
+
+
+def _empty(schema: dict[str, Any]) -> Any:
+    """A required property the tool's text does not fill: its default, else an empty value."""
+    if "default" in schema:
+        return schema["default"]
+    if "const" in schema or "enum" in schema:
+        return _fill(schema, "")
+    kinds = _types(schema)
+    if "object" in kinds or "properties" in schema:
+        return {p: _empty(schema.get("properties", {}).get(p, {})) for p in schema.get("required", [])}
+    if "array" in kinds:
+        return []
+    if "string" in kinds:
+        return ""
+    if "integer" in kinds or "number" in kinds:
+        return schema.get("minimum", 0)
+    if "boolean" in kinds:
+        return False
+    return None

@@ -6,15 +6,16 @@ error becomes one OpenAI-style 400 whose `param` is the field's path in the requ
 quoted short and escaped. Unknown fields are refused as OpenAI does, with a did-you-mean.
 
 The sampling fields (temperature, top_p, top_k, min_p, seed, the three penalties, n, stop,
-stop_token_ids, logprobs, top_logprobs) become the request's `SamplingParams`
+stop_token_ids, logprobs, top_logprobs) and `response_format` (json_object, json_schema: decoded
+under a grammar) become the request's `SamplingParams`
 (`ChatRequest.sampling`, None when the request sets none of them: greedy), which the engine hands
 to the pipeline's `sampling` input; their ranges are the schema's, and a combination the runtime
 refuses (top_logprobs without logprobs) is a 400 naming the field.
 
 A field is never silently ignored. A field set to a value the pipelines cannot honour (`tools`,
-`logit_bias`, `response_format` other than text, ...) answers 400 `unsupported_parameter` rather
-than being dropped; the same field at its no-op value (`tools: []`, `response_format: {type:
-text}` ...) is fine. `UNHONOURED` is the one table of them.
+`logit_bias`, `tool_choice` "required" ...) answers 400 `unsupported_parameter` rather
+than being dropped; the same field at its no-op value (`tools: []`, `tool_choice: none` ...) is
+fine. `UNHONOURED` is the one table of them.
 
 The question is the text of the last user message; the earlier user/assistant turns are its
 `history` ((question, answer) pairs, which the VLM's prompt puts after the media, so the media's KV
@@ -195,8 +196,6 @@ def _error(body: Any, e: ValidationError) -> APIError:
 # The values that change nothing (the request is served), and why any other value is refused.
 UNHONOURED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "logit_bias": (lambda v: v == {}, "logit_bias is not supported"),
-    "response_format": (lambda v: v.type == "text",
-                        "only plain text answers ({\"type\": \"text\"})"),
     "tools": (lambda v: v == [], "tool calling is not supported"),
     "tool_choice": (lambda v: v in ("none", "auto"), "tool calling is not supported"),
     "media_io_kwargs": (lambda v: v == {}, "frame sampling and image sizes are set by the "
@@ -217,6 +216,16 @@ def _sampling(req: ChatCompletionRequest, body: dict[str, Any]) -> tuple[Samplin
     """The request's decoding settings from the sampling fields it set (null means unset; an
     empty stop string stops nothing)."""
     given = {k: getattr(req, k) for k in body if k in SAMPLING_FIELDS and getattr(req, k) is not None}
+    fmt = req.response_format
+    if fmt is not None and fmt.type != "text":
+        schema = fmt.json_schema.schema_ if fmt.json_schema is not None else None
+        if fmt.type == "json_schema" and schema is None:
+            raise _bad("response_format.json_schema.schema: a json_schema response format needs "
+                       "its schema", "response_format.json_schema.schema", code="missing_schema")
+        if schema is not None:
+            _check_schema(schema)
+        given["response_format"] = {"type": fmt.type,
+                                    **({"schema": schema} if fmt.type == "json_schema" else {})}
     if "stop" in given:
         stops = [given["stop"]] if isinstance(given["stop"], str) else given["stop"]
         given["stop"] = [s for s in stops if s]
@@ -232,6 +241,18 @@ def _sampling(req: ChatCompletionRequest, body: dict[str, Any]) -> tuple[Samplin
         # A rule between fields (top_logprobs needs logprobs), which the schema does not state.
         param = "top_logprobs" if "top_logprobs" in given else next(iter(given))
         raise _bad(f"{param}: {msg}", param, code="invalid_combination") from None
+
+
+def _check_schema(schema: dict[str, Any]) -> None:
+    """A response format's schema must be a JSON Schema (checked against its metaschema)."""
+    import jsonschema
+
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as e:
+        param = "response_format.json_schema.schema"
+        raise _bad(f"{param}: not a valid JSON Schema: {_short(e.message, 160)[1:-1]}", param,
+                   code="invalid_schema") from None
 
 
 def _check_honoured(req: ChatCompletionRequest, body: dict[str, Any]) -> None:

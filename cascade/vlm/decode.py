@@ -8,7 +8,9 @@ streaming) -> feed the chosen tokens back, one step for the whole batch. A row s
 (end-of-turn or stop token, a stop string, its max_tokens); the loop ends when every row has
 (finished rows keep feeding their last token, and what follows is discarded).
 
-`sequences(sampling, ...)` makes a request's `n` sequences (completion i seeded with seed + i);
+`sequences(sampling, ...)` makes a request's `n` sequences (completion i seeded with seed + i;
+each with its own grammar matcher when the settings ask for a response format,
+`cascade.vlm.structured`);
 `share_prefix` turns one prefilled prompt into n rows (the prefix KV repeated along the batch),
 so n completions cost one tower run and one prefill.
 """
@@ -23,6 +25,7 @@ import torch
 from ..decoding import GREEDY, SamplingParams
 from .logits import choose
 from .sequence import Constraint, Generated, OnToken, Sequence, TokenEvent, TokenTexts
+from .structured import Grammars
 
 __all__ = ["SamplingParams", "GREEDY", "TokenEvent", "Generated", "Decoder", "OnToken",
            "Sequence", "share_prefix"]
@@ -42,15 +45,22 @@ class Decoder:
     """Generates from a loaded family's LM head and decoder (`FamilyRuntime`); stateless between
     calls (all per-completion state is in the `Sequence`s)."""
 
-    def __init__(self, runtime: Any, eos_ids: frozenset[int]):
+    def __init__(self, runtime: Any, eos_ids: frozenset[int], vocab_size: int | None = None):
+        """vocab_size: the width of the LM head's logits (default: the tokenizer's length)."""
         self.runtime, self.eos_ids = runtime, eos_ids
         self.texts = TokenTexts(runtime.tokenizer)
+        self.grammars = Grammars(runtime.tokenizer, vocab_size or len(runtime.tokenizer), eos_ids)
 
     def sequences(self, sampling: SamplingParams, max_new_tokens: int,
                   on_token: OnToken | None = None, *, request: int = 0,
                   constraint: Callable[[], Constraint | None] | None = None) -> list[Sequence]:
         """The `sampling.n` completions of one request, each with its own settings copy, seed
-        (seed + i) and constraint state."""
+        (seed + i) and constraint state (its response format's grammar matcher, unless
+        `constraint` makes another)."""
+        fmt = sampling.response_format
+        if constraint is None and fmt is not None:
+            self.grammars.check(fmt)  # a schema that does not compile fails before any decode
+            constraint = lambda: self.grammars.constraint(fmt)  # noqa: E731
         return [Sequence(sampling.for_completion(i), max_new_tokens, self.eos_ids, self.texts,
                          device=self.runtime.device, on_token=on_token, request=request, choice=i,
                          constraint=constraint() if constraint is not None else None)

@@ -117,6 +117,10 @@ class OpenAIBackend:
             body["stop"] = list(sampling.stop)
         if sampling.top_logprobs:
             body["top_logprobs"] = sampling.top_logprobs
+        fmt = sampling.response_format
+        if fmt is not None:  # the server enforces it (vLLM: its own xgrammar backend)
+            body["response_format"] = {"type": "json_object"} if fmt.type == "json_object" else {
+                "type": "json_schema", "json_schema": {"name": "answer", "schema": fmt.schema}}
         extra = {k: v for k, v, off in (  # vLLM / SGLang's extensions, sent when set
             ("top_k", sampling.top_k, 0), ("min_p", sampling.min_p, 0),
             ("repetition_penalty", sampling.repetition_penalty, 1),

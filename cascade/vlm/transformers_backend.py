@@ -74,7 +74,8 @@ class TransformersBackend:
         eos = [eos] if isinstance(eos, int) else list(eos or [])
         if self.processor.tokenizer.eos_token_id is not None:
             eos.append(self.processor.tokenizer.eos_token_id)
-        self.decoder = Decoder(self.runtime, frozenset(eos))
+        self.decoder = Decoder(self.runtime, frozenset(eos),
+                               vocab_size=family.lm_head_of(model).weight.shape[0])
 
     @classmethod
     def load(cls, model: str, *, device: str = "auto", dtype: Any = "auto",

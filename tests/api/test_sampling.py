@@ -91,3 +91,38 @@ def test_a_pipeline_without_a_sampling_input_says_so(tmp_path, image):
     qa = QA.offline(_pipeline(tmp_path, "null", with_input=False))
     with pytest.raises(InputError, match="has no 'sampling' input"):
         qa.ask(image, Q, sampling={"seed": 1})
+
+
+SCHEMA = {"type": "object", "required": ["label", "count"], "additionalProperties": False,
+          "properties": {"label": {"type": "string", "maxLength": 6},
+                         "count": {"type": "integer", "minimum": 0, "maximum": 9}}}
+
+
+def test_ask_with_a_schema_gives_json_that_matches(qa, image):
+    import json
+
+    import jsonschema
+
+    for sampling in (None, {**HOT, "seed": 2}):
+        a = qa.ask(image, Q, schema=SCHEMA, sampling=sampling, max_new_tokens=64)
+        jsonschema.validate(json.loads(a.text), SCHEMA)
+    with pytest.raises(InputError, match=r"sampling\.response_format: not a valid JSON Schema"):
+        qa.ask(image, Q, schema={"type": "object", "properties": 3})
+
+
+@pytest.mark.slow
+def test_a_tool_answer_fills_the_schema(tmp_path):
+    import json
+
+    from PIL import Image as PILImage
+
+    from cascade.eval.render import render_text_image
+
+    page = render_text_image("INVOICE 2291   TOTAL DUE 118.40 EUR", font_size=22, size=(900, 1200))
+    PILImage.fromarray(page).save(tmp_path / "page.png")
+    schema = {"type": "object", "required": ["total", "currency"],
+              "properties": {"total": {"type": "number"}, "currency": {"type": "string"}}}
+    answer = QA.offline("doc_qa").ask(tmp_path / "page.png", "What is the total due on the invoice?",
+                                      schema=schema)
+    assert answer.produced_by == "tool"
+    assert json.loads(answer.text) == {"total": 118.4, "currency": ""}

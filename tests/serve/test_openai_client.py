@@ -63,7 +63,7 @@ def test_errors_raise_the_right_exceptions(client, messages):
 
 def test_what_cannot_be_honoured_raises_bad_request(client, messages):
     for kwargs, param in [({"logit_bias": {"42": 5}}, "logit_bias"),
-                          ({"response_format": {"type": "json_object"}}, "response_format")]:
+                          ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools")]:
         with pytest.raises(openai.BadRequestError) as e:
             client.chat.completions.create(model=VIDEO, messages=messages, **kwargs)
         assert e.value.body["param"] == param and e.value.body["code"] == "unsupported_parameter"

@@ -131,6 +131,28 @@ def test_sampling_fields_become_the_requests_settings(extra, expected):
     assert set(req.sampling_fields) == {k for k, v in extra.items() if v is not None}
 
 
+def test_response_formats_become_the_requests_settings():
+    req = parse_chat_request({"model": "m", "messages": [USER],
+                              "response_format": {"type": "json_object"}})
+    assert req.sampling.response_format.type == "json_object"
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    req = parse_chat_request({"model": "m", "messages": [USER], "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": schema}}})
+    assert req.sampling.response_format.schema == schema
+    assert parse_chat_request({"model": "m", "messages": [USER],
+                               "response_format": {"type": "text"}}).sampling is None
+
+
+@pytest.mark.parametrize("fmt, code", [
+    ({"type": "json_schema"}, "missing_schema"),
+    ({"type": "json_schema", "json_schema": {"name": "x"}}, "missing_schema"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": 5}}}, "invalid_schema"),
+])
+def test_a_bad_response_format_is_a_400_naming_the_schema(fmt, code):
+    e = _err(parse_chat_request, {"model": "m", "messages": [USER], "response_format": fmt})
+    assert (e.status, e.code, e.param) == (400, code, "response_format.json_schema.schema")
+
+
 @pytest.mark.parametrize("extra, param", [
     ({"temperature": 2.5}, "temperature"), ({"temperature": -0.1}, "temperature"),
     ({"top_p": 0}, "top_p"), ({"top_p": 1.5}, "top_p"), ({"top_k": -2}, "top_k"),
@@ -149,7 +171,6 @@ def test_sampling_values_out_of_range_are_a_400_naming_the_field(extra, param):
 
 @pytest.mark.parametrize("extra, param", [
     ({"logit_bias": {"42": 5}}, "logit_bias"),
-    ({"response_format": {"type": "json_object"}}, "response_format"),
     ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
     ({"media_io_kwargs": {"video": {"num_frames": 16}}}, "media_io_kwargs"),
     ({"chat_template_kwargs": {"enable_thinking": False}}, "chat_template_kwargs"),

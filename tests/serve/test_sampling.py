@@ -150,3 +150,52 @@ def test_a_tool_answer_gives_n_identical_choices(client):
     texts = {i: "".join(ch.delta.content or "" for c in chunks for ch in c.choices if ch.index == i)
              for i in (0, 1)}
     assert texts == {0: r.choices[0].message.content, 1: r.choices[0].message.content}
+
+
+JSON_SCHEMA = {"type": "object", "required": ["caption", "objects"], "additionalProperties": False,
+               "properties": {"caption": {"type": "string", "maxLength": 12},
+                              "objects": {"type": "integer", "minimum": 0, "maximum": 20}}}
+
+
+def test_a_json_schema_response_parses_and_has_the_required_fields(client, messages):
+    import json
+
+    import jsonschema
+
+    fmt = {"type": "json_schema", "json_schema": {"name": "scene", "schema": JSON_SCHEMA}}
+    for kw in ({}, {"temperature": 1.0, "seed": 4, "n": 2}):
+        r = _ask(client, messages, max_tokens=64, response_format=fmt, **kw)
+        for choice in r.choices:
+            value = json.loads(choice.message.content)
+            jsonschema.validate(value, JSON_SCHEMA)
+            assert set(value) == {"caption", "objects"} and choice.finish_reason == "stop"
+    streamed = "".join(ch.delta.content or "" for chunk in _ask(
+        client, messages, max_tokens=64, response_format=fmt, stream=True) for ch in chunk.choices)
+    jsonschema.validate(json.loads(streamed), JSON_SCHEMA)
+    # json_object bounds no string: a random-weight model may still be inside one at max_tokens
+    # ("length"); an answer that ended on its own is a JSON object.
+    r = _ask(client, messages, max_tokens=64, response_format={"type": "json_object"}, n=4,
+             temperature=1.0, seed=0)
+    done = [c.message.content for c in r.choices if c.finish_reason == "stop"]
+    assert done and all(isinstance(json.loads(t), dict) for t in done)
+    assert all(c.message.content.startswith("{") for c in r.choices)
+    with pytest.raises(openai.BadRequestError) as e:
+        _ask(client, messages, response_format={"type": "json_schema", "json_schema": {
+            "name": "x", "schema": {"type": "nonsense"}}})
+    assert e.value.body["param"] == "response_format.json_schema.schema"
+
+
+def test_a_tool_answer_fills_the_same_schema(client):
+    import json
+
+    from cascade.eval.render import render_text_image
+
+    page = render_text_image("INVOICE 2291   TOTAL DUE 118.40 EUR", font_size=22, size=(900, 1200))
+    msgs = [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": data_url(png_bytes(page), "image/png")}},
+        {"type": "text", "text": "What is the total due on the invoice?"}]}]
+    schema = {"type": "object", "required": ["total"], "properties": {"total": {"type": "number"}}}
+    r = client.chat.completions.create(model=DOC, messages=msgs, response_format={
+        "type": "json_schema", "json_schema": {"name": "total", "schema": schema}})
+    assert r.model_extra["cascade"]["produced_by"] == "tool"
+    assert json.loads(r.choices[0].message.content) == {"total": 118.4}
