@@ -41,23 +41,17 @@ class Constraint(Protocol):
     def advance(self, token: int) -> None:
         """Record the chosen token."""
 
-    @property
-    def finished(self) -> bool:
-        """The output is complete (only the end of turn may follow)."""
-
 
 class TokenTexts:
     """Token ids as text for the logprobs output: each token's own text and its bytes (a
     byte-level BPE token may be part of a UTF-8 character: its bytes say which)."""
 
     def __init__(self, tokenizer: Any):
-        self.tokenizer = tokenizer
-        try:
-            from transformers.models.gpt2.tokenization_gpt2 import bytes_to_unicode
+        from transformers.convert_slow_tokenizer import bytes_to_unicode
 
-            self._bytes_of = {c: b for b, c in bytes_to_unicode().items()}
-        except ImportError:  # pragma: no cover - transformers always has it
-            self._bytes_of = {}
+        self.tokenizer = tokenizer
+        # byte-level BPE spells each byte as one printable character; this map reads it back
+        self._bytes_of = {c: b for b, c in bytes_to_unicode().items()}
 
     def entry(self, token: int, logprob: float,
               top: tuple[tuple[int, float], ...] = ()) -> TokenLogprob:

@@ -56,10 +56,6 @@ class GrammarConstraint:
         if not self.matcher.is_terminated():
             self.matcher.accept_token(int(token))
 
-    @property
-    def finished(self) -> bool:
-        return self.matcher.is_terminated()
-
 
 class Grammars:
     """Compiles response formats for one model's tokenizer (once each) and hands every sequence
