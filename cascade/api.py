@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .artifacts import Answer
+from .decoding import SamplingParams, sampling_params, tool_answer_json
 from .errors import InputError, SpecError
 from .pipeline import Pipeline
 from .streaming import answer_stream
@@ -89,11 +90,21 @@ class QA:
                    **kwargs)
 
     def ask(self, media: Any, question: str, *, history: Sequence[tuple[str, str]] = (),
+            sampling: SamplingParams | Mapping[str, Any] | None = None,
+            schema: Mapping[str, Any] | None = None,
             on_token: Callable[[Any], Any] | None = None, **inputs: Any) -> Answer:
         """Answer `question` about `media` (a video path, image paths/arrays/PIL images, or one image).
 
         history: the conversation's earlier (question, answer) turns, put into the VLM's prompt
         (needs a pipeline with a `history` input; every shipped VLM pipeline has one).
+        sampling: decoding settings for the VLM's answer (`cascade.decoding.SamplingParams` or a
+        mapping of its fields: temperature, top_p, top_k, min_p, seed, penalties, n, stop,
+        stop_token_ids, logprobs, top_logprobs, max_tokens), over the VLM stage's own; the
+        answer's `completions` hold the n completions (a tool answer has none). Needs a pipeline
+        with a `sampling` input (every shipped VLM pipeline has one).
+        schema: a JSON Schema the answer's text must match (`sampling`'s response_format
+        json_schema, in short): the VLM decodes under its grammar; a tool answer is put into
+        the schema's slot for it (`cascade.decoding.tool_answer_json`).
         on_token: called with each `cascade.vlm.decode.TokenEvent` of the answer as the VLM
         generates it (in the VLM's thread); a tool answer streams nothing.
         inputs: other pipeline inputs, e.g. max_new_tokens=32."""
@@ -104,6 +115,16 @@ class QA:
                 raise InputError(f"pipeline '{self.pipeline.name}' has no 'history' input: it "
                                  "cannot put earlier turns into its prompt")
             inputs["history"] = history
+        if schema is not None:
+            sampling = dict(sampling_params(dict(sampling) if isinstance(sampling, Mapping)
+                                            else sampling).model_dump(exclude_unset=True),
+                            response_format={"type": "json_schema", "schema": dict(schema)})
+        if sampling is not None:
+            if "sampling" not in self.pipeline.spec.inputs:
+                raise InputError(f"pipeline '{self.pipeline.name}' has no 'sampling' input: its "
+                                 "VLM stage's `sampling` param sets how it decodes")
+            inputs["sampling"] = sampling_params(dict(sampling) if isinstance(sampling, Mapping)
+                                                 else sampling)
         target = self._media_input(media)
         if target == "images" and not isinstance(media, (list, tuple)):
             media = [media]
@@ -113,6 +134,9 @@ class QA:
         if answer is None:
             raise InputError(f"pipeline '{self.pipeline.name}' produced no answer; see the trace: "
                              + "; ".join(f"{r.name}: {r.status} {r.detail}" for r in result.trace.stages))
+        fmt = inputs["sampling"].response_format if "sampling" in inputs else None
+        if fmt is not None and answer.produced_by == "tool":
+            answer = dataclasses.replace(answer, text=tool_answer_json(answer.text, fmt))
         return dataclasses.replace(answer, trace=result.trace)
 
     def session(self, media: Any) -> "Session":

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .bill import Bill
+from .decoding import Completion
 from .errors import InputError
 
 __all__ = ["Box", "Image", "Frame", "OcrLine", "Detection", "LayoutRegion", "Route", "Evidence",
@@ -312,13 +313,16 @@ class Evidence:
 @dataclass(frozen=True)
 class Answer:
     """The pipeline's reply: text, who produced it (the VLM or a tool), the evidence and the bill
-    (`cascade.bill.Bill`: what it cost, next to the full-resolution baseline)."""
+    (`cascade.bill.Bill`: what it cost, next to the full-resolution baseline). completions: the
+    VLM's completions (one, or the `n` its sampling settings asked for; `text` is the first's),
+    each with its finish reason and, when asked, its logprobs; empty for a tool answer."""
 
     text: str
     produced_by: Literal["vlm", "tool"] = "vlm"
     evidence: Evidence = field(default_factory=Evidence)
     bill: Bill = field(default_factory=Bill)
     trace: Any = None  # the run's cascade.trace.Trace, attached by the Python API
+    completions: tuple[Completion, ...] = ()
 
     @property
     def usage(self) -> dict[str, Any]:

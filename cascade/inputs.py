@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from .artifacts import Image
+from .decoding import sampling_params
 from .errors import InputError, did_you_mean
 from .media import load_image
 from .pdf import is_pdf, render_pdf
@@ -95,6 +96,14 @@ def coerce(name: str, type_: str, value: Any) -> Any:
         raise InputError(f"input '{name}': expected {type_}, got {value!r} ({e})") from None
     if type_ == "history":
         return _history(name, value)
+    if type_ == "sampling":
+        if isinstance(value, str):  # a command line passes it as JSON text
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as e:
+                raise InputError(f"input '{name}': expected a JSON object of sampling settings "
+                                 f"({e})") from None
+        return sampling_params(value, f"input '{name}'")
     if type_ in ("path", "video"):
         p = Path(value)
         if not p.exists():

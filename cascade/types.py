@@ -8,13 +8,17 @@ from pathlib import Path
 from typing import Annotated, Any, Union
 
 from .artifacts import Image
+from .decoding import SamplingParams
 from .plugins import NameOf
 
 # Types a pipeline's `inputs:` may name in YAML, and the Python type each becomes. `history`: a
-# conversation's earlier (question, answer) turns, for a VLM that puts them in its prompt.
+# conversation's earlier (question, answer) turns, for a VLM that puts them in its prompt;
+# `sampling`: a request's decoding settings (`cascade.decoding.SamplingParams`, or a mapping of its
+# fields), for a VLM stage to apply over its own.
 INPUT_TYPES: dict[str, Any] = {
     "str": str, "int": int, "float": float, "bool": bool, "path": Path,
     "image": Image, "images": list[Image], "video": Path, "history": list[tuple[str, str]],
+    "sampling": SamplingParams,
 }
 
 _SEQUENCES = (list, tuple, cabc.Sequence)

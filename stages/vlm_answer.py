@@ -15,6 +15,12 @@ picks the units kept: every unit under a found box is kept with one unit around 
 boxes first (`_tower_guide`). A reading question with no evidence on some image is answered
 without the reduction rather than from text cut apart; the answer's route says which happened.
 
+Decoding: greedy unless sampling settings say otherwise. The `sampling` param
+(`cascade.decoding.SamplingParams`: temperature, top_p / top_k / min_p, penalties, seed, n, stop,
+stop_token_ids, logprobs / top_logprobs) sets the stage's own; a request's `sampling` input is
+laid over them field by field (what the request sets wins). With n > 1 the answer carries n
+completions from one tower run and one prefill (`Answer.completions`).
+
 Per request, a pipeline may pass `max_new_tokens` (overrides the param: the server's `max_tokens`)
 and `history`, the conversation's earlier (question, answer) turns: they go into the prompt after
 the images and before the question, so the media's KV prefix is still reused. With `stream` on
@@ -37,6 +43,7 @@ from pydantic import Field
 
 from cascade.artifacts import Answer, Detection, Evidence, Image, LayoutRegion, OcrLine
 from cascade.bill import Bill
+from cascade.decoding import SamplingParams
 from cascade.errors import InputError
 from cascade.evidence.query import Query
 from cascade.evidence.understanding import understand
@@ -72,6 +79,9 @@ class VLMAnswer(Stage):
                                        "model's own limits still apply")
         stream: bool = Field(True, description="stream the tokens to the run's caller; off for a "
                              "draft answer that a router may replace")
+        sampling: SamplingParams | None = Field(
+            None, description="decoding settings (default greedy); a request's `sampling` input "
+            "overrides the fields it sets")
 
     @dataclass(frozen=True)
     class Outputs:
@@ -88,7 +98,8 @@ class VLMAnswer(Stage):
             max_new_tokens: int | None = None,
             history: list[tuple[str, str]] | None = None, query: Query | None = None,
             ocr_lines: list[OcrLine] | None = None, detections: list[Detection] | None = None,
-            regions: list[LayoutRegion] | None = None) -> Outputs:
+            regions: list[LayoutRegion] | None = None,
+            sampling: SamplingParams | None = None) -> Outputs:
         p = self.params
         declared = self.model(p.model)
         items = bound_pixels(as_image_list(images), p.min_pixels, p.max_pixels)
@@ -105,19 +116,31 @@ class VLMAnswer(Stage):
         with declared.lock:
             r = declared.vlm.generate(items, text, max_new_tokens=limit,
                                       reduction=red, system_prompt=p.system_prompt,
-                                      history=history or (), on_token=on_token)
+                                      history=history or (), on_token=on_token,
+                                      sampling=self.sampling(sampling))
         record_bill(r.bill)
         evidence = Evidence(images=tuple(items), routes=(route,) if route is not None else ())
-        return self.Outputs(Answer(r.text, "vlm", evidence, r.bill),
+        return self.Outputs(Answer(r.text, "vlm", evidence, r.bill, completions=r.completions),
                             r.bill.confidence)
 
+    def sampling(self, request: SamplingParams | None) -> SamplingParams:
+        """The stage's settings with the fields the request set laid over them."""
+        own = self.params.sampling or SamplingParams()
+        if request is None:
+            return own
+        return SamplingParams(**{**own.model_dump(exclude_unset=True),
+                                 **request.model_dump(include=request.model_fields_set)})
+
     def batchable(self, inputs: Mapping[str, Any]) -> bool:
-        """A first turn at the param's length with a question-independent reduction (a batch
+        """A first turn at the param's length and sampling settings (no request's own; n = 1)
+        with a question-independent reduction (a batch
         decodes every call to one length, and `generate_batch` prunes without the question) that
         is not `tower` (guided per call by its own evidence, which a batch does not carry)."""
         p = self.params
         if inputs.get("history") or inputs.get("max_new_tokens") not in (None, p.max_new_tokens):
             return False
+        if inputs.get("sampling") is not None or self.sampling(None).n > 1:
+            return False  # a batch decodes every call with the stage's one setting, n = 1
         red = self.model(p.model).reduction(p.reduction, p.keep_ratio, p.fastv_layer)
         return not red.question_dependent and not red.before_tower
 
@@ -131,11 +154,12 @@ class VLMAnswer(Stage):
         requests = [(ims, _prompt(c["question"], c.get("hint"))) for ims, c in zip(items, calls)]
         with declared.lock:
             results = declared.vlm.generate_batch(requests, max_new_tokens=p.max_new_tokens,
-                                                  reduction=red, system_prompt=p.system_prompt)
+                                                  reduction=red, system_prompt=p.system_prompt,
+                                                  sampling=self.sampling(None))
         for ims, r in zip(items, results):
             record_bill(r.bill, vlm_batch_size=len(calls))
-            yield self.Outputs(Answer(r.text, "vlm", Evidence(images=tuple(ims)), r.bill),
-                               r.bill.confidence)
+            yield self.Outputs(Answer(r.text, "vlm", Evidence(images=tuple(ims)), r.bill,
+                                      completions=r.completions), r.bill.confidence)
 
 
 def _prompt(question: str, hint: str | None) -> str:

@@ -25,6 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..streaming import TokenChannel
 from .bill import bill_of, openai_usage
+from .choices import message_choices
 from .config import ServeConfig
 from .engine import Engine
 from .errors import APIError, error_body
@@ -88,11 +89,11 @@ def cascade_extra(answer) -> dict[str, Any]:
             "trace": trace.to_dict() if trace is not None else None}
 
 
-def completion_body(answer, model: str, cid: str, created: int) -> dict[str, Any]:
+def completion_body(answer, model: str, cid: str, created: int, n: int = 1,
+                    logprobs: bool = False) -> dict[str, Any]:
     return ChatCompletion(
         id=cid, object="chat.completion", created=created, model=model,
-        choices=[{"index": 0, "message": {"role": "assistant", "content": answer.text},
-                  "logprobs": None, "finish_reason": answer.bill.finish_reason}],
+        choices=message_choices(answer, n, logprobs),
         usage=openai_usage(answer), cascade=cascade_extra(answer),
     ).model_dump(mode="json", exclude_unset=True)
 
@@ -188,6 +189,7 @@ def create_app(config: ServeConfig | None = None, *, engine: Engine | None = Non
             work.result()  # a failure before any token: raises its APIError here
         return event_stream(tokens, work, first, model=req.model, cid=f"chatcmpl-{uuid.uuid4().hex}",
                             created=int(time.time()), include_usage=req.include_usage,
+                            n=req.n, logprobs=req.logprobs,
                             extra=cascade_extra, finished=outcome.done,
                             send_timeout=config.send_timeout_s)
 
@@ -218,7 +220,7 @@ def create_app(config: ServeConfig | None = None, *, engine: Engine | None = Non
                 return Response(status_code=499)
             status = 200
             return JSONResponse(completion_body(answer, req.model, f"chatcmpl-{uuid.uuid4().hex}",
-                                                int(time.time())))
+                                                int(time.time()), req.n, req.logprobs))
         except APIError as e:
             status = e.status
             raise

@@ -19,8 +19,9 @@ really ends, so abandoned work cannot pile up past `max_concurrent`.
 
 The answer's tokens reach the caller as the VLM generates them: `run_async(on_token=...)` calls it
 from the worker thread with each `TokenEvent` of the answer (`cascade.streaming`; a tool answer
-has none). The request's `max_tokens` and earlier turns go to the pipeline's `max_new_tokens` and
-`history` inputs; a pipeline without them refuses such a request (400) rather than ignore it.
+has none). The request's `max_tokens`, earlier turns and sampling settings go to the pipeline's
+`max_new_tokens`, `history` and `sampling` inputs; a pipeline without them refuses such a request
+(400) rather than ignore it.
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import Answer, Image
+from ..decoding import SamplingParams
 from ..errors import CascadeError, InputError, StageError, did_you_mean
 from ..runner import StageExecutor
 from ..stage import run_params
@@ -234,6 +236,12 @@ class Engine:
                            "has no max_new_tokens input (its VLM stage's param sets the answer "
                            "length); leave max_tokens out", code="unsupported_parameter",
                            param="max_tokens")
+        if req.sampling is not None and "sampling" not in inputs:
+            field = req.sampling_fields[0]
+            raise APIError(400, f"'{field}' cannot be honoured by '{served.id}': its pipeline has "
+                           "no sampling input (its VLM stage's `sampling` param sets how it "
+                           "decodes); leave the sampling fields out", code="unsupported_parameter",
+                           param=field)
         if req.history and "history" not in inputs:
             raise APIError(400, f"'{served.id}' cannot put earlier turns into its prompt: its "
                            "pipeline has no history input; send only the question (one user "
@@ -278,6 +286,7 @@ class Engine:
     def answer(self, served: ServedModel, media: list[Media], question: str,
                max_tokens: int | None = None, cancel: threading.Event | None = None,
                arrived: float | None = None, *, history: Sequence[tuple[str, str]] = (),
+               sampling: SamplingParams | None = None,
                on_token: Callable[[Any], Any] | None = None,
                stage_params: Mapping[Any, Any] | None = None) -> Answer:
         """Run the pipeline (blocking); failures become APIErrors whose messages name request
@@ -289,6 +298,8 @@ class Engine:
         extra: dict[str, Any] = {}
         if max_tokens is not None and "max_new_tokens" in served.qa.pipeline.spec.inputs:
             extra["max_new_tokens"] = max_tokens
+        if sampling is not None:
+            extra["sampling"] = sampling
 
         def token(event: Any) -> None:
             if cancel is not None and cancel.is_set():
@@ -343,7 +354,7 @@ class Engine:
                 if sent is not None and m.uuid is not None:  # kept once it decodes
                     self.media_ids.keep(m.uuid, sent)
             return self.answer(served, media, req.question, req.max_tokens, cancel, arrived,
-                               history=req.history, on_token=on_token,
+                               history=req.history, sampling=req.sampling, on_token=on_token,
                                stage_params=self.stage_params(req, served))
 
     def _admission_now(self) -> Admission:

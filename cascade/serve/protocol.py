@@ -5,11 +5,17 @@ error becomes one OpenAI-style 400 whose `param` is the field's path in the requ
 (`messages[0].content[1].image_url.url`) and whose message says what was expected and what came,
 quoted short and escaped. Unknown fields are refused as OpenAI does, with a did-you-mean.
 
-A field is never silently ignored. The cascade decodes greedily, one choice, plain text: a field
-set to a value that changes that (`temperature: 0.7`, `logprobs: true`, `stop`, `tools`, ...)
-answers 400 `unsupported_parameter` rather than being dropped; the same field at its no-op value
-(`temperature: 0` or `1`, `top_p: 1`, `n: 1` or null ...) is fine. `UNHONOURED` is the one table to
-shrink as the VLM runtime learns sampling, logprobs and stop sequences.
+The sampling fields (temperature, top_p, top_k, min_p, seed, the three penalties, n, stop,
+stop_token_ids, logprobs, top_logprobs) and `response_format` (json_object, json_schema: decoded
+under a grammar) become the request's `SamplingParams`
+(`ChatRequest.sampling`, None when the request sets none of them: greedy), which the engine hands
+to the pipeline's `sampling` input; their ranges are the schema's, and a combination the runtime
+refuses (top_logprobs without logprobs) is a 400 naming the field.
+
+A field is never silently ignored. A field set to a value the pipelines cannot honour (`tools`,
+`logit_bias`, `tool_choice` "required" ...) answers 400 `unsupported_parameter` rather
+than being dropped; the same field at its no-op value (`tools: []`, `tool_choice: none` ...) is
+fine. `UNHONOURED` is the one table of them.
 
 The question is the text of the last user message; the earlier user/assistant turns are its
 `history` ((question, answer) pairs, which the VLM's prompt puts after the media, so the media's KV
@@ -27,13 +33,15 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from ..decoding import SamplingParams
 from ..errors import did_you_mean
 from .errors import APIError
 from .schema import (ChatCompletionRequest, FilePart, FileRef, ImagePart, ImageURL, Message,
                      MMProcessorKwargs, ResponseFormat, StreamOptions, TextPart, VideoPart,
                      VideoURL)
 
-__all__ = ["ChatRequest", "MediaRef", "parse_chat_request", "json_number", "UNHONOURED"]
+__all__ = ["ChatRequest", "MediaRef", "parse_chat_request", "json_number", "UNHONOURED",
+           "SAMPLING_FIELDS"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,16 @@ class ChatRequest:
     turns: int = 1  # user messages so far
     history: list[tuple[str, str]] = field(default_factory=list)  # earlier (question, answer) turns
     mm_processor_kwargs: dict[str, Any] = field(default_factory=dict)  # the keys set
+    sampling: SamplingParams | None = None  # None: the request set no sampling field
+    sampling_fields: tuple[str, ...] = ()  # the sampling fields it set, in its order
+
+    @property
+    def n(self) -> int:
+        return self.sampling.n if self.sampling is not None else 1
+
+    @property
+    def logprobs(self) -> bool:
+        return self.sampling is not None and self.sampling.logprobs
 
 
 def json_number(text: str) -> float | int:
@@ -187,28 +205,64 @@ def _error(body: Any, e: ValidationError) -> APIError:
 
 # -- what the pipelines cannot honour yet ------------------------------------------------------
 # The values that change nothing (the request is served), and why any other value is refused.
-_GREEDY = "the cascade decodes greedily (it does not sample yet)"
 UNHONOURED: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "n": (lambda v: v == 1, "one answer per request: send n=1 or leave it out"),
-    "temperature": (lambda v: v in (0, 1), f"{_GREEDY}: use temperature 0 (or leave it out)"),
-    "top_p": (lambda v: v == 1, _GREEDY),
-    "top_k": (lambda v: v in (-1, 0, 1), _GREEDY),
-    "min_p": (lambda v: v == 0, _GREEDY),
-    "presence_penalty": (lambda v: v == 0, _GREEDY),
-    "frequency_penalty": (lambda v: v == 0, _GREEDY),
-    "repetition_penalty": (lambda v: v == 1, _GREEDY),
-    "stop": (lambda v: v in ("", []), "stop sequences are not supported yet"),
-    "logprobs": (lambda v: v is False, "log-probabilities are not returned yet"),
-    "top_logprobs": (lambda v: v == 0, "log-probabilities are not returned yet"),
     "logit_bias": (lambda v: v == {}, "logit_bias is not supported"),
-    "response_format": (lambda v: v.type == "text",
-                        "only plain text answers ({\"type\": \"text\"})"),
     "tools": (lambda v: v == [], "tool calling is not supported"),
     "tool_choice": (lambda v: v in ("none", "auto"), "tool calling is not supported"),
     "media_io_kwargs": (lambda v: v == {}, "frame sampling and image sizes are set by the "
                         "pipeline (its video_frames / thumbnails params), not per request"),
     "chat_template_kwargs": (lambda v: v == {}, "the pipeline builds the prompt"),
 }
+
+
+# Request fields -> `SamplingParams` fields (same names).
+SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "seed", "repetition_penalty",
+                   "presence_penalty", "frequency_penalty", "n", "stop", "stop_token_ids",
+                   "logprobs", "top_logprobs")
+
+
+def _sampling(req: ChatCompletionRequest, body: dict[str, Any]) -> tuple[SamplingParams | None,
+                                                                         tuple[str, ...]]:
+    """The request's decoding settings from the sampling fields it set (null means unset; an
+    empty stop string stops nothing)."""
+    given = {k: getattr(req, k) for k in body if k in SAMPLING_FIELDS and getattr(req, k) is not None}
+    fmt = req.response_format
+    if fmt is not None and fmt.type != "text":
+        schema = fmt.json_schema.schema_ if fmt.json_schema is not None else None
+        if fmt.type == "json_schema" and schema is None:
+            raise _bad("response_format.json_schema.schema: a json_schema response format needs "
+                       "its schema", "response_format.json_schema.schema", code="missing_schema")
+        if schema is not None:
+            _check_schema(schema)
+        given["response_format"] = {"type": fmt.type,
+                                    **({"schema": schema} if fmt.type == "json_schema" else {})}
+    if "stop" in given:
+        stops = [given["stop"]] if isinstance(given["stop"], str) else given["stop"]
+        given["stop"] = [s for s in stops if s]
+    if not given:
+        return None, ()
+    try:
+        return SamplingParams.model_validate(given), tuple(given)
+    except ValidationError as e:
+        err = e.errors()[0]
+        msg = _plain(err["msg"].removeprefix("Value error, "))
+        if err["loc"]:
+            raise _bad(f"{err['loc'][0]}: {msg}", str(err["loc"][0])) from None
+        # A rule between fields (top_logprobs needs logprobs), which the schema does not state.
+        param = "top_logprobs" if "top_logprobs" in given else next(iter(given))
+        raise _bad(f"{param}: {msg}", param, code="invalid_combination") from None
+
+
+def _check_schema(schema: dict[str, Any]) -> None:
+    """A response format's schema must be a JSON Schema (checked against its metaschema)."""
+    import jsonschema
+
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as e:
+        param = "response_format.json_schema.schema"
+        raise _bad(f"{param}: not a valid JSON Schema: {_short(e.message, 160)[1:-1]}", param,
+                   code="invalid_schema") from None
 
 
 def _check_honoured(req: ChatCompletionRequest, body: dict[str, Any]) -> None:
@@ -270,6 +324,7 @@ def parse_chat_request(body: Any) -> ChatRequest:
     except ValidationError as e:
         raise _error(body, e) from None
     _check_honoured(req, body)
+    sampling, sampling_fields = _sampling(req, body)
     media: list[MediaRef] = []
     seen: dict[tuple[str, str], int] = {}  # media key -> its index in `media`
     said: list[tuple[str, str, str]] = []  # (role, text, param) of user and assistant messages
@@ -296,7 +351,7 @@ def parse_chat_request(body: Any) -> ChatRequest:
                        req.max_completion_tokens or req.max_tokens,
                        sum(role == "user" for role, _, _ in said), history,
                        req.mm_processor_kwargs.model_dump(exclude_none=True)
-                       if req.mm_processor_kwargs else {})
+                       if req.mm_processor_kwargs else {}, sampling, sampling_fields)
 
 
 def _conversation(said: list[tuple[str, str, str]]) -> tuple[list[tuple[str, str]], str]:

@@ -65,6 +65,24 @@ class CascadeExtra(BaseModel):
     trace: dict[str, Any] | None = Field(description="stages, their seconds and counters")
 
 
+class TopLogprob(BaseModel):
+    token: str
+    logprob: float
+    bytes: list[int] | None = Field(description="the token's UTF-8 bytes (a token may hold part "
+                                    "of a character)")
+
+
+class TokenLogprob(TopLogprob):
+    top_logprobs: list[TopLogprob] = Field(description="the `top_logprobs` most likely tokens at "
+                                           "this position")
+
+
+class ChoiceLogprobs(BaseModel):
+    content: list[TokenLogprob] | None = Field(description="one entry per generated token (log p "
+                                               "under the model, raw logits); null for a tool "
+                                               "answer, which sampled no token")
+
+
 class AssistantMessage(BaseModel):
     role: Literal["assistant"]
     content: str
@@ -73,7 +91,7 @@ class AssistantMessage(BaseModel):
 class Choice(BaseModel):
     index: int
     message: AssistantMessage
-    logprobs: None = None
+    logprobs: ChoiceLogprobs | None = None
     finish_reason: Literal["stop", "length"]
 
 
@@ -95,14 +113,15 @@ class Delta(BaseModel):
 class ChunkChoice(BaseModel):
     index: int
     delta: Delta
-    logprobs: None = None
+    logprobs: ChoiceLogprobs | None = None
     finish_reason: Literal["stop", "length"] | None
 
 
 class ChatCompletionChunk(BaseModel):
-    """One server-sent event of a stream: the first has `delta.role`, then one per token
-    (`delta.content`), the last choice chunk has `finish_reason` and `cascade`; with
-    `stream_options.include_usage` a chunk with no choices and `usage` follows."""
+    """One server-sent event of a stream: per choice (`index`; n of them) one with `delta.role`,
+    then one per token (`delta.content`, and its `logprobs` when asked), then one with
+    `finish_reason`; the last of those carries `cascade`; with `stream_options.include_usage` a
+    chunk with no choices and `usage` follows."""
 
     id: str
     object: Literal["chat.completion.chunk"]

@@ -4,15 +4,14 @@
 Shapes and ranges are OpenAI's (`temperature` in [0, 2], `top_logprobs` in [0, 20], at most 4
 `stop` sequences ...), plus what vLLM adds and this server accepts: `video_url` content parts,
 a `uuid` on each media part, `mm_processor_kwargs` (its keys typed), `top_k`, `min_p`,
-`repetition_penalty`, `media_io_kwargs`, `chat_template_kwargs`; and OpenAI's `file` parts (PDF
-documents). Validation is strict (no "yes" for a boolean, no 1.5 for an integer, no
+`repetition_penalty`, `stop_token_ids`, `media_io_kwargs`, `chat_template_kwargs`; and OpenAI's
+`file` parts (PDF documents). Validation is strict (no "yes" for a boolean, no 1.5 for an integer, no
 NaN) and closed (an unknown field is an error, as OpenAI answers it).
 
-A field the schema admits may still be refused by what the pipelines can do today: the cascade
-decodes greedily, one choice, plain text, so `protocol.UNHONOURED` lists the values each sampling
-field is served at (its no-op values) and any other value is a 400 naming the field. Teaching the
-runtime a feature (sampling, `n`, `stop`, logprobs, `response_format`) is a matter of removing its
-row there; its type here is already the one clients send.
+A field the schema admits may still be refused by what the pipelines can do today:
+`protocol.UNHONOURED` lists the values such a field is served at (its no-op values) and any other
+value is a 400 naming the field. The sampling fields are honoured (`protocol.SAMPLING_FIELDS`:
+they become the request's `cascade.decoding.SamplingParams`).
 """
 from __future__ import annotations
 
@@ -20,6 +19,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
+
+from ..decoding import MAX_N
 
 __all__ = ["ChatCompletionRequest", "Message", "TextPart", "ImagePart", "VideoPart", "FilePart",
            "ImageURL", "VideoURL", "FileRef", "StreamOptions", "ResponseFormat", "MMProcessorKwargs"]
@@ -199,7 +200,8 @@ class ChatCompletionRequest(_Strict):
     max_tokens: int | None = Field(None, ge=1, description="most answer tokens (a tool answer "
                                    "is not affected); needs a pipeline with a max_new_tokens input")
     max_completion_tokens: int | None = Field(None, ge=1, description="same as max_tokens")
-    n: int | None = Field(None, ge=1)
+    n: int | None = Field(None, ge=1, le=MAX_N, description="completions: one prefill, n "
+                          "decodes (a tool answer: n identical choices)")
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
     top_k: int | None = Field(None, ge=-1, description="vLLM")
@@ -210,7 +212,8 @@ class ChatCompletionRequest(_Strict):
     seed: int | None = Field(None, ge=-(2**63), le=2**64 - 1)
     stop: Text | Annotated[list[Text], Field(max_length=4)] | None = None
     logprobs: bool | None = None
-    top_logprobs: int | None = Field(None, ge=0, le=20)
+    top_logprobs: int | None = Field(None, ge=0, le=20, description="needs logprobs: true")
+    stop_token_ids: list[Annotated[int, Field(ge=0)]] | None = Field(None, description="vLLM")
     logit_bias: dict[str, Annotated[int, Field(ge=-100, le=100)]] | None = None
     response_format: ResponseFormat | None = None
     tools: list[Tool] | None = None

@@ -3,8 +3,12 @@
 The pipeline runs in a worker thread; each token of the answer crosses to the event loop through
 a `cascade.streaming.TokenChannel` (closed when the run ends) and leaves as one content chunk, so the first chunk
 arrives after the time to first token, not after the answer. A tool answer (OCR read the sign)
-generated no tokens: its text leaves at once, as one chunk. The last chunk carries
-`finish_reason` and the `cascade` extra field (evidence, bill, trace); a usage chunk follows when
+generated no tokens: its text leaves at once, as one chunk. With n > 1 each token's chunk names its
+choice (`index`, from the token event's `choice`); a tool answer sends its text once per choice.
+With `logprobs` each token's chunk carries its entry (a token whose text is held back, an
+incomplete character or the start of a possible stop string, still sends its logprobs with empty
+content). Each choice ends with a chunk carrying its `finish_reason`; the last carries the
+`cascade` extra field (evidence, bill, trace); a usage chunk follows when
 `stream_options.include_usage` asks for it; then `data: [DONE]`.
 
 HTTP status codes only exist before the first byte: a request that fails before its first token
@@ -26,6 +30,7 @@ from typing import Any
 from fastapi.responses import StreamingResponse
 
 from .bill import openai_usage
+from .choices import completions_of
 from .errors import APIError
 from .responses import ChatCompletionChunk
 
@@ -70,14 +75,16 @@ def _sse(obj: Any) -> str:
 def event_stream(tokens: AsyncIterator[Any], work: asyncio.Future, first: Any | None, *, model: str,
                  cid: str, created: int, include_usage: bool,
                  extra: Callable[[Any], dict[str, Any]],
-                 finished: Callable[[int], None], send_timeout: float = 30.0) -> StreamingResponse:
+                 finished: Callable[[int], None], send_timeout: float = 30.0, n: int = 1,
+                 logprobs: bool = False) -> StreamingResponse:
     """The response for a run that has produced its first token (`first`; the rest come from
     `tokens`, which ends with the run) or, for a tool answer, has finished (`first` None). extra(answer): the `cascade` field of the last chunk.
     finished(status) is called when the stream ends (200, an error's status, or 499), maybe
-    more than once: the first call counts."""
+    more than once: the first call counts. n, logprobs: the request's (module docstring)."""
 
-    def chunk(delta: dict[str, Any], finish: str | None = None, **more: Any) -> dict[str, Any]:
-        choices = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+    def chunk(delta: dict[str, Any], finish: str | None = None, index: int = 0,
+              lp: dict[str, Any] | None = None, **more: Any) -> dict[str, Any]:
+        choices = [{"index": index, "delta": delta, "logprobs": lp, "finish_reason": finish}]
         return ChatCompletionChunk(id=cid, object="chat.completion.chunk", created=created,
                                    model=model, choices=choices, **more,
                                    ).model_dump(mode="json", exclude_unset=True)
@@ -88,28 +95,42 @@ def event_stream(tokens: AsyncIterator[Any], work: asyncio.Future, first: Any | 
         finished(status)
 
     async def events() -> AsyncIterator[str]:
-        status, streamed = 499, []
+        status, streamed = 499, {}  # choice -> the texts sent
         try:
-            yield _sse(chunk({"role": "assistant", "content": ""}))
+            for i in range(n):
+                streamed[i] = []
+                yield _sse(chunk({"role": "assistant", "content": ""}, index=i))
             event = first
             while event is not None:
-                if event.text:  # "" while a multi-byte character is incomplete, or for EOS
-                    streamed.append(event.text)
-                    yield _sse(chunk({"content": event.text}))
+                if event.choice not in streamed:  # more completions than asked (the stage's n)
+                    streamed[event.choice] = []
+                    yield _sse(chunk({"role": "assistant", "content": ""}, index=event.choice))
+                entry = event.entry if logprobs else None
+                # text "" while a character is incomplete, a stop string may be starting, or EOS
+                if event.text or entry is not None:
+                    streamed[event.choice].append(event.text)
+                    lp = {"content": [entry.to_openai()]} if entry is not None else None
+                    yield _sse(chunk({"content": event.text}, index=event.choice, lp=lp))
                 event = await anext(tokens, None)
             try:
                 answer = await work
-                text = "".join(streamed)
-                if not answer.text.startswith(text):
-                    # A pipeline whose streaming VLM stage was not its final answer (a draft a
-                    # router replaced): the client has text that is not the answer. Say so.
-                    log.error("streamed text is not the answer of %s", model)
-                    raise APIError(500, "the pipeline streamed a draft that is not its final "
-                                   "answer (a vlm_answer stage whose answer a router may "
-                                   "replace needs `stream: false`)", code="stream_mismatch")
-                if answer.text[len(text):]:  # a tool answer, or a stage that did not stream
-                    yield _sse(chunk({"content": answer.text[len(text):]}))
-                yield _sse(chunk({}, answer.bill.finish_reason, cascade=extra(answer)))
+                done = completions_of(answer, n)
+                for i, c in enumerate(done):
+                    text = "".join(streamed.get(i, ()))
+                    if not c.text.startswith(text):
+                        # A pipeline whose streaming VLM stage was not its final answer (a draft
+                        # a router replaced): the client has text that is not the answer.
+                        log.error("streamed text is not the answer of %s", model)
+                        raise APIError(500, "the pipeline streamed a draft that is not its final "
+                                       "answer (a vlm_answer stage whose answer a router may "
+                                       "replace needs `stream: false`)", code="stream_mismatch")
+                    if i not in streamed:
+                        yield _sse(chunk({"role": "assistant", "content": ""}, index=i))
+                    if c.text[len(text):]:  # a tool answer, or a stage that did not stream
+                        yield _sse(chunk({"content": c.text[len(text):]}, index=i))
+                for i, c in enumerate(done):
+                    last = {"cascade": extra(answer)} if i == len(done) - 1 else {}
+                    yield _sse(chunk({}, c.finish_reason, index=i, **last))
                 if include_usage:
                     yield _sse(ChatCompletionChunk(
                         id=cid, object="chat.completion.chunk", created=created, model=model,

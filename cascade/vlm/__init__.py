@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the names below are, for readers and type checkers
     from .backend import VLM, Backend, Stream
-    from .decode import Sampling, TokenEvent
+    from .decode import SamplingParams, TokenEvent
     from .families import FAMILIES, Family, FamilyRuntime, ImageLimits, register_family
     from .kv_cache import KVPrefixCache, PrefixState
     from .options import BACKENDS, ModelSpec, register_backend
@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # what the names below are, for readers and type checkers
 
 _WHERE = {
     "VLM": "backend", "Backend": "backend", "Stream": "backend",
-    "Sampling": "decode", "TokenEvent": "decode",
+    "SamplingParams": "decode", "TokenEvent": "decode",
     "FAMILIES": "families", "Family": "families", "FamilyRuntime": "families",
     "ImageLimits": "families", "register_family": "families",
     "KVPrefixCache": "kv_cache", "PrefixState": "kv_cache",

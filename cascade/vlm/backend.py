@@ -13,7 +13,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from .. import plugins
 from ..errors import InputError, did_you_mean
 from ..streaming import TokenChannel
-from .decode import GREEDY, OnToken, Sampling, TokenEvent
+from .decode import GREEDY, OnToken, SamplingParams, TokenEvent
 from .families import Family, ImageLimits
 from .prompt import History
 from .reduction import ReductionConfig
@@ -37,12 +37,12 @@ class Backend(Protocol):
 
     def generate(self, images: Any, question: str, *, max_new_tokens: int = 64,
                  reduction: ReductionConfig | None = None, system_prompt: str | None = None,
-                 history: History = (), sampling: Sampling = GREEDY,
-                 on_token: OnToken | None = None, top_logprobs: int = 0) -> VLMResult: ...
+                 history: History = (), sampling: SamplingParams = GREEDY,
+                 on_token: OnToken | None = None) -> VLMResult: ...
 
     def generate_batch(self, requests: Sequence[tuple[Any, str]], *, max_new_tokens: int = 64,
                        reduction: ReductionConfig | None = None, system_prompt: str | None = None,
-                       sampling: Sampling = GREEDY) -> list[VLMResult]: ...
+                       sampling: SamplingParams = GREEDY) -> list[VLMResult]: ...
 
     def session(self, images: Any, *, system_prompt: str | None = None,
                 reduction: ReductionConfig | None = None, max_new_tokens: int = 64) -> Any: ...
@@ -136,19 +136,20 @@ class VLM:
 
     def generate(self, images: Any, question: str, max_new_tokens: int = 64,
                  reduction: ReductionConfig | None = None, system_prompt: str | None = None, *,
-                 history: History = (), sampling: Sampling = GREEDY, on_token: OnToken | None = None,
-                 top_logprobs: int = 0) -> VLMResult:
+                 history: History = (), sampling: SamplingParams = GREEDY,
+                 on_token: OnToken | None = None) -> VLMResult:
         """Answer `question` about `images`; the result carries the text, the tokens with their
         log-probabilities, and the bill.
 
         history: earlier (question, answer) turns, placed after the images and before the
-        question (the media prefix stays cacheable). sampling: greedy by default (`Sampling`).
-        on_token: called with each `TokenEvent` as it is generated (see `stream` for an
-        iterator). top_logprobs: also return, per token, that many most likely alternatives."""
+        question (the media prefix stays cacheable). sampling: greedy by default; a
+        `cascade.decoding.SamplingParams` (or a mapping of its fields) sets temperature, top-p/k,
+        min-p, penalties, a seed, stop strings / ids, logprobs and top_logprobs, and n
+        completions from one prefill (`result.completions`). on_token: called with each
+        `TokenEvent` as it is generated (see `stream` for an iterator)."""
         return self.backend.generate(images, question, max_new_tokens=max_new_tokens,
                                      reduction=reduction, system_prompt=system_prompt,
-                                     history=history, sampling=sampling, on_token=on_token,
-                                     top_logprobs=top_logprobs)
+                                     history=history, sampling=sampling, on_token=on_token)
 
     def stream(self, images: Any, question: str, max_new_tokens: int = 64, **kw: Any) -> Stream:
         """`generate` as an iterator of `TokenEvent`s; the `VLMResult` is `.result` afterwards.
@@ -160,7 +161,7 @@ class VLM:
 
     def generate_batch(self, requests: Sequence[tuple[Any, str]], max_new_tokens: int = 64,
                        reduction: ReductionConfig | None = None, system_prompt: str | None = None,
-                       *, sampling: Sampling = GREEDY) -> list[VLMResult]:
+                       *, sampling: SamplingParams = GREEDY) -> list[VLMResult]:
         """Answer (images, question) requests together, one result per request in order.
 
         The transformers backend batches the prefills (left padding + attention mask), decodes in

@@ -8,6 +8,7 @@ the LLM prefill and the decode are billed apart, and a KV-cache hit is billed fo
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from ..bill import Bill, CacheOutcome
 from ..cost import decode_flops, fastv_context, fastv_prefill_flops, prefill_flops
@@ -20,7 +21,7 @@ __all__ = ["vlm_bill", "baseline"]
 
 
 def vlm_bill(family: Family, model: str, *, costs: list[ImageCost], visual_tokens: int,
-             prompt_tokens: int, generated: Generated, cache: CacheOutcome, reduction: ReductionConfig,
+             prompt_tokens: int, generated: Generated | Sequence[Generated], cache: CacheOutcome, reduction: ReductionConfig,
              t0: float, vision_s: float, prefill_s: float, cached_tokens: int = 0,
              encoded: "list[ImageCost] | tuple | None" = None, fastv_layer: int | None = None,
              tower: "list[ImageCost] | tuple | None" = None, images_cached: int = 0) -> Bill:
@@ -32,7 +33,9 @@ def vlm_bill(family: Family, model: str, *, costs: list[ImageCost], visual_token
     prompt_tokens: text tokens of the prompt; cached_tokens: prompt tokens (visual and text) reused
     from a KV cache rather than prefilled; fastv_layer: FastV's K when it pruned; tower: what the
     tower costs on each image under a reduction before the tower (`tower`: only the kept patches
-    are encoded), None when it encodes every patch. Vision FLOPs are billed on `tower` when given
+    are encoded), None when it encodes every patch. generated: the completion, or a request's n
+    completions (one prefill, n decodes: their tokens and decode FLOPs add up; the finish reason
+    and confidence are the first's). Vision FLOPs are billed on `tower` when given
     (and `encoded` defaults to it); visual tokens before reduction stay those of `costs`."""
     llm = family.shapes.llm
     unreduced = sum(c.tokens for c in costs)
@@ -47,20 +50,24 @@ def vlm_bill(family: Family, model: str, *, costs: list[ImageCost], visual_token
     towered = list(costs if tower is None else tower)
     encoded = towered if encoded is None else encoded
     vision = family.vision_flops(towered)
-    t_end = generated.t_end or time.perf_counter()
-    steps = len(generated.tokens) - 1
+    gens = [generated] if isinstance(generated, Generated) else list(generated)
+    first, tokens = gens[0], sum(len(g.tokens) for g in gens)
+    t_first = min(g.t_first for g in gens)
+    t_end = max(g.t_end or time.perf_counter() for g in gens)
+    steps = max(len(g.tokens) for g in gens) - 1
     return Bill(
         model=model, visual_tokens=visual_tokens, unreduced_visual_tokens=unreduced,
         prompt_tokens=prompt_tokens, cached_tokens=cached_tokens,
-        generated_tokens=len(generated.tokens), finish_reason=generated.finish,
+        generated_tokens=tokens, finish_reason=first.finish,
         vision_flops=vision, prefill_flops=prefill,
-        decode_flops=decode_flops(llm, context, len(generated.tokens)),
+        decode_flops=sum(decode_flops(llm, context, len(g.tokens)) for g in gens),
         computed_vision_flops=family.vision_flops(encoded) if encoded else 0.0,
         computed_prefill_flops=computed, unreduced_prefill_flops=prefill_flops(llm, full),
-        ttft_s=generated.t_first - t0, vision_s=vision_s, prefill_s=prefill_s, total_s=t_end - t0,
-        tpot_s=(t_end - generated.t_first) / steps if steps > 0 else None, cache=cache,
-        images_encoded=len(encoded), images_cached=images_cached, reduction=reduction.method, keep_ratio=reduction.keep_ratio,
-        confidence=geometric_confidence(generated.logprobs))
+        ttft_s=t_first - t0, vision_s=vision_s, prefill_s=prefill_s, total_s=t_end - t0,
+        tpot_s=(t_end - t_first) / steps if steps > 0 else None, cache=cache,
+        images_encoded=len(encoded), images_cached=images_cached,
+        reduction=reduction.method, keep_ratio=reduction.keep_ratio,
+        confidence=geometric_confidence(first.logprobs))
 
 
 def baseline(family: Family, sizes: list[tuple[int, int]], prompt_tokens: int) -> tuple[int, float, float]:

@@ -28,7 +28,8 @@ from typing import Any
 
 from ..errors import CascadeError, InputError
 from .billing import vlm_bill
-from .decode import GREEDY, Generated, OnToken, Sampling, TokenEvent
+from ..decoding import Completion, SamplingParams, TokenLogprob, sampling_params
+from .decode import GREEDY, Generated, OnToken, TokenEvent
 from .families import Family, ImageLimits, load_family
 from .media import as_images
 from .prompt import History
@@ -84,9 +85,16 @@ class OpenAIBackend:
 
     def generate(self, images: Any, question: str, *, max_new_tokens: int = 64,
                  reduction: ReductionConfig | None = None, system_prompt: str | None = None,
-                 history: History = (), sampling: Sampling = GREEDY, on_token: OnToken | None = None,
-                 top_logprobs: int = 0) -> VLMResult:
+                 history: History = (), sampling: SamplingParams = GREEDY,
+                 on_token: OnToken | None = None) -> VLMResult:
+        """One completion from the server, every sampling field sent as the server takes it
+        (vLLM's extensions in `extra_body`); n > 1 is refused (ask n times)."""
         import openai
+
+        sampling = sampling_params(sampling)
+        if sampling.n > 1:
+            raise InputError(f"sampling.n = {sampling.n}: the openai backend asks for one "
+                             "completion per call")
 
         images = as_images(images)
         if not images:
@@ -97,15 +105,28 @@ class OpenAIBackend:
         if not red.is_identity:
             raise InputError(f"the openai backend cannot apply reduction '{red.method}': token "
                              "pruning runs inside the serving engine; configure it there")
-        body: dict[str, Any] = dict(model=self.model_id, max_tokens=max_new_tokens, logprobs=True,
-                                    messages=self.messages(images, question, system_prompt, history),
-                                    temperature=sampling.temperature, top_p=sampling.top_p)
+        body: dict[str, Any] = dict(
+            model=self.model_id, max_tokens=sampling.max_tokens or max_new_tokens, logprobs=True,
+            messages=self.messages(images, question, system_prompt, history),
+            temperature=sampling.temperature, top_p=sampling.top_p,
+            presence_penalty=sampling.presence_penalty,
+            frequency_penalty=sampling.frequency_penalty)
         if sampling.seed is not None:
             body["seed"] = sampling.seed
-        if sampling.top_k:
-            body["extra_body"] = {"top_k": sampling.top_k}  # vLLM/SGLang's extension
-        if top_logprobs:
-            body["top_logprobs"] = top_logprobs
+        if sampling.stop:
+            body["stop"] = list(sampling.stop)
+        if sampling.top_logprobs:
+            body["top_logprobs"] = sampling.top_logprobs
+        fmt = sampling.response_format
+        if fmt is not None:  # the server enforces it (vLLM: its own xgrammar backend)
+            body["response_format"] = {"type": "json_object"} if fmt.type == "json_object" else {
+                "type": "json_schema", "json_schema": {"name": "answer", "schema": fmt.schema}}
+        extra = {k: v for k, v, off in (  # vLLM / SGLang's extensions, sent when set
+            ("top_k", sampling.top_k, 0), ("min_p", sampling.min_p, 0),
+            ("repetition_penalty", sampling.repetition_penalty, 1),
+            ("stop_token_ids", list(sampling.stop_token_ids), [])) if v != off and v != -1}
+        if extra:
+            body["extra_body"] = extra
         t0 = time.perf_counter()
         try:
             if on_token is None:
@@ -117,7 +138,7 @@ class OpenAIBackend:
                                f"{str(e.message)[:500]}") from e
         except openai.APIError as e:  # connection refused, timeout after retries, bad response
             raise CascadeError(f"VLM server at {self.base_url} unreachable: {e}") from e
-        return self._result(images, text, usage, gen, t0)
+        return self._result(images, text, usage, gen, t0, sampling.logprobs)
 
     def _complete(self, body: dict, t0: float) -> tuple[str, Any, Generated]:
         resp = self._client.chat.completions.create(**body)
@@ -151,7 +172,8 @@ class OpenAIBackend:
         gen.t_first = gen.t_first or gen.t_end
         return "".join(text), usage, gen
 
-    def _result(self, images: list, text: str, usage: Any, gen: Generated, t0: float) -> VLMResult:
+    def _result(self, images: list, text: str, usage: Any, gen: Generated, t0: float,
+                with_logprobs: bool) -> VLMResult:
         n_in, n_out = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
         details = usage.prompt_tokens_details if usage else None
         reported = details.image_tokens if details else None
@@ -167,12 +189,14 @@ class OpenAIBackend:
             bill = vlm_bill(fam, self.model_id, costs=costs, visual_tokens=n_vis,
                             prompt_tokens=max(n_in - n_vis, 0), generated=gen, cache="off",
                             reduction=red, t0=t0, vision_s=0.0, prefill_s=0.0)
+        entries = tuple(gen.entries) if with_logprobs else None
         return VLMResult(text=text, token_ids=(), model=self.model_id, backend=self.name, bill=bill,
-                         logprobs=tuple(gen.logprobs), top_logprobs=tuple(gen.top_logprobs))
+                         logprobs=tuple(gen.logprobs), top_logprobs=tuple(gen.top_logprobs),
+                         completions=(Completion(text, gen.finish, (), entries),))
 
     def generate_batch(self, requests: Sequence[tuple[Any, str]], *, max_new_tokens: int = 64,
                        reduction: ReductionConfig | None = None, system_prompt: str | None = None,
-                       sampling: Sampling = GREEDY) -> list[VLMResult]:
+                       sampling: SamplingParams = GREEDY) -> list[VLMResult]:
         """One request after the other: the server batches concurrent requests on its own."""
         return [self.generate(images, question, max_new_tokens=max_new_tokens, reduction=reduction,
                               system_prompt=system_prompt, sampling=sampling)
@@ -204,7 +228,11 @@ def _add_logprobs(gen: Generated, logprobs: Any) -> None:
     for item in (getattr(logprobs, "content", None) or []):
         if isinstance(item.logprob, (int, float)):
             gen.logprobs.append(float(item.logprob))
-            gen.top_logprobs.append(tuple((-1, float(t.logprob)) for t in item.top_logprobs or ()))
+            top = item.top_logprobs or ()
+            gen.top_logprobs.append(tuple((-1, float(t.logprob)) for t in top))
+            gen.entries.append(TokenLogprob(item.token, float(item.logprob), tuple(item.bytes or ()),
+                                            tuple(TokenLogprob(t.token, float(t.logprob),
+                                                               tuple(t.bytes or ())) for t in top)))
 
 
 def _bill_without_family(model: str, visual: int, text: int, gen: Generated, t0: float,

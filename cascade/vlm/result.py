@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..bill import Bill
+from ..decoding import Completion
 
 __all__ = ["VLMResult", "peak_memory", "geometric_confidence"]
 
@@ -19,6 +20,8 @@ class VLMResult:
     token_ids: the generated tokens; logprobs: log p of each under the model (fp32 log-softmax of
     the raw logits, whatever the sampling settings; empty where the backend cannot tell);
     top_logprobs: per token, the `top_logprobs` most likely (token id, log p) when asked for.
+    completions: the request's `n` completions (text, finish reason, tokens, OpenAI logprobs
+    entries when asked); the first is this result's own text and tokens.
     bill: tokens, FLOPs (vision / prefill / decode), times, cache outcome, reduction and the
     confidence (exp of the mean logprob) of this call (`cascade.bill.Bill`).
     peak_memory_bytes: torch.cuda.max_memory_allocated on GPU, the process' peak RSS on CPU
@@ -32,6 +35,7 @@ class VLMResult:
     bill: Bill
     logprobs: tuple[float, ...] = ()
     top_logprobs: tuple[tuple[tuple[int, float], ...], ...] = ()
+    completions: tuple[Completion, ...] = ()
     peak_memory_bytes: int | None = None
     peak_memory_kind: str | None = None
 

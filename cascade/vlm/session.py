@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import InputError
 from .billing import vlm_bill
-from .decode import GREEDY, OnToken, Sampling
+from .decode import GREEDY, OnToken, SamplingParams
 from .media import as_images
 from .prefix import sync
 from .reduction import ReductionConfig
@@ -53,12 +53,16 @@ class Session:
         self._pending: list[int] = []  # the last answer's final token, fed with the next turn
         self._visual = 0
 
-    def ask(self, question: str, max_new_tokens: int | None = None, sampling: Sampling = GREEDY,
-            on_token: OnToken | None = None, top_logprobs: int = 0) -> VLMResult:
+    def ask(self, question: str, max_new_tokens: int | None = None,
+            sampling: SamplingParams = GREEDY, on_token: OnToken | None = None) -> VLMResult:
+        """The next turn. One completion per turn (the conversation keeps one answer): n > 1 is
+        refused. A stop string ends the answer's text; the tokens generated up to it stay in the
+        session's context."""
         b, engine = self.backend, self.backend.engine
         t0 = b.begin_call()
+        sampling = b.check_sampling(sampling, one="a session")
         question = b.layout.check_question(question)
-        max_new = max_new_tokens or self.max_new_tokens
+        max_new = sampling.max_tokens or max_new_tokens or self.max_new_tokens
         n_img = len(self.images)
         vision_s = prefix_s = 0.0
         encoded, images_cached = (), 0  # a later turn runs no tower
@@ -83,8 +87,8 @@ class Session:
         hidden = engine.prefill(self._cache, self._next_pos, new)
         self._next_pos += len(new)
         self._length += len(new)
-        gen, = b.decoder.run(hidden, self._cache, [self._next_pos], max_new, sampling,
-                             on_token=on_token, top_logprobs=top_logprobs)
+        gen, = b.decoder.run(hidden, self._cache, [self._next_pos],
+                             b.decoder.sequences(sampling, max_new, on_token))
         sync(b.device)
         prompt_tokens = self._length - self._visual
         # Every generated token but the last was fed back; the last is fed with the next turn,

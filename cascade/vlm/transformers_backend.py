@@ -21,11 +21,12 @@ from typing import Any, Literal
 
 import torch
 
+from ..decoding import Completion
 from ..devices import pick_device, pick_dtype
 from ..errors import InputError
 from ..kernels.dispatch import IMPLS, Ops, bind
 from .billing import vlm_bill
-from .decode import GREEDY, Decoder, Generated, OnToken, Sampling
+from .decode import GREEDY, Decoder, Generated, OnToken, SamplingParams, share_prefix
 from .encoder_cache import DEFAULT_ENCODER_CACHE_BYTES, EncoderCache
 from .families import Family, FamilyRuntime, ImageLimits, load_family
 from .fastv import fastv_prefill, layerwise_step
@@ -78,7 +79,8 @@ class TransformersBackend:
         eos = [eos] if isinstance(eos, int) else list(eos or [])
         if self.processor.tokenizer.eos_token_id is not None:
             eos.append(self.processor.tokenizer.eos_token_id)
-        self.decoder = Decoder(self.runtime, frozenset(eos))
+        self.decoder = Decoder(self.runtime, frozenset(eos),
+                               vocab_size=family.lm_head_of(model).weight.shape[0])
 
     @classmethod
     def load(cls, model: str, *, device: str = "auto", dtype: Any = "auto",
@@ -162,20 +164,39 @@ class TransformersBackend:
             torch.cuda.reset_peak_memory_stats(self.device)
         return time.perf_counter()
 
-    def result(self, gen: Generated, bill: Any) -> VLMResult:
-        """A call's VLMResult from what the decoder generated and its bill."""
-        mem, kind = peak_memory(self.device)
-        return VLMResult(text=self.processor.tokenizer.decode(gen.tokens, skip_special_tokens=True),
-                         token_ids=tuple(gen.tokens), model=self.model_id, backend=self.name,
-                         bill=bill, logprobs=tuple(gen.logprobs), top_logprobs=tuple(gen.top_logprobs),
-                         peak_memory_bytes=mem, peak_memory_kind=kind)
+    def result(self, gens: Generated | list[Generated], bill: Any) -> VLMResult:
+        """A call's VLMResult from what the decoder generated (one completion, or a request's n:
+        the first is the result's own text) and its bill."""
+        gens = gens if isinstance(gens, list) else [gens]
+        gen, mem_kind = gens[0], peak_memory(self.device)
+        completions = tuple(Completion(g.text, g.finish, tuple(g.tokens),
+                                       tuple(g.entries) if g.entries else None) for g in gens)
+        return VLMResult(text=gen.text, token_ids=tuple(gen.tokens), model=self.model_id,
+                         backend=self.name, bill=bill, logprobs=tuple(gen.logprobs),
+                         top_logprobs=tuple(gen.top_logprobs), completions=completions,
+                         peak_memory_bytes=mem_kind[0], peak_memory_kind=mem_kind[1])
+
+    @staticmethod
+    def check_sampling(sampling: Any, *, one: str | None = None) -> SamplingParams:
+        """The call's settings (a SamplingParams or a mapping of its fields); `one` names a path
+        that decodes a single completion per request, where n > 1 is refused."""
+        from ..decoding import sampling_params
+
+        sampling = sampling_params(sampling)
+        if one is not None and sampling.n > 1:
+            raise InputError(f"sampling.n = {sampling.n}: {one} decodes one completion per "
+                             "request; ask with n = 1")
+        return sampling
 
     # -- one request ------------------------------------------------------------------------------
     def generate(self, images: Any, question: str, *, max_new_tokens: int = 64,
                  reduction: ReductionConfig | None = None, system_prompt: str | None = None,
-                 history: History = (), sampling: Sampling = GREEDY, on_token: OnToken | None = None,
-                 top_logprobs: int = 0) -> VLMResult:
+                 history: History = (), sampling: SamplingParams = GREEDY,
+                 on_token: OnToken | None = None) -> VLMResult:
+        """One request; `sampling.n` > 1 decodes n completions from one prefill (the prompt's KV
+        repeated along the batch, `share_prefix`), billed together."""
         t0 = self.begin_call()
+        sampling = self.check_sampling(sampling)
         images = as_images(images)
         if not images:
             raise InputError("no image given: this VLM call needs at least one image")
@@ -183,29 +204,32 @@ class TransformersBackend:
         if max_new_tokens < 1:
             raise InputError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         red = self.check_reduction(reduction)
+        max_new_tokens = sampling.max_tokens or max_new_tokens
         prefix_text, suffix_text = self.layout.first_turn(len(images), system_prompt, question, history)
         suffix = self.layout.tokenize(suffix_text)
         costs = [self.family.image_cost(im.width, im.height) for im in images]
         if red.question_dependent:
             return self._generate_fastv(images, prefix_text, suffix, red, max_new_tokens, t0, costs,
-                                        sampling, on_token, top_logprobs)
+                                        sampling, on_token)
         state, status, vision_s, prefix_s = self.engine.state(images, prefix_text, red)
         self.engine.check_context(state.length + len(suffix), max_new_tokens)
         cache = self.engine.cache_of(state)
         t = time.perf_counter()
         hidden = self.engine.prefill(cache, state.next_pos, suffix)
-        gen, = self.decoder.run(hidden, cache, [state.next_pos + len(suffix)], max_new_tokens,
-                                sampling, on_token=on_token, top_logprobs=top_logprobs)
+        seqs = self.decoder.sequences(sampling, max_new_tokens, on_token)
+        gens = self.decoder.run(share_prefix(hidden, cache, len(seqs)), cache,
+                                [state.next_pos + len(suffix)] * len(seqs), seqs)
         sync(self.device)
         bill = vlm_bill(self.family, self.model_id, costs=costs, visual_tokens=state.visual_tokens,
-                        prompt_tokens=state.text_tokens + len(suffix), generated=gen, cache=status,
-                        reduction=red, t0=t0, vision_s=vision_s, prefill_s=prefix_s + gen.t_first - t,
+                        prompt_tokens=state.text_tokens + len(suffix), generated=gens, cache=status,
+                        reduction=red, t0=t0, vision_s=vision_s,
+                        prefill_s=prefix_s + min(g.t_first for g in gens) - t,
                         cached_tokens=state.cached_tokens, encoded=state.encoded,
                         images_cached=state.images_cached, tower=state.tower_costs)
-        return self.result(gen, bill)
+        return self.result(gens, bill)
 
     def _generate_fastv(self, images, prefix_text, suffix, red, max_new_tokens, t0, costs,
-                        sampling, on_token, top_logprobs) -> VLMResult:
+                        sampling, on_token) -> VLMResult:
         fam, layers = self.runtime, self.family.shapes.llm.layers
         if not 1 <= red.fastv_layer < layers:
             raise InputError(f"fastv_layer must be in [1, {layers - 1}] for this {layers}-layer model, "
@@ -220,22 +244,23 @@ class TransformersBackend:
             keep = keep_count(a.unreduced, red.keep_ratio)
             cache = self.engine.new_cache()
             hidden, _ = fastv_prefill(fam, emb, pos, visual_index, keep, red.fastv_layer, cache, a.extra)
-        gen, = self.decoder.run(hidden, cache, [a.next_pos + len(suffix)], max_new_tokens, sampling,
-                                step=lambda e, p, c, m: layerwise_step(fam, e, p, c), on_token=on_token,
-                                top_logprobs=top_logprobs)
+        seqs = self.decoder.sequences(sampling, max_new_tokens, on_token)
+        gens = self.decoder.run(share_prefix(hidden, cache, len(seqs)), cache,
+                                [a.next_pos + len(suffix)] * len(seqs), seqs,
+                                step=lambda e, p, c, m: layerwise_step(fam, e, p, c))
         sync(self.device)
         bill = vlm_bill(self.family, self.model_id, costs=costs, visual_tokens=keep,
-                        prompt_tokens=a.ids.numel() - a.unreduced + len(suffix), generated=gen,
+                        prompt_tokens=a.ids.numel() - a.unreduced + len(suffix), generated=gens,
                         cache="off", reduction=red, t0=t0, vision_s=a.vision_s,
-                        prefill_s=gen.t_first - t, fastv_layer=red.fastv_layer, encoded=a.encoded,
-                        images_cached=a.images_cached)
-        return self.result(gen, bill)
+                        prefill_s=min(g.t_first for g in gens) - t, fastv_layer=red.fastv_layer,
+                        encoded=a.encoded, images_cached=a.images_cached)
+        return self.result(gens, bill)
 
     # -- a batch of requests ----------------------------------------------------------------------
     def generate_batch(self, requests: Sequence[tuple[Any, str]], *, max_new_tokens: int = 64,
                        reduction: ReductionConfig | None = None, system_prompt: str | None = None,
-                       sampling: Sampling = GREEDY, on_token: OnToken | None = None,
-                       top_logprobs: int = 0) -> list[VLMResult]:
+                       sampling: SamplingParams = GREEDY,
+                       on_token: OnToken | None = None) -> list[VLMResult]:
         """Answer several (images, question) requests together; results in request order.
 
         - Vision: every distinct image of the batch (by content hash) is preprocessed once and
@@ -248,7 +273,9 @@ class TransformersBackend:
           left-padded batch with its attention mask), then the prompts are left-padded into one
           [B, L] batch with an attention mask and prefilled in one forward.
         - Decode: the decoder's loop, one batched step per token; a request stops at its own
-          end-of-turn token or `max_new_tokens`. `on_token` events carry the request's index.
+          end-of-turn token, stop condition or `max_new_tokens`. `on_token` events carry the
+          request's index. Every request has the one `sampling` (n = 1; a seed seeds each
+          request's generator alike, so a seeded request draws what it draws alone).
         - The KV prefix cache is bypassed (neither read nor written; `cache` is "off"): a batch
           prefills each prompt in one chunk, which a cached prefix would split.
         - FastV (question-dependent, layer by layer) is not batched: InputError.
@@ -259,6 +286,8 @@ class TransformersBackend:
         request (up to float rounding in batched kernels).
         """
         t0 = self.begin_call()
+        sampling = self.check_sampling(sampling, one="generate_batch")
+        max_new_tokens = sampling.max_tokens or max_new_tokens
         if isinstance(requests, (str, bytes)) or not isinstance(requests, Sequence):
             raise InputError("requests must be a list of (images, question) pairs")
         if not requests:
@@ -335,8 +364,9 @@ class TransformersBackend:
             cache = self.engine.new_cache()
             hidden = fam.forward(embeds, positions, cache, attention_mask=mask, **kw)
         next_pos = [a.next_pos + n_sfx for _, _, a, n_sfx, *_ in seqs]
-        gens = self.decoder.run(hidden, cache, next_pos, max_new_tokens, sampling,
-                                attention_mask=mask, on_token=on_token, top_logprobs=top_logprobs)
+        rows = [s for b in range(B) for s in self.decoder.sequences(sampling, max_new_tokens,
+                                                                      on_token, request=b)]
+        gens = self.decoder.run(hidden, cache, next_pos, rows, attention_mask=mask)
         sync(self.device)
         prefill_s = min(g.t_first for g in gens) - t
         results = []

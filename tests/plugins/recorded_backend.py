@@ -16,7 +16,7 @@ from pydantic import Field
 
 from cascade.bill import Bill
 from cascade.errors import CascadeError, InputError
-from cascade.vlm.decode import GREEDY, OnToken, Sampling, TokenEvent
+from cascade.vlm.decode import GREEDY, OnToken, SamplingParams, TokenEvent
 from cascade.vlm.media import as_images
 from cascade.vlm.options import ModelSpec, register_backend
 from cascade.vlm.reduction import ReductionConfig
@@ -46,8 +46,8 @@ class RecordedBackend:
 
     def generate(self, images: Any, question: str, *, max_new_tokens: int = 64,
                  reduction: ReductionConfig | None = None, system_prompt: str | None = None,
-                 history: Any = (), sampling: Sampling = GREEDY, on_token: OnToken | None = None,
-                 top_logprobs: int = 0) -> VLMResult:
+                 history: Any = (), sampling: SamplingParams = GREEDY,
+                 on_token: OnToken | None = None) -> VLMResult:
         t0 = time.perf_counter()
         if not as_images(images):
             raise InputError("no image given: this VLM call needs at least one image")
@@ -63,7 +63,7 @@ class RecordedBackend:
 
     def generate_batch(self, requests: Any, *, max_new_tokens: int = 64,
                        reduction: ReductionConfig | None = None, system_prompt: str | None = None,
-                       sampling: Sampling = GREEDY) -> list[VLMResult]:
+                       sampling: SamplingParams = GREEDY) -> list[VLMResult]:
         return [self.generate(images, q, max_new_tokens=max_new_tokens) for images, q in requests]
 
     def session(self, images: Any, **_: Any) -> Any:

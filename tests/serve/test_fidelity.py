@@ -129,6 +129,7 @@ outputs: {answer: vlm.answer}
     try:
         served, url = engine.get("cascade/bare"), "data:image/png;base64,AAAA"
         for body, param in [({"max_tokens": 3, "messages": [_user("q", url)]}, "max_tokens"),
+                            ({"seed": 3, "temperature": 0.5, "messages": [_user("q", url)]}, "seed"),
                             ({"messages": [_user("q1", url), {"role": "assistant", "content": "a"},
                                            _user("q2")]}, "messages")]:
             with pytest.raises(APIError) as e:
@@ -174,8 +175,8 @@ def test_a_stream_that_fails_before_its_first_token_keeps_its_status(served, ima
     assert e.value.body["code"] == "pipeline_error"
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(model=IMAGES, messages=[_user("hi", image_url)],
-                                       stream=True, temperature=0.5)
-    assert e.value.body["param"] == "temperature"
+                                       stream=True, logit_bias={"42": 5})
+    assert e.value.body["param"] == "logit_bias"
 
 
 def test_a_client_that_leaves_mid_stream_stops_the_generation(served, image_url):

@@ -62,10 +62,13 @@ def test_errors_raise_the_right_exceptions(client, messages):
 
 
 def test_what_cannot_be_honoured_raises_bad_request(client, messages):
-    for kwargs, param in [({"logprobs": True}, "logprobs"), ({"temperature": 0.7}, "temperature"),
-                          ({"n": 2}, "n")]:
+    for kwargs, param in [({"logit_bias": {"42": 5}}, "logit_bias"),
+                          ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools")]:
         with pytest.raises(openai.BadRequestError) as e:
             client.chat.completions.create(model=VIDEO, messages=messages, **kwargs)
         assert e.value.body["param"] == param and e.value.body["code"] == "unsupported_parameter"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=VIDEO, messages=messages, top_logprobs=2)
+    assert e.value.body["param"] == "top_logprobs" and "logprobs" in e.value.message
     r = client.chat.completions.create(model=VIDEO, messages=messages, temperature=0, seed=1)
     assert r.choices[0].message.content

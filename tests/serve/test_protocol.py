@@ -56,7 +56,7 @@ def test_parse_takes_last_user_text_and_all_media_once():
      "messages[0].content[0].image_url.url"),
     ({"model": "m", "messages": [{"role": "user", "content": [image_part("data:x")]}]}, "messages"),
     ({"model": "m", "messages": [{"role": "assistant", "content": "hi"}]}, "messages"),
-    ({"model": "m", "n": 2, "messages": [USER]}, "n"),
+    ({"model": "m", "n": 17, "messages": [USER]}, "n"),
     ({"model": "m", "n": 0, "messages": [USER]}, "n"),
     ({"model": "m", "max_tokens": 0, "messages": [USER]}, "max_tokens"),
     # vLLM answers 400 to a bare-string media URL: so do we
@@ -104,22 +104,73 @@ def test_unknown_field_suggests_the_known_one():
 
 
 @pytest.mark.parametrize("extra", [
-    {"n": None}, {"n": 1}, {"temperature": 0}, {"temperature": 1.0}, {"top_p": 1}, {"top_k": -1},
-    {"seed": 7}, {"stop": []}, {"logprobs": False}, {"top_logprobs": 0}, {"tools": []},
+    {"n": None}, {"tools": []},
     {"tool_choice": "none"}, {"response_format": {"type": "text"}}, {"media_io_kwargs": {}},
     {"user": "u1", "metadata": {"a": "b"}, "store": False}, {"max_tokens": None},
-    {"presence_penalty": 0.0}, {"chat_template_kwargs": None},
+    {"chat_template_kwargs": None},
 ])
 def test_no_op_values_are_served(extra):
-    assert parse_chat_request({"model": "m", "messages": [USER], **extra}).question == "hi"
+    req = parse_chat_request({"model": "m", "messages": [USER], **extra})
+    assert req.question == "hi" and req.sampling is None and req.n == 1
+
+
+@pytest.mark.parametrize("extra, expected", [
+    ({"temperature": 0.7, "top_p": 0.9, "seed": 7}, {"temperature": 0.7, "top_p": 0.9, "seed": 7}),
+    ({"top_k": 50, "min_p": 0.1, "repetition_penalty": 1.2},
+     {"top_k": 50, "min_p": 0.1, "repetition_penalty": 1.2}),
+    ({"presence_penalty": 0.5, "frequency_penalty": -0.5},
+     {"presence_penalty": 0.5, "frequency_penalty": -0.5}),
+    ({"n": 3}, {"n": 3}), ({"stop": "END"}, {"stop": ("END",)}),
+    ({"stop": ["a", "", "b"]}, {"stop": ("a", "b")}), ({"stop_token_ids": [7, 9]}, {"stop_token_ids": (7, 9)}),
+    ({"logprobs": True, "top_logprobs": 2}, {"logprobs": True, "top_logprobs": 2}),
+    ({"temperature": None, "seed": 1}, {"seed": 1, "temperature": 0.0}),
+])
+def test_sampling_fields_become_the_requests_settings(extra, expected):
+    req = parse_chat_request({"model": "m", "messages": [USER], **extra})
+    assert {k: getattr(req.sampling, k) for k in expected} == expected
+    assert set(req.sampling_fields) == {k for k, v in extra.items() if v is not None}
+
+
+def test_response_formats_become_the_requests_settings():
+    req = parse_chat_request({"model": "m", "messages": [USER],
+                              "response_format": {"type": "json_object"}})
+    assert req.sampling.response_format.type == "json_object"
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    req = parse_chat_request({"model": "m", "messages": [USER], "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": schema}}})
+    assert req.sampling.response_format.schema == schema
+    assert parse_chat_request({"model": "m", "messages": [USER],
+                               "response_format": {"type": "text"}}).sampling is None
+
+
+@pytest.mark.parametrize("fmt, code", [
+    ({"type": "json_schema"}, "missing_schema"),
+    ({"type": "json_schema", "json_schema": {"name": "x"}}, "missing_schema"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": 5}}}, "invalid_schema"),
+])
+def test_a_bad_response_format_is_a_400_naming_the_schema(fmt, code):
+    e = _err(parse_chat_request, {"model": "m", "messages": [USER], "response_format": fmt})
+    assert (e.status, e.code, e.param) == (400, code, "response_format.json_schema.schema")
 
 
 @pytest.mark.parametrize("extra, param", [
-    ({"n": 3}, "n"), ({"temperature": 0.7}, "temperature"), ({"top_p": 0.9}, "top_p"),
-    ({"top_k": 50}, "top_k"), ({"frequency_penalty": 0.5}, "frequency_penalty"),
-    ({"stop": ["\n"]}, "stop"), ({"logprobs": True}, "logprobs"), ({"top_logprobs": 3}, "top_logprobs"),
+    ({"temperature": 2.5}, "temperature"), ({"temperature": -0.1}, "temperature"),
+    ({"top_p": 0}, "top_p"), ({"top_p": 1.5}, "top_p"), ({"top_k": -2}, "top_k"),
+    ({"min_p": 1.1}, "min_p"), ({"presence_penalty": 2.5}, "presence_penalty"),
+    ({"frequency_penalty": -3}, "frequency_penalty"), ({"repetition_penalty": 0}, "repetition_penalty"),
+    ({"n": 0}, "n"), ({"n": 17}, "n"), ({"seed": 2**64}, "seed"), ({"top_logprobs": 21}, "top_logprobs"),
+    ({"top_logprobs": 2}, "top_logprobs"), ({"top_logprobs": 2, "logprobs": False}, "top_logprobs"),
+    ({"stop": ["a", "b", "c", "d", "e"]}, "stop"), ({"stop_token_ids": [-1]}, "stop_token_ids[0]"),
+    ({"logprobs": "yes"}, "logprobs"),
+])
+def test_sampling_values_out_of_range_are_a_400_naming_the_field(extra, param):
+    e = _err(parse_chat_request, {"model": "m", "messages": [USER], **extra})
+    assert (e.status, e.param) == (400, param), e.message
+    assert e.message.startswith(param)
+
+
+@pytest.mark.parametrize("extra, param", [
     ({"logit_bias": {"42": 5}}, "logit_bias"),
-    ({"response_format": {"type": "json_object"}}, "response_format"),
     ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
     ({"media_io_kwargs": {"video": {"num_frames": 16}}}, "media_io_kwargs"),
     ({"chat_template_kwargs": {"enable_thinking": False}}, "chat_template_kwargs"),

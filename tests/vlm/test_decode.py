@@ -3,9 +3,10 @@ import math
 
 import pytest
 import torch
+from pydantic import ValidationError
 
 from cascade.errors import InputError
-from cascade.vlm import VLM, Sampling
+from cascade.vlm import VLM, SamplingParams
 
 Q = "What is in the picture?"
 
@@ -13,16 +14,16 @@ Q = "What is in the picture?"
 def test_sampling_reduces_to_greedy_at_its_limits(vlm, make_image):
     img = make_image(1)
     greedy = vlm.generate([img], Q, max_new_tokens=8)
-    for s in (Sampling(temperature=1.0, top_k=1), Sampling(temperature=1.0, top_p=1e-9, seed=3)):
+    for s in (SamplingParams(temperature=1.0, top_k=1), SamplingParams(temperature=1.0, top_p=1e-9, seed=3)):
         assert vlm.generate([img], Q, max_new_tokens=8, sampling=s).token_ids == greedy.token_ids
 
 
 def test_seeded_sampling_is_reproducible_and_follows_the_seed(vlm, make_image):
     img = make_image(2)
     hot = dict(temperature=50.0)  # random weights, flattened: every seed draws its own tokens
-    a = vlm.generate([img], Q, max_new_tokens=8, sampling=Sampling(seed=1, **hot))
-    b = vlm.generate([img], Q, max_new_tokens=8, sampling=Sampling(seed=1, **hot))
-    c = vlm.generate([img], Q, max_new_tokens=8, sampling=Sampling(seed=2, **hot))
+    a = vlm.generate([img], Q, max_new_tokens=8, sampling=SamplingParams(seed=1, **hot))
+    b = vlm.generate([img], Q, max_new_tokens=8, sampling=SamplingParams(seed=1, **hot))
+    c = vlm.generate([img], Q, max_new_tokens=8, sampling=SamplingParams(seed=2, **hot))
     assert a.token_ids == b.token_ids != c.token_ids
     greedy = vlm.generate([img], Q, max_new_tokens=8)
     assert a.token_ids != greedy.token_ids
@@ -32,7 +33,7 @@ def test_seeded_sampling_is_reproducible_and_follows_the_seed(vlm, make_image):
 
 def test_seeded_batch_equals_seeded_one_by_one(vlm, make_image):
     reqs = [([make_image(3)], Q), ([make_image(4, 120, 90)], "Where?")]
-    s = Sampling(temperature=2.0, top_k=50, seed=7)
+    s = SamplingParams(temperature=2.0, top_k=50, seed=7)
     batch = vlm.generate_batch(reqs, max_new_tokens=6, sampling=s)
     assert [r.token_ids for r in batch] == [vlm.generate(i, q, max_new_tokens=6, sampling=s).token_ids
                                             for i, q in reqs]
@@ -41,7 +42,8 @@ def test_seeded_batch_equals_seeded_one_by_one(vlm, make_image):
 def test_streamed_tokens_are_the_answer(vlm, make_image):
     img = make_image(5)
     events = []
-    r = vlm.generate([img], Q, max_new_tokens=10, on_token=events.append, top_logprobs=3)
+    r = vlm.generate([img], Q, max_new_tokens=10, on_token=events.append,
+                     sampling=SamplingParams(logprobs=True, top_logprobs=3))
     assert [e.token_id for e in events] == list(r.token_ids)
     assert "".join(e.text for e in events) == r.text
     assert [e.logprob for e in events] == list(r.logprobs)
@@ -96,9 +98,9 @@ def test_history_is_the_chat_template_and_keeps_the_prefix_cache(tiny_path, make
 
 
 def test_sampling_settings_are_checked():
-    with pytest.raises(InputError, match="temperature"):
-        Sampling(temperature=-1)
-    with pytest.raises(InputError, match="top_p"):
-        Sampling(top_p=0)
-    with pytest.raises(InputError, match="top_k"):
-        Sampling(top_k=-2)
+    with pytest.raises(ValidationError, match="temperature"):
+        SamplingParams(temperature=-1)
+    with pytest.raises(ValidationError, match="top_p"):
+        SamplingParams(top_p=0)
+    with pytest.raises(ValidationError, match="top_k"):
+        SamplingParams(top_k=-2)

@@ -1,5 +1,6 @@
 import pytest
 
+from cascade.decoding import GREEDY
 from cascade.errors import InputError
 from cascade.vlm import VLM, ReductionConfig
 
@@ -32,7 +33,7 @@ def test_session_turn_equals_one_shot_prefill_of_the_same_context(vlm, make_imag
                + b.layout.tokenize(b.layout.next_turn(1, None, 1, "Anything else?")))
     cache = b.engine.cache_of(state)
     hidden = b.engine.prefill(cache, state.next_pos, context)
-    gen, = b.decoder.run(hidden, cache, [state.next_pos + len(context)], 5)
+    gen, = b.decoder.run(hidden, cache, [state.next_pos + len(context)], b.decoder.sequences(GREEDY, 5))
     assert tuple(gen.tokens) == r2.token_ids
 
 
