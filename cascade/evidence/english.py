@@ -102,6 +102,23 @@ def _en_time_order(q: str) -> tuple[TimeOrder | None, str]:
             return TimeOrder(relation, anchor, tuple(sorted(_cues_en(anchor_words))),
                              label_in(anchor_words), _size_en(anchor_words),
                              _colour_en(anchor_words)), rest
+    # a clause that ends the anchor's time: "once the banner has gone, what ... next?" (after it),
+    # "until the banner appears, what ...?" (before it)
+    m = re.search(r"\b(?:once|when|after|as soon as)\s+(.+?)\s+(?:(?:has|have|had|is|was|were|"
+                  r"are)\s+)?(?:gone|disappeared|vanished|ended|finished|over|faded(?:\s+out)?|"
+                  r"removed|taken down)\b,?", q) or re.search(
+        r"\b(?:until|till)\s+(.+?)\s+(?:appears?|appeared|shows?\s+up|showed\s+up|comes?|came)\b,?", q)
+    if m:
+        quoted = re.search(r"['\"]([^'\"]+)['\"]", m.group(1))
+        phrase = _words(m.group(1))
+        anchor_words = [w for w in phrase if w not in ("the", "a", "an", "this", "that")][:5]
+        relation = "before" if re.match(r"(?:until|till)\b", m.group(0)) else "after"
+        if anchor_words:
+            anchor = quoted.group(1) if quoted else " ".join(anchor_words)
+            cue_words = _words(quoted.group(1)) if quoted else anchor_words
+            return TimeOrder(relation, anchor, tuple(sorted(_cues_en(cue_words))),
+                             label_in(anchor_words), _size_en(anchor_words),
+                             _colour_en(anchor_words)), q[:m.start()] + " " + q[m.end():]
     if re.search(r"\b(?:first|earliest|initially|at the (?:start|beginning))\b", q):
         return TimeOrder("first"), q
     if re.search(r"\b(?:last|final|latest|finally|at the end)\b", q):
@@ -135,7 +152,8 @@ def _cues_en(words: list[str], keep_sizes: bool = False) -> set[str]:
     drop |= set() if keep_sizes else set(lx.SIZE_WORDS)
     drop |= {"day", "date", "time", "when", "much", "many", "left", "right", "top", "bottom",
              "first", "last", "after", "before", "number", "no", "id", "code", "total",
-             "subtotal", "tax", "price", "cost", "amount", "value"}
+             "subtotal", "tax", "price", "cost", "amount", "value", "next", "come", "comes",
+             "then", "later"}
     return {singular(w.strip(".'")) for w in words if w not in drop and (len(w) > 1 or w.isdigit())}
 
 

@@ -143,3 +143,16 @@ def test_understand_stage_refuses_an_empty_question():
 
     with pytest.raises(InputError, match="understand: question"):
         get_stage_class("understand")({"text_model": None})(question="  ")
+
+
+@pytest.mark.parametrize("question,relation,anchor_size,target_size", [
+    ("Once the big red banner has disappeared, what does the small sign say?", "after", "big",
+     "small"),
+    ("When the GRAND OPENING banner is gone, which sign comes next?", "after", "big", None),
+    ("Until the large poster appears, what does the little plate read?", "before", "big", "small")])
+def test_a_clause_that_ends_or_starts_the_anchor_is_a_time_order(question, relation, anchor_size,
+                                                                  target_size):
+    q = understand(question)
+    assert q.target == "sign" and q.time_order.relation == relation, q.describe()
+    assert (q.time_order.anchor_size, q.size) == (anchor_size, target_size), q.describe()
+    assert "next" not in q.cues and "come" not in q.cues
