@@ -78,6 +78,9 @@ class SelectTiles(Stage):
                               "(detections: in tenths of their size)")
         min_text_px: int = Field(24, ge=0, description="enlarge crops whose smallest text line is "
                                  "lower than this (pixels; 0 = never)")
+        legible_px: int = Field(14, ge=0, description="a merged crop the model's processor would "
+                                "shrink so that its smallest text line is lower than this (pixels; "
+                                "one vision patch) is sent as its units instead")
         relative_floor: float = Field(0.5, ge=0, le=1, description="evidence weighing less than "
                                       "this share of the strongest is not sent (the budget is a "
                                       "ceiling, not a target)")
@@ -174,10 +177,13 @@ class SelectTiles(Stage):
         f = min(3.0, self.params.min_text_px / max(min(heights), 1.0))
         return crop.resized(round(crop.width * f), round(crop.height * f))
 
-    def _shrunk(self, crop: Image) -> bool:
-        """The model's processor would send `crop` at under 90 % of its size (a pixel cap)."""
+    def _illegible(self, crop: Image, atoms: list[Atom]) -> bool:
+        """The model's processor would resample `crop` down (a pixel cap) so far that its
+        smallest text line ends under `legible_px` (a line the model can no longer read)."""
         h, w = self.model(self.params.model).family.resized(crop.width, crop.height)
-        return w * h < 0.81 * crop.width * crop.height
+        f = (w * h / (crop.width * crop.height)) ** 0.5
+        heights = [a.line_height * crop.scale[1] for a in atoms if a.line_height]
+        return f < 0.9 and (not heights or min(heights) * f < self.params.legible_px)
 
     def _native(self, crop: Image, image: Image) -> Image:
         """`crop` at a size the model's processor keeps (Qwen: sides a multiple of 28), so the
@@ -215,7 +221,7 @@ class SelectTiles(Stage):
             for box in boxes:
                 held = [a for a in mine if _inside(a.box, box)]
                 crop = self._native(self._enlarge(im.crop(box), held), im)
-                if len(held) > 1 and self._shrunk(crop):
+                if len(held) > 1 and self._illegible(crop, held):
                     # over the processor's pixel cap, the merged region would be resampled down
                     # (a page's text to a few pixels): its units go alone, each at its own scale
                     alone: dict[tuple, list[Atom]] = {}  # atoms of one box share one crop
