@@ -54,12 +54,14 @@ class TextBlock:
 
 
 def _adjacent(a: Box, b: Box) -> bool:
-    """Same row with a word gap, or stacked lines with a line gap."""
+    """Same row with a word gap, or stacked lines of a similar print size with a line gap."""
     h = min(a.height, b.height)
     v_overlap = min(a.y1, b.y1) - max(a.y0, b.y0)
     h_gap = max(a.x0, b.x0) - min(a.x1, b.x1)
     if v_overlap >= 0.5 * h:
         return h_gap <= 1.5 * h
+    if max(a.height, b.height) > 1.6 * h:
+        return False  # print this much larger is another text: a caption above a small plate
     v_gap = max(a.y0, b.y0) - min(a.y1, b.y1)
     h_overlap = min(a.x1, b.x1) - max(a.x0, b.x0)
     return v_gap <= 0.8 * h and h_overlap >= 0.3 * min(a.width, b.width)

@@ -1,5 +1,6 @@
 """Order in time on lines as OCR gives them: the anchor is read a little differently on each
-frame, and none of those reads is 'the text after it'."""
+frame, and none of those reads is 'the text after it'; a caption above a small plate is another
+text, not the plate's first line."""
 from __future__ import annotations
 
 from cascade.artifacts import Box, OcrLine
@@ -25,3 +26,12 @@ def test_a_text_resembling_the_anchor_is_kept():
     lines = [_line("GRAND OPENING", 3.0), _line("GRANDSTAND 4", 6.0, x=600, height=20)]
     query = understand("What does the sign that appears after the GRAND OPENING banner say?")
     assert [b.text for b in select(query, text_blocks(lines)).blocks] == ["GRANDSTAND 4"]
+
+
+def test_a_caption_above_a_small_plate_is_two_texts():
+    caption = OcrLine("THANKS FOR WATCHING", 0.95, Box(300, 100, 900, 160), 0, 9.0)
+    plate = OcrLine("PLATFORM 67", 0.95, Box(500, 170, 700, 196), 0, 9.0)
+    assert sorted(b.text for b in text_blocks([caption, plate])) == ["PLATFORM 67",
+                                                                     "THANKS FOR WATCHING"]
+    second = OcrLine("NO PARKING", 0.95, Box(500, 200, 690, 226), 0, 9.0)
+    assert [b.text for b in text_blocks([plate, second])] == ["PLATFORM 67 NO PARKING"]
