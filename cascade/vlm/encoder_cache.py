@@ -49,14 +49,14 @@ class EncodedImage:
         return sum(t.element_size() * t.numel() for t in tensors)
 
 
-class EncoderCache:
-    """Byte-bounded LRU of `EncodedImage`s with hit/miss/eviction counters.
+class EncoderCache(LRUCache):
+    """Byte-bounded LRU of `EncodedImage`s (an `LRUCache`: hit/miss/eviction counters, `stats`).
 
     max_bytes: budget for all entries together (an entry larger than the budget is not stored).
     """
 
     def __init__(self, max_bytes: int = DEFAULT_ENCODER_CACHE_BYTES):
-        self._lru = LRUCache(max_bytes, size_of=lambda e: e.nbytes)
+        super().__init__(max_bytes, size_of=lambda e: e.nbytes)
 
     @staticmethod
     def key(model_id: str, preprocessing: tuple, image_hash: str, tower: tuple) -> str:
@@ -65,41 +65,3 @@ class EncoderCache:
         when the tower encodes every patch)."""
         return content_hash({"model": model_id, "preprocessing": [str(p) for p in preprocessing],
                              "image": image_hash, "tower": [str(t) for t in tower]}, key="encoder")
-
-    def get(self, key: str) -> EncodedImage | None:
-        return self._lru.get(key)
-
-    def put(self, key: str, entry: EncodedImage) -> None:
-        self._lru.put(key, entry)
-
-    def clear(self) -> None:
-        self._lru.clear()
-
-    @property
-    def max_bytes(self) -> int:
-        return self._lru.max_bytes
-
-    @property
-    def hits(self) -> int:
-        return self._lru.hits
-
-    @property
-    def misses(self) -> int:
-        return self._lru.misses
-
-    @property
-    def evictions(self) -> int:
-        return self._lru.evictions
-
-    @property
-    def bytes(self) -> int:
-        return self._lru.bytes
-
-    def __len__(self) -> int:
-        return len(self._lru)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._lru
-
-    def stats(self) -> dict[str, int]:
-        return self._lru.stats()
