@@ -124,3 +124,20 @@ def test_a_merged_region_the_processor_would_shrink_is_sent_as_its_units():
     assert held and len({c.box for c in out.tiles}) == len(out.tiles), out.tiles
     assert all(family.resized(c.width, c.height) == (c.height, c.width) and c.scale[1] >= 1.0
                for c in held)
+
+
+def test_a_mildly_shrunk_region_holding_several_candidates_stays_one_crop():
+    """Three numbers stacked on a letter merge into one region that the processor shrinks a
+    little (its lines stay over `legible_px`): one crop holds all three, where sending the units
+    alone would fit only one of them in the budget."""
+    page = Image(np.full((400, 600, 3), 240, np.uint8), source="letter.png")
+    lines = [OcrLine("Invoice No: INV-40213", 0.98, Box(40, 100, 440, 124)),
+             OcrLine("Order No: 77-1203", 0.98, Box(40, 130, 440, 154)),
+             OcrLine("Account No: AC-5521", 0.98, Box(40, 160, 440, 184))]
+    query = understand("What is the number on this letter?")
+    out = select().run(images=[page], query=query, ocr_lines=lines)
+    crop = out.tiles[0].box
+    assert len(out.tiles) == 1 and all(crop.x0 <= l.box.x0 and crop.y0 <= l.box.y0
+                                       and crop.y1 >= l.box.y1 for l in lines)
+    split = select(legible_px=100).run(images=[page], query=query, ocr_lines=lines)
+    assert not any(t.box.y0 <= 100 and t.box.y1 >= 184 for t in split.tiles)
