@@ -7,19 +7,12 @@ seed gives the same text, n gives n choices, every token has its entry, a stop s
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
-from pathlib import Path
-
-import httpx
 import numpy as np
 import openai
 import pytest
 from openai import OpenAI
 
-from .conftest import data_url, free_port, png_bytes
+from .conftest import cascade_serve, data_url, png_bytes
 
 pytestmark = pytest.mark.slow  # a server process with the real OCR stack
 
@@ -28,30 +21,9 @@ THUMBS, DOC = "cascade/thumbnail_only", "cascade/doc_qa"
 
 @pytest.fixture(scope="module")
 def client():
-    port = free_port()
-    env = {**os.environ, "VLM_CASCADE_CACHE": os.environ.get(
-        "VLM_CASCADE_CACHE", str(Path.home() / ".cache" / "vlm-cascade"))}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cascade.cli", "serve", "--tiny", "--port", str(port),
-         "--no-shipped", "--pipeline", "thumbnail_only=thumbnail_only",
-         "--pipeline", "doc_qa=doc_qa", "--workers", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < deadline, "cascade serve did not become ready"
-            try:
-                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
+    with cascade_serve("--no-shipped", "--pipeline", "thumbnail_only=thumbnail_only",
+                       "--pipeline", "doc_qa=doc_qa", "--workers", "1") as url:
         yield OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=120)
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=30)
 
 
 @pytest.fixture(scope="module")

@@ -88,3 +88,13 @@ def image():
 def make_image():
     """random_image(seed, h, w) for tests that need several distinct images."""
     return random_image
+
+
+@pytest.fixture
+def one_thread():
+    """Bit-for-bit claims hold where the kernels are batch-invariant: on one CPU thread here (with
+    more, a matmul may split rows otherwise for another batch: ~1e-7 apart, tokens unchanged)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

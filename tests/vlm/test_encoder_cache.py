@@ -3,36 +3,15 @@ what the tower computes (same tokens, same logits as a cold run)."""
 import pytest
 import torch
 
-from cascade.vlm import VLM, ReductionConfig
+from cascade.vlm import ReductionConfig
 from cascade.vlm.encoder_cache import EncodedImage, EncoderCache
 from cascade.vlm.reduction import KeepRegions
 
+from ._reuse import Q, first_logits, load
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # bit-for-bit: see conftest
+
 FAMILIES = ["tiny_path", "tiny_path_25", "tiny_path_qwen3", "tiny_path_idefics3"]
-Q = "What is in the picture?"
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Bit-for-bit claims hold where the kernels are batch-invariant: on one CPU thread here (with
-    more, a matmul may split rows otherwise for another batch: ~1e-7 apart, tokens unchanged)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def _load(path, **kw):
-    return VLM.load(str(path), device="cpu", **kw)
-
-
-def first_logits(vlm, images, question=Q, red=None):
-    """The first answer token's logits through the runtime's own path (prefix, then question)."""
-    b = vlm.backend
-    prefix, suffix = b.layout.first_turn(len(images), None, question)
-    state, *_ = b.engine.state(images, prefix, red or ReductionConfig())
-    hidden = b.engine.prefill(b.engine.cache_of(state), state.next_pos, b.layout.tokenize(suffix))
-    with torch.inference_mode():
-        return b.runtime.lm_head(hidden[0, -1])
 
 
 @pytest.fixture
@@ -43,7 +22,7 @@ def abc(make_image):
 @pytest.mark.parametrize("fixture", FAMILIES)
 def test_only_unseen_images_are_encoded(request, fixture, abc):
     path = request.getfixturevalue(fixture)
-    vlm, cold = _load(path), _load(path, encoder_cache_bytes=0)
+    vlm, cold = load(path), load(path, encoder_cache_bytes=0)
     a, b, c = abc
     first = vlm.generate([a, b], Q, max_new_tokens=6)
     assert (first.bill.images_encoded, first.bill.images_cached) == (2, 0)
@@ -70,7 +49,7 @@ def test_features_of_an_image_do_not_depend_on_its_neighbours(request, abc):
     within an image (Qwen: cu_seqlens; Idefics3: per tile), so encoding it alone gives the bits
     it gets among others."""
     for fixture in FAMILIES:
-        rt = _load(request.getfixturevalue(fixture), encoder_cache_bytes=0).backend.runtime
+        rt = load(request.getfixturevalue(fixture), encoder_cache_bytes=0).backend.runtime
         items = rt.preprocess([im.to_pil() for im in abc])
         with torch.inference_mode():
             together = rt.encode(rt.collate(items))
@@ -81,7 +60,7 @@ def test_features_of_an_image_do_not_depend_on_its_neighbours(request, abc):
 
 def test_key_covers_preprocessing_and_tower_reduction_not_after_tower_methods(tiny_path, abc):
     a = abc[0]
-    vlm = _load(tiny_path)
+    vlm = load(tiny_path)
     assert vlm.generate([a], Q, max_new_tokens=1).bill.images_encoded == 1
     # after-tower reductions run on the cached output
     for red in (ReductionConfig("divprune", 0.5), ReductionConfig("pool", 0.25)):
@@ -97,7 +76,7 @@ def test_key_covers_preprocessing_and_tower_reduction_not_after_tower_methods(ti
                                                                       ((0, 0, 40, 40),)),))
     assert vlm.generate([a], Q, max_new_tokens=1, reduction=guided).bill.images_encoded == 1
     # other image limits (preprocessing) are another model input
-    small = _load(tiny_path, max_pixels=28 * 28 * 4, encoder_cache=vlm.backend.encoder_cache)
+    small = load(tiny_path, max_pixels=28 * 28 * 4, encoder_cache=vlm.backend.encoder_cache)
     assert small.generate([a], Q, max_new_tokens=1).bill.images_encoded == 1
     assert len(vlm.backend.encoder_cache) == 5
 
@@ -105,7 +84,7 @@ def test_key_covers_preprocessing_and_tower_reduction_not_after_tower_methods(ti
 def test_tower_reduction_served_from_the_cache_is_exact(tiny_path, abc):
     a, b, _ = abc
     tower = ReductionConfig("tower", 0.5)
-    vlm, cold = _load(tiny_path), _load(tiny_path, encoder_cache_bytes=0)
+    vlm, cold = load(tiny_path), load(tiny_path, encoder_cache_bytes=0)
     vlm.generate([a], Q, max_new_tokens=1, reduction=tower)
     r = vlm.generate([b, a], Q, max_new_tokens=6, reduction=tower)
     ref = cold.generate([b, a], Q, max_new_tokens=6, reduction=tower)
@@ -117,7 +96,7 @@ def test_tower_reduction_served_from_the_cache_is_exact(tiny_path, abc):
 
 def test_shared_by_batches_sessions_fastv_and_repeats_in_one_prompt(tiny_path, abc):
     a, b, c = abc
-    vlm = _load(tiny_path)
+    vlm = load(tiny_path)
     assert vlm.generate([a, a], Q, max_new_tokens=1).bill.images_encoded == 1  # once per call
     batch = vlm.generate_batch([([a], Q), ([b, a], Q), ([b], Q)], max_new_tokens=2)
     assert [r.bill.images_encoded for r in batch] == [0, 1, 0]  # b billed to its first request
@@ -167,7 +146,7 @@ def test_encoder_cache_bytes_validates_in_yaml_and_zero_turns_it_off(tiny_path, 
     assert spec.encoder_cache_bytes == 256 << 20
     with pytest.raises(ValidationError, match="encoder_cache_bytes"):
         ModelSpec.model_validate({"id": "x", "encoder_cache_bytes": -1})
-    off = _load(tiny_path, encoder_cache_bytes=0)
+    off = load(tiny_path, encoder_cache_bytes=0)
     assert off.backend.encoder_cache is None
     off.generate([abc[0]], Q, max_new_tokens=1)
     assert off.generate([abc[0]], Q, max_new_tokens=1).bill.images_encoded == 1

@@ -4,24 +4,11 @@ import pytest
 import torch
 
 from cascade.errors import InputError
-from cascade.vlm import VLM
 from cascade.vlm.position_free import rerotate, shift_of
 
-from .test_encoder_cache import first_logits
+from ._reuse import Q, first_logits, load
 
-Q = "What is in the picture?"
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def _load(path, **kw):
-    return VLM.load(str(path), device="cpu", **kw)
+pytestmark = pytest.mark.usefixtures("one_thread")  # bit-for-bit: see conftest
 
 
 @pytest.fixture
@@ -32,7 +19,7 @@ def abc(make_image):
 @pytest.mark.parametrize("fixture", ["tiny_path", "tiny_path_25", "tiny_path_qwen3", "tiny_path_idefics3"])
 def test_rerotation_equals_rotating_at_the_new_position(request, fixture):
     """R(p + d) = R(d) R(p) with the model's own rotary module, M-RoPE rows shifted together."""
-    rt = _load(request.getfixturevalue(fixture), encoder_cache_bytes=0).backend.runtime
+    rt = load(request.getfixturevalue(fixture), encoder_cache_bytes=0).backend.runtime
     torch.manual_seed(0)
     cfg = rt.text_config
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
@@ -53,13 +40,13 @@ def test_rerotation_equals_rotating_at_the_new_position(request, fixture):
 
 def test_off_by_default_and_needs_the_kv_cache(tiny_path, abc):
     a, b, c = abc
-    vlm = _load(tiny_path, kv_cache_bytes=64 << 20)
+    vlm = load(tiny_path, kv_cache_bytes=64 << 20)
     vlm.generate([a, b, c], Q, max_new_tokens=1)
     assert vlm.generate([c, a, b], Q, max_new_tokens=1).bill.cache == "miss"
     with pytest.raises(InputError, match="kv_cache_bytes"):
-        _load(tiny_path, kv_position_independent=True)
+        load(tiny_path, kv_position_independent=True)
     with pytest.raises(InputError, match="kv_recompute_image_tokens"):
-        _load(tiny_path, kv_cache_bytes=1 << 20, kv_position_independent=True, kv_recompute_image_tokens=-1)
+        load(tiny_path, kv_cache_bytes=1 << 20, kv_position_independent=True, kv_recompute_image_tokens=-1)
 
 
 def test_yaml_options_are_checked_where_they_are_written():
@@ -80,8 +67,8 @@ def test_yaml_options_are_checked_where_they_are_written():
 def test_a_reorder_reuses_every_image_and_prefills_text_and_leading_tokens(request, fixture, abc):
     path = request.getfixturevalue(fixture)
     a, b, c = abc
-    vlm = _load(path, kv_cache_bytes=64 << 20, kv_position_independent=True, kv_recompute_image_tokens=2)
-    cold = _load(path, encoder_cache_bytes=0)
+    vlm = load(path, kv_cache_bytes=64 << 20, kv_position_independent=True, kv_recompute_image_tokens=2)
+    cold = load(path, encoder_cache_bytes=0)
     vlm.generate([a, b, c], Q, max_new_tokens=1)
     r = vlm.generate([c, a, b], Q, max_new_tokens=4)
     ref = cold.generate([c, a, b], Q, max_new_tokens=4)
@@ -95,7 +82,7 @@ def test_a_reorder_reuses_every_image_and_prefills_text_and_leading_tokens(reque
     # blended KV never enters the exact block chains: a repeat is blended again, not a "hit"
     assert vlm.generate([c, a, b], Q, max_new_tokens=1).bill.cache == "blended"
     # recomputing at least every token of each image is the exact path
-    exact = _load(path, kv_cache_bytes=64 << 20, kv_position_independent=True, kv_recompute_image_tokens=10**6)
+    exact = load(path, kv_cache_bytes=64 << 20, kv_position_independent=True, kv_recompute_image_tokens=10**6)
     exact.generate([a, b, c], Q, max_new_tokens=1)
     r2 = exact.generate([c, a, b], Q, max_new_tokens=4)
     assert r2.bill.cache == "miss" and r2.token_ids == ref.token_ids
@@ -105,10 +92,10 @@ def test_a_reorder_reuses_every_image_and_prefills_text_and_leading_tokens(reque
 def test_idefics3_tiled_images_fall_back_to_prefill(tiny_path_idefics3, abc):
     a, b, _ = abc
     kw = dict(kv_cache_bytes=64 << 20, kv_position_independent=True, kv_recompute_image_tokens=2)
-    tiled = _load(tiny_path_idefics3, **kw)  # the tiny processor splits every image into 2x2 tiles
+    tiled = load(tiny_path_idefics3, **kw)  # the tiny processor splits every image into 2x2 tiles
     tiled.generate([a, b], Q, max_new_tokens=1)
     assert tiled.generate([b, a], Q, max_new_tokens=1).bill.cache == "miss"
-    one_tile = _load(tiny_path_idefics3, longest_edge=64, **kw)  # each image is one tile
+    one_tile = load(tiny_path_idefics3, longest_edge=64, **kw)  # each image is one tile
     assert one_tile.family.image_cost(a.width, a.height).tokens == 16
     one_tile.generate([a, b], Q, max_new_tokens=1)
     r = one_tile.generate([b, a], Q, max_new_tokens=2)

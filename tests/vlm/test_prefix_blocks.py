@@ -3,26 +3,14 @@ prefills only the rest, and answers with exactly the logits of a cold run (fp st
 import pytest
 import torch
 
-from cascade.vlm import VLM, KVPrefixCache, ReductionConfig
+from cascade.vlm import KVPrefixCache, ReductionConfig
 from cascade.vlm.kv_cache import KVBlock
 
-from .test_encoder_cache import first_logits
+from ._reuse import Q, first_logits, load
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # bit-for-bit: see conftest
 
 FAMILIES = ["tiny_path", "tiny_path_25", "tiny_path_qwen3", "tiny_path_idefics3"]
-Q = "What is in the picture?"
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Bit-for-bit on one CPU thread (see test_encoder_cache)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def _load(path, **kw):
-    return VLM.load(str(path), device="cpu", **kw)
 
 
 @pytest.fixture
@@ -33,7 +21,7 @@ def abc(make_image):
 @pytest.mark.parametrize("fixture", FAMILIES)
 def test_append_prefills_only_the_new_image_and_text(request, fixture, abc):
     path = request.getfixturevalue(fixture)
-    vlm, cold = _load(path, kv_cache_bytes=64 << 20), _load(path, encoder_cache_bytes=0)
+    vlm, cold = load(path, kv_cache_bytes=64 << 20), load(path, encoder_cache_bytes=0)
     a, b, c = abc
     first = vlm.generate([a, b], Q, max_new_tokens=6)
     append = vlm.generate([a, b, c], Q, max_new_tokens=6)
@@ -53,7 +41,7 @@ def test_append_prefills_only_the_new_image_and_text(request, fixture, abc):
 
 def test_a_hit_reuses_the_whole_prefix_and_a_partial_what_leads(tiny_path, abc):
     a, b, c = abc
-    vlm = _load(tiny_path, kv_cache_bytes=64 << 20)
+    vlm = load(tiny_path, kv_cache_bytes=64 << 20)
     ab = vlm.generate([a, b], Q, max_new_tokens=1).bill
     hit = vlm.generate([a, b], "Something else?", max_new_tokens=1).bill
     assert hit.cache == "hit" and hit.cached_tokens == ab.visual_tokens + ab.prompt_tokens - _question_tokens(vlm, Q) \
@@ -81,7 +69,7 @@ def _question_tokens(vlm, question):
 @pytest.mark.parametrize("red", [ReductionConfig("divprune", 0.5), ReductionConfig("tower", 0.5)])
 def test_partial_reuse_under_reduction_is_exact(tiny_path, abc, red):
     a, b, c = abc
-    vlm, cold = _load(tiny_path, kv_cache_bytes=64 << 20), _load(tiny_path, encoder_cache_bytes=0)
+    vlm, cold = load(tiny_path, kv_cache_bytes=64 << 20), load(tiny_path, encoder_cache_bytes=0)
     vlm.generate([a, b], Q, max_new_tokens=1, reduction=red)
     r = vlm.generate([a, b, c], Q, max_new_tokens=6, reduction=red)
     ref = cold.generate([a, b, c], Q, max_new_tokens=6, reduction=red)
@@ -92,7 +80,7 @@ def test_partial_reuse_under_reduction_is_exact(tiny_path, abc, red):
 
 def test_sessions_and_int8_blocks(tiny_path, abc):
     a, b, c = abc
-    vlm = _load(tiny_path, kv_cache_bytes=64 << 20, kv_int8=True)
+    vlm = load(tiny_path, kv_cache_bytes=64 << 20, kv_int8=True)
     vlm.generate([a, b], Q, max_new_tokens=1)
     s = vlm.session([a, b, c])
     r1, r2 = s.ask(Q, max_new_tokens=3), s.ask("And then?", max_new_tokens=3)
