@@ -87,6 +87,12 @@ def read_chinese(question: str, intent: Intent) -> dict:
     found: dict = {}
     answer_type = next((t for t, rx in lx.ZH_ANSWER_TYPES if re.search(rx, q)), "text")
     key = next((k for k, rx in lx.ZH_KEYS if re.search(rx, q)), None)
+    noun = next((n for w, n in lx.ZH_KEY_NOUNS.items() if w in q), None)
+    if key is None and noun and answer_type in ("day", "date", "when") and re.search(
+            lx.ZH_DOCUMENT_DATE_VERBS, q):
+        key, answer_type = "date", "date"  # the document's own date field, as in English
+    elif key is None and answer_type in ("amount", "number") and re.search(lx.ZH_AMOUNT_DUE, q):
+        key = "total"  # what is to pay: the bill's total
     section = re.search(r"第\s*([\d一二三四五六七八九十]+)\s*(?:节|章|部分|小节)", q)
     code = next((kind for w, kind in lx.ZH_CODE_KINDS if w in q), None)
     sign = re.search(r"牌|标志|标识|告示|横幅|标签|写着|写的|写了|文字|字", q)
@@ -101,7 +107,6 @@ def read_chinese(question: str, intent: Intent) -> dict:
         found.update(target="title", answer_type="text")
     elif key is not None and not (key == "number" and sign) and (
             answer_type not in ("day", "time") or "日期" in q):
-        noun = next((n for w, n in lx.ZH_KEY_NOUNS.items() if w in q), None)
         found.update(target="key_value", key=key, key_noun=noun,
                      answer_type={"number": "id", "date": "date"}.get(key, "amount"))
     elif "count" in intent.matched:

@@ -11,7 +11,8 @@ import re
 
 __all__ = ["COLOURS", "ZH_COLOURS", "ORDINALS", "ZH_DIGITS", "zh_number", "GENERIC", "ZH_GENERIC",
            "TARGET_WORDS", "ANSWER_TYPES", "ZH_ANSWER_TYPES", "KEYS", "ZH_KEYS", "KEY_NOUNS",
-           "ZH_KEY_NOUNS", "DOCUMENT_DATE_VERBS", "DOCUMENT_NOUNS", "AMOUNT_DUE", "AMOUNT_DUE_FILLERS", "CODE_KINDS", "ZH_CODE_KINDS", "EVENT_VERBS", "SIZE_WORDS", "zh_without_few"]
+           "ZH_KEY_NOUNS", "DOCUMENT_DATE_VERBS", "DOCUMENT_NOUNS", "AMOUNT_DUE", "AMOUNT_DUE_FILLERS",
+           "ZH_DOCUMENT_DATE_VERBS", "ZH_AMOUNT_DUE", "CODE_KINDS", "ZH_CODE_KINDS", "EVENT_VERBS", "SIZE_WORDS", "zh_without_few"]
 
 COLOURS = {"red": "red", "green": "green", "blue": "blue", "yellow": "yellow", "orange": "orange",
            "white": "white", "black": "black", "purple": "purple", "violet": "purple",
@@ -85,6 +86,10 @@ DOCUMENT_NOUNS = ("document|page|article|paper|report|book|notice|poster|form|me
 # "How much is due / owed / payable / left to pay": the amount a bill asks for, its total.
 AMOUNT_DUE = r"\b(?:due|owed?|owing|payable|pay|balance|outstanding)\b"
 AMOUNT_DUE_FILLERS = frozenset({"still", "remaining", "yet", "now", "left"})
+# The same two readings in Chinese: 开 / 开具 / 打印 ... a document on its date ("这张发票是哪天开的"),
+# and what is (still) to pay ("还需要支付多少钱", "一共要付多少").
+ZH_DOCUMENT_DATE_VERBS = r"开具|开票|开的|开出|打印|出具|签发|购买|买的|下单|付款"
+ZH_AMOUNT_DUE = r"(?:要|需要?|应该?|还)(?:支付|付|交|给)|欠|待付|未付"
 
 # Answer types a question asks for, first match wins (English: lower-case, word boundaries).
 ANSWER_TYPES: tuple[tuple[str, str], ...] = (

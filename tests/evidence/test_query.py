@@ -45,6 +45,11 @@ CASES = [
     ("How much is owed on this bill?", "key_value", {"key": "total", "answer_type": "amount"}),
     ("What amount is payable on the invoice?", "key_value", {"key": "total", "key_noun": "invoice"}),
     ("How much is the coffee on the bill?", "paragraph_fact", {"answer_type": "amount"}),
+    # the same two readings asked in Chinese; an event's day or a price stays a fact
+    ("这张发票是哪天开的？", "key_value", {"key": "date", "key_noun": "invoice", "answer_type": "date"}),
+    ("这张小票一共要付多少？", "key_value", {"key": "total", "answer_type": "amount"}),
+    ("活动是哪天开始的？", "paragraph_fact", {"answer_type": "day"}),
+    ("门票多少钱？", "paragraph_fact", {"answer_type": "amount"}),
     # a document named by its kind: the kind is where to look, never a cue
     ("What's the name of the brochure shown?", "title", {"cues": ()}),
     ("What does the heading of the handout say?", "title", {"cues": ()}),
