@@ -18,7 +18,9 @@ every name (did-you-mean) without loading anything. The family comes from the ch
 `DeclaredModel`: its `family` (config and processor, no weights: visual tokens per image, shapes,
 limits) for stages that only price images (token budgets, baselines), and its loaded `vlm` for
 stages that run it. Loading is shared: one instance per declaration per process, so two stages,
-two pipelines or two questions never load the same model twice; calls go through its `lock`.
+two pipelines or two questions never load the same model twice. A loaded model is thread-safe
+(the transformers backend locks its prefix work and decodes concurrent calls in one continuous
+batch; the openai backend is an HTTP client), so stages call it without a lock of their own.
 """
 from __future__ import annotations
 
@@ -53,14 +55,7 @@ def model_params(params_cls: type[BaseModel]) -> list[str]:
             if any(isinstance(m, _ModelRef) for m in f.metadata)]
 
 
-class _Loaded:
-    """A loaded model and the lock its calls go through."""
-
-    def __init__(self, vlm: "VLM"):
-        self.vlm, self.lock = vlm, threading.Lock()
-
-
-_POOL: dict[tuple, _Loaded] = {}
+_POOL: dict[tuple, "VLM"] = {}
 _POOL_GUARD = threading.Lock()
 _LOAD_LOCKS: dict[tuple, threading.Lock] = {}
 _FAMILIES: dict[tuple, "Family"] = {}
@@ -88,8 +83,8 @@ class DeclaredModel:
         key = (self.spec.family_source, self.spec.limits())
         with _POOL_GUARD:
             loaded = _POOL.get(self.spec.load_key())
-            if loaded is not None and loaded.vlm.family is not None:
-                return loaded.vlm.family
+            if loaded is not None and loaded.family is not None:
+                return loaded.family
             if key in _FAMILIES:
                 return _FAMILIES[key]
         from .vlm.families import load_family
@@ -103,7 +98,9 @@ class DeclaredModel:
         with _POOL_GUARD:
             return _FAMILIES.setdefault(key, family)
 
-    def _loaded(self) -> _Loaded:
+    @property
+    def vlm(self) -> "VLM":
+        """The loaded model (loaded on first access, then shared)."""
         key = self.spec.load_key()
         with _POOL_GUARD:
             if key in _POOL:
@@ -113,19 +110,9 @@ class DeclaredModel:
             with _POOL_GUARD:
                 if key in _POOL:
                     return _POOL[key]
-            loaded = _Loaded(self.spec.load())
+            loaded = self.spec.load()
             with _POOL_GUARD:
                 return _POOL.setdefault(key, loaded)
-
-    @property
-    def vlm(self) -> "VLM":
-        """The loaded model (loaded on first access, then shared)."""
-        return self._loaded().vlm
-
-    @property
-    def lock(self) -> threading.Lock:
-        """Serializes calls: one loaded model is not thread-safe."""
-        return self._loaded().lock
 
     def reduction(self, method: str | None = None, keep_ratio: float | None = None,
                   fastv_layer: int | None = None) -> "ReductionConfig":

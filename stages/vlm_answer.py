@@ -113,11 +113,10 @@ class VLMAnswer(Stage):
             raise InputError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         limit = p.max_new_tokens if max_new_tokens is None else max_new_tokens
         on_token = claim_stream(self.name) if self.streams() else None
-        with declared.lock:
-            r = declared.vlm.generate(items, text, max_new_tokens=limit,
-                                      reduction=red, system_prompt=p.system_prompt,
-                                      history=history or (), on_token=on_token,
-                                      sampling=self.sampling(sampling))
+        # The model is thread-safe: concurrent runs' decoding shares one batch (`cascade.vlm.batcher`).
+        r = declared.vlm.generate(items, text, max_new_tokens=limit, reduction=red,
+                                  system_prompt=p.system_prompt, history=history or (),
+                                  on_token=on_token, sampling=self.sampling(sampling))
         record_bill(r.bill)
         evidence = Evidence(images=tuple(items), routes=(route,) if route is not None else ())
         return self.Outputs(Answer(r.text, "vlm", evidence, r.bill, completions=r.completions),
@@ -152,10 +151,9 @@ class VLMAnswer(Stage):
         items = [bound_pixels(as_image_list(c["images"]), p.min_pixels, p.max_pixels)
                  for c in calls]
         requests = [(ims, _prompt(c["question"], c.get("hint"))) for ims, c in zip(items, calls)]
-        with declared.lock:
-            results = declared.vlm.generate_batch(requests, max_new_tokens=p.max_new_tokens,
-                                                  reduction=red, system_prompt=p.system_prompt,
-                                                  sampling=self.sampling(None))
+        results = declared.vlm.generate_batch(requests, max_new_tokens=p.max_new_tokens,
+                                              reduction=red, system_prompt=p.system_prompt,
+                                              sampling=self.sampling(None))
         for ims, r in zip(items, results):
             record_bill(r.bill, vlm_batch_size=len(calls))
             yield self.Outputs(Answer(r.text, "vlm", Evidence(images=tuple(ims)), r.bill,

@@ -143,11 +143,13 @@ class ServeConfig(BaseSettings):
         "and its decode cancelled", name="--send-timeout", type=float)] = 30.0
     max_concurrent: Annotated[int, Flag(
         "requests in progress at once (running, or waiting for their pipeline); more wait in "
-        "the queue", type=int)] = 4
+        "the queue", type=int)] = 8
     max_queue: Annotated[int, Flag(
         "requests waiting for a slot (in arrival order); more get 429 + Retry-After",
         type=int)] = 64
-    workers: Annotated[int, Flag("threads running pipelines", type=int)] = 2
+    workers: Annotated[int, Flag(
+        "threads running pipelines; runs overlap and the VLM decodes them in one batch, so "
+        "keep it >= --max-concurrent", type=int)] = 8
 
     @field_validator("limit_mm_per_prompt")
     @classmethod

@@ -5,10 +5,10 @@ weights load in a background thread from start-up (`load_models`), and `readines
 every served pipeline can answer (GET /health). Each id keeps one `QA` object for the life of the
 server, so its stages (and their content-keyed caches: CLIP embeddings, OCR/detections, the VLM's
 KV prefix) survive across requests: the second question about the same video skips the vision
-work. Pipeline runs are blocking compute and go to a thread pool, never the event loop. Runs of
-one pipeline are serialized by a lock (stage objects and the VLM's caches are shared, not
-thread-safe; on Ray, where they live in the replicas, `serialize_runs=False`); different pipelines
-run side by side.
+work. Pipeline runs are blocking compute and go to a thread pool (`--workers`), never the event
+loop. Runs overlap, those of one pipeline too: stages keep no per-run state, each model serializes
+its own calls (`cascade.shared_models`), and the VLM decodes every running request in one
+continuous batch (`cascade.vlm.batcher`), so throughput grows with concurrency.
 
 A request is checked first (400s never wait), then admitted (`Admission`: at most
 `max_concurrent` running, `max_queue` waiting in order, 429 + Retry-After beyond), then run. The
@@ -32,8 +32,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
-from dataclasses import dataclass, field, replace
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +69,7 @@ class RequestCancelled(Exception):
 class _CancelHook:
     """A `StageHook` that stops a run once its request is cancelled. The request's event lives in
     a context variable, which the runner's stage threads inherit, so runs of one pipeline that
-    overlap (`serialize_runs=False`) each watch their own request."""
+    overlap each watch their own request."""
 
     def __init__(self) -> None:
         self._event: contextvars.ContextVar[threading.Event | None] = \
@@ -100,7 +100,6 @@ class ServedModel:
     qa: Any  # cascade.api.QA
     media_types: dict[str, str]  # media input name -> its type (video, images, image, path)
     description: str = ""
-    lock: AbstractContextManager = field(default_factory=threading.Lock)  # held by each run
 
 
 def _shipped_names() -> list[str]:
@@ -114,14 +113,11 @@ class Engine:
     background, and `readiness` says when every one can answer.
 
     Where the heavy stages run elsewhere (Ray Serve replicas) the engine is told so:
-    `load_models=False` (readiness then comes from probes), `executor` (a
-    `cascade.runner.StageExecutor` every served pipeline runs its stages through) and
-    `serialize_runs=False` (the lock policy: runs of one pipeline overlap, since the state the
-    lock protects, loaded models and their caches, lives in the replicas; the light stages keep no
-    per-run state on the stage object)."""
+    `load_models=False` (readiness then comes from probes) and `executor` (a
+    `cascade.runner.StageExecutor` every served pipeline runs its stages through)."""
 
     def __init__(self, config: ServeConfig, *, load_models: bool = True,
-                 executor: StageExecutor | None = None, serialize_runs: bool = True):
+                 executor: StageExecutor | None = None):
         from ..api import QA
 
         self.config = config
@@ -147,8 +143,7 @@ class Engine:
             spec = qa.pipeline.spec
             served = ServedModel(PREFIX + name, str(source), qa,
                                  {n: spec.inputs[n].type for n in qa.media_inputs},
-                                 " ".join(spec.description.split()),
-                                 threading.Lock() if serialize_runs else nullcontext())
+                                 " ".join(spec.description.split()))
             qa.pipeline.hooks.append(self._cancel)
             qa.pipeline.executor = executor
             self.models[served.id] = served
@@ -171,15 +166,9 @@ class Engine:
                            "/health), else 0.", lambda: float(self.readiness.check()[0]))
 
     def load_models(self) -> None:
-        """Load every served pipeline's models in a background thread (each under its run lock,
-        so a request that arrives meanwhile waits for its pipeline instead of racing it)."""
-        def setup(served: ServedModel) -> Callable[[], None]:
-            def run() -> None:
-                with served.lock:
-                    served.qa.setup()
-            return run
-
-        self.readiness.load({m: setup(s) for m, s in self.models.items()},
+        """Load every served pipeline's models in a background thread (a request that arrives
+        meanwhile waits for the stages it needs: each stage sets up once, under its own lock)."""
+        self.readiness.load({m: s.qa.setup for m, s in self.models.items()},
                             describe=lambda e: scrub(str(e), self._labels([]))[:300])
 
     # -- lookup and checks ----------------------------------------------------------------------
@@ -308,7 +297,7 @@ class Engine:
                 on_token(event)
 
         try:
-            with ExitStack() as stack, served.lock:
+            with ExitStack() as stack:
                 if arrived is not None:
                     self.metrics.observe("cascade_queue_wait_seconds", (served.id,),
                                          time.monotonic() - arrived)

@@ -66,6 +66,32 @@ class Decoder:
                          constraint=constraint() if constraint is not None else None)
                 for i in range(sampling.n)]
 
+    def pick(self, last: torch.Tensor, seqs: list[Sequence],
+             on_error: Callable[[Sequence, Exception], None] | None = None) -> None:
+        """One token for each of the B sequences from its last hidden state (`last` [B, D]): the
+        LM head, the log-probabilities of the raw logits, each row's own choice (`logits.choose`)
+        and its `Sequence.accept`. With `on_error`, an exception from one row's accept (its
+        streaming callback refused the token: a cancelled request) is handed there and the other
+        rows go on; without, it propagates."""
+        logits = self.runtime.lm_head(last)
+        logp = torch.log_softmax(logits.float(), -1)
+        chosen = choose(logits, seqs)
+        chosen_lp = logp.gather(-1, chosen[:, None])[:, 0].tolist()
+        k = max(s.params.top_logprobs for s in seqs)
+        top = logp.topk(k, -1) if k else None
+        now = time.perf_counter()
+        for i, (s, tok) in enumerate(zip(seqs, chosen.tolist())):
+            alts = None
+            if top is not None and s.params.top_logprobs:
+                n = s.params.top_logprobs
+                alts = tuple(zip(top.indices[i, :n].tolist(), top.values[i, :n].tolist()))
+            try:
+                s.accept(tok, chosen_lp[i], alts, now)
+            except Exception as e:
+                if on_error is None:
+                    raise
+                on_error(s, e)
+
     def run(self, hidden: torch.Tensor, cache: Any, next_pos: list[int], seqs: list[Sequence], *,
             step: Step | None = None, attention_mask: torch.Tensor | None = None) -> list[Generated]:
         """Generate the B sequences whose prompts are in `cache` and whose last hidden states are
@@ -82,21 +108,8 @@ class Decoder:
         with torch.inference_mode():
             while True:
                 live = [b for b, s in enumerate(seqs) if not s.done]
-                rows = torch.tensor(live, device=h.device)
-                logits = fam.lm_head(h[:, -1] if len(live) == B else h[rows, -1])
-                logp = torch.log_softmax(logits.float(), -1)
-                live_seqs = [seqs[b] for b in live]
-                chosen = choose(logits, live_seqs)
-                chosen_lp = logp.gather(-1, chosen[:, None])[:, 0].tolist()
-                k = max(s.params.top_logprobs for s in live_seqs)
-                top = logp.topk(k, -1) if k else None
-                now = time.perf_counter()
-                for i, (s, tok) in enumerate(zip(live_seqs, chosen.tolist())):
-                    alts = None
-                    if top is not None and s.params.top_logprobs:
-                        n = s.params.top_logprobs
-                        alts = tuple(zip(top.indices[i, :n].tolist(), top.values[i, :n].tolist()))
-                    s.accept(tok, chosen_lp[i], alts, now)
+                self.pick(h[:, -1] if len(live) == B else h[torch.tensor(live, device=h.device), -1],
+                          [seqs[b] for b in live])
                 if all(s.done for s in seqs):
                     break
                 feed = torch.tensor([[s.generated.tokens[-1]] for s in seqs], device=hidden.device)

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from .. import plugins
 from ..errors import InputError
 from ..model_refs import ModelRef, hub_or_path
+from .batcher import DEFAULT_MAX_NUM_SEQS
 from .reduction import ReductionName
 
 if TYPE_CHECKING:
@@ -163,6 +164,8 @@ class TransformersSpec(ModelSpec):
         16, ge=0, description="position-independent KV: leading visual tokens of a moved image recomputed")
     encoder_cache_bytes: int = Field(
         256 << 20, ge=0, description="encoder-output cache budget: the tower runs once per image (0: off)")
+    max_num_seqs: int = Field(
+        DEFAULT_MAX_NUM_SEQS, ge=1, description="continuous batching: the most completions one decode step runs")
 
     @model_validator(mode="after")
     def _position_independent_needs_the_kv_cache(self) -> "TransformersSpec":

@@ -57,7 +57,13 @@ class Session:
             sampling: SamplingParams = GREEDY, on_token: OnToken | None = None) -> VLMResult:
         """The next turn. One completion per turn (the conversation keeps one answer): n > 1 is
         refused. A stop string ends the answer's text; the tokens generated up to it stay in the
-        session's context."""
+        session's context. The turn holds the backend's lock: it decodes on its own KV cache,
+        outside the model's continuous batch."""
+        with self.backend.lock:
+            return self._ask(question, max_new_tokens, sampling, on_token)
+
+    def _ask(self, question: str, max_new_tokens: int | None, sampling: SamplingParams,
+             on_token: OnToken | None) -> VLMResult:
         b, engine = self.backend, self.backend.engine
         t0 = b.begin_call()
         sampling = b.check_sampling(sampling, one="a session")

@@ -15,6 +15,7 @@ on CUDA and the torch reference on CPU; "triton" on CPU needs TRITON_INTERPRET=1
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -25,6 +26,7 @@ from ..decoding import Completion
 from ..devices import pick_device, pick_dtype
 from ..errors import InputError
 from ..kernels.dispatch import IMPLS, Ops, bind
+from .batcher import DEFAULT_MAX_NUM_SEQS, ContinuousBatcher
 from .billing import vlm_bill
 from .decode import GREEDY, Decoder, Generated, OnToken, SamplingParams, share_prefix
 from .encoder_cache import DEFAULT_ENCODER_CACHE_BYTES, EncoderCache
@@ -45,8 +47,14 @@ class TransformersBackend:
     weights and the kernels), prompt layout, prefix engine and decoder.
 
     context_window caps prompt + generated tokens (default: the model's max_position_embeddings).
-    Not thread-safe: callers sharing one backend across threads serialize calls (a declared
-    model's `lock`, `cascade.models`).
+
+    Thread-safe, and built for concurrent callers: a call's tower, reduction and prefill run
+    under the backend's `lock` (the prefix engine and its caches are shared), then its decoding
+    joins the model's continuous batch (`batcher`, `cascade.vlm.batcher`): the decode steps of
+    every concurrent `generate` and `generate_batch` run as one batched forward of at most
+    `max_num_seqs` rows, while the next caller's images go through the tower. FastV (a custom
+    layer-by-layer step) and sessions (their KV cache is theirs across turns) decode on their
+    own, under the lock.
 
     kernels: see the module docstring. RMSNorm modules are patched only where the choice resolves
     to Triton ("triton", or "auto" on CUDA with triton installed); otherwise the model keeps
@@ -60,7 +68,8 @@ class TransformersBackend:
     def __init__(self, model: Any, family: Family, model_id: str, *,
                  kv_cache: KVPrefixCache | None = None, context_window: int | None = None,
                  kernels: Literal["auto", "triton", "torch"] = "auto",
-                 encoder_cache: EncoderCache | None = None, recompute_image_tokens: int | None = None):
+                 encoder_cache: EncoderCache | None = None, recompute_image_tokens: int | None = None,
+                 max_num_seqs: int = DEFAULT_MAX_NUM_SEQS):
         if kernels not in IMPLS:
             raise InputError(f"kernels must be one of {list(IMPLS)}, got {kernels!r}")
         # Fails here, with the kernels' own message, if Triton cannot run on this device.
@@ -81,6 +90,10 @@ class TransformersBackend:
             eos.append(self.processor.tokenizer.eos_token_id)
         self.decoder = Decoder(self.runtime, frozenset(eos),
                                vocab_size=family.lm_head_of(model).weight.shape[0])
+        if max_num_seqs < 1:
+            raise InputError(f"max_num_seqs must be >= 1, got {max_num_seqs}")
+        self.batcher = ContinuousBatcher(self.decoder, max_num_seqs)
+        self.lock = threading.Lock()
 
     @classmethod
     def load(cls, model: str, *, device: str = "auto", dtype: Any = "auto",
@@ -89,15 +102,17 @@ class TransformersBackend:
              limits: ImageLimits | None = None, kernels: Literal["auto", "triton", "torch"] = "auto",
              encoder_cache_bytes: int = DEFAULT_ENCODER_CACHE_BYTES,
              encoder_cache: EncoderCache | None = None, kv_position_independent: bool = False,
-             kv_recompute_image_tokens: int = 16, **model_kwargs: Any) -> "TransformersBackend":
+             kv_recompute_image_tokens: int = 16, max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+             **model_kwargs: Any) -> "TransformersBackend":
         """Load from a hub id or a local folder. kv_cache_bytes > 0 creates a KVPrefixCache of that
         budget (or pass a shared `kv_cache`); encoder_cache_bytes > 0 (default 256 MiB) an
         `EncoderCache` of the tower's outputs (or pass a shared `encoder_cache`; 0: off);
         kv_position_independent: also reuse an image's KV where it moved in the prompt,
         recomputing its first `kv_recompute_image_tokens` visual tokens and all text
         (`cascade.vlm.position_free`: approximate, off by default); limits: the family's image limits; `kernels` picks
-        Triton or torch for the fused ops (class docstring). The model type and the limits are
-        checked before any weight loads."""
+        Triton or torch for the fused ops (class docstring); max_num_seqs: the most rows one
+        batched decode step runs (class docstring). The model type and the limits are checked
+        before any weight loads."""
         from transformers import AutoModelForImageTextToText
 
         family = load_family(model, limits)
@@ -117,7 +132,8 @@ class TransformersBackend:
                              "kv_cache_bytes > 0 (or pass a kv_cache)")
         return cls(net, family, str(model), kv_cache=kv_cache, context_window=context_window,
                    kernels=kernels, encoder_cache=encoder_cache,
-                   recompute_image_tokens=kv_recompute_image_tokens if kv_position_independent else None)
+                   recompute_image_tokens=kv_recompute_image_tokens if kv_position_independent else None,
+                   max_num_seqs=max_num_seqs)
 
     @property
     def device(self) -> torch.device:
@@ -205,20 +221,22 @@ class TransformersBackend:
             raise InputError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         red = self.check_reduction(reduction)
         max_new_tokens = sampling.max_tokens or max_new_tokens
-        prefix_text, suffix_text = self.layout.first_turn(len(images), system_prompt, question, history)
-        suffix = self.layout.tokenize(suffix_text)
-        costs = [self.family.image_cost(im.width, im.height) for im in images]
-        if red.question_dependent:
-            return self._generate_fastv(images, prefix_text, suffix, red, max_new_tokens, t0, costs,
-                                        sampling, on_token)
-        state, status, vision_s, prefix_s = self.engine.state(images, prefix_text, red)
-        self.engine.check_context(state.length + len(suffix), max_new_tokens)
-        cache = self.engine.cache_of(state)
-        t = time.perf_counter()
-        hidden = self.engine.prefill(cache, state.next_pos, suffix)
-        seqs = self.decoder.sequences(sampling, max_new_tokens, on_token)
-        gens = self.decoder.run(share_prefix(hidden, cache, len(seqs)), cache,
-                                [state.next_pos + len(suffix)] * len(seqs), seqs)
+        with self.lock:
+            prefix_text, suffix_text = self.layout.first_turn(len(images), system_prompt, question,
+                                                              history)
+            suffix = self.layout.tokenize(suffix_text)
+            costs = [self.family.image_cost(im.width, im.height) for im in images]
+            if red.question_dependent:
+                return self._generate_fastv(images, prefix_text, suffix, red, max_new_tokens, t0,
+                                            costs, sampling, on_token)
+            state, status, vision_s, prefix_s = self.engine.state(images, prefix_text, red)
+            self.engine.check_context(state.length + len(suffix), max_new_tokens)
+            cache = self.engine.cache_of(state)
+            t = time.perf_counter()
+            hidden = self.engine.prefill(cache, state.next_pos, suffix)
+            seqs = self.decoder.sequences(sampling, max_new_tokens, on_token)
+            hidden = share_prefix(hidden, cache, len(seqs))
+        gens = self.batcher.decode(hidden, cache, [state.next_pos + len(suffix)] * len(seqs), seqs)
         sync(self.device)
         bill = vlm_bill(self.family, self.model_id, costs=costs, visual_tokens=state.visual_tokens,
                         prompt_tokens=state.text_tokens + len(suffix), generated=gens, cache=status,
@@ -272,7 +290,8 @@ class TransformersBackend:
           from `get_rope_index` on that request alone, which equals `get_rope_index` on the
           left-padded batch with its attention mask), then the prompts are left-padded into one
           [B, L] batch with an attention mask and prefilled in one forward.
-        - Decode: the decoder's loop, one batched step per token; a request stops at its own
+        - Decode: the batch's rows join the model's continuous batch (`batcher`), one batched
+          step per token with whatever else is decoding; a request stops at its own
           end-of-turn token, stop condition or `max_new_tokens`. `on_token` events carry the
           request's index. Every request has the one `sampling` (n = 1; a seed seeds each
           request's generator alike, so a seeded request draws what it draws alone).
@@ -302,71 +321,72 @@ class TransformersBackend:
         if red.keep_regions is not None:
             raise InputError("keep_regions name the images of one call; `batch` shares each image's "
                              "tower output across requests: call `generate` per request instead")
-        fam = self.runtime
-        parsed = []
-        for i, req in enumerate(requests):
-            if not isinstance(req, (tuple, list)) or len(req) != 2:
-                raise InputError(f"request {i}: expected an (images, question) pair, got {req!r:.80}")
-            images = as_images(req[0])
-            if not images:
-                raise InputError(f"request {i}: no image given; every request needs at least one")
-            question = self.layout.check_question(req[1])
-            prefix_text, suffix_text = self.layout.first_turn(len(images), system_prompt, question)
-            parsed.append(([im.__content_hash__() for im in images], images, prefix_text,
-                           self.layout.tokenize(suffix_text)))
+        with self.lock:  # the prefix engine and the tokenizer are shared
+            fam = self.runtime
+            parsed = []
+            for i, req in enumerate(requests):
+                if not isinstance(req, (tuple, list)) or len(req) != 2:
+                    raise InputError(f"request {i}: expected an (images, question) pair, got {req!r:.80}")
+                images = as_images(req[0])
+                if not images:
+                    raise InputError(f"request {i}: no image given; every request needs at least one")
+                question = self.layout.check_question(req[1])
+                prefix_text, suffix_text = self.layout.first_turn(len(images), system_prompt, question)
+                parsed.append(([im.__content_hash__() for im in images], images, prefix_text,
+                               self.layout.tokenize(suffix_text)))
 
-        # Vision: each distinct image once (the encoder cache's, or all the rest in one tower call).
-        unique: dict[str, Any] = {}
-        for hashes, images, _, _ in parsed:
-            for h, im in zip(hashes, images):
-                unique.setdefault(h, im)
-        items = dict(zip(unique, fam.preprocess([im.to_pil() for im in unique.values()])))
-        enc = self.engine.encode_images(list(unique.values()), list(items.values()), red)
-        per_image = dict(zip(unique, enc.images))
-        fresh = {h for h, f in zip(unique, enc.fresh) if f}  # the tower ran on these in this call
-        vision_s = enc.vision_s
+            # Vision: each distinct image once (the encoder cache's, or all the rest in one tower call).
+            unique: dict[str, Any] = {}
+            for hashes, images, _, _ in parsed:
+                for h, im in zip(hashes, images):
+                    unique.setdefault(h, im)
+            items = dict(zip(unique, fam.preprocess([im.to_pil() for im in unique.values()])))
+            enc = self.engine.encode_images(list(unique.values()), list(items.values()), red)
+            per_image = dict(zip(unique, enc.images))
+            fresh = {h for h, f in zip(unique, enc.fresh) if f}  # the tower ran on these in this call
+            vision_s = enc.vision_s
 
-        # Per-request prompts, assembled as `generate` assembles them.
-        seqs, billed = [], set()
-        for hashes, images, prefix_text, suffix in parsed:
-            a = self.engine.reduce(fam.build_prefix(prefix_text, [items[h] for h in hashes]),
-                                   [f for h in hashes for f in per_image[h].feats], red,
-                                   None if not red.before_tower else
-                                   [u for h in hashes for u in per_image[h].units])
-            self.engine.check_context(a.ids.numel() + len(suffix), max_new_tokens)
+            # Per-request prompts, assembled as `generate` assembles them.
+            seqs, billed = [], set()
+            for hashes, images, prefix_text, suffix in parsed:
+                a = self.engine.reduce(fam.build_prefix(prefix_text, [items[h] for h in hashes]),
+                                       [f for h in hashes for f in per_image[h].feats], red,
+                                       None if not red.before_tower else
+                                       [u for h in hashes for u in per_image[h].units])
+                self.engine.check_context(a.ids.numel() + len(suffix), max_new_tokens)
+                with torch.inference_mode():
+                    emb = torch.cat([a.embeds, fam.embed(torch.tensor(suffix, device=self.device))])
+                pos = torch.cat([a.positions, fam.text_positions(a.next_pos, len(suffix))], dim=1)
+                costs = [self.family.image_cost(im.width, im.height) for im in images]
+                tower = list(a.tower_costs) if a.tower_costs is not None else costs
+                encoded = []
+                for h, c in zip(hashes, tower):
+                    if h in fresh and h not in billed:  # a shared image's tower cost: its first request
+                        billed.add(h)
+                        encoded.append(c)
+                cached = sum(h not in fresh for h in hashes)
+                seqs.append((emb, pos, a, len(suffix), costs, encoded, cached))
+
+            # Left-padded batch prefill (padding: zero embeddings at position 1, masked out).
+            t = time.perf_counter()
+            B, L = len(seqs), max(s[0].shape[0] for s in seqs)
             with torch.inference_mode():
-                emb = torch.cat([a.embeds, fam.embed(torch.tensor(suffix, device=self.device))])
-            pos = torch.cat([a.positions, fam.text_positions(a.next_pos, len(suffix))], dim=1)
-            costs = [self.family.image_cost(im.width, im.height) for im in images]
-            tower = list(a.tower_costs) if a.tower_costs is not None else costs
-            encoded = []
-            for h, c in zip(hashes, tower):
-                if h in fresh and h not in billed:  # a shared image's tower cost: its first request
-                    billed.add(h)
-                    encoded.append(c)
-            cached = sum(h not in fresh for h in hashes)
-            seqs.append((emb, pos, a, len(suffix), costs, encoded, cached))
-
-        # Left-padded batch prefill (padding: zero embeddings at position 1, masked out).
-        t = time.perf_counter()
-        B, L = len(seqs), max(s[0].shape[0] for s in seqs)
-        with torch.inference_mode():
-            embeds = seqs[0][0].new_zeros(B, L, seqs[0][0].shape[-1])
-            positions = torch.ones(fam.position_rows, B, L, dtype=torch.long, device=self.device)
-            mask = torch.zeros(B, L, dtype=torch.long, device=self.device)
-            visual = torch.zeros(B, L, dtype=torch.bool, device=self.device)
-            for b, (emb, pos, a, *_) in enumerate(seqs):
-                n = emb.shape[0]
-                embeds[b, L - n:], positions[:, b, L - n:], mask[b, L - n:] = emb, pos, 1
-                visual[b, L - n:L - n + a.ids.numel()] = a.ids == fam.image_token_id
-            extras = [s[2].extra for s in seqs]
-            kw = {} if extras[0] is None else fam.visual_kwargs(visual, torch.cat(extras))
-            cache = self.engine.new_cache()
-            hidden = fam.forward(embeds, positions, cache, attention_mask=mask, **kw)
-        next_pos = [a.next_pos + n_sfx for _, _, a, n_sfx, *_ in seqs]
-        rows = [s for b in range(B) for s in self.decoder.sequences(sampling, max_new_tokens,
-                                                                      on_token, request=b)]
-        gens = self.decoder.run(hidden, cache, next_pos, rows, attention_mask=mask)
+                embeds = seqs[0][0].new_zeros(B, L, seqs[0][0].shape[-1])
+                positions = torch.ones(fam.position_rows, B, L, dtype=torch.long, device=self.device)
+                mask = torch.zeros(B, L, dtype=torch.long, device=self.device)
+                visual = torch.zeros(B, L, dtype=torch.bool, device=self.device)
+                for b, (emb, pos, a, *_) in enumerate(seqs):
+                    n = emb.shape[0]
+                    embeds[b, L - n:], positions[:, b, L - n:], mask[b, L - n:] = emb, pos, 1
+                    visual[b, L - n:L - n + a.ids.numel()] = a.ids == fam.image_token_id
+                extras = [s[2].extra for s in seqs]
+                kw = {} if extras[0] is None else fam.visual_kwargs(visual, torch.cat(extras))
+                cache = self.engine.new_cache()
+                hidden = fam.forward(embeds, positions, cache, attention_mask=mask, **kw)
+            next_pos = [a.next_pos + n_sfx for _, _, a, n_sfx, *_ in seqs]
+            rows = [s for b in range(B) for s in self.decoder.sequences(sampling, max_new_tokens,
+                                                                          on_token, request=b)]
+        gens = self.batcher.decode(hidden, cache, next_pos, rows, attention_mask=mask)
         sync(self.device)
         prefill_s = min(g.t_first for g in gens) - t
         results = []

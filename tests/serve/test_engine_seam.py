@@ -61,7 +61,7 @@ def _ask_both(engine: Engine, cancels: dict[str, threading.Event]) -> dict[str, 
 
 def test_without_the_run_lock_runs_of_one_pipeline_overlap_through_the_executor(tiny_vlm):
     executor = Rendezvous()
-    engine = Engine(small_config(tiny_vlm), executor=executor, serialize_runs=False)
+    engine = Engine(small_config(tiny_vlm), executor=executor)
     try:
         assert engine.get(IMAGES).qa.pipeline.executor is executor
         results = _ask_both(engine, {"first?": threading.Event(), "second?": threading.Event()})
@@ -74,7 +74,7 @@ def test_without_the_run_lock_runs_of_one_pipeline_overlap_through_the_executor(
 def test_a_cancelled_request_stops_its_own_run_not_the_one_beside_it(tiny_vlm):
     cancels = {"keep?": threading.Event(), "drop?": threading.Event()}
     executor = Rendezvous(at_barrier=lambda q: cancels[q].set() if q == "drop?" else None)
-    engine = Engine(small_config(tiny_vlm), executor=executor, serialize_runs=False)
+    engine = Engine(small_config(tiny_vlm), executor=executor)
     try:
         results = _ask_both(engine, cancels)
     finally:

@@ -43,7 +43,7 @@ class Ingress:
         self.remote = RemoteStages(handles, options.remote_types(), options.retries,
                                    options.call_timeout_s)
         # The heavy stages load in replicas; their runs go there; no run lock in the ingress.
-        self.engine = Engine(config, load_models=False, executor=self.remote, serialize_runs=False)
+        self.engine = Engine(config, load_models=False, executor=self.remote)
         self._status: tuple[float, dict[str, int]] = (0.0, {})
         self.engine.readiness.probes.append(self.replica_probe)
         self.engine.metrics.add_collector(ReplicaMetrics(self))
