@@ -11,10 +11,16 @@ then for each client concurrency C sends N chat requests with C in flight at a t
 - statuses: every request must be answered (200); a 429 means the queue (--max-queue) was full.
 
 Each request carries its own rendered page (distinct pixels, so no content cache answers it),
-unless --same-image. Writes <out>.json and <out>.png. Examples:
+unless --same-image. With --stream the answer is streamed and the client records time to first
+token (p50 / p95) too. `--batching both` runs every level twice, on a server with continuous
+batching (the default) and on one started with `--max-num-seqs 1` (one request decodes at a
+time), so the two are compared on the same requests. Writes <out>.json and <out>.png. Examples:
 
     python benchmarks/serve_load.py                          # 200 requests at C = 1, 8, 32
     python benchmarks/serve_load.py --quick --out /tmp/load  # a minute: proves it runs
+    # VLM-bound: thumbnails only, every answer 32 tokens from the VLM, batched vs not
+    python benchmarks/serve_load.py --model cascade/thumbnail_only --max-tokens 32 --stream \
+        --requests 24 --batching both --threads 1 --out benchmarks/results/serve_batching_cpu
 """
 from __future__ import annotations
 
@@ -105,78 +111,97 @@ class _PeakRSS:
         self._thread.join()
 
 
-async def _level(url: str, model: str, pages: list[str], concurrency: int) -> dict:
+async def _request(client: httpx.AsyncClient, body: dict) -> tuple[int, float, float | None, int]:
+    """(status, latency, time to the first answer text or None, completion tokens) of one chat
+    request."""
+    t0 = time.perf_counter()
+    if not body.get("stream"):
+        r = await client.post("/v1/chat/completions", json=body)
+        usage = r.json().get("usage") if r.status_code == 200 else None
+        return r.status_code, time.perf_counter() - t0, None, (usage or {}).get("completion_tokens", 0)
+    first, tokens = None, 0
+    async with client.stream("POST", "/v1/chat/completions",
+                             json={**body, "stream_options": {"include_usage": True}}) as r:
+        async for line in r.aiter_lines():
+            if not line.startswith("data: {"):
+                continue
+            chunk = json.loads(line[6:])
+            if first is None and any(c.get("delta", {}).get("content") for c in chunk.get("choices", [])):
+                first = time.perf_counter() - t0
+            tokens = (chunk.get("usage") or {}).get("completion_tokens", tokens)
+    return r.status_code, time.perf_counter() - t0, first, tokens
+
+
+def _pct(xs: list[float], q: int) -> float | None:
+    return float(np.percentile(xs, q)) if xs else None
+
+
+async def _level(url: str, model: str, pages: list[str], concurrency: int,
+                 max_tokens: int | None = None, stream: bool = False) -> dict:
     sem = asyncio.Semaphore(concurrency)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=3600, limits=limits) as client:
-        async def one(page: str) -> tuple[int, float]:
-            body = {"model": model, "messages": [{"role": "user", "content": [
+        async def one(page: str) -> tuple[int, float, float | None, int]:
+            body = {"model": model, "stream": stream, "messages": [{"role": "user", "content": [
                 {"type": "image_url", "image_url": {"url": page}},
                 {"type": "text", "text": "What is the total?"}]}]}
+            if max_tokens is not None:
+                body["max_tokens"] = max_tokens
             async with sem:
-                t0 = time.perf_counter()
-                r = await client.post("/v1/chat/completions", json=body)
-                return r.status_code, time.perf_counter() - t0
+                return await _request(client, body)
 
         t0 = time.perf_counter()
         results = await asyncio.gather(*(one(p) for p in pages))
         wall = time.perf_counter() - t0
-    ok = [s for code, s in results if code == 200]
+    ok = [s for code, s, _, _ in results if code == 200]
+    ttft = [f for code, _, f, _ in results if code == 200 and f is not None]
     codes: dict[str, int] = {}
-    for code, _ in results:
+    for code, *_ in results:
         codes[str(code)] = codes.get(str(code), 0) + 1
     return {"concurrency": concurrency, "requests": len(pages), "statuses": codes,
             "wall_s": wall, "throughput_rps": len(ok) / wall,
-            "latency_p50_s": float(np.percentile(ok, 50)) if ok else None,
-            "latency_p95_s": float(np.percentile(ok, 95)) if ok else None}
+            "latency_p50_s": _pct(ok, 50), "latency_p95_s": _pct(ok, 95),
+            "ttft_p50_s": _pct(ttft, 50), "ttft_p95_s": _pct(ttft, 95),
+            "completion_tokens_mean": float(np.mean([t for *_, t in results]))}
 
 
 def _plot(result: dict, path: Path) -> None:
     from matplotlib.figure import Figure
 
-    lv = result["levels"]
-    c = [x["concurrency"] for x in lv]
-    fig = Figure(figsize=(12, 3.2), dpi=110)
-    panels = [("throughput (answers/s)", [("", [x["throughput_rps"] for x in lv])]),
-              ("client latency (s)", [("p50", [x["latency_p50_s"] for x in lv]),
-                                      ("p95", [x["latency_p95_s"] for x in lv])]),
-              ("queue wait (s)", [("mean", [x["queue_wait"]["mean_s"] for x in lv]),
-                                  ("p95 (bucket)", [x["queue_wait"]["p95_bucket_s"] for x in lv])]),
-              ("server peak RSS (GiB)", [("", [x["server_peak_rss_bytes"] / 2**30 for x in lv])])]
+    runs = result["runs"]
+    fig = Figure(figsize=(15, 3.2), dpi=110)
+    panels = [("throughput (answers/s)", [("", "throughput_rps")]),
+              ("client latency (s)", [("p50", "latency_p50_s"), ("p95", "latency_p95_s")]),
+              ("time to first token (s)", [("p50", "ttft_p50_s"), ("p95", "ttft_p95_s")]),
+              ("queue wait, mean (s)", [("", "queue_wait_mean_s")]),
+              ("server peak RSS (GiB)", [("", "server_peak_rss_gib")])]
     for i, (title, series) in enumerate(panels):
-        ax = fig.add_subplot(1, 4, i + 1)
-        for label, ys in series:
-            ax.plot(c, [np.nan if y is None else y for y in ys], marker="o", label=label or None)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(c, [str(x) for x in c])
+        ax = fig.add_subplot(1, len(panels), i + 1)
+        for run in runs:
+            lv = run["levels"]
+            c = [x["concurrency"] for x in lv]
+            for label, key in series:
+                ys = [x["queue_wait"]["mean_s"] if key == "queue_wait_mean_s" else
+                      x["server_peak_rss_bytes"] / 2**30 if key == "server_peak_rss_gib" else x[key]
+                      for x in lv]
+                ax.plot(c, [np.nan if y is None else y for y in ys], marker="o",
+                        label=" ".join(t for t in (run["label"], label) if t))
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(c, [str(x) for x in c])
         ax.set_xlabel("client concurrency")
         ax.set_title(title, fontsize=9)
-        if any(label for label, _ in series):
-            ax.legend(fontsize=7)
+        ax.legend(fontsize=7)
     s = result["server"]
     fig.suptitle(f"cascade serve --tiny, {result['model']}: {result['requests_per_level']} requests "
-                 f"per level, --max-concurrent {s['max_concurrent']} --max-queue {s['max_queue']} "
-                 f"--workers {s['workers']} ({result['device']})", fontsize=9)
+                 f"per level, max_tokens {result['max_tokens']}, --max-concurrent "
+                 f"{s['max_concurrent']} --workers {s['workers']}, {s['threads']} torch thread(s) "
+                 f"({result['device']})", fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="cascade/doc_qa", help="served model id to load")
-    p.add_argument("--requests", type=int, default=200, help="requests per concurrency level")
-    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
-    p.add_argument("--max-concurrent", type=int, default=4)
-    p.add_argument("--max-queue", type=int, default=64)
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--threads", type=int, default=None, help="torch/OMP threads in the server")
-    p.add_argument("--same-image", action="store_true", help="one image for all (cache hits)")
-    p.add_argument("--quick", action="store_true", help="8 requests at concurrency 1 and 4")
-    p.add_argument("--out", default="benchmarks/results/serve_load_cpu", help="output path stem")
-    args = p.parse_args()
-    if args.quick:
-        args.requests, args.concurrency = 8, [1, 4]
-
+def _run_server(args: argparse.Namespace, max_num_seqs: int | None) -> list[dict]:
+    """Start `cascade serve --tiny`, warm it, run every concurrency level; its levels."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "YOLO_OFFLINE": "1", "YOLO_AUTOINSTALL": "False",
@@ -186,6 +211,8 @@ def main() -> int:
     cmd = [sys.executable, "-m", "cascade.cli", "serve", "--tiny", "--port", str(port),
            "--max-concurrent", str(args.max_concurrent), "--max-queue", str(args.max_queue),
            "--workers", str(args.workers), "--timeout", "3600"]
+    if max_num_seqs is not None:
+        cmd += ["--max-num-seqs", str(max_num_seqs)]
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     try:
         for _ in range(1200):
@@ -196,41 +223,78 @@ def main() -> int:
                 break
             except httpx.TransportError:
                 time.sleep(0.25)
-        warm = asyncio.run(_level(url, args.model, [_page(10**6, False)], 1))  # loads the models
-        if warm["statuses"] != {"200": 1}:
-            raise SystemExit(f"warm-up request failed: {warm['statuses']}")
+        # loads the models, then warms every batch shape the levels will run
+        warm = [asyncio.run(_level(url, args.model, [_page(10**6 + c * 100 + i, False) for i in range(c)],
+                                   c, args.max_tokens, args.stream)) for c in [1, *args.concurrency]]
+        if any(set(w["statuses"]) != {"200"} for w in warm):
+            raise SystemExit(f"warm-up requests failed: {[w['statuses'] for w in warm]}")
         levels = []
         for c in args.concurrency:
             pages = [_page(c * 10_000 + i, args.same_image) for i in range(args.requests)]
             before = _metrics(url, args.model)
             with _PeakRSS(server.pid) as rss:
-                level = asyncio.run(_level(url, args.model, pages, c))
+                level = asyncio.run(_level(url, args.model, pages, c, args.max_tokens, args.stream))
             level["queue_wait"] = _queue_wait(before, _metrics(url, args.model))
             level["server_peak_rss_bytes"] = rss.peak
             levels.append(level)
-            print(json.dumps(level), flush=True)
+            print(json.dumps({"max_num_seqs": max_num_seqs, **level}), flush=True)
+        return levels
     finally:
         server.terminate()
         server.wait(60)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="cascade/doc_qa", help="served model id to load")
+    p.add_argument("--requests", type=int, default=200, help="requests per concurrency level")
+    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
+    p.add_argument("--max-concurrent", type=int, default=32)
+    p.add_argument("--max-queue", type=int, default=256)
+    p.add_argument("--workers", type=int, default=32)
+    p.add_argument("--threads", type=int, default=None, help="torch/OMP threads in the server")
+    p.add_argument("--max-tokens", type=int, default=None, help="each request's max_tokens")
+    p.add_argument("--stream", action="store_true", help="stream answers; record time to first token")
+    p.add_argument("--batching", choices=["on", "off", "both"], default="on",
+                   help="continuous batching (the server's default), off (--max-num-seqs 1), or both")
+    p.add_argument("--same-image", action="store_true", help="one image for all (cache hits)")
+    p.add_argument("--quick", action="store_true", help="8 requests at concurrency 1 and 4")
+    p.add_argument("--out", default="benchmarks/results/serve_load_cpu", help="output path stem")
+    args = p.parse_args()
+    if args.quick:
+        args.requests, args.concurrency = 8, [1, 4]
+
+    settings = {"on": [("batched", None)], "off": [("one at a time", 1)],
+                "both": [("batched", None), ("one at a time", 1)]}[args.batching]
+    runs = [{"label": label, "max_num_seqs": seqs, "levels": _run_server(args, seqs)}
+            for label, seqs in settings]
 
     import torch
 
     cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
                 if ln.startswith("model name")), platform.machine())
+    gains = {}
+    for run in runs:
+        by_c = {lv["concurrency"]: lv["throughput_rps"] for lv in run["levels"]}
+        if 1 in by_c:
+            gains[run["label"]] = {str(c): by_c[c] / by_c[1] for c in by_c if c != 1}
     result = {"benchmark": "serve_load", "model": args.model, "device": f"CPU: {cpu} ({os.cpu_count()} cores)",
               "torch": torch.__version__, "quick": args.quick, "requests_per_level": args.requests,
+              "max_tokens": args.max_tokens, "stream": args.stream,
               "distinct_images": not args.same_image,
               "server": {"max_concurrent": args.max_concurrent, "max_queue": args.max_queue,
                          "workers": args.workers, "threads": args.threads},
               "note": "random-weight tiny VLM and CLIP (VLM answers are noise); RapidOCR and YOLO11n "
-                      "ONNX are real. Timings are this machine's.",
-              "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]), "levels": levels}
+                      "ONNX are real. Timings are this machine's; one run per level.",
+              "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+              "throughput_vs_concurrency_1": gains, "runs": runs}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
     _plot(result, out.with_suffix(".png"))
+    print(json.dumps(gains))
     print(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.png')}")
-    return 0 if all(set(lv["statuses"]) == {"200"} for lv in levels) else 1
+    return 0 if all(set(lv["statuses"]) == {"200"} for r in runs for lv in r["levels"]) else 1
 
 
 if __name__ == "__main__":

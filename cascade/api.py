@@ -39,15 +39,17 @@ class QA:
     device: "cpu", "cuda", ...; set on every declared model and every stage with a `device` param.
     overrides: more settings by dotted path, e.g. {"retrieve.top_k": 4, "models.vlm.keep_ratio": 0.5}.
     type_overrides: params for every stage of a type, e.g. {"clip_embed": {"pretrained": None}}.
+    model_options: fields set on every model the pipeline declares, e.g. {"max_num_seqs": 8}.
     """
 
     default_pipeline = "video_qa"
 
     def __init__(self, pipeline: str | Path | None = None, *, model: str | None = None,
                  device: str | None = None, overrides: dict[str, Any] | None = None,
-                 type_overrides: dict[str, dict[str, Any]] | None = None):
+                 type_overrides: dict[str, dict[str, Any]] | None = None,
+                 model_options: dict[str, Any] | None = None):
         by_type = {k: dict(v) for k, v in (type_overrides or {}).items()}
-        models: dict[str, Any] = {}
+        models: dict[str, Any] = dict(model_options or {})
         if model is not None:
             models["id"] = model
         if device is not None:

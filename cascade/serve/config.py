@@ -96,6 +96,10 @@ class ServeConfig(BaseSettings):
         "tool answers/evidence/bill real", action="store_true", exclusive="model")] = False
     device: Annotated[str | None, Flag(
         "cpu, cuda, cuda:1 ... for every stage that has a device")] = None
+    max_num_seqs: Annotated[int | None, Flag(
+        "continuous batching: the most completions the in-process VLM decodes in one step "
+        "(vLLM's --max-num-seqs; 1 decodes one request at a time; default: the model's "
+        "declaration, 32)", type=int)] = Field(None, ge=1)
     pipelines: Annotated[dict[str, str], Flag(
         "also serve a YAML pipeline as model cascade/NAME (repeatable)", name="--pipeline",
         action="append", metavar="NAME=YAML", to_setting=_pipelines)] = Field(default_factory=dict)

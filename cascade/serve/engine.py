@@ -131,10 +131,13 @@ class Engine:
         self.skipped: dict[str, str] = {}  # shipped pipelines that cannot answer questions, and why
         for name, source in sources.items():
             try:
+                options = ({} if config.max_num_seqs is None
+                           else {"max_num_seqs": config.max_num_seqs})
                 if config.random_weights:
-                    qa = QA.offline(source, device=config.device)
+                    qa = QA.offline(source, device=config.device, model_options=options)
                 else:
-                    qa = QA(source, model=config.model, device=config.device)
+                    qa = QA(source, model=config.model, device=config.device,
+                            model_options=options)
             except CascadeError as e:
                 if name in config.pipelines:
                     raise  # a pipeline the user asked for must load

@@ -111,6 +111,12 @@ class ContinuousBatcher:
         """Rows in the batch now."""
         return len(self._rows)
 
+    @property
+    def waiting(self) -> int:
+        """Requests prefilled and waiting to join the batch at the next step."""
+        with self._wake:
+            return len(self._waiting)
+
     # -- the loop ---------------------------------------------------------------------------------
     def _loop(self) -> None:
         while True:
