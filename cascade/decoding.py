@@ -17,9 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import InputError
 
 __all__ = ["SamplingParams", "GREEDY", "TokenLogprob", "Completion", "sampling_params", "MAX_N",
-           "MAX_TOP_LOGPROBS", "MAX_STOP", "ResponseFormat", "tool_answer_json"]
+           "DEFAULT_MAX_NUM_SEQS", "MAX_TOP_LOGPROBS", "MAX_STOP", "ResponseFormat", "tool_answer_json"]
 
 MAX_N = 16  # completions per request: each is a decode of its own
+DEFAULT_MAX_NUM_SEQS = 32  # continuous batching: rows one decode step runs (vLLM's max_num_seqs)
 MAX_TOP_LOGPROBS = 20  # OpenAI's bound
 MAX_STOP = 4  # OpenAI's bound on stop strings
 

@@ -34,12 +34,13 @@ from typing import Any
 
 import torch
 
+from ..decoding import DEFAULT_MAX_NUM_SEQS
 from .decode import Decoder, Generated, Sequence
 from .kv_cache import cache_layers, new_dynamic_cache
 
-__all__ = ["ContinuousBatcher", "DEFAULT_MAX_NUM_SEQS"]
+__all__ = ["ContinuousBatcher"]
 
-DEFAULT_MAX_NUM_SEQS = 32  # rows decoded in one step (vLLM's max_num_seqs)
+IDLE_EXIT_S = 10.0  # the loop's thread ends after this long with nothing to decode
 
 
 @dataclass(eq=False)
@@ -66,7 +67,8 @@ def _pad_left(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
 
 class ContinuousBatcher:
     """The decode loop of one loaded model (module docstring). Thread-safe: any thread may call
-    `decode`; one daemon thread, started on first use, runs every step."""
+    `decode`; one daemon thread runs every step (started by the first `decode`, ended after
+    `IDLE_EXIT_S` with nothing to do)."""
 
     def __init__(self, decoder: Decoder, max_num_seqs: int = DEFAULT_MAX_NUM_SEQS):
         if max_num_seqs < 1:
@@ -122,7 +124,11 @@ class ContinuousBatcher:
         while True:
             with self._wake:
                 while not self._waiting and not self._rows:
-                    self._wake.wait()
+                    if not self._wake.wait(IDLE_EXIT_S) and not self._waiting:
+                        # idle: end the thread, so an unused model can be freed (the next
+                        # `decode` starts another)
+                        self._thread = None
+                        return
                 admitted = self._take_waiting()
             try:
                 with torch.inference_mode():

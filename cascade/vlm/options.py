@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from .. import plugins
+from ..decoding import DEFAULT_MAX_NUM_SEQS
 from ..errors import InputError
 from ..model_refs import ModelRef, hub_or_path
-from .batcher import DEFAULT_MAX_NUM_SEQS
 from .reduction import ReductionName
 
 if TYPE_CHECKING:

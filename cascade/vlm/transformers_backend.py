@@ -22,11 +22,11 @@ from typing import Any, Literal
 
 import torch
 
-from ..decoding import Completion
+from ..decoding import DEFAULT_MAX_NUM_SEQS, Completion
 from ..devices import pick_device, pick_dtype
 from ..errors import InputError
 from ..kernels.dispatch import IMPLS, Ops, bind
-from .batcher import DEFAULT_MAX_NUM_SEQS, ContinuousBatcher
+from .batcher import ContinuousBatcher
 from .billing import vlm_bill
 from .decode import GREEDY, Decoder, Generated, OnToken, SamplingParams, share_prefix
 from .encoder_cache import DEFAULT_ENCODER_CACHE_BYTES, EncoderCache

@@ -160,3 +160,18 @@ def test_a_request_wider_than_max_num_seqs_runs_alone(tiny_path, make_image, one
     assert len(r.completions) == 3 and small.backend.batcher.peak_rows == 3
     with pytest.raises(Exception, match="max_num_seqs must be >= 1"):
         VLM.load(str(tiny_path), device="cpu", max_num_seqs=0)
+
+
+def test_the_loop_thread_ends_when_idle_and_starts_again(tiny_path, make_image, monkeypatch):
+    """An idle model holds no thread (so a released model can be freed); the next call starts one."""
+    from cascade.vlm import batcher as batcher_module
+
+    monkeypatch.setattr(batcher_module, "IDLE_EXIT_S", 0.05)
+    m = VLM.load(str(tiny_path), device="cpu", encoder_cache_bytes=0, kv_cache_bytes=0)
+    b = m.backend.batcher
+    first = m.generate([make_image(80)], "What?", max_new_tokens=3)
+    deadline = time.monotonic() + 10
+    while b._thread is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert b._thread is None
+    assert m.generate([make_image(80)], "What?", max_new_tokens=3).token_ids == first.token_ids
