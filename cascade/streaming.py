@@ -10,7 +10,9 @@ One VLM call per run streams: the first stage that claims it. A stage whose answ
 answer claims nothing: the caller sends its text at once. `streamed_by` names the stage that
 claimed, so a caller whose final answer is not what streamed can say which stage to fix.
 
-`on_token` runs in the stage's thread, once per generated token; an exception it raises (e.g. the
+`on_token` runs in the thread that decodes (the model's continuous-batch loop,
+`cascade.vlm.batcher`; for a session or FastV, the stage's), once per generated token, so it must
+be quick and thread-safe; an exception it raises (e.g. the
 server's "client went away") stops the generation and fails the run.
 
 `TokenChannel` is the one bridge from that thread to whoever reads the tokens: a blocking

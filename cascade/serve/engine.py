@@ -18,7 +18,7 @@ or the VLM's next token (another stage already running finishes). Its slot is he
 really ends, so abandoned work cannot pile up past `max_concurrent`.
 
 The answer's tokens reach the caller as the VLM generates them: `run_async(on_token=...)` calls it
-from the worker thread with each `TokenEvent` of the answer (`cascade.streaming`; a tool answer
+from the thread that decodes (the model's batch loop) with each `TokenEvent` of the answer (`cascade.streaming`; a tool answer
 has none). The request's `max_tokens`, earlier turns and sampling settings go to the pipeline's
 `max_new_tokens`, `history` and `sampling` inputs; a pipeline without them refuses such a request
 (400) rather than ignore it.
@@ -359,7 +359,7 @@ class Engine:
     async def run_async(self, req: ChatRequest, served: ServedModel,
                         on_token: Callable[[Any], Any] | None = None) -> Answer:
         """Check, queue (429 when full), run on the pool, time out (504). Cancelling the caller
-        (the client went away) cancels the request's work. `on_token` is called from the worker
+        (the client went away) cancels the request's work. `on_token` is called from the decoding
         thread with each token of the answer as the VLM generates it."""
         self.check_request(req, served)
         admission, timeout = self._admission_now(), self.config.request_timeout_s

@@ -188,7 +188,7 @@ outputs:
     # visible there, and only one of them streams
     assert stream.streamed_by in ("a", "b") and len(events) == 3
     assert result[stream.streamed_by].bill.generated_tokens == 3
-    assert all(name.startswith("cascade-stage") for name in threads)
+    assert threads == {"cascade-decode"}  # the tokens come from the model's batch loop
 
 
 def test_run_batch_answers_several_calls_at_once_and_counts_each_in_its_own_record(tiny_model):
