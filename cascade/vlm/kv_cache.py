@@ -132,16 +132,16 @@ class KVBlock(StoredKV):
         return super().nbytes + self.ids.numel() * self.ids.element_size() + self.keep.numel()
 
 
-class KVPrefixCache:
-    """Byte-bounded LRU of prefix blocks (or whole prefix states) with hit/miss/eviction counters.
+class KVPrefixCache(LRUCache):
+    """Byte-bounded LRU of prefix blocks (an `LRUCache`: hit/miss/eviction counters, `stats`).
 
     max_bytes: budget for all entries together (an entry larger than the budget is not stored).
     int8: store entries quantized (see module docstring).
     """
 
     def __init__(self, max_bytes: int = 2 << 30, int8: bool = False):
+        super().__init__(max_bytes, size_of=lambda s: s.nbytes)
         self.int8 = bool(int8)
-        self._lru = LRUCache(max_bytes, size_of=lambda s: s.nbytes)
 
     @staticmethod
     def chain(model_id: str, preprocessing: tuple, reduction: tuple,
@@ -162,51 +162,22 @@ class KVPrefixCache:
         per block looked up); the run is refreshed last block first, so its first blocks are the
         most recently used."""
         n = 0
-        while n < len(keys) and keys[n] in self._lru:
+        while n < len(keys) and keys[n] in self:
             n += 1
-        found = [self._lru.get(k) for k in reversed(keys[:n])][::-1]
+        found = [self.get(k) for k in reversed(keys[:n])][::-1]
         if n < len(keys):
-            self._lru.get(keys[n])  # counted as the miss it is
+            self.get(keys[n])  # counted as the miss it is
         return found if all(b is not None for b in found) else []
 
-    def get(self, key: str) -> Any:
-        return self._lru.get(key)
-
-    def put(self, key: str, state: StoredKV, ops: "Ops | None" = None) -> StoredKV:
-        """Store `state` (quantized first when int8, with `ops`: the storing model's kernels;
-        default `auto` for its device) and return the stored form."""
+    def put(self, key: str, state: StoredKV, ops: "Ops | None" = None) -> bool:
+        """Store `state`, quantized first when int8 (with `ops`: the storing model's kernels;
+        default `auto` for its device); False when it is larger than the whole budget."""
         # an empty block (a prefix that ends with its last image) has nothing to quantize
         if self.int8 and not state.quantized and state.layers[0][0].shape[2]:
             ops = ops or bind("auto", state.layers[0][0].device)
             q = ops.quantize_kv([k for k, _ in state.layers], [v for _, v in state.layers])
             state = dataclasses.replace(state, layers=q, quantized=True)
-        self._lru.put(key, state)
-        return state
-
-    def clear(self) -> None:
-        self._lru.clear()
-
-    @property
-    def hits(self) -> int:
-        return self._lru.hits
-
-    @property
-    def misses(self) -> int:
-        return self._lru.misses
-
-    @property
-    def evictions(self) -> int:
-        return self._lru.evictions
-
-    @property
-    def bytes(self) -> int:
-        return self._lru.bytes
-
-    def __len__(self) -> int:
-        return len(self._lru)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._lru
+        return super().put(key, state)
 
     def stats(self) -> dict[str, int | bool]:
-        return {**self._lru.stats(), "int8": self.int8}
+        return {**super().stats(), "int8": self.int8}

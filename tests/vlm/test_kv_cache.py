@@ -70,7 +70,9 @@ def test_int8_error_is_bounded_and_memory_smaller():
     assert ((dk - k).abs() <= k.abs().amax(-2, keepdim=True) / 127 / 2 + 1e-6).all()
     assert ((dv - v).abs() <= v.abs().amax(-1, keepdim=True) / 127 / 2 + 1e-6).all()
     fp = _state(64)
-    q = KVPrefixCache(1 << 30, int8=True).put("x", fp)
+    cache = KVPrefixCache(1 << 30, int8=True)
+    cache.put("x", fp)
+    q = cache.get("x")
     assert q.quantized and q.nbytes < fp.nbytes / 3
     for (a, b), (c, d) in zip(fp.kv(), q.kv()):
         assert (c - a).norm() / a.norm() < 0.02 and (d - b).norm() / b.norm() < 0.02
@@ -93,7 +95,9 @@ def test_int8_put_quantizes_all_layers_in_one_call(monkeypatch):
     real = reference.quantize
     monkeypatch.setattr(reference, "quantize", lambda ks, vs: calls.append(len(ks)) or real(ks, vs))
     fp = _state(16, layers=5)
-    q = KVPrefixCache(1 << 30, int8=True).put("x", fp)
+    cache = KVPrefixCache(1 << 30, int8=True)
+    cache.put("x", fp)
+    q = cache.get("x")
     assert calls == [5] and q.layers.k.shape == (5, 1, 2, 16, 8)
     restored = q.kv()
     assert len(restored) == 5

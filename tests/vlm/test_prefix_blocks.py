@@ -87,7 +87,7 @@ def test_sessions_and_int8_blocks(tiny_path, abc):
     assert (r1.bill.cache, r2.bill.cache) == ("partial", "session") and r1.bill.cached_tokens > 0
     assert s.vision_tower_calls == 1 and r1.bill.images_encoded == 1
     assert vlm.kv_cache.stats()["int8"] is True and all(
-        vlm.kv_cache.get(k).quantized for k in list(vlm.kv_cache._lru._items))
+        vlm.kv_cache.get(k).quantized for k in list(vlm.kv_cache._items))
 
 
 def test_eviction_takes_the_ends_of_chains_first():
