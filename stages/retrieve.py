@@ -12,7 +12,8 @@ the sign say?" shares no meaning with the question); counting questions by the n
 scene questions by CLIP, with the semantic side as a tie-breaker. Only text with the query's
 colour, position and time order counts (`attributes.select`), and a size the query names
 ranks it (`size.size_fit`: "the small sign" values the text printed smallest most); frames
-outside a before / after window are left for last. The route it reports says which signal won, and why.
+outside a before / after window are left for last. The route it reports says which signal won,
+and why.
 """
 from __future__ import annotations
 
