@@ -26,7 +26,7 @@ from cascade.bill import Bill
 from cascade.evidence import attributes, spans
 from cascade.evidence.documents import SPAN_KINDS, answer_span, located_for
 from cascade.evidence.blocks import TextBlock, frame_size_of, implausible, norm_text, text_blocks
-from cascade.evidence.keyvalue import key_query, lone_value, read_key_value
+from cascade.evidence.keyvalue import key_query, lone_value, other_keys, read_key_value
 from cascade.evidence.query import Query, has_cue
 from cascade.stage import Router, StageParams, stage
 
@@ -73,7 +73,10 @@ def read_document(query: Query, lines: list[OcrLine]) -> Finding | None:
     seen = "; ".join(f"{kv.key_line.text} -> {kv.value}" for kv in found)
     values = {norm_text(kv.value) for kv in found}
     if not found:
-        why = (f"found the key '{keys[0].text}' but no {kq.value} next to it" if keys
+        named = other_keys(keys, kq)
+        why = (f"no key names the {query.key_noun} {kq.name}; the page's keys name others ("
+               + ", ".join(f"'{l.text}'" for l in named[:4]) + ")" if named
+               else f"found the key '{keys[0].text}' but no {kq.value} next to it" if keys
                else f"no '{kq.name}' key in the OCR text")
         return Finding(why=why, seen="; ".join(l.text for l in keys))
     if len(values) > 1:

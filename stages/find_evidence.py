@@ -10,7 +10,10 @@ further, cheapest first, until it finds some or its budget of `max_extra_frames`
 2. video: the frames `neighbours_s` before and after the best ones (a sign shown between samples);
 3. the next candidates in retrieval order (`ranked`), at full resolution.
 
-Its route says what it looked at and what it found; when nothing turns up, `select_tiles` sends
+A sign of a named size ("the small sign") is found only when a text stands out by that size
+(`size.size_fit`): a caption alone, or texts all printed alike, may not be the sign meant, so the
+stage looks further; if nothing stands out even then, what was read is the evidence. Its route
+says what it looked at and what it found; when nothing turns up, `select_tiles` sends
 the best whole frame and says so. `evidence_lines` adds to the fine lines what the cheap pass
 (`coarse_lines`) read on these same frames where no fine line is: the full-resolution detector
 can miss a sign the cheap pass read, and that sign must still get its crop. Tools answer from the
@@ -31,6 +34,7 @@ from cascade.trace import record
 
 from cascade.evidence.blocks import ByFrame, frame_size_of, named_detections, salience, text_blocks
 from cascade.evidence.query import Query
+from cascade.evidence.size import size_fit
 
 
 def _place(im: Image) -> tuple[int, float | None]:
@@ -78,13 +82,23 @@ class FindEvidence(Stage):
                          name=f"{self.name}.hires") if self.params.hires_side else None
 
     def _found(self, query: Query, frames: list[Image], lines: list[OcrLine],
-               detections: list[Detection]) -> str | None:
-        """What counts as evidence here, or None when there is none."""
+               detections: list[Detection], by_size: bool = True) -> str | None:
+        """What counts as evidence here, or None when there is none. A sign of a named size
+        ("the small sign") needs a text that stands out by that size (`size.size_fit`) while
+        `by_size`: one caption alone, or texts all of one size, may not be the one meant."""
         if query.reads_text:
-            good = [b for b in text_blocks(lines) if salience(
-                b, frame_size_of(frames, b.media_index, b.timestamp),
-                query.language) >= self.params.min_salience]
-            return f"{len(good)} text block(s), e.g. '{good[0].text}'" if good else None
+            on = ByFrame(frames)
+            good = {b: s for b in text_blocks(lines) if (s := salience(
+                b, frame_size_of(on, b.media_index, b.timestamp),
+                query.language)) >= self.params.min_salience}
+            if not good:
+                return None
+            if by_size and query.size and not query.in_document:
+                fit = size_fit(query.size, list(good), on, good)
+                if not fit.contrast:
+                    return None
+                return f"{len(good)} text block(s); {fit.reason}"
+            return f"{len(good)} text block(s), e.g. '{next(iter(good)).text}'"
         if query.label is not None and query.target == "object_count":
             named = named_detections(detections, query.label)
             return f"{len(named)} {query.label} detection(s)" if named else None
@@ -152,6 +166,9 @@ class FindEvidence(Stage):
             frames += more
             steps.append(f"{len(more)} more candidate(s) in retrieval order")
             found = self._found(query, frames, lines, dets)
+        if found is None and query.size:  # nothing stands out by size: what was read still counts
+            found = self._found(query, frames, lines, dets, by_size=False)
+            found = found and f"{found} (none stands out as {query.size})"
         record(widened_frames=p.max_extra_frames - budget)
         looked_at = "; ".join(steps) or "nothing left to look at"
         if found is not None:

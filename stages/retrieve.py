@@ -10,12 +10,14 @@ the item, a sentence embedding). The query's intent picks the fusion weights: re
 rank by text, never by how close the question's meaning is to the text (the answer to "what does
 the sign say?" shares no meaning with the question); counting questions by the named detections;
 scene questions by CLIP, with the semantic side as a tie-breaker. Only text with the query's
-colour, position and time order counts (`attributes.select`); frames outside a before / after
-window are left for last. The route it reports says which signal won, and why.
+colour, position and time order counts (`attributes.select`), and a size the query names
+ranks it (`size.size_fit`: "the small sign" values the text printed smallest most); frames
+outside a before / after window are left for last. The route it reports says which signal won,
+and why.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -33,6 +35,7 @@ from cascade.evidence import attributes
 from cascade.evidence.blocks import (ByFrame, TextBlock, frame_size_of, named_detections, norm_text,
                                      reading_chars, salience, text_blocks)
 from cascade.evidence.query import Query, has_cue
+from cascade.evidence.size import size_fit
 from ._retrieval import Embeddings, VectorIndex, mmr_select
 from .tiles import owner_of
 
@@ -153,13 +156,19 @@ class Retrieve(Stage):
         found = text_blocks(list(ocr_lines or ()))
         chosen = attributes.select(query, found, by_frame, detections) if query is not None else \
             attributes.Selection(tuple(found))
+        value = {b: _text_value(query, b, frame_size_of(by_frame, b.media_index, b.timestamp))
+                 for b in chosen.blocks}
+        fit = size_fit(query.size if query is not None and not query.in_document else None,
+                       chosen.blocks, by_frame, value)
+        if fit.reason:  # "the small sign": the text printed smallest for its frame counts most
+            chosen = replace(chosen, reasons=(*chosen.reasons, fit.reason))
         blocks: list[dict[str, float]] = [{} for _ in items]
         best_text = ["" for _ in items]
         for b in chosen.blocks:
             i = owner_of(by_frame, b.box, b.media_index, b.timestamp)
             if i is None:
                 continue
-            s = _text_value(query, b, frame_size_of(by_frame, b.media_index, b.timestamp))
+            s = value[b] * fit.of(b)
             if s > max(blocks[i].values(), default=0.0):
                 best_text[i] = b.text
             blocks[i][norm_text(b.text)] = max(s, blocks[i].get(norm_text(b.text), 0.0))

@@ -31,10 +31,11 @@ from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
 from cascade.evidence import attributes
-from cascade.evidence.blocks import frame_size_of, named_detections, norm_text, salience, text_blocks
+from cascade.evidence.blocks import ByFrame, frame_size_of, named_detections, norm_text, salience, text_blocks
 from cascade.evidence.documents import located_for
 from cascade.evidence.keyvalue import PATTERNS, key_query, read_key_value
 from cascade.evidence.query import Query, has_cue
+from cascade.evidence.size import size_fit
 from .resize import fit_longest_side
 from .tiles import merge_boxes
 
@@ -125,11 +126,16 @@ class SelectTiles(Stage):
                                   f"{f.kind}:{norm_text(f.text)}:{k}", f.media_index, f.timestamp,
                                   box.height))
         chosen = attributes.select(query, text_blocks(lines), images, detections)
+        # "the small sign": the text printed smallest first; a similar one too, a caption 2x
+        # larger under the relative floor (not sent unless nothing else was read)
+        frames = ByFrame(images)
+        sal = {b: salience(b, frame_size_of(frames, b.media_index, b.timestamp), query.language)
+               for b in chosen.blocks}
+        fit = size_fit(None if query.in_document else query.size, chosen.blocks, frames, sal)
         for b in chosen.blocks:
-            sal = salience(b, frame_size_of(images, b.media_index, b.timestamp), query.language)
             cued = has_cue(b.text, query.cues) or bool(kq and kq.key.search(b.text) and not (
                 kq.exclude and kq.exclude.search(b.text)))
-            atoms.append(Atom(b.box, p.text_weight * sal * (1 + p.cue_weight * cued),
+            atoms.append(Atom(b.box, p.text_weight * sal[b] * fit.of(b) * (1 + p.cue_weight * cued),
                               "text:" + norm_text(b.text), b.media_index, b.timestamp, b.line_height))
         if kq is not None:
             found, keys = read_key_value(lines, kq)
@@ -156,7 +162,7 @@ class SelectTiles(Stage):
                 atoms.append(Atom(d.box, p.object_weight * d.confidence * (1.0 if query.label else 0.5),
                                   f"det:{d.label}:{d.box.as_tuple()}", d.media_index, d.timestamp))
         why = "; ".join(filter(None, (f"{looked_for}: {len(found)} found" if looked_for else "",
-                                      chosen.reason)))
+                                      chosen.reason, fit.reason)))
         return [a for a in atoms if a.weight > 0], why
 
     def _pad(self, a: Atom, image: Image) -> Box:

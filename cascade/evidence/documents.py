@@ -81,12 +81,17 @@ def located_for(query: Query, lines: Sequence[OcrLine],
 
 
 def _tallest_lines(lines: list[OcrLine], regions: list[LayoutRegion]) -> list[Located]:
-    """Per page, the (at most 3) short lines nearly as tall as the tallest short line: where a
-    title is when the page's structure cannot be read (recall first: all are candidates). Short
-    lines only: on a page photographed at an angle a long line's box is tall because it slants."""
+    """Per page, the (at most 3) short lines nearly as tall as the tallest short line that heads
+    text on the page (`headings.heads_text`, `headings.off_page`; any short line when none
+    does): where a title is when the page's
+    structure cannot be read (recall first: all are candidates). Short lines only: on a page
+    photographed at an angle a long line's box is tall because it slants."""
     out = []
     for page in structure.pages(lines, regions):
         short = [ln for ln in page.lines if 1 <= structure.text_length(ln.text) <= 8]
+        # a line with text right under it, not a photo's own big word beside the page
+        short = [ln for ln in short if headings.heads_text(page, ln.box)
+                 and not headings.off_page(page, ln)] or short
         tall = sorted(short, key=lambda ln: -ln.box.height)
         top = tall[0].box.height if tall else 0
         out += [Located(ln.text, "tall line", (ln.box,), page.media_index, page.timestamp,

@@ -182,11 +182,14 @@ def read_english(question: str, intent: Intent) -> dict:
             q_rest):
         paragraph = None  # "the text on the sign" asks for a sign's text, not a passage's
     label = counted_label(q_rest) if "count" in intent.matched else label_in(words)
-    content = _cues_en(words, keep_sizes=True) - set(lx.KEY_NOUNS)
+    noun, named = next(((n, m) for n in lx.KEY_NOUNS
+                        if (m := re.search(lx.key_noun_pattern(n), q_rest))), (None, None))
+    # the key noun says which field, not what the field says ('PO', 'purchase order')
+    content = _cues_en(words, keep_sizes=True) - set(lx.KEY_NOUNS) - (
+        _cues_en(_words(named.group(0))) if named else set())
     # what a picture shows rather than what is written in it
     visual = re.search(r"\b(photo|photos|picture|pictures|image|images|video|scene|clip|happening|"
                        r"animal|kind of|type of|colou?r|wearing|doing|look like|shown)\b", q_rest)
-    noun = next((n for n in lx.KEY_NOUNS if re.search(rf"\b{n}\b", q_rest)), None)
     if key is None and answer_type == "amount" and re.search(lx.AMOUNT_DUE, q_rest) and not {
             w for w in content if not re.fullmatch(lx.AMOUNT_DUE, w)} - lx.AMOUNT_DUE_FILLERS:
         key = "total"  # "how much is due on the slip?": the bill's total, not a line of it

@@ -19,7 +19,8 @@ from .numbering import SectionNumber, parse_number, split_numbering
 from .structure import Located, Page, pages, text_length, text_size, union_box
 from .textmatch import key_match, normalize, phrase_score
 
-__all__ = ["Heading", "headings", "document_title", "section_heading", "heading_lines"]
+__all__ = ["Heading", "headings", "document_title", "section_heading", "heading_lines", "heads_text",
+           "off_page"]
 
 NOT_HEADINGS = ("table", "header", "footer", "equation", "reference")
 MIN_SCORE = 1.5  # least heading score (see `_heading_score`)
@@ -147,12 +148,30 @@ def document_title(lines: Iterable[OcrLine],
         top = min(h.box.y0 for h in heads)
         largest = max(h.size for h in heads)
         for h in heads:
-            below = [ln for ln in page.lines if ln.box.y0 >= h.box.y1 - 1]
-            if h.number is not None or len(below) < 2:
+            if h.number is not None or not heads_text(page, h.box) or all(
+                    off_page(page, ln) for ln in h.lines):
                 continue
             score = h.score + 2.0 * h.size / largest + (1.0 if h.box.y0 == top else 0.0)
             scored.append(h.emit(page, "title", score))
     return _best(scored, TITLE_MARGIN)
+
+
+def off_page(page: Page, line: OcrLine) -> bool:
+    """On a page photographed at an angle, a line still at an angle once the page is read level
+    (off by over half the page's turn, at least 3 degrees) is not the page's: it is the photo's
+    own text (a shop sign, a number on a bus), level in the photo."""
+    return bool(page.skew) and abs(line.angle) > max(3.0, abs(page.skew) / 2)
+
+
+def heads_text(page: Page, b: Box) -> bool:
+    """At least two lines below the heading, the nearest of those under it (within one of its
+    widths to either side: a centred title over left-aligned headings) no more than 3 of its
+    heights down: text it heads. A photo's own big word beside a photographed page (on a bus, a
+    shop front) has the page's lines below it, but not right under it."""
+    below = [ln for ln in page.lines if ln.box.y0 >= b.y1 - 1]
+    under = [ln for ln in below if min(ln.box.x1, b.x1 + b.width) > max(ln.box.x0, b.x0 - b.width)]
+    return len(below) >= 2 and bool(under) and \
+        min(ln.box.y0 for ln in under) - b.y1 <= 3 * b.height
 
 
 def _title_over_sections(page: Page, heads: list[_Head]) -> list[_Head]:

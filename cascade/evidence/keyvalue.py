@@ -4,7 +4,10 @@
 says TOTAL (after the key on the same OCR line, on the same row to its right, or on the line
 below it), never the label itself, and never the SUBTOTAL or TAX amount. Each key kind says which
 value pattern it expects (amounts, dates, ids). When the candidates disagree the reader says so
-and the caller abstains.
+and the caller abstains. A question that names its key's noun ("the PO number": `P.O. No.`,
+`PO #`, `Purchase Order`; "the invoice number") takes the keys that name it; on a page whose
+number keys name other things (Invoice No., Account No.) and none names it, nothing is read:
+the caller abstains rather than answer another number.
 """
 from __future__ import annotations
 
@@ -13,10 +16,10 @@ from dataclasses import dataclass
 
 from cascade.artifacts import OcrLine, same_time
 
-from .lexicon import KEY_NOUNS, ZH_KEY_NOUNS
+from .lexicon import KEY_NOUNS, ZH_KEY_NOUNS, key_noun_pattern
 from .query import Query
 
-__all__ = ["KeyQuery", "key_query", "KeyValue", "read_key_value", "lone_value"]
+__all__ = ["KeyQuery", "key_query", "KeyValue", "read_key_value", "other_keys", "lone_value"]
 
 _MONTHS = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
 PATTERNS = {
@@ -40,6 +43,7 @@ class KeyQuery:
     exclude: re.Pattern[str] | None
     value: str  # a PATTERNS name
     noun: re.Pattern[str] | None = None  # 'invoice' in "What is the invoice number?": preferred
+    others: re.Pattern[str] | None = None  # the other key nouns: a key naming one is not ours
 
 
 # Each key in English and Chinese, whatever the question's language (a Chinese question about an
@@ -52,7 +56,8 @@ _KEYS = {
     "date": (r"\b(?:date|dated|issued)\b|日期", r"\bdue\b|到期", "date"),
     "number": (r"\b(?:number|no|num|id|ref|reference)\b\.?|#|号码|编号|单号|号", None, "id"),
 }
-_NOUN_WORDS = {noun: "|".join([rf"\b{noun}\b"] + [zh for zh, en in ZH_KEY_NOUNS.items() if en == noun])
+_NOUN_WORDS = {noun: "|".join([key_noun_pattern(noun)] + [zh for zh, en in ZH_KEY_NOUNS.items()
+                                                          if en == noun])
                for noun in KEY_NOUNS}
 
 
@@ -63,9 +68,15 @@ def key_query(query: Query) -> KeyQuery | None:
     key, exclude, value = _KEYS[query.key]
     if query.key == "date" and ("due" in query.cues or "到期" in query.question):
         exclude = None  # "the due date": the due key is the one asked for
-    noun = re.compile(_NOUN_WORDS[query.key_noun], re.I) if query.key_noun in _NOUN_WORDS else None
+    noun = others = None
+    if query.key_noun in _NOUN_WORDS:
+        noun = re.compile(_NOUN_WORDS[query.key_noun], re.I)
+        others = re.compile("|".join(f"(?:{w})" for n, w in _NOUN_WORDS.items()
+                                     if n != query.key_noun), re.I)
+        if value == "id":  # "PO: 4500123", "Purchase Order: ...": the noun alone is the key
+            key = rf"{key}|(?:{_NOUN_WORDS[query.key_noun]})(?=\s*[:#：])"
     return KeyQuery(query.key, re.compile(key, re.I), re.compile(exclude, re.I) if exclude else None,
-                    value, noun)
+                    value, noun, others)
 
 
 @dataclass(frozen=True)
@@ -121,12 +132,24 @@ def read_key_value(lines: list[OcrLine], query: KeyQuery) -> tuple[list[KeyValue
             keys.append((line, m))
     if query.noun and any(query.noun.search(l.text) for l, _ in keys):
         keys = [(l, m) for l, m in keys if query.noun.search(l.text)]
+    elif other_keys(keys_only := [l for l, _ in keys], query):
+        return [], keys_only  # the page names its numbers and none is ours: never another's
     found = []
     for line, m in keys:
         hit = _value_for(line, m, lines, query.value)
         if hit:
             found.append(KeyValue(hit[0], line, hit[1]))
     return found, [l for l, _ in keys]
+
+
+def other_keys(keys: list[OcrLine], query: KeyQuery) -> list[OcrLine]:
+    """The key lines that name another key noun than the one the question names ('Invoice No'
+    when the PO number was asked for), when none names the question's: the page tells its
+    numbers apart by name and the one asked for is not among those read. Empty otherwise (no
+    noun asked, or a key that names it, or keys that name nothing: a receipt's plain 'No.')."""
+    if query.noun is None or query.others is None or any(query.noun.search(l.text) for l in keys):
+        return []
+    return [l for l in keys if query.others.search(l.text)]
 
 
 def lone_value(lines: list[OcrLine], kind: str) -> tuple[str, OcrLine] | None:

@@ -11,6 +11,7 @@ import re
 
 __all__ = ["COLOURS", "ZH_COLOURS", "ORDINALS", "ZH_DIGITS", "zh_number", "GENERIC", "ZH_GENERIC",
            "TARGET_WORDS", "ANSWER_TYPES", "ZH_ANSWER_TYPES", "KEYS", "ZH_KEYS", "KEY_NOUNS",
+           "KEY_NOUN_WORDS", "key_noun_pattern",
            "ZH_KEY_NOUNS", "DOCUMENT_DATE_VERBS", "DOCUMENT_NOUNS", "AMOUNT_DUE", "AMOUNT_DUE_FILLERS",
            "ZH_DOCUMENT_DATE_VERBS", "ZH_AMOUNT_DUE", "CODE_KINDS", "ZH_CODE_KINDS", "EVENT_VERBS", "SIZE_WORDS", "zh_without_few"]
 
@@ -130,16 +131,30 @@ ZH_KEYS: tuple[tuple[str, str], ...] = (
     ("date", r"日期"),
     ("number", r"号码|编号|单号|号"),
 )
-KEY_NOUNS = ("invoice", "receipt", "order", "claim", "policy", "account", "reference", "ticket",
-             "booking", "customer", "transaction", "member", "case", "serial", "tracking")
+KEY_NOUNS = ("purchase order", "invoice", "receipt", "order", "claim", "policy", "account",
+             "reference", "ticket", "booking", "customer", "transaction", "member", "case", "serial",
+             "tracking")
+# How a key noun is written, in a question and on a page (lower case; a noun not listed is its own
+# word). A purchase order is printed "PO #", "P.O. No." or "Purchase Order" ("P.O. Box" is an
+# address); a plain "order" is never the purchase order's field (asked for an order number, a page
+# whose only order key is the PO's is not sure: the reader abstains).
+KEY_NOUN_WORDS = {"purchase order": r"\bp\.?\s?o\b\.?(?!\.?\s*box)|\bpurchase[\s-]+orders?\b",
+                  "order": r"(?<!purchase\s)\borders?\b"}
 # What is done to a document on the day its "Date" field gives: "when was this invoice issued?"
 # asks for that field, not for a date a paragraph tells of.
 DOCUMENT_DATE_VERBS = frozenset("""issue issued print printed date dated make made write written
 create created bill billed sign signed pay paid purchase purchased buy bought raise raised
 place placed""".split())
-ZH_KEY_NOUNS = {"发票": "invoice", "收据": "receipt", "小票": "receipt", "订单": "order",
+ZH_KEY_NOUNS = {"采购订单": "purchase order", "采购单": "purchase order", "订购单": "purchase order",
+                "发票": "invoice", "收据": "receipt", "小票": "receipt", "订单": "order",
                 "账户": "account", "账号": "account", "客户": "customer", "会员": "member",
                 "交易": "transaction", "流水": "transaction", "票": "ticket", "预订": "booking"}
+
+
+def key_noun_pattern(noun: str) -> str:
+    """The English pattern of a key noun (`KEY_NOUN_WORDS`, else the word, plural or not)."""
+    return KEY_NOUN_WORDS.get(noun, rf"\b{noun}s?\b")
+
 
 CODE_KINDS = {"function": "function", "functions": "function", "method": "method",
               "methods": "method", "procedure": "function", "subroutine": "function",

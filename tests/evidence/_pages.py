@@ -173,9 +173,11 @@ def read(*pixels: np.ndarray) -> tuple[list, list]:
     return lines, regions
 
 
-def photographed(pixels: np.ndarray, angle: float) -> np.ndarray:
-    """The page shrunk, turned, at lower contrast, on a photo, saved as a JPEG."""
-    from PIL import Image as PILImage, ImageEnhance
+def photographed(pixels: np.ndarray, angle: float,
+                 own_words: tuple[tuple[str, int, int], ...] = ()) -> np.ndarray:
+    """The page shrunk, turned, at lower contrast, on a photo, saved as a JPEG; `own_words`
+    (text, x, y) are the photo's own big texts (a shop sign, a number on a bus) beside the page."""
+    from PIL import Image as PILImage, ImageDraw, ImageEnhance, ImageFont
 
     page = ImageEnhance.Contrast(PILImage.fromarray(pixels)).enhance(0.6)
     page = page.resize((page.width * 3 // 5, page.height * 3 // 5), PILImage.BICUBIC)
@@ -184,6 +186,12 @@ def photographed(pixels: np.ndarray, angle: float) -> np.ndarray:
 
     scene = PILImage.fromarray(data.coffee()).resize((1600, 1200)).convert("RGB")
     scene.paste(page.rotate(angle, expand=True, resample=PILImage.BICUBIC), (300, 60), mask)
+    draw = ImageDraw.Draw(scene)
+    for text, x, y in own_words:
+        big = ImageFont.truetype(font_file("DejaVuSans-Bold.ttf"), 72)
+        x0, y0, x1, y1 = draw.textbbox((x, y), text, font=big)
+        draw.rectangle((x0 - 14, y0 - 14, x1 + 14, y1 + 14), fill=(235, 235, 235))
+        draw.text((x, y), text, font=big, fill=(20, 20, 20))
     buf = io.BytesIO()
     scene.save(buf, "JPEG", quality=60)
     return np.asarray(PILImage.open(buf).convert("RGB"))

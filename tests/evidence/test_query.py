@@ -54,6 +54,13 @@ CASES = [
     ("What's the name of the brochure shown?", "title", {"cues": ()}),
     ("What does the heading of the handout say?", "title", {"cues": ()}),
     ("发票号码是多少？", "key_value", {"key": "number", "key_noun": "invoice"}),
+    # a purchase order named by its abbreviation or in full is one key noun, never a cue
+    ("Which P.O. number does the letter quote?", "key_value",
+     {"key": "number", "key_noun": "purchase order", "answer_type": "id"}),
+    ("What's the purchase order no.?", "key_value", {"key": "number", "key_noun": "purchase order"}),
+    ("When was the PO raised?", "key_value", {"key": "date", "key_noun": "purchase order"}),
+    ("采购单号码是什么？", "key_value", {"key": "number", "key_noun": "purchase order"}),
+    ("订单编号是多少？", "key_value", {"key": "number", "key_noun": "order"}),
     ("How many people are there?", "object_count", {"label": "person", "intent": "count"}),
     ("图中有几个人？", "object_count", {"label": "person"}),
     # 几 after a demonstrative is "these few", not "how many": a sign question stays one.

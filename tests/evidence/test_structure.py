@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from cascade.artifacts import Box
-from cascade.evidence import codeblocks, headings, paragraphs, tables
+from cascade.evidence import codeblocks, headings, paragraphs, structure, tables
 from cascade.evidence.spans import exact_span
 
 from ._pages import (CODE, chinese_report, english_report, font_file, photographed, read,
@@ -182,6 +182,17 @@ def test_a_page_photographed_at_an_angle(english):
     assert cell.boxes[0] == blue.box  # reported where it is in the photo, not where it was turned
     (sentence,) = paragraphs.sentence_with(lines, regions, phrase="east entrance closed")
     assert exact_span(sentence.text, "day").text == "Tuesday"
+
+
+def test_a_photographed_page_beside_the_photos_own_big_words(english):
+    # a steeper turn, and big texts of the photo's own (a shop sign, a number) beside the page:
+    # the tallest lines in view, but level in the photo, so at an angle on the page read level
+    lines, regions = read(photographed(english[0].pixels, angle=-12,
+                                       own_words=(("CERO", 1250, 300), ("47", 1350, 900))))
+    (title,) = headings.document_title(lines, regions)
+    assert title.text == "Annual Report on Urban Transit"
+    (page,) = structure.pages(lines, regions)
+    assert [ln.text for ln in page.lines if headings.off_page(page, ln)] == ["CERO", "47"]
 
 
 @pytest.fixture(scope="module")

@@ -133,6 +133,24 @@ def test_a_turned_page_is_read_level_and_reported_where_it_is():
     assert tables.table_cell(turned(level, 0), row_key="Coach", column_key="Seats")[0].text == "49"
 
 
+def test_a_photos_own_big_words_are_not_the_title_of_the_page_in_it():
+    page = [L("Fleet Report", 300, 100, 700, 150), L("1. Buses", 100, 200, 260, 232),
+            L("The depot holds forty buses and six coaches in winter.", 100, 250, 900, 276),
+            L("Most of them run on the airport routes every day.", 100, 282, 860, 308),
+            L("2. Coaches", 100, 340, 280, 372), L("Six coaches serve the airport.", 100, 390, 600, 416)]
+    # level: a big word far right of the page heads no text of it; the tallest lines are the
+    # page's title when the page's headings cannot be scored
+    beside = [L("CERO", 1300, 40, 1560, 130), L("47", 1400, 600, 1500, 700)]
+    (title,) = headings.document_title(page + beside)
+    assert title.text == "Fleet Report"
+    # turned: the photo's own words stay level while the page's lines lie at 8 degrees
+    photo = turned(page, 8) + [L("CERO", 1000, 150, 1260, 240), L("EXIT", 40, 20, 300, 110)]
+    (title,) = headings.document_title(photo)
+    assert title.text == "Fleet Report"
+    (read_level,) = pages(photo)
+    assert {ln.text for ln in read_level.lines if headings.off_page(read_level, ln)} == {"CERO", "EXIT"}
+
+
 def test_code_read_in_pieces_is_one_line():
     """OCR may read 'def' and the rest of the line as two boxes, and a margin's line numbers."""
     lines = [L("1", 40, 20, 56, 44), L("import os", 100, 20, 230, 44),

@@ -73,6 +73,36 @@ def test_key_value_layouts(lines, question, value):
     assert tool().run(query=understand(question), ocr_lines=lines).answer.text == value
 
 
+LETTER = [OcrLine("Invoice No: INV-30417", 0.99, Box(0, 0, 220, 20)),
+          OcrLine("P.O. Number: 7781-204", 0.99, Box(0, 30, 220, 50)),
+          OcrLine("Account No: 55-0193", 0.99, Box(0, 60, 220, 80)),
+          OcrLine("Tel: +1 555 201 3344", 0.99, Box(0, 90, 220, 110))]
+
+
+@pytest.mark.parametrize("question,value", [
+    ("What is the PO number?", "7781-204"), ("Which purchase order number is quoted?", "7781-204"),
+    ("采购订单号是多少？", "7781-204"), ("What is the invoice number?", "INV-30417"),
+    ("账号是多少？", "55-0193")])
+def test_a_named_key_among_several_numbers_gets_its_own_value(question, value):
+    out = tool().run(query=understand(question), ocr_lines=LETTER)
+    assert out.answer.text == value and "OCR read key" in out.route.reason
+
+
+@pytest.mark.parametrize("question", ["What is the order number?", "订单号是多少？"])
+def test_a_named_key_the_page_does_not_name_abstains_rather_than_answer_another(question):
+    out = tool().run(query=understand(question), ocr_lines=LETTER)
+    assert out.answer is None and "no key names the order number" in out.route.reason
+    assert "INV-30417" in out.hint and "7781-204" in out.hint  # the VLM gets the lines
+    plain = [OcrLine("No. 77120", 0.99, Box(0, 0, 150, 20))]  # a key naming nothing: a receipt's
+    assert tool().run(query=understand(question), ocr_lines=plain).answer.text == "77120"
+
+
+def test_a_key_noun_alone_before_its_value_is_the_key():
+    lines = [OcrLine("PO: 4500123", 0.99, Box(0, 0, 150, 20)), OcrLine("Invoice # 88120", 0.99, Box(0, 30, 150, 50)),
+             OcrLine("P.O. Box 1180", 0.99, Box(0, 60, 150, 80))]  # an address, not the PO
+    assert tool().run(query=understand("What's the P.O. number?"), ocr_lines=lines).answer.text == "4500123"
+
+
 def test_disagreeing_values_abstain():
     lines = [OcrLine("TOTAL 7.75", 0.99, Box(0, 0, 150, 20)), OcrLine("TOTAL 9.10", 0.99, Box(0, 300, 150, 320))]
     out = tool().run(query=understand("What is the total?"), ocr_lines=lines)

@@ -69,6 +69,18 @@ def test_key_and_value_far_apart_on_a_row_stay_together_and_win():
     assert crop.box.x0 <= 20 and crop.box.x1 >= 470 and crop.box.y0 <= 440 and crop.box.y1 >= 460
 
 
+def test_the_named_key_among_several_numbers_is_the_one_sent():
+    page = Image(np.full((800, 600, 3), 255, np.uint8))
+    lines = [OcrLine("Invoice No: INV-30417", 0.99, Box(40, 100, 300, 122)),
+             OcrLine("P.O. Number: 7781-204", 0.99, Box(40, 200, 300, 222)),
+             OcrLine("Account No: 55-0193", 0.99, Box(40, 300, 300, 322))]
+    for question in ("What is the PO number on this letter?", "采购订单号是多少？"):
+        out = select(max_visual_tokens=64, budget_share=0).run(images=[page], query=understand(question),
+                                                               ocr_lines=lines)
+        (crop,) = out.tiles
+        assert crop.box.y0 <= 200 and crop.box.y1 >= 222 and crop.box.y1 < 300 and crop.box.y0 > 122
+
+
 def test_named_detections_and_budget():
     dets = [Detection("bus", 0.9, Box(10, 10, 400, 400)), Detection("dog", 0.9, Box(500, 10, 600, 80))]
     out = select().run(images=[FULL], query=understand("How many buses are there?"), detections=dets)
