@@ -170,6 +170,7 @@ def guide_tower(red: ReductionConfig, images: list[Image], query: Query, found: 
                      if blind else ""))
         branch = "tower_guided"
     scores = {"keep_ratio": float(red.keep_ratio), "evidence_boxes": float(len(used)),
-              "target_boxes": float(targets)}
+              "target_boxes": float(targets),
+              "lead_boxes": float(sum(r.lead for r in per_image if r is not None))}
     keep = None if len(blind) == len(images) else tuple(per_image)
     return dataclasses.replace(red, keep_regions=keep), Route(branch, reason, scores)

@@ -57,6 +57,7 @@ def test_ocr_lines_guide_the_selection_target_first(models):
     route = _routes(a)["tower_guided"]
     assert a.bill.reduction == "tower" and a.bill.visual_tokens < a.bill.unreduced_visual_tokens
     assert route.scores["evidence_boxes"] == len(lines) and route.scores["target_boxes"] == 1
+    assert route.scores["lead_boxes"] == 1  # 'Gate 12' is not on the total's row
     assert "text line(s)" in route.reason
 
 
