@@ -6,7 +6,7 @@ whose pixels vary most: text is exactly what that cuts apart (one 28-px block of
 neighbours dropped). So `vlm_answer` hands it the boxes the stages found, per image in that
 image's own pixels (`KeepRegions`): the text lines, detections and layout regions on it, those
 that name the question's target best first (the lines holding most of its words: of a table's
-row keys 'Train 101' ... 'Train 109', the one the question names; a line of code that defines an
+row keys 'Bus 12' ... 'Bus 16', the one the question names; a line of code that defines an
 identifier; a detection of the label it names), then the lines on their rows (kept with their
 margin before any other box: `KeepRegions.lead`), then lines that name it less well and the
 lines holding a span of the answer's type. Without evidence on some image, a reading question
@@ -41,7 +41,7 @@ def _target_words(query: Query) -> set[str]:
 
 def _strength(item: Found, query: Query, defining: set[int]) -> int:
     """How well the item names the question's target: for a text line the number of the target's
-    words it holds (a table's row key 'Train 107' names it better than every 'Train 1xx' does), one
+    words it holds (a table's row key 'Bus 16' names it better than every other 'Bus ..' does), one
     more when it is a line of code that defines an identifier and the question asks for one; for a
     detection 1 when its label is the one asked about. 0: not the target."""
     if isinstance(item, OcrLine):
@@ -121,7 +121,8 @@ def _image_ranked(image: Image, query: Query, found: list[Found]
 
 def _ranked(mine: list[tuple[Found, Box]], query: Query) -> list[tuple[int, Found, Box]]:
     """(rank, item, box) most needed first: by `_rank`, then top to bottom, left to right."""
-    defining = _defining([item for item, _ in mine], query.code_kind) if query.target == "code_identifier" else set()
+    defining = (_defining([item for item, _ in mine], query.code_kind)
+                if query.target == "code_identifier" else set())
     strength = [_strength(item, query, defining) for item, _ in mine]
     best = max(strength)
     targets = [b for (item, b), s in zip(mine, strength)
