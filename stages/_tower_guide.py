@@ -6,10 +6,11 @@ whose pixels vary most: text is exactly what that cuts apart (one 28-px block of
 neighbours dropped). So `vlm_answer` hands it the boxes the stages found, per image in that
 image's own pixels (`KeepRegions`): the text lines, detections and layout regions on it, those
 that name the question's target best first (the lines holding most of its words: of a table's
-row keys 'Bus 12' ... 'Bus 16', the one the question names; a line of code that defines an
-identifier; a detection of the label it names), then the lines on their rows (kept with their
-margin before any other box: `KeepRegions.lead`), then lines that name it less well and the
-lines holding a span of the answer's type. Without evidence on some image, a reading question
+row keys 'Bus 12' ... 'Bus 16', the one the question names; the key's line before a line that
+only names the document; a line of code that defines an identifier; a detection of the label it
+names), then the lines on their rows (kept with their margins before any other box:
+`KeepRegions.lead`), then lines that name it less well and the lines holding a span of the
+answer's type. Without evidence on some image, a reading question
 (its target is text on the media) gets no `tower` at all: every visual token is kept, and the
 route says why. Any other question gets the unguided rule, and the route says that too.
 """
@@ -31,22 +32,30 @@ _SPAN_KINDS = frozenset({"day", "date", "time", "when", "amount", "id", "identif
 _KIND_NAME = {OcrLine: "text line", Detection: "detection", LayoutRegion: "layout region"}
 
 
-def _target_words(query: Query) -> set[str]:
-    """The words that name the target: the question's cues and its typed keys (the key of a
-    key-value, a table's row and column keys, a section's name or number)."""
-    named = (query.key, query.key_noun, query.row_key, query.column_key, query.section_name,
-             query.section_number)
-    return set(query.cues) | cue_tokens(" ".join(v for v in named if v))
+def _target_words(query: Query) -> tuple[set[str], set[str]]:
+    """(the words that name the target: the question's cues and its typed keys (the key of a
+    key-value, a table's row and column keys, a section's name or number); the words that only
+    name the document it is on: a key-value's noun, the 'invoice' of 'the total on this
+    invoice')."""
+    named = cue_tokens(" ".join(v for v in (query.key, query.row_key, query.column_key,
+                                             query.section_name, query.section_number) if v))
+    # the noun stays the document's name when the question's cues hold it too
+    noun = cue_tokens(query.key_noun or "") - named
+    return (set(query.cues) | named) - noun, noun
 
 
 def _strength(item: Found, query: Query, defining: set[int]) -> int:
-    """How well the item names the question's target: for a text line the number of the target's
-    words it holds (a table's row key 'Bus 16' names it better than every other 'Bus ..' does), one
-    more when it is a line of code that defines an identifier and the question asks for one; for a
-    detection 1 when its label is the one asked about. 0: not the target."""
+    """How well the item names the question's target: for a text line two points per word of the
+    target it holds (a table's row key 'Bus 16' names it better than every other 'Bus ..' does)
+    and one per word of the document's name (a page's title 'EXPENSE CLAIM' names the document,
+    not the field asked about), two more when it is a line of code that defines an identifier
+    and the question asks for one; for a detection 1 when its label is the one asked about. 0:
+    not the target."""
     if isinstance(item, OcrLine):
-        words = len(_target_words(query) & cue_tokens(item.text))
-        return words + (query.target == "code_identifier" and id(item) in defining)
+        words, noun = _target_words(query)
+        held = cue_tokens(item.text)
+        return (2 * len(words & held) + len(noun & held)
+                + 2 * (query.target == "code_identifier" and id(item) in defining))
     if isinstance(item, Detection):
         return int(query.label is not None and singular(item.label.lower()) == singular(query.label.lower()))
     return 0
@@ -164,8 +173,8 @@ def guide_tower(red: ReductionConfig, images: list[Image], query: Query, found: 
         branch = "tower_unguided"
     else:
         reason = (f"keep {red.keep_ratio:g}: the merge units under {guided}, box by box while the "
-                  f"budget holds: the {targets} naming the question's target best and the lines on "
-                  "their rows first, each with one unit around it, then the others, then one unit "
+                  f"budget holds: first the {targets} naming the question's target best and the "
+                  "lines on their rows, then one unit around them, then the others, then one unit "
                   "around those, then the most varied unit of each cell they leave empty"
                   + (f"; no evidence on image(s) {', '.join(map(str, blind))}: variance only"
                      if blind else ""))

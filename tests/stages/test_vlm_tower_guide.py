@@ -133,3 +133,18 @@ def test_a_c_signature_without_a_brace_leads_on_a_page_of_code_and_the_kind_aske
     regions, used = image_regions(page, understand("What is the name of the function that this code defines?"),
                                   code)
     assert used[0] is code[1] and regions.lead == 1  # not the variable defined on line 4
+
+
+def test_the_keys_line_leads_a_line_that_only_names_the_document():
+    from cascade.stages._tower_guide import image_regions
+
+    page = _page()
+    title = OcrLine("TRAVEL INVOICE", 0.9, Box(10, 5, 300, 25))
+    ref = OcrLine("Invoice ref: 5521", 0.9, Box(10, 40, 200, 60))
+    item = OcrLine("Taxi: 12.40", 0.9, Box(10, 80, 200, 100))
+    total = OcrLine("Total: 88.10", 0.9, Box(10, 200, 200, 220))
+    q = understand("How much is the total on this invoice?")
+    assert (q.key, q.key_noun) == ("total", "invoice")
+    regions, used = image_regions(page, q, [title, ref, item, total])
+    assert used[0] is total and regions.lead == 1
+    assert set(used[1:3]) == {title, ref}  # they name the document: after the key, before the rest

@@ -119,8 +119,8 @@ class KeepRegions:
     in that image's own pixels, most needed first, on an image of `size` (width, height). The
     `tower` method keeps every merge unit a box overlaps, with a margin of one unit
     (`tower.evidence_units`). `lead`: how many of the first boxes are the question's target (and
-    the lines on its row): each is kept with its margin before any other box, so under a tight
-    budget the answer's line is whole, glyphs that reach past its box included. Part of the
+    the lines on its row): they and their margins are kept before any other box, so under a
+    tight budget the answer's line is whole, glyphs that reach past its box included. Part of the
     reduction's identity: another set of boxes is another prefix (and another tower output) in
     every cache keyed by `ReductionConfig.cache_key`."""
 
