@@ -13,7 +13,10 @@ each image that holds the answer is:
    question's target first; the `understand` stage's `Query`);
 4. rebuilt from the kept units only (the rest blank white) and read by the judge of `cascade
    bench` (`cascade.eval.judge.Readers`: real OCR at three detector scales, letters and digits
-   compared). The full image at the same size is the reference.
+   compared). The full image at the same size is the reference. Each guided row also says
+   whether the OCR line holding the answer (on the full image) was kept whole
+   (`answer_line_kept@r`): a miss with the line kept whole is the judge misreading the kept
+   pixels (blank units around text can throw its text detector off), not a cut answer.
 
 Recall is not a timing: it is recorded as measured. The TTFT part times, on one document of the
 split (the one with the most visual tokens), preprocessing + vision tower + reduction + prefill
@@ -26,6 +29,8 @@ weights: token counts and timings are the architecture's, answers are noise (non
     python benchmarks/tower_evidence.py --quick            # 2 questions per genre, + TTFT
     python benchmarks/tower_evidence.py --no-ttft          # every question: recall only
     python benchmarks/tower_evidence.py --ttft-only        # timings (a quiet machine)
+    python benchmarks/tower_evidence.py --split dev --no-ttft --ratios 0.25 --modes guided \
+        --save-misses /tmp/misses                          # tune on dev: look at each miss
 """
 from __future__ import annotations
 
@@ -45,11 +50,12 @@ import torch  # noqa: E402
 
 from cascade.artifacts import Image  # noqa: E402
 from cascade.eval.build import build_eval_set  # noqa: E402
-from cascade.eval.judge import Readers, sent_size  # noqa: E402
+from cascade.eval.judge import Readers, normalize, sent_size  # noqa: E402
 from cascade.evidence.understanding import understand  # noqa: E402
 from cascade.registry import get_stage_class  # noqa: E402
 from cascade.stages._tower_guide import image_regions  # noqa: E402
 from cascade.vlm import VLM, ReductionConfig, build_tiny_vlm, default_tiny_dir  # noqa: E402
+from cascade.vlm.reduction import evidence_units  # noqa: E402
 from vlm_timing import CLOCK, Sweep, rounds, use_clock  # noqa: E402
 
 # Genres whose questions read text off still images (documents and image sets); the video genres
@@ -57,6 +63,7 @@ from vlm_timing import CLOCK, Sweep, rounds, use_clock  # noqa: E402
 IMAGE_GENRES = ("receipt", "zh_receipt", "heading", "table", "code", "paragraph", "ids", "photo_doc",
                 "image_sign", "zh_sign", "colour", "zh_question")
 RATIOS = (0.5, 0.25, 0.1)
+MODES = ("guided", "unguided")
 
 
 def questions(media_dir: Path, split: str, per_genre: int | None) -> list:
@@ -92,6 +99,13 @@ class Units:
     def kept(self, keep_ratio: float, regions) -> torch.Tensor:
         return self.runtime.tower_keep(self.vision_inputs, keep_ratio, (regions,))[0]
 
+    def holds_whole(self, kept: torch.Tensor, regions) -> bool | None:
+        """Is every unit under each box of `regions` kept? None without regions."""
+        if regions is None:
+            return None
+        have = set(kept.tolist())
+        return all(set(core.tolist()) <= have for _, core in evidence_units(regions, (1, self.rows, self.cols)))
+
     def rebuild(self, kept: torch.Tensor) -> Image:
         """The resized image with only the kept units; the rest blank white."""
         u, px = self.unit, self.resized.pixels
@@ -102,14 +116,22 @@ class Units:
         return Image(out, source=self.image.source)
 
 
-def measure(item, vlm: VLM, readers: Readers, ocr, ratios) -> list[dict]:
-    """One row per answer image of `item`: what OCR reads on the full image and on the kept pixels."""
+def measure(item, vlm: VLM, readers: Readers, ocr, ratios, modes=MODES, misses: Path | None = None
+            ) -> list[dict]:
+    """One row per answer image of `item`: what OCR reads on the full image and on the kept pixels.
+    misses: a folder where the kept pixels of each guided miss (the full image read) are saved as
+    PNG, to look at what the selection cut."""
     query = understand(item.question)
     rows = []
     for i in item.frames or (0,):
         image = Image.open(item.media[i], media_index=i)
         lines = ocr(images=[image]).lines
         regions, used = image_regions(image, query, lines)
+        # the OCR lines that hold the gold answer: whether the selection keeps them whole tells a
+        # cut answer from a judge that misreads kept pixels (blank units around text can throw
+        # its text detector off)
+        gold = normalize(item.answer)
+        answer_lines, _ = image_regions(image, query, [ln for ln in lines if gold and gold in normalize(ln.text)])
         u = Units(vlm, image)
         row = {"id": item.id, "genre": item.genre, "media_kind": item.media_kind, "image": i,
                "answer": item.answer, "size": [image.width, image.height],
@@ -118,27 +140,35 @@ def measure(item, vlm: VLM, readers: Readers, ocr, ratios) -> list[dict]:
                "full": readers.reads([u.resized], item.answer)}
         for r in ratios:
             for mode, guide in (("unguided", None), ("guided", regions)):
+                if mode not in modes:
+                    continue
                 kept = u.kept(r, guide)
-                row[f"{mode}@{r:g}"] = readers.reads([u.rebuild(kept)], item.answer)
+                rebuilt = u.rebuild(kept)
+                row[f"{mode}@{r:g}"] = readers.reads([rebuilt], item.answer)
                 row[f"kept_units@{r:g}"] = int(kept.numel())
+                if mode == "guided":
+                    row[f"answer_line_kept@{r:g}"] = u.holds_whole(kept, answer_lines)
+                if misses is not None and mode == "guided" and row["full"] and not row[f"{mode}@{r:g}"]:
+                    misses.mkdir(parents=True, exist_ok=True)
+                    rebuilt.to_pil().save(misses / f"{item.id.replace('/', '_')}_{i}_keep{r:g}.png")
         rows.append(row)
         print(f"  {item.id}: full {row['full']}, " + ", ".join(
             f"{k} {v}" for k, v in row.items() if "guided@" in k), flush=True)
     return rows
 
 
-def recall(rows: list[dict], ratios) -> dict:
+def recall(rows: list[dict], ratios, modes=MODES) -> dict:
     """Share of answer images whose gold OCR reads, per variant."""
-    keys = ["full"] + [f"{m}@{r:g}" for r in ratios for m in ("guided", "unguided")]
+    keys = ["full"] + [f"{m}@{r:g}" for r in ratios for m in modes]
     n = len(rows)
     return {"images": n, **{k: (sum(r[k] for r in rows) / n if n else None) for k in keys}}
 
 
-def by(rows: list[dict], field: str, ratios) -> dict:
+def by(rows: list[dict], field: str, ratios, modes=MODES) -> dict:
     groups: dict[str, list] = defaultdict(list)
     for r in rows:
         groups[r[field]].append(r)
-    return {g: recall(rs, ratios) for g, rs in groups.items()}
+    return {g: recall(rs, ratios, modes) for g, rs in groups.items()}
 
 
 def ttft(vlm: VLM, items: list, ocr, ratios, repeats: int) -> dict:
@@ -173,6 +203,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--per-genre", type=int, default=None, help="questions per genre (default: all)")
     ap.add_argument("--ratios", type=float, nargs="+", default=list(RATIOS))
     ap.add_argument("--media-dir", default=None, help="eval set folder (default: cascade bench's)")
+    ap.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES),
+                    help="which tower variants' recall to measure (default both)")
+    ap.add_argument("--save-misses", default=None,
+                    help="folder for the kept pixels (PNG) of each guided miss the full image reads")
     ap.add_argument("--no-ttft", action="store_true", help="recall only")
     ap.add_argument("--ttft-only", action="store_true", help="timings only")
     ap.add_argument("--repeats", type=int, default=None, help="interleaved best-of rounds (default 3, quick 1)")
@@ -205,9 +239,11 @@ def main(argv: list[str] | None = None) -> dict:
         readers = Readers(model=model)
         rows = []
         for it in items:
-            rows.extend(measure(it, vlm, readers, ocr, args.ratios))
-        result |= {"recall": recall(rows, args.ratios), "recall_by_genre": by(rows, "genre", args.ratios),
-                   "recall_by_media_kind": by(rows, "media_kind", args.ratios), "rows": rows}
+            rows.extend(measure(it, vlm, readers, ocr, args.ratios, args.modes,
+                                Path(args.save_misses) if args.save_misses else None))
+        result |= {"recall": recall(rows, args.ratios, args.modes),
+                   "recall_by_genre": by(rows, "genre", args.ratios, args.modes),
+                   "recall_by_media_kind": by(rows, "media_kind", args.ratios, args.modes), "rows": rows}
     if not args.no_ttft:
         result["clock"] = CLOCK["kind"]
         result["ttft"] = ttft(vlm, items, ocr, args.ratios, repeats)
@@ -220,8 +256,13 @@ def main(argv: list[str] | None = None) -> dict:
     if "recall" in result:
         rc = result["recall"]
         print(f"recall over {rc['images']} answer images: full {rc['full']:.2f}; " + ", ".join(
-            f"keep {r:g} guided {rc[f'guided@{r:g}']:.2f} unguided {rc[f'unguided@{r:g}']:.2f}"
-            for r in args.ratios))
+            f"keep {r:g} {m} {rc[f'{m}@{r:g}']:.2f}" for r in args.ratios for m in args.modes))
+        for r in args.ratios:
+            if "guided" in args.modes:
+                missed = [row for row in result["rows"] if row["full"] and not row[f"guided@{r:g}"]]
+                whole = sum(bool(row[f"answer_line_kept@{r:g}"]) for row in missed)
+                print(f"keep {r:g} guided: {len(missed)} miss(es) the full image reads, {whole} of them "
+                      "with the OCR line holding the answer kept whole")
     if "ttft" in result:
         print("e2e TTFT speedup vs unreduced: " + ", ".join(
             f"{k} {v:.2f}x" for k, v in result["ttft"]["e2e_ttft_speedup_vs_full"].items()))

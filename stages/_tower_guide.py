@@ -5,18 +5,22 @@ question that has none.
 whose pixels vary most: text is exactly what that cuts apart (one 28-px block of a word kept, its
 neighbours dropped). So `vlm_answer` hands it the boxes the stages found, per image in that
 image's own pixels (`KeepRegions`): the text lines, detections and layout regions on it, those
-that match the question's target first (a line holding a word that names it, a detection of the
-label it names), then the lines on their rows and the lines holding a span of the answer's type. Without evidence on some image, a reading question (its target is text on the
-media) gets no `tower` at all: every visual token is kept, and the route says why. Any other
-question gets the unguided rule, and the route says that too.
+that name the question's target best first (the lines holding most of its words: of a table's
+row keys 'Bus 12' ... 'Bus 16', the one the question names; the key's line before a line that
+only names the document; a line of code that defines an identifier; a detection of the label it
+names), then the lines on their rows (kept with their margins before any other box:
+`KeepRegions.lead`), then lines that name it less well and the lines holding a span of the
+answer's type. Without evidence on some image, a reading question
+(its target is text on the media) gets no `tower` at all: every visual token is kept, and the
+route says why. Any other question gets the unguided rule, and the route says that too.
 """
 from __future__ import annotations
 
 import dataclasses
 
 from cascade.artifacts import Box, Detection, Image, LayoutRegion, OcrLine, Route
-from cascade.evidence.codeblocks import definition_in
-from cascade.evidence.query import Query, cue_tokens, has_cue, singular
+from cascade.evidence.codeblocks import defined, definitions
+from cascade.evidence.query import Query, cue_tokens, singular
 from cascade.evidence.spans import candidates
 from cascade.vlm.reduction import KeepRegions, ReductionConfig
 
@@ -28,24 +32,49 @@ _SPAN_KINDS = frozenset({"day", "date", "time", "when", "amount", "id", "identif
 _KIND_NAME = {OcrLine: "text line", Detection: "detection", LayoutRegion: "layout region"}
 
 
-def _target_words(query: Query) -> set[str]:
-    """The words that name the target: the question's cues and its typed keys (the key of a
-    key-value, a table's row and column keys, a section's name or number)."""
-    named = (query.key, query.key_noun, query.row_key, query.column_key, query.section_name,
-             query.section_number)
-    return set(query.cues) | cue_tokens(" ".join(v for v in named if v))
+def _target_words(query: Query) -> tuple[set[str], set[str]]:
+    """(the words that name the target: the question's cues and its typed keys (the key of a
+    key-value, a table's row and column keys, a section's name or number); the words that only
+    name the document it is on: a key-value's noun, the 'invoice' of 'the total on this
+    invoice')."""
+    named = cue_tokens(" ".join(v for v in (query.key, query.row_key, query.column_key,
+                                             query.section_name, query.section_number) if v))
+    # the noun stays the document's name when the question's cues hold it too
+    noun = cue_tokens(query.key_noun or "") - named
+    return (set(query.cues) | named) - noun, noun
 
 
-def _matches(item: Found, query: Query) -> bool:
-    """The item is the question's target: a line with one of its words (for a code identifier: a
-    line of code that defines one), a detection of its label."""
+def _strength(item: Found, query: Query, defining: set[int]) -> int:
+    """How well the item names the question's target: for a text line two points per word of the
+    target it holds (a table's row key 'Bus 16' names it better than every other 'Bus ..' does)
+    and one per word of the document's name (a page's title 'EXPENSE CLAIM' names the document,
+    not the field asked about), two more when it is a line of code that defines an identifier
+    and the question asks for one; for a detection 1 when its label is the one asked about. 0:
+    not the target."""
     if isinstance(item, OcrLine):
-        if query.target == "code_identifier" and definition_in(item.text) is not None:
-            return True
-        return has_cue(item.text, _target_words(query))
+        words, noun = _target_words(query)
+        held = cue_tokens(item.text)
+        return (2 * len(words & held) + len(noun & held)
+                + 2 * (query.target == "code_identifier" and id(item) in defining))
     if isinstance(item, Detection):
-        return query.label is not None and singular(item.label.lower()) == singular(query.label.lower())
-    return False
+        return int(query.label is not None and singular(item.label.lower()) == singular(query.label.lower()))
+    return 0
+
+
+def _defining(found: list[Found], kind: str | None) -> set[int]:
+    """ids of the text lines that define an identifier of the kind asked for (a function, a
+    class ...; any kind when none of it is found), read as the code reader reads them (a page of
+    code says C-style signatures without a '{' are definitions; a line number in the margin and
+    a line OCR read in pieces are handled there)."""
+    lines = [item for item in found if isinstance(item, OcrLine)]
+    by_box: dict[tuple, list[int]] = {}
+    for ln in lines:
+        by_box.setdefault((ln.media_index, ln.timestamp, ln.box), []).append(id(ln))
+    out: set[int] = set()
+    for d in defined(lines, kind=kind) or definitions(lines):
+        for box in d.boxes:
+            out.update(by_box.get((d.media_index, d.timestamp, box), ()))
+    return out
 
 
 def _same_row(a: Box, b: Box) -> bool:
@@ -54,24 +83,36 @@ def _same_row(a: Box, b: Box) -> bool:
     return overlap > 0.5 * min(a.height, b.height)
 
 
-def _rank(item: Found, box: Box, query: Query, targets: list[Box]) -> int:
-    """0: the target (a line naming it, a detection of its label); 1: a text line on a target
-    line's row (a key's value, a row key's cells); 2: a line holding a span of the answer's type
-    (an amount, a time, an id ...); 3: other text lines; 4: detections; 5: layout regions."""
-    if _matches(item, query):
+def _rank(item: Found, box: Box, strength: int, best: int, query: Query, targets: list[Box]) -> int:
+    """0: the target (the items that name it best: a line with most of its words, a defining line
+    of code, a detection of its label); 1: a text line on a target line's row (a key's value, a
+    row key's cells); 2: a line that names it less well (one word of several); 3: a line holding
+    a span of the answer's type (an amount, a time, an id ...); 4: other text lines; 5:
+    detections; 6: layout regions."""
+    if strength and (strength == best or isinstance(item, Detection)):
         return 0
     if not isinstance(item, OcrLine):
-        return 4 if isinstance(item, Detection) else 5
+        return 5 if isinstance(item, Detection) else 6
     if any(_same_row(box, t) for t in targets):
         return 1
-    if query.answer_type in _SPAN_KINDS and candidates(item.text, query.answer_type):
+    if strength:
         return 2
-    return 3
+    if query.answer_type in _SPAN_KINDS and candidates(item.text, query.answer_type):
+        return 3
+    return 4
 
 
 def image_regions(image: Image, query: Query, found: list[Found]) -> tuple[KeepRegions | None, list[Found]]:
     """The boxes of `found` on `image` in its own pixels, most needed first (`_rank`, then top to
-    bottom): (KeepRegions or None when none falls on it, the items used)."""
+    bottom): (KeepRegions or None when none falls on it, the items used). The target and the
+    lines on its row lead (`KeepRegions.lead`): the selection keeps them with their margin before
+    any other box."""
+    regions, ranked = _image_ranked(image, query, found)
+    return regions, [item for _, item, _ in ranked]
+
+
+def _image_ranked(image: Image, query: Query, found: list[Found]
+                  ) -> tuple[KeepRegions | None, list[tuple[int, Found, Box]]]:
     mine = []
     for item in found:
         if not (image.is_from(item.media_index, item.timestamp) and image.box.intersects(item.box)):
@@ -81,10 +122,23 @@ def image_regions(image: Image, query: Query, found: list[Found]) -> tuple[KeepR
             mine.append((item, local))
     if not mine:
         return None, []
-    targets = [b for item, b in mine if _matches(item, query)]
-    mine.sort(key=lambda p: (_rank(p[0], p[1], query, targets), p[1].y0, p[1].x0))
-    boxes = tuple(_rounded(b) for _, b in mine)
-    return KeepRegions((image.width, image.height), boxes), [item for item, _ in mine]
+    ranked = _ranked(mine, query)
+    lead = sum(rank <= 1 for rank, _, _ in ranked)
+    boxes = tuple(_rounded(b) for _, _, b in ranked)
+    return KeepRegions((image.width, image.height), boxes, lead), ranked
+
+
+def _ranked(mine: list[tuple[Found, Box]], query: Query) -> list[tuple[int, Found, Box]]:
+    """(rank, item, box) most needed first: by `_rank`, then top to bottom, left to right."""
+    defining = (_defining([item for item, _ in mine], query.code_kind)
+                if query.target == "code_identifier" else set())
+    strength = [_strength(item, query, defining) for item, _ in mine]
+    best = max(strength)
+    targets = [b for (item, b), s in zip(mine, strength)
+               if s and s == best and isinstance(item, OcrLine)]
+    out = [(_rank(item, b, s, best, query, targets), item, b) for (item, b), s in zip(mine, strength)]
+    out.sort(key=lambda p: (p[0], p[2].y0, p[2].x0))
+    return out
 
 
 def _rounded(box: Box) -> tuple[float, float, float, float]:
@@ -96,11 +150,12 @@ def _rounded(box: Box) -> tuple[float, float, float, float]:
 def guide_tower(red: ReductionConfig, images: list[Image], query: Query, found: list[Found]
                 ) -> tuple[ReductionConfig, Route]:
     """The reduction to apply instead of `red` (a `tower` selection) and the route that says how."""
-    per_image, used = [], []
+    per_image, used, targets = [], [], 0
     for im in images:
-        regions, items = image_regions(im, query, found)
+        regions, ranked = _image_ranked(im, query, found)
         per_image.append(regions)
-        used += items
+        used += [item for _, item, _ in ranked]
+        targets += sum(rank == 0 for rank, _, _ in ranked)
     blind = [i for i, r in enumerate(per_image) if r is None]
     if blind and query.reads_text:
         return ReductionConfig(), Route(
@@ -111,20 +166,21 @@ def guide_tower(red: ReductionConfig, images: list[Image], query: Query, found: 
     counts: dict[str, int] = {}
     for item in used:
         counts[_KIND_NAME[type(item)]] = counts.get(_KIND_NAME[type(item)], 0) + 1
-    targets = sum(_matches(item, query) for item in used)
     guided = ", ".join(f"{n} {kind}(s)" for kind, n in counts.items())
     if blind and len(blind) == len(images):
         reason = (f"no evidence found on the {len(images)} image(s): keep {red.keep_ratio:g}, one "
                   "merge unit per cell, the one whose pixels vary most")
         branch = "tower_unguided"
     else:
-        reason = (f"keep {red.keep_ratio:g}: the merge units under {guided} ({targets} matching the "
-                  "question's target first) and one unit around them, then the most varied unit of "
-                  "each cell they leave empty"
+        reason = (f"keep {red.keep_ratio:g}: the merge units under {guided}, box by box while the "
+                  f"budget holds: first the {targets} naming the question's target best and the "
+                  "lines on their rows, then one unit around them, then the others, then one unit "
+                  "around those, then the most varied unit of each cell they leave empty"
                   + (f"; no evidence on image(s) {', '.join(map(str, blind))}: variance only"
                      if blind else ""))
         branch = "tower_guided"
     scores = {"keep_ratio": float(red.keep_ratio), "evidence_boxes": float(len(used)),
-              "target_boxes": float(targets)}
+              "target_boxes": float(targets),
+              "lead_boxes": float(sum(r.lead for r in per_image if r is not None))}
     keep = None if len(blind) == len(images) else tuple(per_image)
     return dataclasses.replace(red, keep_regions=keep), Route(branch, reason, scores)

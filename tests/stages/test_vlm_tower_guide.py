@@ -57,6 +57,7 @@ def test_ocr_lines_guide_the_selection_target_first(models):
     route = _routes(a)["tower_guided"]
     assert a.bill.reduction == "tower" and a.bill.visual_tokens < a.bill.unreduced_visual_tokens
     assert route.scores["evidence_boxes"] == len(lines) and route.scores["target_boxes"] == 1
+    assert route.scores["lead_boxes"] == 1  # 'Gate 12' is not on the total's row
     assert "text line(s)" in route.reason
 
 
@@ -102,3 +103,48 @@ def test_a_code_question_keeps_the_defining_line_first():
     fn = OcrLine("export async function syncLedger(items) {", 0.9, Box(10, 40, 400, 60))
     _, used = image_regions(page, understand("Which function is declared in this snippet?"), [imp, fn])
     assert used == [fn, imp]
+
+
+def test_the_row_key_the_question_names_leads_not_every_row_key_sharing_a_word():
+    from cascade.stages._tower_guide import image_regions
+
+    page = _page()
+    title = OcrLine("Weekday Bus Departures", 0.9, Box(10, 5, 300, 25))
+    head = [OcrLine(t, 0.9, Box(x, 40, x + 70, 60)) for t, x in (("Service", 10), ("Elm Park", 110), ("Quay", 210))]
+    keys = [OcrLine(f"Bus {n}", 0.9, Box(10, 70 + 30 * i, 80, 90 + 30 * i)) for i, n in enumerate((12, 14, 16))]
+    cells = [OcrLine(f"0{7 + i}:{10 * j + 5}", 0.9, Box(110 + 100 * j, 70 + 30 * i, 170 + 100 * j, 90 + 30 * i))
+             for i in range(3) for j in range(2)]
+    regions, used = image_regions(page, understand("When does Bus 16 leave Elm Park?"),
+                                  [title, *head, *keys, *cells])
+    # the row key and the column key hold two of its words each; then their rows (the answer
+    # 08:15 / 09:05 on bus 16's row, the header row), which lead with them; then the rest
+    assert used[:2] == [head[1], keys[2]]
+    assert set(used[2:6]) == {head[0], head[2], cells[4], cells[5]} and regions.lead == 6
+    assert set(used[6:9]) == {title, keys[0], keys[1]}  # one word of the question each
+
+
+def test_a_c_signature_without_a_brace_leads_on_a_page_of_code_and_the_kind_asked_for_first():
+    from cascade.stages._tower_guide import image_regions
+
+    page = _page()
+    code = [OcrLine(t, 0.9, Box(10, 10 + 30 * i, 400, 30 + 30 * i)) for i, t in enumerate((
+        "1 #include <stdio.h>", "2 static int total_cost(const char *name, int n)", "3 {",
+        "4 int total = count_items(name);", "5 return total;", "6 }"))]
+    regions, used = image_regions(page, understand("What is the name of the function that this code defines?"),
+                                  code)
+    assert used[0] is code[1] and regions.lead == 1  # not the variable defined on line 4
+
+
+def test_the_keys_line_leads_a_line_that_only_names_the_document():
+    from cascade.stages._tower_guide import image_regions
+
+    page = _page()
+    title = OcrLine("TRAVEL INVOICE", 0.9, Box(10, 5, 300, 25))
+    ref = OcrLine("Invoice ref: 5521", 0.9, Box(10, 40, 200, 60))
+    item = OcrLine("Taxi: 12.40", 0.9, Box(10, 80, 200, 100))
+    total = OcrLine("Total: 88.10", 0.9, Box(10, 200, 200, 220))
+    q = understand("How much is the total on this invoice?")
+    assert (q.key, q.key_noun) == ("total", "invoice")
+    regions, used = image_regions(page, q, [title, ref, item, total])
+    assert used[0] is total and regions.lead == 1
+    assert set(used[1:3]) == {title, ref}  # they name the document: after the key, before the rest

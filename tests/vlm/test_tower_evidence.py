@@ -143,3 +143,78 @@ def test_keep_regions_are_per_call_not_per_batch(vlm, make_image):
     red = ReductionConfig("tower", 0.25, keep_regions=(None,))
     with pytest.raises(InputError, match="keep_regions name the images of one call"):
         vlm.generate_batch([([make_image(1)], "q"), ([make_image(2)], "r")], reduction=red)
+
+
+def test_the_target_is_kept_with_its_margin_before_other_boxes_when_the_budget_is_tight():
+    grid, size = (1, 10, 10), (280, 280)  # one 28-px unit per 28 source pixels; budget 25
+    units = torch.randn(100, 12)
+    target = (140.0, 140.0, 168.0, 168.0)  # unit (5, 5); 3x3 with its margin
+    others = ((0.0, 0.0, 112.0, 28.0), (0.0, 56.0, 112.0, 84.0), (0.0, 224.0, 112.0, 252.0),
+              (168.0, 0.0, 280.0, 28.0), (168.0, 56.0, 280.0, 84.0))  # five 4-unit lines
+    margin = {r * 10 + c for r in range(4, 7) for c in range(4, 7)}
+    boxes = (target,) + others
+    led = set(tower_select(units, grid, 0.25, KeepRegions(size, boxes, lead=1)).tolist())
+    # the target whole with the glyphs around its box, then four of the five others
+    assert margin <= led and len(led) == 25
+    # unled, every box's own units come first and the margins after: the target's margin is cut
+    unled = set(tower_select(units, grid, 0.25, KeepRegions(size, boxes)).tolist())
+    assert 55 in unled and not margin <= unled
+
+
+def test_a_lead_box_too_big_with_its_margin_is_kept_without_it():
+    grid, size = (1, 10, 10), (280, 280)
+    wide = (0.0, 28.0, 280.0, 56.0)  # a whole row of 10 units; 30 with its margin, over 25
+    kept = set(tower_select(torch.randn(100, 12), grid, 0.25, KeepRegions(size, (wide,), lead=1)).tolist())
+    assert set(range(10, 20)) <= kept and len(kept) == 25
+
+
+def test_lead_counts_leading_boxes():
+    with pytest.raises(InputError, match="KeepRegions.lead counts leading boxes: 0 to 1"):
+        KeepRegions((10, 10), ((1.0, 1.0, 5.0, 5.0),), lead=2)
+
+
+def _tilted_page(lines, angle, size=(700, 460)):
+    """`lines` ((x, y), text) rendered and turned `angle` degrees, as a page photographed at an
+    angle: (the page, each line alone on a blank page turned alike: where its ink is)."""
+    from PIL import Image as PILImage, ImageDraw
+
+    from cascade.eval.fonts import load_font
+
+    out = []
+    for only in [None, *range(len(lines))]:
+        layer = PILImage.new("RGB", size, "white")
+        draw = ImageDraw.Draw(layer)
+        font = load_font("DejaVuSans.ttf", 24)
+        for i, (xy, text) in enumerate(lines):
+            if only in (None, i):
+                draw.text(xy, text, font=font, fill=(15, 15, 15))
+        out.append(np.asarray(layer.rotate(angle, resample=PILImage.BICUBIC, fillcolor="white")))
+    return out[0], out[1:]
+
+
+def test_a_line_photographed_at_an_angle_is_kept_whole(vlm):
+    from cascade.evidence.understanding import understand
+    from cascade.stages._tower_guide import image_regions
+    from cascade.stages.ocr import Ocr
+
+    lines = [((70, 90), "Harbour Supplies Ltd"), ((70, 180), "Invoice No: INV-40213"),
+             ((70, 250), "Date: 12/03/2021"), ((70, 330), "Please quote it when you pay")]
+    page, alone = _tilted_page(lines, 7)
+    found = Ocr(name="ocr")(images=[Image(page)]).lines
+    target = next(ln for ln in found if "INV" in ln.text)
+    assert target.angle > 5  # the detector's polygon is a turned quad
+    regions, used = image_regions(Image(page), understand("What is the invoice number?"), found)
+    assert used[0] is target and regions.lead == 1
+    rt = vlm.backend.runtime
+    vi = rt.collate(rt.preprocess([Image(page).to_pil()]))
+    _, h, w = vi["image_grid_thw"][0].tolist()
+    rows, cols = h // rt.family.merge, w // rt.family.merge
+    rh, rw = vlm.family.resized(page.shape[1], page.shape[0])
+    # the units the target line's ink falls on, at the model's resize
+    ink = Image(alone[1]).resized(rw, rh).pixels.min(-1) < 128
+    ys, xs = np.nonzero(ink)
+    inked = set((ys // (rh // rows) * cols + xs // (rw // cols)).tolist())
+    assert len(inked) >= 4
+    kept = set(rt.tower_keep(vi, 0.25, (regions,))[0].tolist())
+    assert inked <= kept and len(kept) < rows * cols // 3
+    assert not inked <= set(rt.tower_keep(vi, 0.25)[0].tolist())  # unguided cuts it

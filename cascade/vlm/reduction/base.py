@@ -118,11 +118,15 @@ class KeepRegions:
     """What one image's answer needs, for a reduction before the tower: `boxes` (x0, y0, x1, y1)
     in that image's own pixels, most needed first, on an image of `size` (width, height). The
     `tower` method keeps every merge unit a box overlaps, with a margin of one unit
-    (`tower.evidence_units`). Part of the reduction's identity: another set of boxes is another
-    prefix (and another tower output) in every cache keyed by `ReductionConfig.cache_key`."""
+    (`tower.evidence_units`). `lead`: how many of the first boxes are the question's target (and
+    the lines on its row): they and their margins are kept before any other box, so under a
+    tight budget the answer's line is whole, glyphs that reach past its box included. Part of the
+    reduction's identity: another set of boxes is another prefix (and another tower output) in
+    every cache keyed by `ReductionConfig.cache_key`."""
 
     size: tuple[int, int]
     boxes: tuple[tuple[float, float, float, float], ...]
+    lead: int = 0
 
     def __post_init__(self):
         w, h = self.size
@@ -132,6 +136,9 @@ class KeepRegions:
             if len(b) != 4 or not (b[2] >= b[0] and b[3] >= b[1]):
                 raise InputError(f"KeepRegions box must be (x0, y0, x1, y1) with x1 >= x0 and "
                                  f"y1 >= y0, got {b}")
+        if not 0 <= self.lead <= len(self.boxes):
+            raise InputError(f"KeepRegions.lead counts leading boxes: 0 to {len(self.boxes)}, "
+                             f"got {self.lead}")
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,11 @@ round(h*sqrt(r)) x round(w*sqrt(r)) cells (the pool bins, non-overlapping), so, 
 count follows the grid. Selection (`tower_select`) costs one pass over the pixels:
 
 - guided (`ReductionConfig.keep_regions`: the text lines, detections and layout regions the
-  cascade found in the image, most needed first): every unit a box overlaps is kept, box by box
-  in order while the budget holds (a box that does not fit is skipped, never cut), then each
-  box's margin of one unit, in the same order. What is left of the budget goes to the rule
-  below, cells without a kept unit first, so the rest of the image stays covered;
+  cascade found in the image, most needed first): every unit the leading boxes (the question's
+  target and the lines on its row, `KeepRegions.lead`) overlap, then their margins of one unit,
+  then the same for the other boxes, box by box in order while the budget holds (a box that
+  does not fit is skipped, never cut). What is left of the budget goes to the rule below, cells
+  without a kept unit first, so the rest of the image stays covered;
 - unguided (no evidence): each cell keeps its one unit whose normalized pixel values vary most
   (texture/detail). Text is what this cuts apart (one 28-px block of a word kept, its neighbours
   dropped), which is why `vlm_answer` never applies it unguided to a reading question.
@@ -80,6 +81,23 @@ def evidence_units(regions: KeepRegions, grid: tuple[int, int, int], margin: int
     return out
 
 
+def _evidence_order(regions: KeepRegions, grid: tuple[int, int, int]) -> list["torch.Tensor"]:
+    """The unit groups to keep, in order, each kept whole when it fits what is left: the leading
+    boxes' own units (the question's target and the lines on its row, `KeepRegions.lead`), then
+    their margins, then every other box's own units, then their margins. Every box's own units
+    come before its margin because under a tight budget more boxes are kept whole that way (a
+    margin triples a one-unit-high line); the target's margins come before the other boxes
+    because its glyphs may reach past its box (a line photographed at an angle, ascenders an OCR
+    box leaves out)."""
+    # evidence_units leaves empty boxes out: count the leading ones it keeps
+    lead = sum(b[2] > b[0] and b[3] > b[1] for b in regions.boxes[:regions.lead])
+    units = evidence_units(regions, grid)
+    out: list = []
+    for part in (units[:lead], units[lead:]):
+        out += [core for _, core in part] + [with_margin for with_margin, _ in part]
+    return out
+
+
 def _variance(units: "torch.Tensor") -> "torch.Tensor":
     """Per unit, the variance of its normalized pixel values."""
     import torch
@@ -137,10 +155,7 @@ def tower_select(units: "torch.Tensor", grid: tuple[int, int, int], keep_ratio: 
     if regions is None or not regions.boxes:
         return torch.nonzero(_best_per_cell(score, cell)).reshape(-1)
     kept = torch.zeros_like(score, dtype=torch.bool)
-    groups = evidence_units(regions, grid)
-    # every box's own units first, in order, then their margins: under a tight budget more boxes
-    # are kept whole (a margin triples a one-unit-high line)
-    for group in [core for _, core in groups] + [m for m, _ in groups]:
+    for group in _evidence_order(regions, grid):
         new = kept.clone()
         new[group.to(units.device)] = True
         if int(new.sum()) <= budget:
