@@ -27,7 +27,9 @@ for bit.
 """
 from __future__ import annotations
 
+import atexit
 import threading
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +43,16 @@ from .kv_cache import cache_layers, new_dynamic_cache
 __all__ = ["ContinuousBatcher"]
 
 IDLE_EXIT_S = 10.0  # the loop's thread ends after this long with nothing to decode
+_LIVE: "weakref.WeakSet[ContinuousBatcher]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    """End every loop thread while the interpreter is still whole: a daemon thread that is still
+    running at finalization is killed inside whatever it does, and one that was freeing tensors
+    aborts the process (a forced unwind through torch's C++ destructors)."""
+    for batcher in list(_LIVE):
+        batcher.close()
 
 
 @dataclass(eq=False)
@@ -85,6 +97,8 @@ class ContinuousBatcher:
         self._last: torch.Tensor | None = None  # [B, D]: the hidden state each row picks from
         self.steps = 0  # batched decode steps run
         self.peak_rows = 0  # the most rows one step decoded
+        self._closed = False
+        _LIVE.add(self)
 
     # -- callers ----------------------------------------------------------------------------------
     def decode(self, hidden: torch.Tensor, cache: Any, next_pos: list[int], seqs: list[Sequence],
@@ -98,6 +112,8 @@ class ContinuousBatcher:
             raise ValueError(f"{hidden.shape[0]} rows, {n} sequences, {len(next_pos)} positions")
         req = _Request(seqs, hidden[:, -1], cache, attention_mask, list(next_pos))
         with self._wake:
+            if self._closed:
+                raise RuntimeError("this model's decode loop is closed (the process is exiting)")
             self._waiting.append(req)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="cascade-decode", daemon=True)
@@ -107,6 +123,15 @@ class ContinuousBatcher:
         if req.error is not None:
             raise req.error
         return [s.generated for s in seqs]
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the loop: requests still waiting or running fail; waits for the thread to end."""
+        with self._wake:
+            self._closed = True
+            thread = self._thread
+            self._wake.notify()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
 
     @property
     def running(self) -> int:
@@ -123,12 +148,20 @@ class ContinuousBatcher:
     def _loop(self) -> None:
         while True:
             with self._wake:
-                while not self._waiting and not self._rows:
+                while not self._waiting and not self._rows and not self._closed:
                     if not self._wake.wait(IDLE_EXIT_S) and not self._waiting:
                         # idle: end the thread, so an unused model can be freed (the next
                         # `decode` starts another)
                         self._thread = None
                         return
+                if self._closed:
+                    stopped = RuntimeError("the model's decode loop was closed")
+                    for req in {r for r, _ in self._rows} | set(self._waiting):
+                        self._finish(req, stopped)
+                    self._waiting.clear()
+                    self._reset()
+                    self._thread = None
+                    return
                 admitted = self._take_waiting()
             try:
                 with torch.inference_mode():

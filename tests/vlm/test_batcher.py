@@ -175,3 +175,15 @@ def test_the_loop_thread_ends_when_idle_and_starts_again(tiny_path, make_image, 
         time.sleep(0.01)
     assert b._thread is None
     assert m.generate([make_image(80)], "What?", max_new_tokens=3).token_ids == first.token_ids
+
+
+def test_close_ends_the_loop_and_refuses_new_calls(tiny_path, make_image):
+    """What the process runs at exit (atexit): the thread ends while the interpreter is whole."""
+    m = VLM.load(str(tiny_path), device="cpu", encoder_cache_bytes=0, kv_cache_bytes=0)
+    b = m.backend.batcher
+    m.generate([make_image(81)], "What?", max_new_tokens=2)
+    thread = b._thread
+    b.close()
+    assert thread is None or not thread.is_alive()
+    with pytest.raises(RuntimeError, match="closed"):
+        m.generate([make_image(81)], "What?", max_new_tokens=2)
