@@ -12,8 +12,8 @@ claimed, so a caller whose final answer is not what streamed can say which stage
 
 `on_token` runs in the thread that decodes (the model's continuous-batch loop,
 `cascade.vlm.batcher`; for a session or FastV, the stage's), once per generated token, so it must
-be quick and thread-safe; an exception it raises (e.g. the
-server's "client went away") stops the generation and fails the run.
+be quick and thread-safe; an exception it raises (e.g. the server's "client went away") stops
+that request's generation and fails its run.
 
 `TokenChannel` is the one bridge from that thread to whoever reads the tokens: a blocking
 iterator (`VLM.stream`) or an event loop (the server's SSE response, a Ray replica's streaming
