@@ -174,20 +174,21 @@ def _plot(result: dict, path: Path) -> None:
 
     runs = result["runs"]
     fig = Figure(figsize=(15, 3.2), dpi=110)
-    panels = [("throughput (answers/s)", [("", "throughput_rps")]),
-              ("client latency (s)", [("p50", "latency_p50_s"), ("p95", "latency_p95_s")]),
-              ("time to first token (s)", [("p50", "ttft_p50_s"), ("p95", "ttft_p95_s")]),
-              ("queue wait, mean (s)", [("", "queue_wait_mean_s")]),
-              ("server peak RSS (GiB)", [("", "server_peak_rss_gib")])]
+    def key(name: str):
+        return lambda x: x[name]
+
+    panels = [("throughput (answers/s)", [("", key("throughput_rps"))]),
+              ("client latency (s)", [("p50", key("latency_p50_s")), ("p95", key("latency_p95_s"))]),
+              ("time to first token (s)", [("p50", key("ttft_p50_s")), ("p95", key("ttft_p95_s"))]),
+              ("queue wait, mean (s)", [("", lambda x: x["queue_wait"]["mean_s"])]),
+              ("server peak RSS (GiB)", [("", lambda x: x["server_peak_rss_bytes"] / 2**30)])]
     for i, (title, series) in enumerate(panels):
         ax = fig.add_subplot(1, len(panels), i + 1)
         for run in runs:
             lv = run["levels"]
             c = [x["concurrency"] for x in lv]
-            for label, key in series:
-                ys = [x["queue_wait"]["mean_s"] if key == "queue_wait_mean_s" else
-                      x["server_peak_rss_bytes"] / 2**30 if key == "server_peak_rss_gib" else x[key]
-                      for x in lv]
+            for label, value in series:
+                ys = [value(x) for x in lv]
                 ax.plot(c, [np.nan if y is None else y for y in ys], marker="o",
                         label=" ".join(t for t in (run["label"], label) if t))
             ax.set_xscale("log", base=2)

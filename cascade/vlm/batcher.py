@@ -193,10 +193,10 @@ class ContinuousBatcher:
         else:
             old_len = self._cache.get_seq_length()
             length = max(old_len, new_len)
-            self._cache = self._new_cache(
+            self._cache = new_dynamic_cache(self.runtime.text_config, (
                 (torch.cat([_pad_left(k, length - old_len, 2), _pad_left(k2, length - new_len, 2)]),
                  torch.cat([_pad_left(v, length - old_len, 2), _pad_left(v2, length - new_len, 2)]))
-                for (k, v), (k2, v2) in zip(cache_layers(self._cache), cache_layers(req.cache)))
+                for (k, v), (k2, v2) in zip(cache_layers(self._cache), cache_layers(req.cache))))
             self._mask = torch.cat([_pad_left(self._mask, length - old_len, 1),
                                     _pad_left(mask, length - new_len, 1)])
             self._pos = torch.cat([self._pos, pos])
@@ -243,16 +243,10 @@ class ContinuousBatcher:
         mask = self._mask.index_select(0, idx)
         start = int(mask.any(0).int().argmax())  # the first column some row attends to
         self._mask = mask[:, start:]
-        self._cache = self._new_cache((k.index_select(0, idx)[:, :, start:],
-                                       v.index_select(0, idx)[:, :, start:])
-                                      for k, v in cache_layers(self._cache))
+        self._cache = new_dynamic_cache(self.runtime.text_config, (
+            (k.index_select(0, idx)[:, :, start:], v.index_select(0, idx)[:, :, start:])
+            for k, v in cache_layers(self._cache)))
         self._pos, self._last = self._pos.index_select(0, idx), self._last.index_select(0, idx)
-
-    def _new_cache(self, layers: Any) -> Any:
-        cache = new_dynamic_cache(self.runtime.text_config)
-        for i, (k, v) in enumerate(layers):
-            cache.update(k, v, i)
-        return cache
 
     def _finish(self, req: _Request, error: BaseException | None) -> None:
         if req.done.is_set():

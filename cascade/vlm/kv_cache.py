@@ -24,6 +24,7 @@ the bits a cold run computes).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,14 +41,18 @@ __all__ = ["KVPrefixCache", "PrefixState", "KVBlock", "cache_layers", "new_dynam
            "dequantize_kv", "QuantizedKV"]
 
 
-def new_dynamic_cache(config: Any) -> Any:
-    """An empty transformers DynamicCache for a decoder config."""
+def new_dynamic_cache(config: Any, layers: Iterable[tuple[torch.Tensor, torch.Tensor]] = ()) -> Any:
+    """A transformers DynamicCache for a decoder config, holding `layers` (per layer (k, v)) if
+    given. DynamicCache appends with torch.cat, so the given tensors are never written to."""
     from transformers import DynamicCache
 
     try:
-        return DynamicCache(config=config)
+        cache = DynamicCache(config=config)
     except TypeError:  # transformers < 4.56 has no config argument
-        return DynamicCache()
+        cache = DynamicCache()
+    for i, (k, v) in enumerate(layers):
+        cache.update(k, v, i)
+    return cache
 
 
 def cache_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -99,12 +104,9 @@ class PrefixState(StoredKV):
     images_cached: int = 0
 
     def to_cache(self, config: Any, ops: "Ops | None" = None) -> Any:
-        """A fresh DynamicCache holding this prefix. DynamicCache appends with torch.cat, so the
-        stored tensors are never written to and the state stays valid for the next question."""
-        cache = new_dynamic_cache(config)
-        for i, (k, v) in enumerate(self.kv(ops)):
-            cache.update(k, v, i)
-        return cache
+        """A fresh DynamicCache holding this prefix (the stored tensors are never written to, so
+        the state stays valid for the next question)."""
+        return new_dynamic_cache(config, self.kv(ops))
 
 
 @dataclass

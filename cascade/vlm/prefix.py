@@ -184,9 +184,7 @@ class PrefixEngine:
             if kept_feats:
                 main, extra = fam.split_features(torch.cat(kept_feats))
                 emb = emb.masked_scatter(vis.unsqueeze(-1), main.to(emb.dtype))
-        cache = self.new_cache()
-        for i, (k, v) in enumerate(joined_layers(blocks, ops)):
-            cache.update(k, v, i)
+        cache = new_dynamic_cache(self.runtime.text_config, joined_layers(blocks, ops))
         t = time.perf_counter()
         costs = [b.tower_cost for b in blocks] + [e.tower_cost for e in enc.images]
         image_keys = self.image_kv_keys(images, red) if store is not None and self.pi else []
