@@ -29,7 +29,11 @@ PATTERNS = {
                        rf"\d{{2,4}}(?!\d)|(?<!\d)\d{{1,2}}\s+{_MONTHS}\s+\d{{4}}(?!\d)|"
                        rf"\b{_MONTHS}\s+\d{{1,2}},?\s+\d{{4}}(?!\d)|\d{{4}}年\d{{1,2}}月\d{{1,2}}[日号]",
                        re.I),
-    "id": re.compile(r"(?<![A-Za-z0-9_.])(?=[A-Za-z0-9-]*\d)[A-Za-z]{0,6}-?\d[A-Za-z0-9-]{2,}"
+    # an id may be printed in groups ("2231 9920 1184", "+1 555 201 3344", an IBAN): the whole run of
+    # groups is the id, or a tool would answer its first group
+    "id": re.compile(r"(?<![A-Za-z0-9_.+])(?:\+\d{1,3}(?: \d{2,5})+"  # a phone number
+                     r"|[A-Z]{2}\d{2}(?: [A-Z0-9]{4}){2,}(?: [A-Z0-9]{1,3})?"  # an IBAN
+                     r"|(?=[A-Za-z0-9-]*\d)[A-Za-z]{0,6}-?\d[A-Za-z0-9-]{2,}(?: \d{3,5})*)"
                      r"(?![A-Za-z0-9_.])"),
 }
 

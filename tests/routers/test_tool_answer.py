@@ -97,6 +97,16 @@ def test_a_named_key_the_page_does_not_name_abstains_rather_than_answer_another(
     assert tool().run(query=understand(question), ocr_lines=plain).answer.text == "77120"
 
 
+@pytest.mark.parametrize("line,question,value", [
+    ("Account No: 2231 9920 1184", "What is the account number?", "2231 9920 1184"),
+    ("账号：6222 0210 0112", "账号是多少？", "6222 0210 0112"),
+    ("Phone No.: +1 555 201 3344", "What is the phone number?", "+1 555 201 3344"),
+    ("Account No (IBAN): DE89 3704 0044 0532 0130 00", "What is the account number?", "DE89 3704 0044 0532 0130 00")])
+def test_an_id_printed_in_groups_is_answered_whole_not_its_first_group(line, question, value):
+    out = tool().run(query=understand(question), ocr_lines=[OcrLine(line, 0.99, Box(0, 0, 300, 20))])
+    assert out.answer.text == value
+
+
 def test_a_key_noun_alone_before_its_value_is_the_key():
     lines = [OcrLine("PO: 4500123", 0.99, Box(0, 0, 150, 20)), OcrLine("Invoice # 88120", 0.99, Box(0, 30, 150, 50)),
              OcrLine("P.O. Box 1180", 0.99, Box(0, 60, 150, 80))]  # an address, not the PO
