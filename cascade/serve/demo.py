@@ -167,7 +167,7 @@ def build_demo(engine: Engine, examples_folder: Path | None = None):
 
     def ask(files: Any, question: str, model: str, state: dict | None):
         if not files:
-            return _failed("Upload a video or one or more images first (or click an example).", state)
+            return _failed("Upload a video, one or more images or a PDF first (or click an example).", state)
         if not question or not question.strip():
             return _failed("Type a question.", state)
         try:
@@ -176,7 +176,7 @@ def build_demo(engine: Engine, examples_folder: Path | None = None):
             if (why := mismatch(paths, served.id, takes[served.id], takes)) is not None:
                 return _failed(why, state)
             budget = PixelBudget(engine.config.max_total_pixels)
-            media = [media_from_file(p, engine.config, p.name, budget) for p in paths]
+            media = [m for p in paths for m in media_from_file(p, engine.config, p.name, budget)]
             # Same pipeline and media: a follow-up, whose earlier turns go into the prompt.
             key = [model] + [m.digest for m in media]
             state = state if state and state.get("key") == key else {"key": key, "turns": []}
@@ -190,13 +190,14 @@ def build_demo(engine: Engine, examples_folder: Path | None = None):
             rates[model] = rate
         bill = _estimate_baseline_seconds(bill, rates.get(model))
         sources = {i: m.pixels for i, m in enumerate(media) if m.pixels is not None}
+        names = {i: m.label for i, m in enumerate(media)}  # the file's name, or a PDF's page
         text = answer.text or "_(empty answer)_"
         if tiny and answer.produced_by == "vlm":
             text += "\n\n<small>(random-weight tiny VLM: this text is noise)</small>"
         return (f"### {text}", route_markdown(ev, answer.produced_by),
-                _cache_markdown(len(state["turns"]), answer), evidence_gallery(ev),
-                overview(ev, sources), bill_figure(bill), bill_markdown(bill), tools_markdown(ev),
-                state)
+                _cache_markdown(len(state["turns"]), answer), evidence_gallery(ev, names),
+                overview(ev, sources, names=names), bill_figure(bill), bill_markdown(bill),
+                tools_markdown(ev, names=names), state)
 
     def pick(files: Any, current: str):
         """An upload picks the pipeline that fits it (the user may change it afterwards)."""
@@ -224,8 +225,8 @@ def build_demo(engine: Engine, examples_folder: Path | None = None):
         state = gr.State(None)
         with gr.Row():
             with gr.Column(scale=1):
-                files = gr.File(label="Video or images", file_count="multiple",
-                                file_types=["image", "video"], elem_id="media-input")
+                files = gr.File(label="Video, images or a PDF", file_count="multiple",
+                                file_types=["image", "video", ".pdf"], elem_id="media-input")
                 model = gr.Dropdown(models, value=default, label="Pipeline", elem_id="pipeline")
                 chosen_note = gr.Markdown(elem_id="pipeline-note")
                 question = gr.Textbox(label="Question", placeholder="What does the sign say?",

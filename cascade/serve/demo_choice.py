@@ -73,15 +73,14 @@ def mismatch(paths: list[str | Path], model: str, types: set[str],
     name = model.removeprefix("cascade/")
     fit, _ = choose_pipeline(paths, models)
     advice = f" Choose **{fit.removeprefix('cascade/')}** instead." if fit and fit != model else ""
-    if "pdf" in kinds:  # the server reads images and videos today
-        return "PDF files are not read yet: upload the page as an image (PNG or JPEG)."
     if "video" in kinds and len(paths) > 1:
         return "Upload one video on its own (not with other files), then ask."
     if "video" in kinds and not types & _VIDEO_TYPES:
         return f"The **{name}** pipeline reads images, and you uploaded a video.{advice}"
     if "video" not in kinds and not types & _IMAGE_TYPES:
-        return (f"The **{name}** pipeline answers about a video, and you uploaded "
-                f"{'an image' if len(paths) == 1 else f'{len(paths)} images'}.{advice}")
+        what = ("a PDF" if kinds == ["pdf"] else "an image" if len(paths) == 1
+                else f"{len(paths)} files" if "pdf" in kinds else f"{len(paths)} images")
+        return f"The **{name}** pipeline answers about a video, and you uploaded {what}.{advice}"
     if len(paths) > 1 and "images" not in types:
         return (f"The **{name}** pipeline reads one image at a time, and you uploaded "
                 f"{len(paths)}.{advice or ' Upload one, or choose a pipeline for several images.'}")

@@ -277,14 +277,18 @@ def save_image(media: Media, uploads: Uploads, stack: ExitStack) -> Path:
 
 
 def media_from_file(path: str | Path, cfg: ServeConfig, label: str,
-                    budget: PixelBudget | None = None) -> Media:
-    """A local file the caller has vetted (demo uploads): a video by suffix, else an image."""
+                    budget: PixelBudget | None = None) -> list[Media]:
+    """A local file the caller has vetted (demo uploads), by suffix: a video, a PDF's pages (each
+    an image, capped and charged like a `file` part's), else an image."""
     p = Path(path)
     if p.stat().st_size > cfg.max_upload_bytes:
         raise _too_large(f"'{label}'", p.stat().st_size, cfg.max_upload_bytes, "bytes",
                          "upload_too_large", None)
-    digest = hashlib.sha256(p.read_bytes()).hexdigest()
+    data = p.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
     if p.suffix.lower() in VIDEO_SUFFIXES:
         _probe_video(p, cfg, label, budget)
-        return Media("video", digest, label, path=p)
-    return Media("image", digest, label, pixels=_decode_image(p, cfg, label, budget), path=p)
+        return [Media("video", digest, label, path=p)]
+    if p.suffix.lower() == ".pdf":
+        return _document(Payload("file", data, digest), cfg, label, budget)
+    return [Media("image", digest, label, pixels=_decode_image(p, cfg, label, budget), path=p)]

@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -26,9 +27,11 @@ def place_of(item: Any) -> tuple[int, float | None]:
     return int(getattr(item, "media_index", 0)), None if ts is None else round(float(ts), 3)
 
 
-def _where(place: tuple[int, float | None]) -> str:
+def _where(place: tuple[int, float | None], names: Mapping[int, str] | None = None) -> str:
+    """A frame by its time; an image by the name the caller gave it (a file, a PDF's page), else
+    its index."""
     idx, ts = place
-    return f"t={ts:.1f}s" if ts is not None else f"image {idx}"
+    return f"t={ts:.1f}s" if ts is not None else (names or {}).get(idx, f"image {idx}")
 
 
 def _is_whole(im: Image) -> bool:
@@ -51,11 +54,11 @@ def _scores_by_image(ev: Evidence) -> list[float | None]:
     return [None] * n
 
 
-def evidence_gallery(ev: Evidence) -> list[tuple[Any, str]]:
-    """(PIL image, caption) for each image the VLM saw."""
+def evidence_gallery(ev: Evidence, names: Mapping[int, str] | None = None) -> list[tuple[Any, str]]:
+    """(PIL image, caption) for each image the VLM saw; `names`: media index -> name to show."""
     out = []
     for im, score in zip(ev.images, _scores_by_image(ev)):
-        parts = [_where(place_of(im))]
+        parts = [_where(place_of(im), names)]
         if not _is_whole(im):
             b = im.box
             parts.append(f"tile {int(b.x0)},{int(b.y0)}-{int(b.x1)},{int(b.y1)}")
@@ -75,8 +78,8 @@ def _draw_box(draw, box: Box, scale: float, color, label: str = "", width: int =
         draw.text((x0 + 2, ty), label, fill=(255, 255, 255))
 
 
-def overview(ev: Evidence, sources: dict[int, np.ndarray] | None = None,
-             width: int = 480) -> list[tuple[Any, str]]:
+def overview(ev: Evidence, sources: dict[int, np.ndarray] | None = None, width: int = 480,
+             names: Mapping[int, str] | None = None) -> list[tuple[Any, str]]:
     """One annotated picture per source frame/image the evidence touches, with a caption.
 
     sources: the original pixels by media index (images); without them the picture is built from
@@ -115,7 +118,7 @@ def overview(ev: Evidence, sources: dict[int, np.ndarray] | None = None,
             _draw_box(draw, line.box, scale, OCR_COLOR, line.text[:24])
         for det in g["dets"]:
             _draw_box(draw, det.box, scale, DET_COLOR, f"{det.label} {det.confidence:.2f}")
-        caption = (f"{_where(place)}: {len(tiles)} high-res tile(s), {len(g['ocr'])} OCR line(s), "
+        caption = (f"{_where(place, names)}: {len(tiles)} high-res tile(s), {len(g['ocr'])} OCR line(s), "
                    f"{len(g['dets'])} detection(s)")
         out.append((canvas, caption))
     return out
@@ -203,12 +206,12 @@ def route_markdown(ev: Evidence, produced_by: str) -> str:
     return "\n".join(lines)
 
 
-def tools_markdown(ev: Evidence, limit: int = 12) -> str:
+def tools_markdown(ev: Evidence, limit: int = 12, names: Mapping[int, str] | None = None) -> str:
     lines = []
     if ev.ocr_lines:
         lines.append("**OCR read:** " + "; ".join(
-            f"“{o.text}” ({o.confidence:.2f}, {_where(place_of(o))})" for o in ev.ocr_lines[:limit]))
+            f"“{o.text}” ({o.confidence:.2f}, {_where(place_of(o), names)})" for o in ev.ocr_lines[:limit]))
     if ev.detections:
         lines.append("**Detected:** " + "; ".join(
-            f"{d.label} {d.confidence:.2f} ({_where(place_of(d))})" for d in ev.detections[:limit]))
+            f"{d.label} {d.confidence:.2f} ({_where(place_of(d), names)})" for d in ev.detections[:limit]))
     return "\n\n".join(lines) or "_No OCR lines or detections in the evidence._"

@@ -125,6 +125,22 @@ def test_the_same_image_uploaded_is_read(launched, tmp_path):
     assert answer.startswith("### ") and "ZEBRA" in answer + tools
 
 
+def test_an_uploaded_pdf_is_read_page_by_page(launched, tmp_path):
+    """A two-page PDF uploaded to the demo: its pages are read, the total comes from page 2."""
+    from gradio_client import Client, handle_file
+
+    from ..media.pdfs import INVOICE_TOTAL, invoice_pages, pdf_bytes
+
+    url, _, _ = launched
+    doc = tmp_path / "invoice.pdf"
+    doc.write_bytes(pdf_bytes(invoice_pages()))
+    client = Client(url + "/demo/", verbose=False)
+    out = client.predict([handle_file(str(doc))], "What is the total?", "cascade/doc_qa", None,
+                         api_name="/ask")
+    answer, tools = out[0], out[7]
+    assert answer == f"### {INVOICE_TOTAL}" and f"“{INVOICE_TOTAL}” (1.00, invoice.pdf page 2)" in tools
+
+
 def test_cascade_serve_demo_reads_nothing_from_its_launch_or_home_folder(tmp_path):
     """The same attacks on `cascade serve --demo` as a user starts it: from a folder holding the
     image, with a home folder holding another."""

@@ -57,7 +57,9 @@ def test_a_pipeline_that_does_not_fit_is_said_in_words(files):
                    "Choose **multi_image_qa** instead.")
     why = mismatch([files["video"]], "cascade/doc_qa", {"images"}, SHIPPED)
     assert "reads images, and you uploaded a video" in why and "**video_qa**" in why
-    assert "PDF files are not read yet" in mismatch([files["pdf"]], "cascade/doc_qa",
-                                                    {"images"}, SHIPPED)
+    assert mismatch([files["pdf"]], "cascade/doc_qa", {"images"}, SHIPPED) is None
+    why = mismatch([files["pdf"]], "cascade/video_qa", {"video"}, SHIPPED)
+    assert why == ("The **video_qa** pipeline answers about a video, and you uploaded a PDF. "
+                   "Choose **doc_qa** instead.")
     assert mismatch(three, "cascade/multi_image_qa", {"images"}, SHIPPED) is None
     assert mismatch([files["video"]], "cascade/video_qa", {"video"}, SHIPPED) is None
