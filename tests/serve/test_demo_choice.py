@@ -63,3 +63,24 @@ def test_a_pipeline_that_does_not_fit_is_said_in_words(files):
                    "Choose **doc_qa** instead.")
     assert mismatch(three, "cascade/multi_image_qa", {"images"}, SHIPPED) is None
     assert mismatch([files["video"]], "cascade/video_qa", {"video"}, SHIPPED) is None
+
+
+def test_an_uploaded_pdf_becomes_its_pages_and_a_broken_one_is_refused_by_name(files, tmp_path):
+    from cascade.serve.config import ServeConfig
+    from cascade.serve.errors import APIError
+    from cascade.serve.media import media_from_file
+
+    from ..media.pdfs import invoice_pages, pdf_bytes
+
+    doc = tmp_path / "invoice.pdf"
+    doc.write_bytes(pdf_bytes(invoice_pages()))
+    pages = media_from_file(doc, ServeConfig(), "invoice.pdf")
+    assert [(m.kind, m.label) for m in pages] == [("image", "invoice.pdf page 1"),
+                                                  ("image", "invoice.pdf page 2")]
+    with pytest.raises(APIError) as e:
+        media_from_file(files["pdf"], ServeConfig(), "scan.pdf")
+    assert e.value.status == 400 and e.value.message.startswith("scan.pdf: ")
+    assert str(files["pdf"].parent) not in e.value.message
+    with pytest.raises(APIError) as e:
+        media_from_file(doc, ServeConfig(max_pdf_pages=1), "invoice.pdf")
+    assert e.value.status == 413 and "--max-pdf-pages" in e.value.message
