@@ -222,6 +222,9 @@ class Engine:
         self.check_media(served, ["image" if m.kind == "file" else m.kind for m in req.media],
                          [m.param for m in req.media])
         self.stage_params(req, served)
+        for m in req.media:  # a uuid sent alone must name kept media: refused before it queues
+            if m.url is None and m.uuid is not None:
+                self.media_ids.resolve(m.uuid, m.kind, None, m.param)
         inputs = served.qa.pipeline.spec.inputs
         if req.max_tokens is not None and "max_new_tokens" not in inputs:
             raise APIError(400, f"'max_tokens' cannot be honoured by '{served.id}': its pipeline "

@@ -61,3 +61,23 @@ def test_a_conversation_names_each_uuid_once_with_its_bytes_where_they_came():
                                      {"type": "text", "text": "q"}]}]})
     assert [(m.url, m.uuid, m.param) for m in req.media] == [
         (url, "a", "messages[0].content[1]"), (None, "b", "messages[0].content[2]")]
+
+
+def test_a_uuid_sent_alone_that_names_nothing_is_refused_before_it_queues():
+    from cascade.serve.config import ServeConfig
+    from cascade.serve.engine import Engine
+    from cascade.serve.protocol import parse_chat_request
+
+    engine = Engine(ServeConfig(tiny=True, shipped=False, pipelines={"doc_qa": "doc_qa"}))
+    try:
+        served = engine.get("cascade/doc_qa")
+        part = {"type": "image_url", "image_url": None, "uuid": "never-sent"}
+        req = parse_chat_request({"model": "cascade/doc_qa", "messages": [
+            {"role": "user", "content": [part, {"type": "text", "text": "What does it say?"}]}]})
+        with pytest.raises(APIError) as e:
+            engine.check_request(req, served)  # what runs before the request takes a queue place
+        assert (e.value.status, e.value.code) == (400, "media_not_cached")
+        engine.media_ids.keep("never-sent", payload(b"now it was"))
+        engine.check_request(req, served)
+    finally:
+        engine.close()
