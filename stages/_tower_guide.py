@@ -175,7 +175,8 @@ def guide_tower(red: ReductionConfig, images: list[Image], query: Query, found: 
         reason = (f"keep {red.keep_ratio:g}: the merge units under {guided}, box by box while the "
                   f"budget holds: first the {targets} naming the question's target best and the "
                   "lines on their rows, then one unit around them, then the others, then one unit "
-                  "around those, then the most varied unit of each cell they leave empty"
+                  "around those, then the most varied unit of each cell they leave empty, scattered "
+                  "units at most a tenth of the image: the rest grows the kept evidence outward"
                   + (f"; no evidence on image(s) {', '.join(map(str, blind))}: variance only"
                      if blind else ""))
         branch = "tower_guided"

@@ -116,9 +116,45 @@ def test_no_evidence_is_todays_rule():
 def test_what_is_left_of_the_budget_covers_cells_the_evidence_left_empty():
     grid = (1, 8, 8)  # budget: 4x4 cells of 2x2 units
     kept = tower_select(torch.randn(64, 8), grid, 0.25, KeepRegions((224, 224), ((0.0, 0.0, 28.0, 28.0),)))
+    units = set(kept.tolist())
+    # the evidence and its margin fill units (0..1, 0..1); 12 are left, of which scattered single
+    # units may take 6 (a tenth of 64): the 6 over grow the evidence, the next ring (5 units)
+    # whole, then the most enclosed unit of the one after ((1, 3): three kept neighbours)
+    assert {r * 8 + c for r in range(3) for c in range(3)} | {11} <= units
+    # the 6 others go to 6 cells nothing else reached
     cells = {(i // 8 // 2, i % 8 // 2) for i in kept.tolist()}
-    # the evidence and its margin fill cell (0, 0); the 12 units left go to 12 other cells
-    assert kept.numel() == 16 and len(cells) == 13
+    assert kept.numel() == 16 and len(cells) == 4 + 6
+
+
+def _component(mask: torch.Tensor, start: tuple[int, int]) -> set[tuple[int, int]]:
+    """The 8-connected kept units reached from `start`."""
+    seen, todo = {start}, [start]
+    while todo:
+        r, c = todo.pop()
+        for dr in (-1, 0, 1):
+            for dc in (-1, 0, 1):
+                n = (r + dr, c + dc)
+                if n not in seen and 0 <= n[0] < mask.shape[0] and 0 <= n[1] < mask.shape[1] and mask[n]:
+                    seen.add(n)
+                    todo.append(n)
+    return seen
+
+
+def test_beyond_a_share_of_scattered_units_the_budget_grows_one_solid_region_around_the_line():
+    grid, size = (1, 20, 30), (840, 560)  # one unit per 28 source pixels
+    line = (300.0, 250.0, 500.0, 290.0)  # units rows 8..10, cols 10..17; 5 x 10 with the margin
+    for ratio in (0.5, 0.25, 0.1):
+        kept = tower_select(torch.randn(600, 12), grid, ratio, KeepRegions(size, (line,), lead=1))
+        budget = tower_select(torch.randn(600, 12), grid, ratio).numel()
+        assert kept.numel() == budget  # the evidence changes which units, never how many
+        mask = torch.zeros(600, dtype=torch.bool)
+        mask[kept] = True
+        mask = mask.reshape(20, 30)
+        assert bool(mask[7:12, 9:19].all())
+        # every unit over a tenth of the image (60) is part of the line's own solid region
+        assert len(_component(mask, (8, 10))) >= budget - 60
+        if ratio == 0.5:  # 294 units: the growth closes whole rings around the line
+            assert bool(mask[6:13, 8:20].all())
 
 
 def test_keep_regions_guide_only_a_reduction_before_the_tower():
@@ -218,3 +254,64 @@ def test_a_line_photographed_at_an_angle_is_kept_whole(vlm):
     kept = set(rt.tower_keep(vi, 0.25, (regions,))[0].tolist())
     assert inked <= kept and len(kept) < rows * cols // 3
     assert not inked <= set(rt.tower_keep(vi, 0.25)[0].tolist())  # unguided cuts it
+
+
+def _sign_at_dusk(rows=30, cols=36, unit=28):
+    """A small sign on a smooth dark sky crossed by a few dark struts, one unit per `unit` pixels:
+    (pixels, the sign's box, its text)."""
+    from PIL import Image as PILImage, ImageDraw
+
+    from cascade.eval.fonts import load_font
+
+    rng = np.random.default_rng(0)
+    yy, xx = np.mgrid[0:rows * unit, 0:cols * unit] / (rows * unit)
+    sky = np.stack([40 + 30 * yy, 50 + 30 * yy, 90 + 33 * xx], -1) + rng.normal(0, 2, (*yy.shape, 3))
+    im = PILImage.fromarray(np.clip(sky, 0, 255).astype(np.uint8))
+    draw = ImageDraw.Draw(im)
+    for _ in range(12):
+        x = int(rng.integers(0, cols * unit))
+        draw.line((x, rows * unit, x + int(rng.integers(-80, 80)), int(rng.integers(0, rows * unit))),
+                  fill=(20, 20, 30), width=3)
+    text, font = "GATE 7B", load_font("DejaVuSans-Bold.ttf", 20)
+    x0, y0, x1, y1 = draw.textbbox((390, 320), text, font=font)
+    box = (x0 - 6.0, y0 - 5.0, x1 + 6.0, y1 + 5.0)
+    draw.rectangle(box, fill="white", outline="black", width=2)
+    draw.text((390, 320), text, font=font, fill="black")
+    return np.asarray(im), box, text
+
+
+def test_a_sign_kept_with_its_surroundings_is_read_on_the_kept_pixels():
+    # what a reader of the kept pixels sees (dropped units blank white): a field of isolated
+    # kept units reads as text to the detector and hides the sign from it; the sign inside one
+    # solid kept region is read
+    from cascade.stages.ocr import Ocr
+    from cascade.vlm.reduction.tower import _best_per_cell, _cells, _variance
+
+    rows, cols, unit = 30, 36, 28
+    px, box, text = _sign_at_dusk(rows, cols, unit)
+    units = torch.from_numpy(px.reshape(rows, unit, cols, unit, 3).transpose(0, 2, 1, 3, 4)
+                             .reshape(rows * cols, -1).copy())
+    grid, size = (1, rows, cols), (cols * unit, rows * unit)
+    kept = tower_select(units, grid, 0.25, KeepRegions(size, (box,), lead=1))
+
+    def read(idx):
+        out = np.full_like(px, 255)
+        for i in idx.tolist():
+            r, c = divmod(i, cols)
+            out[r * unit:(r + 1) * unit, c * unit:(c + 1) * unit] = px[r * unit:(r + 1) * unit, c * unit:(c + 1) * unit]
+        return " ".join(ln.text for ln in Ocr(name="ocr")(images=[Image(out)]).lines)
+
+    assert text in read(kept)
+    # the same budget spent as the sign with its margin and one scattered unit per other cell
+    sign = evidence_units(KeepRegions(size, (box,)), grid)[0][0]
+    cell, budget = _cells(grid, 0.25, "cpu")
+    mask = torch.zeros(rows * cols, dtype=torch.bool)
+    mask[sign] = True
+    covered = torch.zeros(budget, dtype=torch.bool)
+    covered[cell[mask]] = True
+    score = _variance(units)
+    spread = torch.nonzero(_best_per_cell(score.masked_fill(mask, float("-inf")), cell) & ~covered[cell])
+    spread = spread.reshape(-1)[torch.argsort(-score[spread.reshape(-1)], stable=True)]
+    mask[spread[:budget - int(mask.sum())]] = True
+    assert kept.numel() == budget == int(mask.sum())
+    assert text not in read(torch.nonzero(mask).reshape(-1))
