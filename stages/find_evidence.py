@@ -34,7 +34,7 @@ from cascade.trace import record
 
 from cascade.evidence.blocks import ByFrame, frame_size_of, named_detections, salience, text_blocks
 from cascade.evidence.query import Query
-from cascade.evidence.size import size_fit
+from cascade.evidence.size import text_fit
 
 
 def _place(im: Image) -> tuple[int, float | None]:
@@ -65,6 +65,10 @@ class FindEvidence(Stage):
                                     "evidence from this salience on")
         min_confidence: float = Field(0.5, ge=0, le=1, description="OCR lines kept when reading "
                                       "further")
+        whole_set: int = Field(8, ge=0, description="image sets of at most this many images: a "
+                               "sign question reads every image at full resolution (a small "
+                               "placard the cheap pass could not read may be in any of them); "
+                               "0 = only the retrieved ones")
 
     @dataclass(frozen=True)
     class Outputs:
@@ -94,7 +98,7 @@ class FindEvidence(Stage):
             if not good:
                 return None
             if by_size and query.size and not query.in_document:
-                fit = size_fit(query.size, list(good), on, good)
+                fit = text_fit(query, list(good), on, good)
                 if not fit.contrast:
                     return None
                 return f"{len(good)} text block(s); {fit.reason}"
@@ -103,6 +107,11 @@ class FindEvidence(Stage):
             named = named_detections(detections, query.label)
             return f"{len(named)} {query.label} detection(s)" if named else None
         return "nothing to widen for a question that is not about text or a counted object"
+
+    def _large(self, images: list[Image]) -> bool:
+        """Worth the higher-resolution text detector: some image over 960 px."""
+        return bool(self.params.hires_side) and max(
+            (max(f.width, f.height) for f in images), default=0) > 960
 
     def _read(self, images: list[Image], hires: bool = False) -> list[OcrLine]:
         self.ensure_setup()
@@ -125,12 +134,23 @@ class FindEvidence(Stage):
                 ) -> tuple[list[Image], list[OcrLine], list[Detection], Route]:
         p = self.params
         frames, lines, dets = list(frames), list(ocr_lines or ()), list(detections or ())
+        src = video if isinstance(video, VideoSource) or video is None else VideoSource(video)
+        whole = ""
+        rest = [im for im in ranked or () if _place(im) not in {_place(f) for f in frames}]
+        if (src is None and rest and query.target == "sign" and not query.in_document
+                and len(frames) + len(rest) <= p.whole_set):
+            # recall first on a small set: the cheap pass ranks by what it could read, and a
+            # placard too small for it ranks nowhere; every image is read like the retrieved ones
+            frames += rest
+            hires = self._large(frames)  # the retrieved ones too: the higher-resolution look
+            lines += self._read(frames if hires else rest, hires=hires)
+            whole = (f"every image of the set ({len(frames)}) read at full resolution"
+                     + (f", text detection at {p.hires_side} px" if hires else "") + "; ")
         found = self._found(query, frames, lines, dets)
         if found is not None:
             return frames, lines, dets, Route("found",
-                                              f"fine pass: {found} in {len(frames)} frame(s)")
-        steps, budget = [], p.max_extra_frames
-        src = video if isinstance(video, VideoSource) or video is None else VideoSource(video)
+                                              f"fine pass: {whole}{found} in {len(frames)} frame(s)")
+        steps, budget = [whole.rstrip("; ")] if whole else [], p.max_extra_frames
         looked = {_place(f) for f in frames}
 
         def fetch(times: list[float]) -> list[Image]:
@@ -138,7 +158,7 @@ class FindEvidence(Stage):
             got = src.fetch(times)
             return [got[float(t)] for t in times]
 
-        if self.params.hires_side and max((max(f.width, f.height) for f in frames), default=0) > 960:
+        if self._large(frames) and "text detection" not in whole:
             lines += self._read(frames, hires=True)
             steps.append(f"text detection at {p.hires_side} px on {len(frames)} frame(s)")
             found = self._found(query, frames, lines, dets)
@@ -162,9 +182,11 @@ class FindEvidence(Stage):
             if src is not None:
                 more = fetch([im.timestamp for im in more])
             budget -= len(more)
-            lines += self._read(more)
+            hires = self._large(more)  # the same look as the fetched frames got
+            lines += self._read(more, hires=hires)
             frames += more
-            steps.append(f"{len(more)} more candidate(s) in retrieval order")
+            steps.append(f"{len(more)} more candidate(s) in retrieval order"
+                         + (f" (text detection at {p.hires_side} px)" if hires else ""))
             found = self._found(query, frames, lines, dets)
         if found is None and query.size:  # nothing stands out by size: what was read still counts
             found = self._found(query, frames, lines, dets, by_size=False)

@@ -35,7 +35,7 @@ from cascade.evidence import attributes
 from cascade.evidence.blocks import (ByFrame, TextBlock, frame_size_of, named_detections, norm_text,
                                      reading_chars, salience, text_blocks)
 from cascade.evidence.query import Query, has_cue
-from cascade.evidence.size import size_fit
+from cascade.evidence.size import text_fit
 from ._retrieval import Embeddings, VectorIndex, mmr_select
 from .tiles import owner_of
 
@@ -158,8 +158,7 @@ class Retrieve(Stage):
             attributes.Selection(tuple(found))
         value = {b: _text_value(query, b, frame_size_of(by_frame, b.media_index, b.timestamp))
                  for b in chosen.blocks}
-        fit = size_fit(query.size if query is not None and not query.in_document else None,
-                       chosen.blocks, by_frame, value)
+        fit = text_fit(query, chosen.blocks, by_frame, value)
         if fit.reason:  # "the small sign": the text printed smallest for its frame counts most
             chosen = replace(chosen, reasons=(*chosen.reasons, fit.reason))
         blocks: list[dict[str, float]] = [{} for _ in items]
