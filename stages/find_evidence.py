@@ -65,10 +65,10 @@ class FindEvidence(Stage):
                                     "evidence from this salience on")
         min_confidence: float = Field(0.5, ge=0, le=1, description="OCR lines kept when reading "
                                       "further")
-        whole_set: int = Field(8, ge=0, description="image sets of at most this many images: a "
-                               "sign question reads every image at full resolution (a small "
-                               "placard the cheap pass could not read may be in any of them); "
-                               "0 = only the retrieved ones")
+        whole_set: int = Field(12, ge=0, description="image sets (or videos sampled to) at most "
+                               "this many candidates: a sign question reads every one at full "
+                               "resolution (a small placard the cheap pass could not read may "
+                               "be in any of them); 0 = only the retrieved ones")
 
     @dataclass(frozen=True)
     class Outputs:
@@ -108,6 +108,28 @@ class FindEvidence(Stage):
             return f"{len(named)} {query.label} detection(s)" if named else None
         return "nothing to widen for a question that is not about text or a counted object"
 
+    def _whole(self, query: Query, frames: list[Image], lines: list[OcrLine],
+               ranked: list[Image] | None, src: VideoSource | None) -> str:
+        """Recall first on a small set (a few images, a short video's sampled frames): the cheap
+        pass ranks by what it could read, and a placard too small for it ranks nowhere, so a
+        sign question reads every candidate like the retrieved ones, at the higher-resolution
+        detection when the images are large. Extends `frames` and `lines` in place; says what
+        it did ('' when the set is not small)."""
+        p = self.params
+        rest = [im for im in ranked or () if _place(im) not in {_place(f) for f in frames}]
+        if not rest or query.target != "sign" or query.in_document or \
+                len(frames) + len(rest) > p.whole_set:
+            return ""
+        if src is not None:  # the candidates are the cheap pass's small frames: fetch them whole
+            got = src.fetch([im.timestamp for im in rest])
+            rest = [got[float(im.timestamp)] for im in rest]
+        frames += rest
+        hires = self._large(frames)  # the retrieved ones too: the higher-resolution look
+        lines += self._read(frames if hires else rest, hires=hires)
+        what = "frame" if src is not None else "image"
+        return (f"every {what} of the set ({len(frames)}) read at full resolution"
+                + (f", text detection at {p.hires_side} px" if hires else "") + "; ")
+
     def _large(self, images: list[Image]) -> bool:
         """Worth the higher-resolution text detector: some image over 960 px."""
         return bool(self.params.hires_side) and max(
@@ -135,17 +157,7 @@ class FindEvidence(Stage):
         p = self.params
         frames, lines, dets = list(frames), list(ocr_lines or ()), list(detections or ())
         src = video if isinstance(video, VideoSource) or video is None else VideoSource(video)
-        whole = ""
-        rest = [im for im in ranked or () if _place(im) not in {_place(f) for f in frames}]
-        if (src is None and rest and query.target == "sign" and not query.in_document
-                and len(frames) + len(rest) <= p.whole_set):
-            # recall first on a small set: the cheap pass ranks by what it could read, and a
-            # placard too small for it ranks nowhere; every image is read like the retrieved ones
-            frames += rest
-            hires = self._large(frames)  # the retrieved ones too: the higher-resolution look
-            lines += self._read(frames if hires else rest, hires=hires)
-            whole = (f"every image of the set ({len(frames)}) read at full resolution"
-                     + (f", text detection at {p.hires_side} px" if hires else "") + "; ")
+        whole = self._whole(query, frames, lines, ranked, src)
         found = self._found(query, frames, lines, dets)
         if found is not None:
             return frames, lines, dets, Route("found",

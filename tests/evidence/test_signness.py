@@ -145,3 +145,27 @@ def test_a_question_naming_a_word_still_sends_only_what_it_names():
     plate = next(ln.box for ln in lines if ln.text == "PIER 12")
     assert len(out.tiles) == 1 and crop_holds(out.tiles[0], plate)
     assert "recall first" not in out.routes[-1].reason
+
+
+@pytest.mark.slow  # real OCR on every image of the set
+@pytest.mark.parametrize("question", ["Which words are on the placard in these photos?",
+                                      "这些照片中的标牌上写了什么？"])
+def test_a_sign_question_on_a_small_set_reads_every_image(question):
+    from ._render import with_signs
+
+    # retrieval put a caption photo and an empty one first; the placard is in the last image,
+    # which widening in retrieval order alone would reach only if the first ones held nothing
+    caption, empty, plate = (Image(with_signs(signs, seed=21 + i).pixels, media_index=i)
+                             for i, signs in enumerate(([(sign("SUMMER FESTIVAL", 40), 60, 60)],
+                                                        [], [(sign("PIER 12", 18), 620, 400)])))
+    ocr = stage("ocr")
+    out = stage("find_evidence", hires_side=0)(query=understand(question), frames=[caption],
+                                               ocr_lines=ocr(images=[caption]).lines,
+                                               ranked=[caption, empty, plate])
+    assert any("PIER" in ln.text for ln in out.ocr_lines)
+    assert "every image of the set (3) read at full resolution" in out.routes[-1].reason
+    off = stage("find_evidence", hires_side=0, whole_set=0)(
+        query=understand(question), frames=[caption], ocr_lines=ocr(images=[caption]).lines,
+        ranked=[caption, empty, plate])
+    assert "every image" not in off.routes[-1].reason
+    assert not any("PIER" in ln.text for ln in off.ocr_lines)  # the caption was taken as enough
