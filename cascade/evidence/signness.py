@@ -63,9 +63,13 @@ def _ring(image: Image, box: Box, width: float) -> np.ndarray:
 
 def signness(image: Image, block: TextBlock, others: list[TextBlock] = ()) -> float:
     """In [0, 1]: how much `block` looks like a sign on its own plate in `image` (see the module
-    docstring): the share of the ring around its box that is *not* the plate's colour, times how
-    uniform the plate is, times 1 / (1 + texts within two line heights of it)."""
-    px = _pixels(image, block.box)
+    docstring): the share of the ring around its box that is *not* the plate's colour (the plate
+    measured in the box's core, between the glyphs), times how uniform the plate is, times
+    1 / (1 + texts within two line heights of it)."""
+    inset = 0.25 * block.line_height  # an OCR box is padded past the glyphs (for a sign: past
+    box = block.box  # its plate too): the plate is measured in the glyphs' core only
+    core = Box(box.x0 + inset, box.y0 + inset, box.x1 - inset, box.y1 - inset)
+    px = _pixels(image, core if core.width >= 2 and core.height >= 2 else box)
     if len(px) < 4:
         return 0.0
     colour, spread = _plate(px)

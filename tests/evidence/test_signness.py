@@ -46,7 +46,7 @@ def photo_with(plate_text: str, plate_size: int, printed_size: int, index: int =
     plate = sign(plate_text, plate_size)
     x, y = 900, 200
     px[y:y + plate.shape[0], x:x + plate.shape[1]] = plate
-    boxes[plate_text] = Box(x + 2, y + 2, x + plate.shape[1] - 2, y + plate.shape[0] - 2)
+    boxes[plate_text] = Box(x - 3, y - 3, x + plate.shape[1] + 3, y + plate.shape[0] + 3)  # OCR pads
     lines = [OcrLine(t, 0.95, b, media_index=index) for t, b in boxes.items()]
     return Image(px, media_index=index), lines
 
@@ -71,10 +71,10 @@ def test_texts_crowded_together_are_less_sign_like():
         plate = sign(text, 18)
         x = 100 + k * (plate.shape[1] + 6)
         px[100:100 + plate.shape[0], x:x + plate.shape[1]] = plate
-        boxes.append(Box(x + 2, 102, x + plate.shape[1] - 2, 98 + plate.shape[0]))
+        boxes.append(Box(x - 3, 97, x + plate.shape[1] + 3, 103 + plate.shape[0]))
     alone = sign("DOCK 7", 18)
     px[400:400 + alone.shape[0], 700:700 + alone.shape[1]] = alone
-    lone_box = Box(702, 402, 698 + alone.shape[1], 398 + alone.shape[0])
+    lone_box = Box(697, 397, 703 + alone.shape[1], 403 + alone.shape[0])
     image = Image(px, media_index=0)
     crowd = [OcrLine(t, 0.95, b, media_index=0) for t, b in zip(("OPEN", "SALE", "NEW"), boxes)]
     lone = OcrLine("DOCK 7", 0.95, lone_box, media_index=0)
