@@ -10,8 +10,12 @@ further, cheapest first, until it finds some or its budget of `max_extra_frames`
 2. video: the frames `neighbours_s` before and after the best ones (a sign shown between samples);
 3. the next candidates in retrieval order (`ranked`), at full resolution.
 
+Before that, a sign question on a small set (`whole_set`: a few images, or a short video's
+sampled frames) reads every candidate at full resolution: the cheap pass ranks by what it could
+read, and a placard too small for it would rank nowhere.
+
 A sign of a named size ("the small sign") is found only when a text stands out by that size
-(`size.size_fit`): a caption alone, or texts all printed alike, may not be the sign meant, so the
+(`size.text_fit`): a caption alone, or texts all printed alike, may not be the sign meant, so the
 stage looks further; if nothing stands out even then, what was read is the evidence. Its route
 says what it looked at and what it found; when nothing turns up, `select_tiles` sends
 the best whole frame and says so. `evidence_lines` adds to the fine lines what the cheap pass
@@ -88,7 +92,7 @@ class FindEvidence(Stage):
     def _found(self, query: Query, frames: list[Image], lines: list[OcrLine],
                detections: list[Detection], by_size: bool = True) -> str | None:
         """What counts as evidence here, or None when there is none. A sign of a named size
-        ("the small sign") needs a text that stands out by that size (`size.size_fit`) while
+        ("the small sign") needs a text that stands out by that size (`size.text_fit`) while
         `by_size`: one caption alone, or texts all of one size, may not be the one meant."""
         if query.reads_text:
             on = ByFrame(frames)

@@ -11,7 +11,8 @@ rank by text, never by how close the question's meaning is to the text (the answ
 the sign say?" shares no meaning with the question); counting questions by the named detections;
 scene questions by CLIP, with the semantic side as a tie-breaker. Only text with the query's
 colour, position and time order counts (`attributes.select`), and a size the query names
-ranks it (`size.size_fit`: "the small sign" values the text printed smallest most); frames
+ranks it, and so does a sign's sign-ness (`size.text_fit`: "the small sign" values the text
+printed smallest most; a placard on its own plate outranks a brand printed on a vehicle); frames
 outside a before / after window are left for last. The route it reports says which signal won,
 and why.
 """
