@@ -132,12 +132,13 @@ def test_a_small_sign_question_looks_further_when_only_a_caption_was_read():
                                         [(sign("ROOM 27K", 16), 620, 400)])))
     ocr = stage("ocr")
     query = understand("What is written on the little sign?")
-    out = stage("find_evidence", hires_side=0)(query=query, frames=[caption],
-                                               ocr_lines=ocr(images=[caption]).lines,
-                                               ranked=[caption, empty, plate])
+    # whole_set=0: widening itself (a small set is otherwise read whole: test_signness)
+    out = stage("find_evidence", hires_side=0, whole_set=0)(query=query, frames=[caption],
+                                                            ocr_lines=ocr(images=[caption]).lines,
+                                                            ranked=[caption, empty, plate])
     assert any("27K" in l.text for l in out.ocr_lines)  # OCR may read the O's as zeros
     assert out.routes[-1].branch == "widened" and "printed smallest ('R" in out.routes[-1].reason
-    alone = stage("find_evidence", hires_side=0)(query=query, frames=[caption],
-                                                 ocr_lines=ocr(images=[caption]).lines,
-                                                 ranked=[caption, empty])
+    alone = stage("find_evidence", hires_side=0, whole_set=0)(query=query, frames=[caption],
+                                                              ocr_lines=ocr(images=[caption]).lines,
+                                                              ranked=[caption, empty])
     assert alone.routes[-1].branch == "widened" and "none stands out as small" in alone.routes[-1].reason
