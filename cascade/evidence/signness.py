@@ -68,8 +68,9 @@ def signness(image: Image, block: TextBlock, others: list[TextBlock] = ()) -> fl
     1 / (1 + texts within two line heights of it)."""
     inset = 0.25 * block.line_height  # an OCR box is padded past the glyphs (for a sign: past
     box = block.box  # its plate too): the plate is measured in the glyphs' core only
-    core = Box(box.x0 + inset, box.y0 + inset, box.x1 - inset, box.y1 - inset)
-    px = _pixels(image, core if core.width >= 2 and core.height >= 2 else box)
+    roomy = box.width >= 2 * inset + 2 and box.height >= 2 * inset + 2  # else: the whole box
+    core = Box(box.x0 + inset, box.y0 + inset, box.x1 - inset, box.y1 - inset) if roomy else box
+    px = _pixels(image, core)
     if len(px) < 4:
         return 0.0
     colour, spread = _plate(px)

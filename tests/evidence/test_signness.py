@@ -169,3 +169,10 @@ def test_a_sign_question_on_a_small_set_reads_every_image(question):
         ranked=[caption, empty, plate])
     assert "every image" not in off.routes[-1].reason
     assert not any("PIER" in ln.text for ln in off.ocr_lines)  # the caption was taken as enough
+
+
+def test_a_narrow_block_is_measured_whole():
+    # a lone glyph column: narrower than its core inset (OCR gives such boxes): no error, a value
+    image, _ = photo_with("PIER 12", 18, 16)
+    narrow = text_blocks([OcrLine("I1", 0.9, Box(573.4, 1.0, 576.0, 42.0))])[0]
+    assert 0.0 <= signness(image, narrow) <= 1.0
