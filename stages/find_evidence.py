@@ -10,8 +10,12 @@ further, cheapest first, until it finds some or its budget of `max_extra_frames`
 2. video: the frames `neighbours_s` before and after the best ones (a sign shown between samples);
 3. the next candidates in retrieval order (`ranked`), at full resolution.
 
+Before that, a sign question on a small set (`whole_set`: a few images, or a short video's
+sampled frames) reads every candidate at full resolution: the cheap pass ranks by what it could
+read, and a placard too small for it would rank nowhere.
+
 A sign of a named size ("the small sign") is found only when a text stands out by that size
-(`size.size_fit`): a caption alone, or texts all printed alike, may not be the sign meant, so the
+(`size.text_fit`): a caption alone, or texts all printed alike, may not be the sign meant, so the
 stage looks further; if nothing stands out even then, what was read is the evidence. Its route
 says what it looked at and what it found; when nothing turns up, `select_tiles` sends
 the best whole frame and says so. `evidence_lines` adds to the fine lines what the cheap pass
@@ -34,7 +38,7 @@ from cascade.trace import record
 
 from cascade.evidence.blocks import ByFrame, frame_size_of, named_detections, salience, text_blocks
 from cascade.evidence.query import Query
-from cascade.evidence.size import size_fit
+from cascade.evidence.size import text_fit
 
 
 def _place(im: Image) -> tuple[int, float | None]:
@@ -65,6 +69,10 @@ class FindEvidence(Stage):
                                     "evidence from this salience on")
         min_confidence: float = Field(0.5, ge=0, le=1, description="OCR lines kept when reading "
                                       "further")
+        whole_set: int = Field(12, ge=0, description="image sets (or videos sampled to) at most "
+                               "this many candidates: a sign question reads every one at full "
+                               "resolution (a small placard the cheap pass could not read may "
+                               "be in any of them); 0 = only the retrieved ones")
 
     @dataclass(frozen=True)
     class Outputs:
@@ -84,7 +92,7 @@ class FindEvidence(Stage):
     def _found(self, query: Query, frames: list[Image], lines: list[OcrLine],
                detections: list[Detection], by_size: bool = True) -> str | None:
         """What counts as evidence here, or None when there is none. A sign of a named size
-        ("the small sign") needs a text that stands out by that size (`size.size_fit`) while
+        ("the small sign") needs a text that stands out by that size (`size.text_fit`) while
         `by_size`: one caption alone, or texts all of one size, may not be the one meant."""
         if query.reads_text:
             on = ByFrame(frames)
@@ -94,7 +102,7 @@ class FindEvidence(Stage):
             if not good:
                 return None
             if by_size and query.size and not query.in_document:
-                fit = size_fit(query.size, list(good), on, good)
+                fit = text_fit(query, list(good), on, good)
                 if not fit.contrast:
                     return None
                 return f"{len(good)} text block(s); {fit.reason}"
@@ -103,6 +111,33 @@ class FindEvidence(Stage):
             named = named_detections(detections, query.label)
             return f"{len(named)} {query.label} detection(s)" if named else None
         return "nothing to widen for a question that is not about text or a counted object"
+
+    def _whole(self, query: Query, frames: list[Image], lines: list[OcrLine],
+               ranked: list[Image] | None, src: VideoSource | None) -> str:
+        """Recall first on a small set (a few images, a short video's sampled frames): the cheap
+        pass ranks by what it could read, and a placard too small for it ranks nowhere, so a
+        sign question reads every candidate like the retrieved ones, at the higher-resolution
+        detection when the images are large. Extends `frames` and `lines` in place; says what
+        it did ('' when the set is not small)."""
+        p = self.params
+        rest = [im for im in ranked or () if _place(im) not in {_place(f) for f in frames}]
+        if not rest or query.target != "sign" or query.in_document or \
+                len(frames) + len(rest) > p.whole_set:
+            return ""
+        if src is not None:  # the candidates are the cheap pass's small frames: fetch them whole
+            got = src.fetch([im.timestamp for im in rest])
+            rest = [got[float(im.timestamp)] for im in rest]
+        frames += rest
+        hires = self._large(frames)  # the retrieved ones too: the higher-resolution look
+        lines += self._read(frames if hires else rest, hires=hires)
+        what = "frame" if src is not None else "image"
+        return (f"every {what} of the set ({len(frames)}) read at full resolution"
+                + (f", text detection at {p.hires_side} px" if hires else "") + "; ")
+
+    def _large(self, images: list[Image]) -> bool:
+        """Worth the higher-resolution text detector: some image over 960 px."""
+        return bool(self.params.hires_side) and max(
+            (max(f.width, f.height) for f in images), default=0) > 960
 
     def _read(self, images: list[Image], hires: bool = False) -> list[OcrLine]:
         self.ensure_setup()
@@ -125,12 +160,13 @@ class FindEvidence(Stage):
                 ) -> tuple[list[Image], list[OcrLine], list[Detection], Route]:
         p = self.params
         frames, lines, dets = list(frames), list(ocr_lines or ()), list(detections or ())
+        src = video if isinstance(video, VideoSource) or video is None else VideoSource(video)
+        whole = self._whole(query, frames, lines, ranked, src)
         found = self._found(query, frames, lines, dets)
         if found is not None:
             return frames, lines, dets, Route("found",
-                                              f"fine pass: {found} in {len(frames)} frame(s)")
-        steps, budget = [], p.max_extra_frames
-        src = video if isinstance(video, VideoSource) or video is None else VideoSource(video)
+                                              f"fine pass: {whole}{found} in {len(frames)} frame(s)")
+        steps, budget = [whole.rstrip("; ")] if whole else [], p.max_extra_frames
         looked = {_place(f) for f in frames}
 
         def fetch(times: list[float]) -> list[Image]:
@@ -138,7 +174,7 @@ class FindEvidence(Stage):
             got = src.fetch(times)
             return [got[float(t)] for t in times]
 
-        if self.params.hires_side and max((max(f.width, f.height) for f in frames), default=0) > 960:
+        if self._large(frames) and "text detection" not in whole:
             lines += self._read(frames, hires=True)
             steps.append(f"text detection at {p.hires_side} px on {len(frames)} frame(s)")
             found = self._found(query, frames, lines, dets)
@@ -162,9 +198,11 @@ class FindEvidence(Stage):
             if src is not None:
                 more = fetch([im.timestamp for im in more])
             budget -= len(more)
-            lines += self._read(more)
+            hires = self._large(more)  # the same look as the fetched frames got
+            lines += self._read(more, hires=hires)
             frames += more
-            steps.append(f"{len(more)} more candidate(s) in retrieval order")
+            steps.append(f"{len(more)} more candidate(s) in retrieval order"
+                         + (f" (text detection at {p.hires_side} px)" if hires else ""))
             found = self._found(query, frames, lines, dets)
         if found is None and query.size:  # nothing stands out by size: what was read still counts
             found = self._found(query, frames, lines, dets, by_size=False)

@@ -11,7 +11,8 @@ rank by text, never by how close the question's meaning is to the text (the answ
 the sign say?" shares no meaning with the question); counting questions by the named detections;
 scene questions by CLIP, with the semantic side as a tie-breaker. Only text with the query's
 colour, position and time order counts (`attributes.select`), and a size the query names
-ranks it (`size.size_fit`: "the small sign" values the text printed smallest most); frames
+ranks it, and so does a sign's sign-ness (`size.text_fit`: "the small sign" values the text
+printed smallest most; a placard on its own plate outranks a brand printed on a vehicle); frames
 outside a before / after window are left for last. The route it reports says which signal won,
 and why.
 """
@@ -35,7 +36,7 @@ from cascade.evidence import attributes
 from cascade.evidence.blocks import (ByFrame, TextBlock, frame_size_of, named_detections, norm_text,
                                      reading_chars, salience, text_blocks)
 from cascade.evidence.query import Query, has_cue
-from cascade.evidence.size import size_fit
+from cascade.evidence.size import text_fit
 from ._retrieval import Embeddings, VectorIndex, mmr_select
 from .tiles import owner_of
 
@@ -158,8 +159,7 @@ class Retrieve(Stage):
             attributes.Selection(tuple(found))
         value = {b: _text_value(query, b, frame_size_of(by_frame, b.media_index, b.timestamp))
                  for b in chosen.blocks}
-        fit = size_fit(query.size if query is not None and not query.in_document else None,
-                       chosen.blocks, by_frame, value)
+        fit = text_fit(query, chosen.blocks, by_frame, value)
         if fit.reason:  # "the small sign": the text printed smallest for its frame counts most
             chosen = replace(chosen, reasons=(*chosen.reasons, fit.reason))
         blocks: list[dict[str, float]] = [{} for _ in items]

@@ -35,7 +35,7 @@ from cascade.evidence.blocks import ByFrame, frame_size_of, named_detections, no
 from cascade.evidence.documents import located_for
 from cascade.evidence.keyvalue import PATTERNS, key_query, read_key_value
 from cascade.evidence.query import Query, has_cue
-from cascade.evidence.size import size_fit
+from cascade.evidence.size import text_fit
 from .resize import fit_longest_side
 from .tiles import merge_boxes
 
@@ -85,6 +85,11 @@ class SelectTiles(Stage):
         relative_floor: float = Field(0.5, ge=0, le=1, description="evidence weighing less than "
                                       "this share of the strongest is not sent (the budget is a "
                                       "ceiling, not a target)")
+        open_floor: float = Field(0.05, ge=0, le=1, description="the floor instead, when the "
+                                  "question reads text but singles out none (no text holds its "
+                                  "words or the key it names; not a document target): recall "
+                                  "first, every text read is sent, best first, while the budget "
+                                  "and max_tiles allow")
         fallback_size: int = Field(448, gt=0, description="longest side of the whole frame sent "
                                    "when no evidence is found")
         model: ModelName = Field("vlm", description="the model the crops are for (prices each crop)")
@@ -114,8 +119,11 @@ class SelectTiles(Stage):
         return self.model(self.params.model).family.visual_tokens(image.width, image.height)
 
     def _atoms(self, query: Query, images: list[Image], lines: list[OcrLine],
-               detections: list[Detection], regions: list[LayoutRegion]) -> tuple[list[Atom], str]:
-        """The evidence atoms for the query, and why the text atoms are the ones they are."""
+               detections: list[Detection], regions: list[LayoutRegion]
+               ) -> tuple[list[Atom], str, bool]:
+        """The evidence atoms for the query, why the text atoms are the ones they are, and
+        whether the question singles some out (a document target, a key, a text holding the
+        question's words)."""
         p = self.params
         kq = key_query(query)
         atoms = []
@@ -131,10 +139,12 @@ class SelectTiles(Stage):
         frames = ByFrame(images)
         sal = {b: salience(b, frame_size_of(frames, b.media_index, b.timestamp), query.language)
                for b in chosen.blocks}
-        fit = size_fit(None if query.in_document else query.size, chosen.blocks, frames, sal)
+        fit = text_fit(query, chosen.blocks, frames, sal)
+        singled = query.in_document or kq is not None or not query.reads_text
         for b in chosen.blocks:
             cued = has_cue(b.text, query.cues) or bool(kq and kq.key.search(b.text) and not (
                 kq.exclude and kq.exclude.search(b.text)))
+            singled = singled or cued
             atoms.append(Atom(b.box, p.text_weight * sal[b] * fit.of(b) * (1 + p.cue_weight * cued),
                               "text:" + norm_text(b.text), b.media_index, b.timestamp, b.line_height))
         if kq is not None:
@@ -163,7 +173,7 @@ class SelectTiles(Stage):
                                   f"det:{d.label}:{d.box.as_tuple()}", d.media_index, d.timestamp))
         why = "; ".join(filter(None, (f"{looked_for}: {len(found)} found" if looked_for else "",
                                       chosen.reason, fit.reason)))
-        return [a for a in atoms if a.weight > 0], why
+        return [a for a in atoms if a.weight > 0], why, singled
 
     def _pad(self, a: Atom, image: Image) -> Box:
         m = self.params.margin
@@ -214,8 +224,8 @@ class SelectTiles(Stage):
             routes: list[Route] | None = None, regions: list[LayoutRegion] | None = None) -> Outputs:
         p = self.params
         budget = self._budget(images)
-        atoms, why = self._atoms(query, images, list(ocr_lines or ()), list(detections or ()),
-                                 list(regions or ()))
+        atoms, why, singled = self._atoms(query, images, list(ocr_lines or ()),
+                                          list(detections or ()), list(regions or ()))
         why = f"; {why}" if why else ""
         candidates: list[tuple[Image, list[Atom], float]] = []
         for i, im in enumerate(images):
@@ -244,7 +254,12 @@ class SelectTiles(Stage):
         chosen, spent, sent = [], 0, set()
         ranked = sorted(candidates, key=lambda c: (-(sum(a.weight for a in c[1]) + c[2]),
                                                    c[0].box.area))
-        floor = p.relative_floor * max((a.weight for a in atoms), default=0.0)
+        # recall first: a question that singles out no text gets every text the budget allows
+        share = p.relative_floor if singled else min(p.relative_floor, p.open_floor)
+        floor = share * max((a.weight for a in atoms), default=0.0)
+        if not singled and atoms:
+            why += f"; recall first: the question singles out no text, every text over " \
+                   f"{share:.0%} of the best is sent while the budget allows"
         for crop, held, bonus in ranked:
             new = [a for a in held if a.key not in sent and a.weight >= floor]
             cost = self._tokens(crop)

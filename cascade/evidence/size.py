@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .blocks import ByFrame, TextBlock
 
-__all__ = ["STANDS_OUT", "SizeFit", "print_size", "size_fit"]
+__all__ = ["STANDS_OUT", "SizeFit", "print_size", "size_fit", "text_fit"]
 
 # Print this much larger (or smaller) stands out; the same ratio picks "the big banner" anchor.
 STANDS_OUT = 1.4
@@ -45,6 +45,7 @@ class SizeFit:
 
     weights: dict[TextBlock, float]
     reason: str = ""
+    sized: dict[TextBlock, float] | None = None  # the size part alone, when weights hold more
 
     def of(self, block: TextBlock) -> float:
         return self.weights.get(block, 1.0)
@@ -52,8 +53,8 @@ class SizeFit:
     @property
     def contrast(self) -> bool:
         """Some text fits the size and some clearly does not: the size singles texts out."""
-        return any(w >= 1.0 for w in self.weights.values()) and \
-            any(w < 0.5 for w in self.weights.values())
+        sized = self.weights if self.sized is None else self.sized
+        return any(w >= 1.0 for w in sized.values()) and any(w < 0.5 for w in sized.values())
 
 
 def size_fit(size: str | None, blocks: list[TextBlock] | tuple[TextBlock, ...],
@@ -85,3 +86,28 @@ def size_fit(size: str | None, blocks: list[TextBlock] | tuple[TextBlock, ...],
               + (f", first of {len({b.text for b in blocks})}; {others} other(s) ranked after"
                  if others else ", none stands out by size"))
     return SizeFit(weights, reason)
+
+
+def text_fit(query, blocks: list[TextBlock] | tuple[TextBlock, ...], frames: ByFrame,
+             strength: dict[TextBlock, float] | None = None) -> SizeFit:
+    """The one place the texts read are ranked for what a `Query` says about them, for
+    `retrieve`, `find_evidence` and `select_tiles` alike: the size it names (`size_fit`; none
+    for a document target, where "small" is a word, not a print size) times, for a question
+    about a sign, how much each text stands on a plate of its own (`signness.sign_factors`), so
+    a placard ranks above a brand on a vehicle, a shirt or a screen among clutter. `contrast`
+    still means the size alone singles texts out. The reason names the text ranked first."""
+    from .signness import sign_factors  # measures pixels; size alone needs none
+
+    in_document = query is None or query.in_document
+    fit = size_fit(None if in_document else query.size, blocks, frames, strength)
+    if in_document or query.target != "sign" or len(blocks) < 2:
+        return fit
+    factors, measured = sign_factors(blocks, frames)
+    if max(measured.values()) - min(measured.values()) < 0.05:
+        return fit  # all alike: sign-ness tells nothing
+    weights = {b: fit.of(b) * factors[b] for b in blocks}
+    top = max(blocks, key=lambda b: (weights[b] * (strength or {}).get(b, 1.0), measured[b]))
+    plain = sum(1 for b in blocks if measured[b] < 0.5 * measured[top])
+    why = (f"sign-ness: '{top.text}' stands on its own plate ({measured[top]:.2f}); {plain} "
+           f"text(s) printed on something else or among other texts ranked lower")
+    return SizeFit(weights, "; ".join(filter(None, (fit.reason, why))), sized=fit.weights)

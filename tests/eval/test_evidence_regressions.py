@@ -88,7 +88,8 @@ def test_no_text_in_the_fine_frames_widens_then_sends_the_best_whole_frame(tmp_p
     ranked = src.sample("fps", 1.0, None, 320)
     full = list(src.fetch([ranked[1].timestamp]).values())
     question = "What does the sign say?"
-    search = stage("find_evidence", max_extra_frames=3)(
+    # whole_set=0: the widening budget itself (a short video is otherwise read whole first)
+    search = stage("find_evidence", max_extra_frames=3, whole_set=0)(
         query=understand(question), frames=full, ocr_lines=stage("ocr")(images=full).lines,
         ranked=ranked, video=src)
     (route,) = search.routes

@@ -96,12 +96,14 @@ def crop_holds(crop, ln: OcrLine) -> bool:
 
 
 @pytest.mark.parametrize("question", ["What does the little plate say?", "小牌子上写着什么？"])
-def test_the_small_texts_are_sent_first_and_the_larger_caption_not(question):
+def test_the_small_texts_are_sent_first_and_the_larger_caption_after_them(question):
     out = stage("select_tiles")(images=[FRAME], query=understand(question),
                                 ocr_lines=[CAPTION, PLATE, OTHER])
-    assert len(out.tiles) == 2  # both plausible small plates: recall first
-    assert any(crop_holds(t, PLATE) for t in out.tiles) and any(crop_holds(t, OTHER) for t in out.tiles)
-    assert not any(crop_holds(t, CAPTION) for t in out.tiles)
+    # both plausible small plates first; the caption too, last: the question singles out no
+    # text, so recall first sends every text the budget allows
+    assert len(out.tiles) == 3 and not any(crop_holds(t, CAPTION) for t in out.tiles[:2])
+    assert any(crop_holds(t, PLATE) for t in out.tiles[:2]) and any(crop_holds(t, OTHER) for t in out.tiles[:2])
+    assert crop_holds(out.tiles[2], CAPTION) and out.scores[2] < 0.5 * out.scores[0]
     reason = out.routes[-1].reason
     assert "size small: 2 text(s) printed smallest" in reason and "1 other(s) ranked after" in reason
 
@@ -130,12 +132,13 @@ def test_a_small_sign_question_looks_further_when_only_a_caption_was_read():
                                         [(sign("ROOM 27K", 16), 620, 400)])))
     ocr = stage("ocr")
     query = understand("What is written on the little sign?")
-    out = stage("find_evidence", hires_side=0)(query=query, frames=[caption],
-                                               ocr_lines=ocr(images=[caption]).lines,
-                                               ranked=[caption, empty, plate])
+    # whole_set=0: widening itself (a small set is otherwise read whole: test_signness)
+    out = stage("find_evidence", hires_side=0, whole_set=0)(query=query, frames=[caption],
+                                                            ocr_lines=ocr(images=[caption]).lines,
+                                                            ranked=[caption, empty, plate])
     assert any("27K" in l.text for l in out.ocr_lines)  # OCR may read the O's as zeros
     assert out.routes[-1].branch == "widened" and "printed smallest ('R" in out.routes[-1].reason
-    alone = stage("find_evidence", hires_side=0)(query=query, frames=[caption],
-                                                 ocr_lines=ocr(images=[caption]).lines,
-                                                 ranked=[caption, empty])
+    alone = stage("find_evidence", hires_side=0, whole_set=0)(query=query, frames=[caption],
+                                                              ocr_lines=ocr(images=[caption]).lines,
+                                                              ranked=[caption, empty])
     assert alone.routes[-1].branch == "widened" and "none stands out as small" in alone.routes[-1].reason
