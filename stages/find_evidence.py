@@ -30,7 +30,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from cascade.artifacts import Detection, Image, OcrLine, Route, same_time
+from cascade.artifacts import Box, Detection, Image, OcrLine, Route, same_time
 from cascade.media import VideoSource
 from cascade.registry import get_stage_class
 from cascade.stage import Stage, StageParams, stage
@@ -52,6 +52,29 @@ def with_coarse(frames: list[Image], fine: list[OcrLine], coarse: list[OcrLine])
              and not any(f.media_index == c.media_index and same_time(f.timestamp, c.timestamp)
                          and f.box.intersects(c.box) for f in fine)]
     return [*fine, *extra]
+
+
+def _overlap(a: Box, b: Box) -> float:
+    """Share of the smaller box that the other covers."""
+    ix = max(0.0, min(a.x1, b.x1) - max(a.x0, b.x0))
+    iy = max(0.0, min(a.y1, b.y1) - max(a.y0, b.y0))
+    return ix * iy / max(min(a.area, b.area), 1e-9)
+
+
+def add_lines(lines: list[OcrLine], new: list[OcrLine]) -> None:
+    """Add to `lines` (in place) what another look at the same frames read. A new line lying
+    mostly on a line already read (over half the smaller box) is the same text read again: the
+    more confident read stays, never both, so a sign read by both passes is one line, not a block
+    that says it twice."""
+    for n in new:
+        same = [i for i, o in enumerate(lines) if o.media_index == n.media_index
+                and same_time(o.timestamp, n.timestamp) and _overlap(o.box, n.box) > 0.5]
+        if not same:
+            lines.append(n)
+        elif all(n.confidence > lines[i].confidence for i in same):
+            lines[same[0]] = n
+            for i in reversed(same[1:]):
+                del lines[i]
 
 
 @stage("find_evidence")
@@ -129,7 +152,7 @@ class FindEvidence(Stage):
             rest = [got[float(im.timestamp)] for im in rest]
         frames += rest
         hires = self._large(frames)  # the retrieved ones too: the higher-resolution look
-        lines += self._read(frames if hires else rest, hires=hires)
+        add_lines(lines, self._read(frames if hires else rest, hires=hires))
         what = "frame" if src is not None else "image"
         return (f"every {what} of the set ({len(frames)}) read at full resolution"
                 + (f", text detection at {p.hires_side} px" if hires else "") + "; ")
@@ -175,7 +198,7 @@ class FindEvidence(Stage):
             return [got[float(t)] for t in times]
 
         if self._large(frames) and "text detection" not in whole:
-            lines += self._read(frames, hires=True)
+            add_lines(lines, self._read(frames, hires=True))
             steps.append(f"text detection at {p.hires_side} px on {len(frames)} frame(s)")
             found = self._found(query, frames, lines, dets)
         if found is None and src is not None and p.neighbours_s > 0 and budget > 0:
@@ -189,7 +212,7 @@ class FindEvidence(Stage):
                         looked.add((f.media_index, t))
             near = fetch(times[:budget])
             budget -= len(near)
-            lines += self._read(near)
+            add_lines(lines, self._read(near))
             frames += near
             steps.append(f"{len(near)} neighbouring frame(s) (+-{p.neighbours_s:g} s)")
             found = self._found(query, frames, lines, dets)
@@ -199,7 +222,7 @@ class FindEvidence(Stage):
                 more = fetch([im.timestamp for im in more])
             budget -= len(more)
             hires = self._large(more)  # the same look as the fetched frames got
-            lines += self._read(more, hires=hires)
+            add_lines(lines, self._read(more, hires=hires))
             frames += more
             steps.append(f"{len(more)} more candidate(s) in retrieval order"
                          + (f" (text detection at {p.hires_side} px)" if hires else ""))

@@ -176,3 +176,33 @@ def test_a_narrow_block_is_measured_whole():
     image, _ = photo_with("PIER 12", 18, 16)
     narrow = text_blocks([OcrLine("I1", 0.9, Box(573.4, 1.0, 576.0, 42.0))])[0]
     assert 0.0 <= signness(image, narrow) <= 1.0
+
+
+def test_text_read_again_by_another_pass_is_one_line_the_more_confident():
+    from cascade.stages.find_evidence import add_lines
+
+    lines = [OcrLine("EXIT SM", 0.80, Box(100, 100, 200, 130)), OcrLine("CH 5", 0.9, Box(0, 0, 40, 20))]
+    add_lines(lines, [OcrLine("EXIT 5N", 0.97, Box(98, 99, 203, 131)),  # the same sign, read better
+                      OcrLine("CH 5", 0.5, Box(1, 1, 39, 19)),  # the same logo, read worse
+                      OcrLine("PIER 12", 0.9, Box(400, 400, 480, 420)),  # new text
+                      OcrLine("EXIT 5N", 0.97, Box(98, 99, 203, 131), media_index=1)])  # another image
+    assert [(ln.text, ln.media_index) for ln in lines] == [
+        ("EXIT 5N", 0), ("CH 5", 0), ("PIER 12", 0), ("EXIT 5N", 1)]
+
+
+@pytest.mark.slow  # real OCR, both the plain and the higher-resolution pass
+def test_a_sign_read_by_both_passes_is_answered_once():
+    from ._render import with_signs
+
+    plate = Image(with_signs([(sign("PIER 12", 28), 820, 500)], seed=23, size=(1280, 720)).pixels,
+                  media_index=0)
+    empty = Image(with_signs([], seed=24, size=(1280, 720)).pixels, media_index=1)
+    assert max(plate.width, plate.height) > 960  # large: the higher-resolution pass runs too
+    query = understand("Which words are on the placard in these photos?")
+    fine = stage("ocr")(images=[plate]).lines  # the fine pass read the retrieved image
+    assert [ln.text for ln in fine if "PIER" in ln.text] == ["PIER 12"]
+    out = stage("find_evidence")(query=query, frames=[plate], ocr_lines=fine, ranked=[plate, empty])
+    assert "text detection at 1920 px" in out.routes[-1].reason
+    assert [ln.text for ln in out.ocr_lines if "PIER" in ln.text] == ["PIER 12"]
+    answer = stage("tool_answer")(query=query, ocr_lines=out.ocr_lines, images=out.frames).answer
+    assert answer is not None and answer.text == "PIER 12"
