@@ -155,7 +155,7 @@ class FindEvidence(Stage):
         add_lines(lines, self._read(frames if hires else rest, hires=hires))
         what = "frame" if src is not None else "image"
         return (f"every {what} of the set ({len(frames)}) read at full resolution"
-                + (f", text detection at {p.hires_side} px" if hires else "") + "; ")
+                + (f", text detection at {p.hires_side} px" if hires else ""))
 
     def _large(self, images: list[Image]) -> bool:
         """Worth the higher-resolution text detector: some image over 960 px."""
@@ -188,8 +188,9 @@ class FindEvidence(Stage):
         found = self._found(query, frames, lines, dets)
         if found is not None:
             return frames, lines, dets, Route("found",
-                                              f"fine pass: {whole}{found} in {len(frames)} frame(s)")
-        steps, budget = [whole.rstrip("; ")] if whole else [], p.max_extra_frames
+                                              f"fine pass: {whole + '; ' if whole else ''}{found} "
+                                              f"in {len(frames)} frame(s)")
+        steps, budget = [whole] if whole else [], p.max_extra_frames
         looked = {_place(f) for f in frames}
 
         def fetch(times: list[float]) -> list[Image]:
@@ -197,7 +198,7 @@ class FindEvidence(Stage):
             got = src.fetch(times)
             return [got[float(t)] for t in times]
 
-        if self._large(frames) and "text detection" not in whole:
+        if self._large(frames) and not whole:  # a whole-set read of large images did this
             add_lines(lines, self._read(frames, hires=True))
             steps.append(f"text detection at {p.hires_side} px on {len(frames)} frame(s)")
             found = self._found(query, frames, lines, dets)

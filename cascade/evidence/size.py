@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .blocks import ByFrame, TextBlock
+from .signness import sign_factors
 
 __all__ = ["STANDS_OUT", "SizeFit", "print_size", "size_fit", "text_fit"]
 
@@ -96,8 +97,6 @@ def text_fit(query, blocks: list[TextBlock] | tuple[TextBlock, ...], frames: ByF
     about a sign, how much each text stands on a plate of its own (`signness.sign_factors`), so
     a placard ranks above a brand on a vehicle, a shirt or a screen among clutter. `contrast`
     still means the size alone singles texts out. The reason names the text ranked first."""
-    from .signness import sign_factors  # measures pixels; size alone needs none
-
     in_document = query is None or query.in_document
     fit = size_fit(None if in_document else query.size, blocks, frames, strength)
     if in_document or query.target != "sign" or len(blocks) < 2:
