@@ -132,3 +132,22 @@ def test_build_eval_set_keeps_genre_order_and_names_an_unknown_genre(tmp_path):
 def test_quick_keeps_one_to_three_units_per_genre():
     for genre, (_, full, few) in GENERATORS.items():
         assert 1 <= few <= 3 and few < full, genre
+
+
+def test_a_caption_never_covers_the_sign_a_question_is_about(tmp_path):
+    """The caption is drawn over the footage's other overlays: wherever the sign stands (here in
+    each corner a caption can take), the caption keeps clear of it, so the gold stays readable
+    (a caption once hid the first letter of a test split's long-video placard)."""
+    from cascade.eval.genres.common import CLEAR, caption_overlay
+    from cascade.eval.render import Overlay
+
+    spec = spec_for("test")
+    board = np.zeros((30, 120, 3), np.uint8)
+    for seed in range(12):
+        for x, y in ((16, 16), (1280 - 136, 16), (16, 720 - 46)):
+            sign = Overlay(board, x, y)
+            ctx = Ctx(tmp_path, spec, "test", "long_video", random.Random(seed), 1)
+            caption, _ = caption_overlay(ctx, 1280, 720, clear_of=(sign,))
+            c, s = caption.box, sign.box
+            apart = max(c.x0 - s.x1, s.x0 - c.x1, c.y0 - s.y1, s.y0 - c.y1)
+            assert apart >= CLEAR, (seed, c, s)

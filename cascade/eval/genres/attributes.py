@@ -50,8 +50,9 @@ def colour(ctx: Ctx) -> list[EvalItem]:
             ox, oy = place_apart(rng, width, height, [box_of(first)], boards[1].shape[1],
                                  boards[1].shape[0])
             o0 = t0 if together else round(t0 + 3.5, 1)
-            caption, _ = caption_overlay(ctx, width, height)
-            overlays = [first, Overlay(boards[1], ox, oy, o0, o0 + 2.5), caption]
+            second = Overlay(boards[1], ox, oy, o0, o0 + 2.5)
+            caption, _ = caption_overlay(ctx, width, height, clear_of=(first, second))
+            overlays = [first, second, caption]
             path = make_overlay_video(ctx.path(f"colour_{i}.mp4"), source, width, height,
                                       seconds, overlays, fps, start=rng.uniform(0, 2))
             items.append(ctx.item(i, media_kind="video", media=(str(path),), box=box_of(first),

@@ -8,11 +8,16 @@ from pathlib import Path
 
 import numpy as np
 
+from ...artifacts import Box
+
 from ..items import EvalItem
 from ..photos import photo
 from ..render import Overlay, render_caption, render_sign
 from ..splits import SplitSpec
 from ..video import make_overlay_video
+
+# A caption keeps this many pixels off the signs a question is about.
+CLEAR = 8
 
 PLATES = (((255, 255, 255), (0, 0, 0)), ((30, 110, 60), (255, 255, 255)),
           ((20, 60, 150), (255, 255, 255)), ((250, 210, 40), (0, 0, 0)))
@@ -87,13 +92,26 @@ def shade(rng: random.Random, colour: tuple[int, int, int], spread: int = 14) ->
     return tuple(int(np.clip(c + rng.randint(-spread, spread), 0, 255)) for c in colour)
 
 
-def caption_overlay(ctx: Ctx, width: int, height: int) -> tuple[Overlay, str]:
-    """A caption on the footage for the whole clip in a corner (a channel logo, a watermark)."""
+def caption_overlay(ctx: Ctx, width: int, height: int, clear_of: tuple[Overlay, ...] = ()
+                    ) -> tuple[Overlay, str]:
+    """A caption on the footage for the whole clip in a corner (a channel logo, a watermark).
+    It is drawn over the footage's other overlays, so it keeps `CLEAR` px off each sign in
+    `clear_of` (a sign a question is about must stay readable, and not run into the caption as
+    one line): the drawn corner, else the next one clear (no further draws, so every caption
+    that was clear stays where it was)."""
     text = ctx.rng.choice(ctx.spec.distractor_words)
     cap, alpha = render_caption(text, ctx.rng.choice(ctx.spec.fonts.caption), ctx.rng.randint(14, 28))
-    corner = ctx.rng.choice(((16, 16), (width - cap.shape[1] - 16, 16),
-                             (16, height - cap.shape[0] - 16)))
-    return Overlay(cap, *corner, alpha=alpha), text
+    corners = [(16, 16), (width - cap.shape[1] - 16, 16), (16, height - cap.shape[0] - 16)]
+    drawn = ctx.rng.choice(corners)
+    for corner in (drawn, *corners):
+        caption = Overlay(cap, *corner, alpha=alpha)
+        if not any(_near(caption.box, sign.box, CLEAR) for sign in clear_of):
+            return caption, text
+    raise RuntimeError(f"no corner of {width}x{height} is clear of {[box_of(o) for o in clear_of]}")
+
+
+def _near(a: Box, b: Box, margin: float) -> bool:
+    return Box(a.x0 - margin, a.y0 - margin, a.x1 + margin, a.y1 + margin).intersects(b)
 
 
 def visible_times(t0: float, t1: float, fps: float, seconds: float) -> tuple[float, ...]:
@@ -119,7 +137,7 @@ def sign_video(ctx: Ctx, name: str, text: str, fonts: tuple[str, ...], size: int
     t0 = round(rng.uniform(0.5, seconds - shown_for - 0.5), 1)
     x, y = place(rng, width, height, board.shape[1], board.shape[0])
     target = Overlay(board, x, y, t0, t0 + shown_for)
-    caption, caption_text = caption_overlay(ctx, width, height)
+    caption, caption_text = caption_overlay(ctx, width, height, clear_of=(target,))
     overlays, distractors = [target, caption], [caption_text]
     if rng.random() < other_p:
         other_text = sign_text(rng, other_words or ctx.spec.sign_words)

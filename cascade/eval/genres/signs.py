@@ -47,7 +47,7 @@ def long_video(ctx: Ctx) -> list[EvalItem]:
         t0 = round(rng.uniform(5.0, seconds - 10.0), 1)
         x, y = place(rng, width, height, board.shape[1], board.shape[0])
         target = Overlay(board, x, y, t0, t0 + shown_for)
-        caption, caption_text = caption_overlay(ctx, width, height)
+        caption, caption_text = caption_overlay(ctx, width, height, clear_of=(target,))
         path = make_overlay_video(ctx.path(f"long_{i}.mp4"), source, width, height, seconds,
                                   [target, caption], spec.long_fps, start=rng.uniform(0, 2),
                                   crf=23, keyframe_s=10.0)
