@@ -84,8 +84,13 @@ class Readers:
         padded = np.empty((px.shape[0] + 32, px.shape[1] + 32, 3), np.uint8)
         padded[:] = border.astype(np.uint8)
         padded[16:-16, 16:-16] = px
-        for ocr in self.ocrs:
-            yield " ".join(line.text for line in ocr(images=[Image(padded)]).lines)
+        seen = set()
+        for side, ocr in zip(self.det_sides, self.ocrs):
+            # the detector only shrinks ("max"): every scale over the image's longest side reads
+            # it at its own size, so once is enough
+            if (at := min(side, max(padded.shape[:2]))) not in seen:
+                seen.add(at)
+                yield " ".join(line.text for line in ocr(images=[Image(padded)]).lines)
 
     def reads(self, images: list[Image], gold: str, family=None) -> bool:
         """Is `gold` readable in one of `images`?"""

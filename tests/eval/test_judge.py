@@ -2,6 +2,7 @@
 no words to split), a tool answer must be the gold span itself."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from cascade.artifacts import Image
@@ -52,3 +53,12 @@ def test_the_judge_reads_a_chinese_sign_by_its_characters(font, readers):
     assert readers.reads([sign], "停车场B2")
     assert not readers.reads([sign], "售票处 B2")
     assert not readers.reads([sign], "")  # an empty gold is never "read"
+
+
+def test_the_judge_reads_a_small_image_once_and_a_large_one_at_every_scale(readers):
+    """The detector only shrinks an image to its scale: every scale over a small image's side
+    reads the same pixels, so it is read once; a large one is read at each of the three."""
+    small = Image(render_sign("GATE 4", "DejaVuSans-Bold.ttf", 24))
+    assert len(list(readers.texts(small))) == 1 and readers.reads([small], "GATE 4")
+    large = Image(np.full((1500, 2600, 3), 255, np.uint8))
+    assert len(list(readers.texts(large))) == len(readers.det_sides) == 3
