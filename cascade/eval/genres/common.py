@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 
 from ...artifacts import Box
-
 from ..items import EvalItem
 from ..photos import photo
 from ..render import Overlay, render_caption, render_sign
