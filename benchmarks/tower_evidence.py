@@ -21,8 +21,8 @@ each image that holds the answer is:
    and digits). Why: the model never sees dropped units (absent tokens, not blank pixels) and
    reads each kept token at its own position, so a field of scattered kept units beside a page
    is nothing it must read through; to a text detector in one pass it is, and it can hide the
-   whole page's text (dev: a photographed invoice kept whole, not one of its lines read until
-   the scattered units were left out). A gold cut by a dropped unit is in no region whole and
+   whole page's text (dev: a photographed invoice kept whole, only its last paragraph read in
+   one pass, every line once the scattered units were left out). A gold cut by a dropped unit is in no region whole and
    stays a miss; unguided `tower` reads as rarely either way. The full image at the same size is
    the reference. Each guided row also says whether the OCR line holding the answer (on the
    full image) was kept whole (`answer_line_kept@r`).
@@ -121,22 +121,24 @@ class Units:
         have = set(kept.tolist())
         return all(set(core.tolist()) <= have for _, core in evidence_units(regions, (1, self.rows, self.cols)))
 
+    def grid(self, kept: torch.Tensor) -> np.ndarray:
+        """The merged grid, 1 where a unit is kept."""
+        grid = np.zeros((self.rows, self.cols), np.uint8)
+        grid.flat[kept.tolist()] = 1
+        return grid
+
     def rebuild(self, kept: torch.Tensor) -> Image:
         """The resized image with only the kept units; the rest blank white."""
-        grid = np.zeros((self.rows, self.cols), bool)
-        grid.flat[kept.tolist()] = True
-        mask = np.kron(grid, np.ones((self.unit, self.unit), bool))
+        mask = np.kron(self.grid(kept), np.ones((self.unit, self.unit), np.uint8)).astype(bool)
         px = self.resized.pixels
         return Image(np.where(mask[..., None], px, np.uint8(255)), source=self.image.source)
 
-    def regions(self, kept: torch.Tensor) -> list[Image]:
-        """Each region of kept units that touch (8-neighbours), cut to its box from `rebuild`."""
+    def regions(self, kept: torch.Tensor, rebuilt: Image) -> list[Image]:
+        """Each region of kept units that touch (8-neighbours), cut to its box from `rebuilt`."""
         import cv2  # OpenCV comes with the OCR backend
 
-        grid = np.zeros((self.rows, self.cols), np.uint8)
-        grid.flat[kept.tolist()] = 1
-        n, _, stats, _ = cv2.connectedComponentsWithStats(grid, connectivity=8)
-        px, u = self.rebuild(kept).pixels, self.unit
+        _, _, stats, _ = cv2.connectedComponentsWithStats(self.grid(kept), connectivity=8)
+        px, u = rebuilt.pixels, self.unit
         return [Image(np.ascontiguousarray(px[y * u:(y + h) * u, x * u:(x + w) * u]))
                 for x, y, w, h, _ in stats[1:]]  # label 0 is the dropped units
 
@@ -174,7 +176,7 @@ def measure(item, vlm: VLM, readers: Readers, ocr, ratios, modes=MODES, readings
                 rebuilt = u.rebuild(kept)
                 for reading in readings:
                     key = variant(mode, r, reading)
-                    views = [rebuilt] if reading == "whole" else [rebuilt, *u.regions(kept)]
+                    views = [rebuilt] if reading == "whole" else [rebuilt, *u.regions(kept, rebuilt)]
                     row[key] = readers.reads(views, item.answer)
                     if misses is not None and mode == "guided" and row["full"] and not row[key]:
                         misses.mkdir(parents=True, exist_ok=True)
