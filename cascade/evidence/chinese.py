@@ -82,6 +82,10 @@ def _zh_cell(q: str) -> tuple[str | None, str | None]:
     return None, None
 
 
+# a page, a document or a booklet ("这页文档叫什么名字？": what the page is called is its title)
+_ZH_DOCUMENT = r"(?:文档|文件|文章|页面|这页|这一页|手册|报告|资料|册子|小册|传单|说明书|指南|书)"
+
+
 def read_chinese(question: str, intent: Intent) -> dict:
     time_order, q = _zh_time_order(question)
     found: dict = {}
@@ -103,7 +107,8 @@ def read_chinese(question: str, intent: Intent) -> dict:
         found.update(target="code_identifier", code_kind=code, answer_type="identifier")
     elif re.search(r"表格|表中|表里|第.行|第.列|这一行|这一列", q):
         found.update(target="table_cell", answer_type="cell")
-    elif re.search(r"标题|题目|题名", q):
+    elif re.search(r"标题|题目|题名", q) or re.search(_ZH_DOCUMENT + r".{0,4}(?:叫什么|叫做什么|名字|名称|"
+                                                    r"是什么名)", q):
         found.update(target="title", answer_type="text")
     elif key is not None and not (key == "number" and sign) and (
             answer_type not in ("day", "time") or "日期" in q):

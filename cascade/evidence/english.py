@@ -41,9 +41,25 @@ def _en_section(q: str) -> tuple[str | None, str | None, str]:
     m = (re.search(rf"\b{_SECTION_WORD}\s+(?:about|on|called|named|titled|covering|for)\s+"
                    r"(?:the\s+)?['\"]?([^?'\"]+?)['\"]?\s*(?:\?|$|\bsay|\bis\b)", q)
          or re.search(rf"\bthe\s+['\"]?([a-z][\w' -]{{1,40}}?)['\"]?\s+(?:sub)?{_SECTION_WORD}\b", q))
+    # the section asked for by what it treats: "which section covers X?", "under which heading is
+    # X discussed?", "in what part of the page is X mentioned?"
+    m = m or (re.search(rf"\b(?:which|what)\s+{_SECTION_WORD}\s+(?:of\s+(?:the|this)\s+\w+\s+)?"
+                        rf"(?:{_TREATS})\s+(?:the\s+)?['\"]?([^?'\"]+?)['\"]?\s*(?:\?|$)", q)
+              or re.search(rf"(?:\b(?:under|in|within)\s+)?\b(?:which|what)\s+{_SECTION_WORD}\s+"
+                           rf"(?:of\s+(?:the|this)\s+\w+\s+)?(?:is|are|was|were)\s+(?:the\s+)?['\"]?([^?'\"]+?)['\"]?\s+"
+                           rf"(?:{_TREATED})\b", q)
+              or re.search(rf"\b(?:which|what)\s+{_SECTION_WORD}\s+(?:is|are|was|were)\s+"
+                           rf"(?:the\s+)?['\"]?([^?'\"]+?)['\"]?\s+(?:under|in)\s*\??$", q))
     if m and not set(_words(m.group(1))) <= lx.GENERIC | lx.TARGET_WORDS | set(lx.ORDINALS):
         return None, m.group(1).strip(), q[:m.start()] + q[m.end():]
     return None, None, q
+
+
+# what a section does with its topic, active ("covers") and passive ("is covered")
+_TREATS = (r"covers?|discuss(?:es)?|describes?|explains?|mentions?|deals?\s+with|talks?\s+about|"
+           r"is\s+about|treats?|addresses(?:es)?|concerns?|gives?|lists?|says?\s+something\s+about")
+_TREATED = (r"covered|discussed|described|explained|mentioned|dealt\s+with|talked\s+about|treated|"
+            r"addressed|found|listed|explained|given")
 
 
 def _clean_key(text: str) -> str:
@@ -195,7 +211,8 @@ def read_english(question: str, intent: Intent) -> dict:
         key = "total"  # "how much is due on the slip?": the bill's total, not a line of it
     document_date = (noun is not None and answer_type in ("date", "when") and key in (None, "date")
                      and content <= lx.DOCUMENT_DATE_VERBS)
-    fact_question = re.match(r"\s*(?:where|who|whom|whose|what|which|when|how)\b", q_rest) and \
+    fact_question = re.match(r"\s*(?:(?:from|to|at|in|on|for|with|by|until|since)\s+)?"
+                             r"(?:where|who|whom|whose|what|which|when|how)\b", q_rest) and \
         len(content) >= 2 and not visual and not label
     if number or name or re.search(r"\bsub[\s-]?heading\b|\b(?:heading|title|name)\b.*\bsection\b|"
                                    r"\bsection\b.*\b(?:heading|title|called|named|titled)\b", q_rest):

@@ -7,7 +7,9 @@ value pattern it expects (amounts, dates, ids). When the candidates disagree the
 and the caller abstains. A question that names its key's noun ("the PO number": `P.O. No.`,
 `PO #`, `Purchase Order`; "the invoice number") takes the keys that name it; on a page whose
 number keys name other things (Invoice No., Account No.) and none names it, nothing is read:
-the caller abstains rather than answer another number.
+the caller abstains rather than answer another number. A page photographed at an angle is read
+level first (`structure.pages`): turned, a value sits a row higher than its key, and an upright
+box around it overlaps the next key's row more than its own.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from cascade.artifacts import OcrLine, same_time
 
 from .lexicon import KEY_NOUNS, ZH_KEY_NOUNS, key_noun_pattern
 from .query import Query
+from .structure import pages
 
 __all__ = ["KeyQuery", "key_query", "KeyValue", "read_key_value", "other_keys", "lone_value"]
 
@@ -103,6 +106,13 @@ def _same_place(a: OcrLine, b: OcrLine) -> bool:
     return a.media_index == b.media_index and same_time(a.timestamp, b.timestamp)
 
 
+def _slack(key: OcrLine, value: OcrLine) -> float:
+    """How far the OCR box of a value printed just after its key may start inside the key's:
+    each box is padded past its ink (a sixth of its height or so per side), and a tight label
+    column leaves less than that between the ink of the two."""
+    return 0.3 * (key.box.height + value.box.height)
+
+
 def _value_for(key: OcrLine, match: re.Match, lines: list[OcrLine], kind: str):
     """The value after the key on its own line, else on its row to the right, else below it."""
     found = _values(key.text[match.end():], kind)
@@ -111,7 +121,7 @@ def _value_for(key: OcrLine, match: re.Match, lines: list[OcrLine], kind: str):
     h = key.box.height
     right = [l for l in lines if l is not key and _same_place(l, key)
              and min(l.box.y1, key.box.y1) - max(l.box.y0, key.box.y0) >= 0.5 * min(h, l.box.height)
-             and l.box.x0 >= key.box.x1 - 0.25 * h]
+             and l.box.x0 >= key.box.x1 - _slack(key, l)]
     for line in sorted(right, key=lambda l: l.box.x0):
         found = _values(line.text, kind)
         if found:
@@ -129,6 +139,16 @@ def _value_for(key: OcrLine, match: re.Match, lines: list[OcrLine], kind: str):
 def read_key_value(lines: list[OcrLine], query: KeyQuery) -> tuple[list[KeyValue], list[OcrLine]]:
     """(values found for the key, the key lines that matched). Several different values mean the
     document is ambiguous for this question; none means the key or its value was not read."""
+    level, source = [], {}
+    for page in pages(lines):
+        level += page.lines
+        source.update({id(ln): page.original(ln) for ln in page.lines})
+    found, keys = _read_level(level, query)
+    return ([KeyValue(kv.value, source[id(kv.key_line)], source[id(kv.value_line)]) for kv in found],
+            [source[id(ln)] for ln in keys])
+
+
+def _read_level(lines: list[OcrLine], query: KeyQuery) -> tuple[list[KeyValue], list[OcrLine]]:
     keys = []
     for line in lines:
         m = query.key.search(line.text)

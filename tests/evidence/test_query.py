@@ -20,6 +20,16 @@ CASES = [
     ("What is the title of the second section?", "heading", {"section_number": "2"}),
     ("What does the pricing section say?", "heading", {"section_name": "pricing"}),
     ("第三节的标题是什么？", "heading", {"section_number": "3"}),
+    # the section asked for by what it treats
+    ("Which section covers the guest wireless?", "heading", {"section_name": "guest wireless"}),
+    ("In which part of the page is floor polishing mentioned?", "heading",
+     {"section_name": "floor polishing"}),
+    ("Which heading are the parking rules under?", "heading", {"section_name": "parking rules"}),
+    ("这本手册叫什么名字？", "title", {"language": "zh"}),
+    ("这篇文章的名称是什么？", "title", {}),
+    # a fact question led by a preposition is still a fact question
+    ("To whom should complaints be sent?", "paragraph_fact", {}),
+    ("From which desk are visitor passes collected?", "paragraph_fact", {}),
     ("What is the Dep. of Express 12 in the table?", "table_cell",
      {"row_key": "Express 12", "column_key": "Dep", "answer_type": "cell"}),
     ("In row Express 12, column Dep., what is the value?", "table_cell",

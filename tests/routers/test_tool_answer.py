@@ -148,3 +148,38 @@ def test_a_question_naming_a_key_is_never_answered_by_a_word_match():
     lines.append(OcrLine("07/03/2024", 0.99, Box(300, 90, 420, 110)))
     out = tool(always_read=True).run(query=understand("What is the date on the order?"), ocr_lines=lines)
     assert out.answer is None  # two dates, no 'date' key: abstain, never 'Order # 56753'
+
+
+def test_a_value_whose_box_starts_inside_a_tight_label_column_is_still_the_keys():
+    # OCR pads each box past its ink: a long label's box runs into the value column
+    lines = [OcrLine("Customer reference:", 0.99, Box(61, 201, 268, 227)),
+             OcrLine("QK7T2Z", 0.99, Box(257, 201, 357, 225)),
+             OcrLine("Order No:", 0.99, Box(61, 228, 160, 254)), OcrLine("55-0193", 0.99, Box(273, 229, 370, 253))]
+    assert tool().run(query=understand("What is the customer reference?"), ocr_lines=lines).answer.text == "QK7T2Z"
+
+
+def _turned(rows: list[tuple[str, str]], degrees: float) -> list[OcrLine]:
+    """Key and value columns of a form photographed turned by `degrees` (counter-clockwise):
+    each line's upright box and baseline angle, as the OCR reports them."""
+    t = np.radians(degrees)
+    out = []
+    for r, (key, value) in enumerate(rows):
+        for text, x0, w in ((key, 0, 110), (value, 170, 130)):
+            corners = [(x, y) for x in (x0, x0 + w) for y in (26 * r, 26 * r + 20)]
+            turned = [(400 + x * np.cos(t) + y * np.sin(t), 300 - x * np.sin(t) + y * np.cos(t))
+                      for x, y in corners]
+            xs, ys = zip(*turned)
+            out.append(OcrLine(text, 0.99, Box(min(xs), min(ys), max(xs), max(ys)), angle=degrees))
+    return out
+
+
+@pytest.mark.parametrize("degrees", [8.0, -8.0])
+def test_a_form_photographed_at_an_angle_pairs_each_key_with_its_own_row(degrees):
+    # turned 8 degrees, a value's upright box overlaps the next key's row more than its own
+    rows = [("Account:", "3676 2347 1893"), ("Member ID:", "MB-694201"), ("Order No:", "77-1204-3"),
+            ("Date:", "18/10/2025"), ("Amount due:", "$3841.09")]
+    lines = _turned(rows, degrees)
+    for question, value in (("What is the member ID?", "MB-694201"), ("What is the order number?", "77-1204-3"),
+                            ("What is the account number?", "3676 2347 1893")):
+        out = tool().run(query=understand(question), ocr_lines=lines)
+        assert out.answer.text == value, (question, out.route.reason)
