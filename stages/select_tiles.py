@@ -12,7 +12,9 @@ above plain text, so they are sent first and all of them. Atoms become crops wit
 merge into one, so a sign is never cut and a key stays with its value; a merged crop the model's
 processor would shrink (over its pixel cap) is sent as its atoms instead. Crops (and any grid `tiles`
 given, scored only by the atoms they hold whole) are taken best first while they add atoms not
-yet sent and fit the budget. Crops whose text is smaller than `min_text_px` are enlarged (up to
+yet sent and fit the budget; when the equally plausible candidates do not all fit, the crops
+holding them are all sent smaller by one factor (their text still `legible_px` or more) rather
+than one guessed. Crops whose text is smaller than `min_text_px` are enlarged (up to
 3x) so the VLM sees it at a readable size, and every crop is cut to a size the model's processor
 keeps (`Family.native_size`), so the model reads the chosen pixels unresampled. With no evidence
 at all, the VLM gets the best whole frame at a moderate size (`fallback_size`), said so in the
@@ -50,6 +52,8 @@ class Atom:
     media_index: int
     timestamp: float | None
     line_height: float | None = None  # text atoms: the smallest line's height
+    candidate: bool = False  # a place the question's reader (structure, key-value) says may
+    #                          hold the answer, not only text or an object that is there
 
 
 def _inside(inner: Box, outer: Box) -> bool:
@@ -90,6 +94,11 @@ class SelectTiles(Stage):
                                   "words or the key it names; not a document target): recall "
                                   "first, every text read is sent, best first, while the budget "
                                   "and max_tiles allow")
+        plausible_share: float = Field(0.8, ge=0, le=1, description="a candidate the readers "
+                                       "found (else any evidence) weighing at least this share of "
+                                       "the strongest is as plausible as it: when they do not all "
+                                       "fit the budget at their size, all are sent smaller (text "
+                                       "no lower than legible_px) rather than one guessed")
         fallback_size: int = Field(448, gt=0, description="longest side of the whole frame sent "
                                    "when no evidence is found")
         model: ModelName = Field("vlm", description="the model the crops are for (prices each crop)")
@@ -132,7 +141,7 @@ class SelectTiles(Stage):
             for k, box in enumerate(f.boxes):  # first, then its context (row / column keys)
                 atoms.append(Atom(box, p.text_weight * (1 + 2 * p.cue_weight) * (1.0 if k == 0 else 0.6),
                                   f"{f.kind}:{norm_text(f.text)}:{k}", f.media_index, f.timestamp,
-                                  box.height))
+                                  box.height, candidate=True))
         chosen = attributes.select(query, text_blocks(lines), images, detections)
         # "the small sign": the text printed smallest first; a similar one too, a caption 2x
         # larger under the relative floor (not sent unless nothing else was read)
@@ -153,20 +162,23 @@ class SelectTiles(Stage):
                 box = kv.key_line.box.union(kv.value_line.box)
                 atoms.append(Atom(box, p.text_weight * (1 + p.cue_weight), "kv:" + norm_text(kv.value),
                                   kv.key_line.media_index, kv.key_line.timestamp,
-                                  min(kv.key_line.box.height, kv.value_line.box.height)))
+                                  min(kv.key_line.box.height, kv.value_line.box.height), candidate=True))
             if not keys:  # no key on the page: lines holding a value of the kind asked for
                 kind = r"\d" if kq.value == "id" else PATTERNS[kq.value]
                 for line in lines:
                     if re.search(kind, line.text):
                         atoms.append(Atom(line.box, p.text_weight * (1 + p.cue_weight),
                                           "value:" + norm_text(line.text), line.media_index,
-                                          line.timestamp, line.box.height))
-            for key in keys:  # a key whose value was not read: the row to its right and below
+                                          line.timestamp, line.box.height, candidate=True))
+            valued = {id(kv.key_line) for kv in found}
+            for key in (k for k in keys if id(k) not in valued):
+                # a key whose value was not read: the row to its right and below, as plausible
+                # as a value read
                 size = frame_size_of(images, key.media_index, key.timestamp)
                 right = size[0] if size else key.box.x1 + 10 * key.box.height
                 box = Box(key.box.x0, key.box.y0, max(key.box.x1, right), key.box.y1 + 1.5 * key.box.height)
-                atoms.append(Atom(box, p.text_weight, "key:" + norm_text(key.text), key.media_index,
-                                  key.timestamp, key.box.height))
+                atoms.append(Atom(box, p.text_weight * (1 + p.cue_weight), "key:" + norm_text(key.text),
+                                  key.media_index, key.timestamp, key.box.height, candidate=True))
         if query.target in ("object_count", "object"):
             for d in named_detections(detections, query.label):
                 atoms.append(Atom(d.box, p.object_weight * d.confidence * (1.0 if query.label else 0.5),
@@ -218,6 +230,36 @@ class SelectTiles(Stage):
                 return grown
         return crop.resized(w, h)
 
+    def _shrunk_to_fit(self, ranked: list[tuple[Image, list[Atom], float]], plausible: set[str],
+                       budget: int) -> tuple[list[tuple[Image, float]], int, float] | None:
+        """The best crops that together hold every plausible unit, all shrunk by one factor to
+        fit `budget` (each cut again to a size the processor keeps); None when they are more
+        than `max_tiles` or their smallest text line would end under `legible_px`."""
+        p = self.params
+        picks, covered = [], set()
+        for crop, held, bonus in ranked:
+            new = {a.key for a in held} & plausible - covered
+            if new:
+                picks.append((crop, held, bonus))
+                covered |= new
+        if covered != plausible or len(picks) > p.max_tiles:
+            return None
+        family = self.model(p.model).family
+        f = min(1.0, (budget / sum(self._tokens(c) for c, _, _ in picks)) ** 0.5)
+        while True:
+            shrunk = [crop.resized(*family.native_size(max(1, round(crop.width * f)),
+                                                       max(1, round(crop.height * f))))
+                      for crop, _, _ in picks]
+            spent = sum(self._tokens(c) for c in shrunk)
+            text = [a.line_height * c.scale[1] for c, (_, held, _) in zip(shrunk, picks)
+                    for a in held if a.key in plausible and a.line_height]
+            if f < 0.25 or text and min(text) < p.legible_px:
+                return None  # a quarter of the size: no longer the same evidence
+            if spent <= budget:
+                return ([(c, sum(a.weight for a in held) + bonus)
+                         for c, (_, held, bonus) in zip(shrunk, picks)], spent, f)
+            f *= 0.95
+
     def run(self, images: list[Image], query: Query, ocr_lines: list[OcrLine] | None = None,
             detections: list[Detection] | None = None, tiles: list[Image] | None = None,
             retrieval_scores: list[float] | None = None,
@@ -256,7 +298,8 @@ class SelectTiles(Stage):
                                                    c[0].box.area))
         # recall first: a question that singles out no text gets every text the budget allows
         share = p.relative_floor if singled else min(p.relative_floor, p.open_floor)
-        floor = share * max((a.weight for a in atoms), default=0.0)
+        top = max((a.weight for a in atoms), default=0.0)
+        floor = share * top
         if not singled and atoms:
             why += f"; recall first: the question singles out no text, every text over " \
                    f"{share:.0%} of the best is sent while the budget allows"
@@ -267,6 +310,21 @@ class SelectTiles(Stage):
                 chosen.append((crop, sum(a.weight for a in new) + bonus))
                 spent += cost
                 sent |= {a.key for a in new}
+        # the readers' candidates when there are any (a key-value reader that kept only the
+        # number the question names), else every unit
+        pool = [a for a in atoms if a.candidate] or atoms
+        best = max((a.weight for a in pool), default=0.0)
+        plausible = {a.key for a in pool if a.weight >= p.plausible_share * best}
+        if chosen and plausible - sent:  # recall first: every plausible unit, smaller, not one
+            fitted = self._shrunk_to_fit(ranked, plausible, budget)
+            if fitted is not None:
+                chosen, spent, f = fitted
+                why += f"; recall first: the {len(plausible)} equally plausible unit(s) sent " \
+                       f"at x{f:.2f} to fit the budget"
+                sent = plausible
+            else:
+                why += f"; {len(plausible - sent)} plausible unit(s) did not fit the budget " \
+                       f"even at the smallest legible size"
         if not chosen and ranked and ranked[0][1]:  # evidence that does not fit: shrink the best
             crop, held, bonus = ranked[0]
             f = (budget / self._tokens(crop)) ** 0.5

@@ -153,3 +153,22 @@ def test_a_mildly_shrunk_region_holding_several_candidates_stays_one_crop():
                                        and crop.y1 >= l.box.y1 for l in lines)
     split = select(legible_px=100).run(images=[page], query=query, ocr_lines=lines)
     assert not any(t.box.y0 <= 100 and t.box.y1 >= 184 for t in split.tiles)
+
+
+def test_numbers_the_question_does_not_tell_apart_are_all_sent_smaller_rather_than_one_guessed():
+    """Four numbered fields and a question naming none of them: each is as plausible as the
+    next. At their size they cost more than the budget, so all are sent shrunk by one factor
+    (their text still legible), never the best-ranked one alone."""
+    page = Image(np.full((700, 1000, 3), 245, np.uint8), source="letter.png")
+    rows = [("PO number:", "PO-99721"), ("Tracking number:", "1Z381134H5"), ("Account:", "1322 1090 6770"),
+            ("Booking ref:", "CQ8M1J"), ("Ticket ID:", "TK-153376")]
+    lines = [OcrLine(text, 0.99, Box(x0, 190 + 90 * r, x0 + w, 216 + 90 * r))
+             for r, (key, value) in enumerate(rows) for text, x0, w in ((key, 65, 200), (value, 300, 170))]
+    query = understand("单据编号是多少？")
+    out = select(budget_share=0, max_visual_tokens=120).run(images=[page], query=query, ocr_lines=lines)
+    assert out.visual_tokens <= 120 and "recall first" in out.routes[-1].reason, out.routes[-1].reason
+    for r, (key, value) in enumerate(rows):
+        if key != "Account:":
+            y0, y1 = 190 + 90 * r, 216 + 90 * r
+            assert any(c.box.y0 <= y0 and c.box.y1 >= y1 and c.box.x1 >= 470 for c in out.tiles), value
+    assert all(26 * c.scale[1] >= 14 for c in out.tiles)  # the lines (26 px) still legible
