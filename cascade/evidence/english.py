@@ -43,13 +43,12 @@ def _en_section(q: str) -> tuple[str | None, str | None, str]:
          or re.search(rf"\bthe\s+['\"]?([a-z][\w' -]{{1,40}}?)['\"]?\s+(?:sub)?{_SECTION_WORD}\b", q))
     # the section asked for by what it treats: "which section covers X?", "under which heading is
     # X discussed?", "in what part of the page is X mentioned?"
-    m = m or (re.search(rf"\b(?:which|what)\s+{_SECTION_WORD}\s+(?:of\s+(?:the|this)\s+\w+\s+)?"
-                        rf"(?:{_TREATS})\s+(?:the\s+)?['\"]?([^?'\"]+?)['\"]?\s*(?:\?|$)", q)
-              or re.search(rf"(?:\b(?:under|in|within)\s+)?\b(?:which|what)\s+{_SECTION_WORD}\s+"
-                           rf"(?:of\s+(?:the|this)\s+\w+\s+)?(?:is|are|was|were)\s+(?:the\s+)?['\"]?([^?'\"]+?)['\"]?\s+"
+    which = rf"\b(?:which|what)\s+{_SECTION_WORD}\s+(?:of\s+(?:the|this)\s+\w+\s+)?"
+    topic = r"(?:the\s+)?['\"]?([^?'\"]+?)['\"]?"
+    m = m or (re.search(rf"{which}(?:{_TREATS})\s+{topic}\s*(?:\?|$)", q)
+              or re.search(rf"(?:\b(?:under|in|within)\s+)?{which}(?:is|are|was|were)\s+{topic}\s+"
                            rf"(?:{_TREATED})\b", q)
-              or re.search(rf"\b(?:which|what)\s+{_SECTION_WORD}\s+(?:is|are|was|were)\s+"
-                           rf"(?:the\s+)?['\"]?([^?'\"]+?)['\"]?\s+(?:under|in)\s*\??$", q))
+              or re.search(rf"{which}(?:is|are|was|were)\s+{topic}\s+(?:under|in)\s*\??$", q))
     if m and not set(_words(m.group(1))) <= lx.GENERIC | lx.TARGET_WORDS | set(lx.ORDINALS):
         return None, m.group(1).strip(), q[:m.start()] + q[m.end():]
     return None, None, q
@@ -57,9 +56,9 @@ def _en_section(q: str) -> tuple[str | None, str | None, str]:
 
 # what a section does with its topic, active ("covers") and passive ("is covered")
 _TREATS = (r"covers?|discuss(?:es)?|describes?|explains?|mentions?|deals?\s+with|talks?\s+about|"
-           r"is\s+about|treats?|addresses(?:es)?|concerns?|gives?|lists?|says?\s+something\s+about")
+           r"is\s+about|treats?|address(?:es)?|concerns?|gives?|lists?|says?\s+something\s+about")
 _TREATED = (r"covered|discussed|described|explained|mentioned|dealt\s+with|talked\s+about|treated|"
-            r"addressed|found|listed|explained|given")
+            r"addressed|found|listed|given")
 
 
 def _clean_key(text: str) -> str:
