@@ -298,8 +298,7 @@ class SelectTiles(Stage):
                                                    c[0].box.area))
         # recall first: a question that singles out no text gets every text the budget allows
         share = p.relative_floor if singled else min(p.relative_floor, p.open_floor)
-        top = max((a.weight for a in atoms), default=0.0)
-        floor = share * top
+        floor = share * max((a.weight for a in atoms), default=0.0)
         if not singled and atoms:
             why += f"; recall first: the question singles out no text, every text over " \
                    f"{share:.0%} of the best is sent while the budget allows"
