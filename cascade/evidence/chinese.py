@@ -86,6 +86,29 @@ def _zh_cell(q: str) -> tuple[str | None, str | None]:
 _ZH_DOCUMENT = r"(?:文档|文件|文章|页面|这页|这一页|手册|报告|资料|册子|小册|传单|说明书|指南|书)"
 
 
+_ZH_SIGN = r"牌|标志|标识|告示|横幅|标签|写着|写的|写了|文字|字"
+# "哪一节 / 哪个部分 / 哪个标题": a section asked for, by what it treats rather than its number
+_ZH_WHICH_SECTION = r"哪(?:一个|一|个)?(?:小节|章节|节|章|部分|标题)"
+_ZH_TREATS = r"(?:讲述|讲|介绍|说明|提到|谈到|涉及到?|描述|列出|关于)了?"
+_ZH_AT = r"(?:是)?(?:在|属于|位于|写在|列在|出现在|放在)(?:文档|文件|页面|这页)?的?"
+
+
+def _zh_section_topic(q: str) -> tuple[str | None, str]:
+    """(the topic, the question without that phrase) of "退款政策在哪一节？", "哪个部分介绍了
+    停车规定？", "讲退款的是哪一节？"."""
+    body = re.sub(r"^(?:请问)?[，,]?", "", q).rstrip("？?。 ")
+    m = (re.search(rf"{_ZH_WHICH_SECTION}(?:里|中)?(?:是)?{_ZH_TREATS}(?:的是|是)?(.+)$", body)
+         or re.search(rf"^(?:关于)?(.+?){_ZH_AT}{_ZH_WHICH_SECTION}(?:下面|之下|下|里|中)?", body)
+         or re.search(rf"^{_ZH_TREATS}(.+?)的(?:是|那|那一|这)?(?:{_ZH_WHICH_SECTION}|(?:一|个)?(?:小节|章节|节|章|部分))",
+                      body))
+    if not m:
+        return None, q
+    topic = re.sub(r"(?:的|相关的?)?(?:内容|信息|事项|部分)$", "", m.group(1)).strip(" 的，,")
+    if not topic or re.match(r"[这那该此]", topic) or re.search(_ZH_SIGN, topic):
+        return None, q  # "这个牌子在哪一部分？" asks where a thing is, not which section
+    return topic, body[:m.start()] + body[m.end():]
+
+
 def read_chinese(question: str, intent: Intent) -> dict:
     time_order, q = _zh_time_order(question)
     found: dict = {}
@@ -99,9 +122,10 @@ def read_chinese(question: str, intent: Intent) -> dict:
         key = "total"  # what is to pay: the bill's total
     section = re.search(r"第\s*([\d一二三四五六七八九十]+)\s*(?:节|章|部分|小节)", q)
     code = next((kind for w, kind in lx.ZH_CODE_KINDS if w in q), None)
-    sign = re.search(r"牌|标志|标识|告示|横幅|标签|写着|写的|写了|文字|字", q)
-    if section or re.search(r"章节|小节|节标题|小标题|子标题", q):
-        found.update(target="heading", answer_type="text",
+    sign = re.search(_ZH_SIGN, q)
+    topic, q_rest = (None, q) if section else _zh_section_topic(q)
+    if section or topic or re.search(r"章节|小节|节标题|小标题|子标题", q):
+        found.update(target="heading", answer_type="text", section_name=topic,
                      section_number=str(lx.zh_number(section.group(1))) if section else None)
     elif code and re.search(r"代码|程序|定义|声明|调用|名", q):
         found.update(target="code_identifier", code_kind=code, answer_type="identifier")
@@ -130,7 +154,7 @@ def read_chinese(question: str, intent: Intent) -> dict:
         row, col = _zh_cell(q)
         if row and col:
             found.update(row_key=row, column_key=col)
-    found["cues"] = tuple(sorted(_cues_zh(q)))
+    found["cues"] = tuple(sorted(_cues_zh(q_rest)))
     found.update(colour=_colour_zh(q), position=_position_zh(q), size=_size_zh(q),
                  time_order=time_order if found["target"] != "title" else None)
     return found

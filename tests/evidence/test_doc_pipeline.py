@@ -7,6 +7,7 @@ from PIL import Image as PILImage
 
 from cascade import QA
 
+from ._pages import chinese_report, english_report
 from ._render import page
 
 pytestmark = pytest.mark.slow
@@ -46,3 +47,16 @@ def test_an_ambiguous_cell_abstains_and_the_vlm_gets_the_candidates(doc_qa, time
     assert out.produced_by == "vlm"
     assert any("different candidates" in r.reason for r in out.evidence.routes)
     assert 0 < out.bill.visual_tokens < out.bill.baseline_visual_tokens
+
+
+@pytest.mark.parametrize("report,question,heading", [
+    (english_report, "Which section covers the east entrance repairs?", "Service Changes"),
+    (chinese_report, "东入口在哪一节？", "服务变更"),
+    (chinese_report, "哪个部分讲客流统计？", "客流统计")])
+def test_a_section_asked_for_by_its_topic_is_answered_by_its_heading(
+        doc_qa, tmp_path, report, question, heading):
+    path = tmp_path / "report.png"
+    PILImage.fromarray(report().pixels).save(path)
+    out = doc_qa.ask([str(path)], question)
+    assert out.evidence.routes[0].reason.startswith("understood: heading section=")
+    assert (out.text, out.produced_by) == (heading, "tool")

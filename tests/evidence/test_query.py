@@ -25,6 +25,11 @@ CASES = [
     ("In which part of the page is floor polishing mentioned?", "heading",
      {"section_name": "floor polishing"}),
     ("Which heading are the parking rules under?", "heading", {"section_name": "parking rules"}),
+    ("退款政策在哪一节？", "heading", {"section_name": "退款政策", "cues": ()}),
+    ("哪个部分介绍了停车规定？", "heading", {"section_name": "停车规定"}),
+    ("讲退款的是哪一节？", "heading", {"section_name": "退款"}),
+    ("停车规则写在哪个标题下？", "heading", {"section_name": "停车规则", "cues": ()}),
+    ("这个牌子在哪一部分？", "sign", {"section_name": None}),  # where a thing is, not a section
     ("这本手册叫什么名字？", "title", {"language": "zh"}),
     ("这篇文章的名称是什么？", "title", {}),
     # a fact question led by a preposition is still a fact question
