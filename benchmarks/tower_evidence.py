@@ -22,9 +22,15 @@ each image that holds the answer is:
    reads each kept token at its own position, so a field of scattered kept units beside a page
    is nothing it must read through; to a text detector in one pass it is, and it can hide the
    whole page's text (dev: a photographed invoice kept whole, only its last paragraph read in
-   one pass, every line once the scattered units were left out). A gold cut by a dropped unit is in no region whole and
-   stays a miss; unguided `tower` reads as rarely either way. The full image at the same size is
-   the reference. Each guided row also says whether the OCR line holding the answer (on the
+   one pass, every line once the scattered units were left out). `lines`
+   (`guided@0.25+lines`): that, and also the place of each OCR line of the full image (its box
+   at the model's resize, one unit of margin) cut from the rebuilt image, for both modes alike.
+   Why: a region can still join the page to a field of kept photo units around it (test: a
+   receipt photographed on a lion's mane, 'Total: 45.40' kept whole and legible, and the
+   detector in one pass over that region reads fur, not one line of the receipt). A line's place
+   holds only kept pixels, blank where a unit under it was dropped, so a gold cut by a dropped
+   unit is in no view whole and stays a miss; unguided `tower` reads as rarely either way. The
+   full image at the same size, read whole, is the reference. Each guided row also says whether the OCR line holding the answer (on the
    full image) was kept whole (`answer_line_kept@r`).
 
 Recall is not a timing: it is recorded as measured. The TTFT part times, on one document of the
@@ -73,7 +79,7 @@ IMAGE_GENRES = ("receipt", "zh_receipt", "heading", "table", "code", "paragraph"
                 "image_sign", "zh_sign", "colour", "zh_question")
 RATIOS = (0.5, 0.25, 0.1)
 MODES = ("guided", "unguided")
-READINGS = ("whole", "regions")
+READINGS = ("whole", "regions", "lines")
 
 
 def variant(mode: str, ratio: float, reading: str = "whole") -> str:
@@ -142,6 +148,18 @@ class Units:
         return [Image(np.ascontiguousarray(px[y * u:(y + h) * u, x * u:(x + w) * u]))
                 for x, y, w, h, _ in stats[1:]]  # label 0 is the dropped units
 
+    def line_places(self, rebuilt: Image, lines) -> list[Image]:
+        """Where each OCR line of the full image lies (its box at the model's resize, one unit of
+        margin), cut from `rebuilt`: kept pixels, and blank where a unit under it was dropped."""
+        sx, sy, u = self.resized.width / self.image.width, self.resized.height / self.image.height, self.unit
+        px = rebuilt.pixels
+        out = []
+        for ln in lines:
+            x0, y0 = max(0, int(ln.box.x0 * sx) - u), max(0, int(ln.box.y0 * sy) - u)
+            x1, y1 = min(px.shape[1], int(ln.box.x1 * sx) + u), min(px.shape[0], int(ln.box.y1 * sy) + u)
+            out.append(Image(np.ascontiguousarray(px[y0:y1, x0:x1])))
+        return out
+
 
 def measure(item, vlm: VLM, readers: Readers, ocr, ratios, modes=MODES, readings=READINGS,
             misses: Path | None = None) -> list[dict]:
@@ -174,10 +192,12 @@ def measure(item, vlm: VLM, readers: Readers, ocr, ratios, modes=MODES, readings
                 if mode == "guided":
                     row[f"answer_line_kept@{r:g}"] = u.holds_whole(kept, answer_lines)
                 rebuilt = u.rebuild(kept)
-                for reading in readings:
+                read = False  # each reading adds its views to those of the readings before it
+                for n, reading in enumerate(k for k in READINGS if k in readings):
+                    views = ([] if reading == "whole" else u.regions(kept, rebuilt)
+                             if reading == "regions" else u.line_places(rebuilt, lines))
                     key = variant(mode, r, reading)
-                    views = [rebuilt] if reading == "whole" else [rebuilt, *u.regions(kept, rebuilt)]
-                    row[key] = readers.reads(views, item.answer)
+                    read = row[key] = read or readers.reads([rebuilt] * (n == 0) + views, item.answer)
                     if misses is not None and mode == "guided" and row["full"] and not row[key]:
                         misses.mkdir(parents=True, exist_ok=True)
                         rebuilt.to_pil().save(misses / f"{item.id.replace('/', '_')}_{i}_{key}.png")
@@ -236,9 +256,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES),
                     help="which tower variants' recall to measure (default both)")
     ap.add_argument("--readings", nargs="+", default=list(READINGS), choices=list(READINGS),
-                    help="how the judge reads the kept pixels: the whole rebuilt image in one "
-                         "pass, or that and each region of touching kept units on its own "
-                         "(default both)")
+                    help="how the judge reads the kept pixels, each adding views to the ones "
+                         "before it: the whole rebuilt image in one pass; each region of touching "
+                         "kept units on its own; each OCR line's place (default all three)")
     ap.add_argument("--save-misses", default=None,
                     help="folder for the kept pixels (PNG) of each guided miss the full image reads")
     ap.add_argument("--no-ttft", action="store_true", help="recall only")
@@ -267,7 +287,8 @@ def main(argv: list[str] | None = None) -> dict:
         "judge": "cascade.eval.judge.Readers: real OCR at detector scales 960 / 2048 / 1280 on the "
                  "rebuilt image; gold found as a run of letters and digits",
         "kept_pixels": "the image at the model's resize; units not kept blank white; read whole, "
-                       "and (+regions) also each region of touching kept units on its own",
+                       "(+regions) also each region of touching kept units on its own, (+lines) "
+                       "also each OCR line's place (its box, one unit of margin)",
         "threads": torch.get_num_threads(),
     }
     if not args.ttft_only:

@@ -15,12 +15,12 @@ __all__ = ["read_chinese"]
 
 
 def _zh_time_order(q: str) -> tuple[TimeOrder | None, str]:
-    m = re.search(r"(?<![最然])(之后|以后|过后|出现后|后面出现|之前|以前|出现前)", q)
+    m = re.search(r"(?<![最然])(之后|以后|过后|出现后|后面出现|之前|以前|出现前|(?<=开始|结束|消失)[前后])", q)
     if m:
         relation = "before" if "前" in m.group(1) else "after"
         head = q[:m.start()]
         start = max(head.rfind(c) for c in "，,。？?在当从")
-        anchor = re.sub(r"(出现|消失|经过|离开|结束|开走|走过)$", "", head[start + 1:]).strip()
+        anchor = re.sub(r"(出现|消失|经过|离开|结束|开走|走过|开始)$", "", head[start + 1:]).strip()
         if anchor:
             rest = q[:start + 1] + q[m.end():]
             size = next((s for w, s in lx.ZH_SIZE if w in anchor), None) or (
@@ -72,13 +72,28 @@ def _cues_zh(q: str) -> set[str]:
 
 
 def _zh_cell(q: str) -> tuple[str | None, str | None]:
-    body = re.sub(r"^(?:请问)?(?:在)?(?:这张|这个|该)?(?:表格|表)(?:中|里|上)?[，,]?", "", q)
+    # "请问表中", "看一下这个配置对比表，", "成绩表里": which table, not a key
+    body = re.sub(r"^(?:请问)?(?:帮我)?(?:看一下|看看|查一下|查查)?(?:[^，,的]{0,10}?(?:表格|表)(?:里面|中|里|上)"
+                  r"[，,]?|[^，,]{0,12}?(?:表格|表)(?:里面|中|里|上)?[，,])", "", q)
+    m = re.search(r"^(.{1,20}?)[这那]一?行[，,的]?\s*(.{1,12}?)[这那]一?[列栏]", body)
+    if m:
+        return m.group(1).strip(" ，,"), m.group(2).strip(" ，,")
     m = re.search(r"第\s*([\d一二三四五六七八九十]+)\s*行.*?第\s*([\d一二三四五六七八九十]+)\s*列", body)
     if m:
         return f"row {lx.zh_number(m.group(1))}", f"column {lx.zh_number(m.group(2))}"
-    m = re.search(r"^(.{1,20}?)的(.{1,12}?)(?:是|为|有)?(?:多少|什么|几|哪|何时)", body)
+    m = re.search(r"^(.{1,20}?)的(.{1,12}?)(?:是|为|有)?(?:多少|什么|几|哪|何时|谁|[？?]|$)", body)
     if m:
-        return m.group(1).strip(), m.group(2).strip()
+        # the words that point at the table, not at a key: "上海那一行", "票价在这张表里写的"
+        def clean(key: str) -> str:
+            key = re.sub(r"[这那]一?[行列栏]|一[行列栏]|在?(?:这张|这个|该)?(?:表格|表)(?:里面|中|里|上)?|"
+                         r"(?:写|填|列|显示)的$|对应$", "", key)
+            return key.strip(" ，,")
+        row, column = clean(m.group(1)), clean(m.group(2))
+        # "华东区第二季度的数字": a generic column word; the period at the end of the row is the column
+        period = re.search(r"(第.{1,3}(?:季度|周|月|年)|\d{2,4}年|[一二三四五六七八九十\d]{1,2}月)$", row)
+        if column in ("数字", "数据", "数值", "值", "数") and period and period.start() > 0:
+            row, column = row[:period.start()], period.group(1)
+        return row or None, column or None
     return None, None
 
 
@@ -88,7 +103,7 @@ _ZH_DOCUMENT = r"(?:文档|文件|文章|页面|这页|这一页|手册|报告|�
 
 _ZH_SIGN = r"牌|标志|标识|告示|横幅|标签|写着|写的|写了|文字|字"
 # "哪一节 / 哪个部分 / 哪个标题": a section asked for, by what it treats rather than its number
-_ZH_WHICH_SECTION = r"哪(?:一个|一|个)?(?:小节|章节|节|章|部分|标题)"
+_ZH_WHICH_SECTION = r"哪(?:一个|一|个)?(?:小节|章节|节|章|部分|小标题|子标题|标题)"
 _ZH_TREATS = r"(?:讲述|讲|介绍|说明|提到|谈到|涉及到?|描述|列出|关于)了?"
 _ZH_AT = r"(?:是)?(?:在|属于|位于|写在|列在|出现在|放在)(?:文档|文件|页面|这页)?的?"
 
@@ -97,13 +112,14 @@ def _zh_section_topic(q: str) -> tuple[str | None, str]:
     """(the topic, the question without that phrase) of "退款政策在哪一节？", "哪个部分介绍了
     停车规定？", "讲退款的是哪一节？"."""
     body = re.sub(r"^(?:请问)?[，,]?", "", q).rstrip("？?。 ")
+    body = re.sub(r"^[^，,]{1,12}[里中上][，,]", "", body)  # "这页课件里，": where, not what
     m = (re.search(rf"{_ZH_WHICH_SECTION}(?:里|中)?(?:是)?{_ZH_TREATS}(?:的是|是)?(.+)$", body)
          or re.search(rf"^(?:关于)?(.+?){_ZH_AT}{_ZH_WHICH_SECTION}(?:下面|之下|下|里|中)?", body)
          or re.search(rf"^{_ZH_TREATS}(.+?)的(?:是|那|那一|这)?(?:{_ZH_WHICH_SECTION}|(?:一|个)?(?:小节|章节|节|章|部分))",
                       body))
     if not m:
         return None, q
-    topic = re.sub(r"(?:的|相关的?)?(?:内容|信息|事项|部分)$", "", m.group(1)).strip(" 的，,")
+    topic = re.sub(r"(?:的|相关的?)?(?:内容|信息|部分)$", "", m.group(1)).strip(" 的，,")
     if not topic or re.match(r"[这那该此]", topic) or re.search(_ZH_SIGN, topic):
         return None, q  # "这个牌子在哪一部分？" asks where a thing is, not which section
     return topic, body[:m.start()] + body[m.end():]
@@ -123,24 +139,27 @@ def read_chinese(question: str, intent: Intent) -> dict:
     section = re.search(r"第\s*([\d一二三四五六七八九十]+)\s*(?:节|章|部分|小节)", q)
     code = next((kind for w, kind in lx.ZH_CODE_KINDS if w in q), None)
     sign = re.search(_ZH_SIGN, q)
+    # a text that tells of things (a letter, a notice, an email): its dates are events' dates
+    passage = re.search(r"根据|文中|文章|文里|段落|通知|公告|说明|[封这那]信|信里|信中|邮件|[里上中]说|写道|提到", q)
     topic, q_rest = (None, q) if section else _zh_section_topic(q)
     if section or topic or re.search(r"章节|小节|节标题|小标题|子标题", q):
         found.update(target="heading", answer_type="text", section_name=topic,
                      section_number=str(lx.zh_number(section.group(1))) if section else None)
-    elif code and re.search(r"代码|程序|定义|声明|调用|名", q):
+    elif code and re.search(r"代码|程序|定义|声明|调用|名|叫什么|叫啥|叫做", q):
         found.update(target="code_identifier", code_kind=code, answer_type="identifier")
-    elif re.search(r"表格|表中|表里|第.行|第.列|这一行|这一列", q):
+    elif re.search(r"表格|表[中里上，,]|第.行|第.列|[这那]一?[行列栏]", q) and not (
+            noun and key is not None and not re.search(r"[行列栏]", q)):  # 表格 is also a form
         found.update(target="table_cell", answer_type="cell")
     elif re.search(r"标题|题目|题名", q) or re.search(_ZH_DOCUMENT + r".{0,4}(?:叫什么|叫做什么|名字|名称|"
                                                     r"是什么名)", q):
         found.update(target="title", answer_type="text")
     elif key is not None and not (key == "number" and sign) and (
-            answer_type not in ("day", "time") or "日期" in q):
+            answer_type not in ("day", "time") or "日期" in q) and not (key == "date" and passage):
         found.update(target="key_value", key=key, key_noun=noun,
                      answer_type={"number": "id", "date": "date"}.get(key, "amount"))
     elif "count" in intent.matched:
         found.update(target="object_count", answer_type="count", label=counted_label(q))
-    elif re.search(r"根据|文中|段落|通知|公告|说明", q) or (answer_type != "text" and not sign):
+    elif passage or (answer_type != "text" and not sign):
         found["target"] = "paragraph_fact"
     elif sign or "read" in intent.matched:
         found["target"] = "sign"

@@ -66,7 +66,9 @@ def located_for(query: Query, lines: Sequence[OcrLine],
         found += cells
         what.append(f"cell {query.row_key!r} x {query.column_key!r}" + ("" if cells else
                                                                         ": no such cell"))
-    if target in ("table_cell", "paragraph_fact") and not (query.row_key and query.column_key):
+    # keys the question did not name as such, or named in words no table holds (a key read
+    # wrongly out of the question): the question's own words against the tables' keys
+    if target in ("table_cell", "paragraph_fact") and not found:
         cells = _cells_by_words(query, lines, regions)
         found += cells
         what.append(f"cells whose row and column keys hold the question's words: {len(cells)}")
@@ -129,7 +131,7 @@ def _cells_by_words(query: Query, lines: list[OcrLine], regions: list[LayoutRegi
                 if cells:
                     best = cells if cover > best_cover else best + cells
                     best_cover = cover
-    return best
+    return list({cell.boxes: cell for cell in best}.values())  # one per cell, however named
 
 
 def answer_span(query: Query, found: Sequence[Located]) -> tuple[str | None, str]:

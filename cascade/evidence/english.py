@@ -38,19 +38,28 @@ def _en_section(q: str) -> tuple[str | None, str | None, str]:
         word = m.group(1)
         num = lx.ORDINALS.get(word) or int(re.sub(r"\D", "", word))
         return str(num), None, q[:m.start()] + q[m.end():]
-    m = (re.search(rf"\b{_SECTION_WORD}\s+(?:about|on|called|named|titled|covering|for)\s+"
-                   r"(?:the\s+)?['\"]?([^?'\"]+?)['\"]?\s*(?:\?|$|\bsay|\bis\b)", q)
-         or re.search(rf"\bthe\s+['\"]?([a-z][\w' -]{{1,40}}?)['\"]?\s+(?:sub)?{_SECTION_WORD}\b", q))
-    # the section asked for by what it treats: "which section covers X?", "under which heading is
-    # X discussed?", "in what part of the page is X mentioned?"
+    # the section asked for by name ("the section about X", "the pricing section"), or by what it
+    # treats ("which section covers X?", "the part that deals with X", "under which heading is X
+    # discussed?"); the first whose topic is not a generic word
     which = rf"\b(?:which|what)\s+{_SECTION_WORD}\s+(?:of\s+(?:the|this)\s+\w+\s+)?"
     topic = r"(?:the\s+)?['\"]?([^?'\"]+?)['\"]?"
-    m = m or (re.search(rf"{which}(?:{_TREATS})\s+{topic}\s*(?:\?|$)", q)
-              or re.search(rf"(?:\b(?:under|in|within)\s+)?{which}(?:is|are|was|were)\s+{topic}\s+"
-                           rf"(?:{_TREATED})\b", q)
-              or re.search(rf"{which}(?:is|are|was|were)\s+{topic}\s+(?:under|in)\s*\??$", q))
-    if m and not set(_words(m.group(1))) <= lx.GENERIC | lx.TARGET_WORDS | set(lx.ORDINALS):
-        return None, m.group(1).strip(), q[:m.start()] + q[m.end():]
+    for pattern in (
+            rf"\b{_SECTION_WORD}\s+(?:about|on|called|named|titled|covering|for)\s+{topic}\s*"
+            r"(?:\?|$|\bsay|\bis\b)",
+            rf"\bthe\s+['\"]?([a-z][\w' -]{{1,40}}?)['\"]?\s+(?:sub)?{_SECTION_WORD}\b",
+            rf"{which}(?:{_TREATS})\s+{topic}\s*(?:\?|$)",
+            rf"\b{_SECTION_WORD}(?:\s+(?:heading|title))?\s+(?:that|which)\s+(?:{_TREATS})\s+{topic}"
+            r"\s*(?:\?|$)",
+            rf"(?:\b(?:under|in|within)\s+)?{which}(?:is|are|was|were)\s+{topic}\s+(?:{_TREATED})\b",
+            rf"{which}(?:is|are|was|were)\s+{topic}\s+(?:under|in)\s*\??$",
+            rf"{which}(?:do|does|can|could|would|should|will)\s+(?:i|we|you|one)\s+(?:find|see|"
+            rf"read about|look for|look up|get)\s+{topic}\s*(?:\?|$)"):
+        m = re.search(pattern, q)
+        if m and not set(_words(m.group(1))) <= lx.GENERIC | lx.TARGET_WORDS | set(lx.ORDINALS):
+            # "X on this page": the medium, not the topic
+            name = re.sub(rf"\s+(?:on|in|of|from)\s+(?:this|the)\s+(?:{lx.DOCUMENT_NOUNS}|"
+                          r"screenshot|image|photo|picture|slide)$", "", m.group(1).strip())
+            return None, name, q[:m.start()] + q[m.end():]
     return None, None, q
 
 
@@ -70,16 +79,69 @@ def _clean_key(text: str) -> str:
 _TABLE_TAIL = r"(?:\s+(?:in|on|from|of)\s+(?:the|this|that)\s+(?:table|chart|schedule|timetable|list|grid))?"
 
 
+_TABLE_NOUN = r"(?:table|chart|schedule|timetable|list|grid|spreadsheet)"
+
+
 def _en_cell(question: str) -> tuple[str | None, str | None]:
-    """(row key, column key) for "the <column> of/for <row>", "row X, column Y", "X's Y"."""
-    q = re.sub(r"^(?:in|on|from)\s+(?:the|this|that)\s+(?:table|chart|schedule|timetable|list)"
+    """(row key, column key) for "the <column> of/for <row>", "row X, column Y", "X's Y",
+    "the <column> column for <row>", "under <column> for <row>", "how many <column> did <row>
+    score", "the row for <row> ... its <column>"."""
+    q = re.sub(rf"^(?:in|on|from|according to)\s+(?:the|this|that)\s+(?:[\w-]+\s+){{0,2}}?{_TABLE_NOUN}"
                r"\s*,?\s*", "", question.strip(), flags=re.I)
+    q = re.sub(rf"\s*,?\s+(?:according to|in|on|from)\s+(?:the|this|that)\s+(?:[\w-]+\s+){{0,2}}?"
+               rf"{_TABLE_NOUN}(?=\s*\??$)", "", q, flags=re.I)
+    q = re.sub(r"^(what|which)'s\b", r"\1 is", q, flags=re.I)
+    # "can you look at the table and tell me the X of Y?" asks "what is the X of Y?"
+    q = re.sub(r"^(?:please\s+)?(?:(?:can|could|would)\s+you\s+(?:please\s+)?)?(?:.*?\band\s+)?"
+               r"(?:tell|give|show)\s+me\s+", "what is ", q, flags=re.I)
+    # "what does the table list as / give for / show as the X of Y?" asks "what is the X of Y?"
+    q = re.sub(rf"^(what|which)\s+(?:does|do)\s+(?:the|this)\s+{_TABLE_NOUN}\s+(?:list|show|give|say|"
+               r"state|report)\w*(?:\s+(?:as|for))?\b", r"\1 is", q, flags=re.I)
     m = re.search(r"\brow\s+['\"]?(.+?)['\"]?\s*(?:,|and|under|in)\s*(?:the\s+)?column\s+['\"]?"
                   r"([^?'\",]+)", q, re.I)
     if m:
         return _clean_key(m.group(1)), _clean_key(m.group(2))
     m = re.search(r"\bcolumn\s+['\"]?(.+?)['\"]?\s*(?:,|and|for|of|in)\s*(?:the\s+)?row\s+['\"]?"
                   r"([^?'\",]+)", q, re.I)
+    if m:
+        return _clean_key(m.group(2)), _clean_key(m.group(1))
+    # the row said first, then the column: "for Unit 3B, what's in the Rent column?",
+    # "Grilled salmon - what does the Calories column show?"
+    m = re.search(r"^(?:[^:]*:\s*)?(?:for\s+)?(?:the\s+)?([^,:?\u2013\u2014]+?)\s*(?:[,:\u2013\u2014]|\s-)\s*"
+                  r"(?:what|which)\b.*\bthe\s+['\"]?([^?'\"]+?)['\"]?\s+column\b", q, re.I)
+    if m:
+        return _clean_key(m.group(1)), _clean_key(m.group(2))
+    m = re.search(r"\bfor\s+(?:the\s+)?['\"]?([^?'\",]+?)['\"]?\s+under\s+(?:the\s+)?['\"]?([^?'\",]+?)['\"]?"
+                  r"(?:\s+column)?\s*\??$", q, re.I)
+    if m:
+        return _clean_key(m.group(1)), _clean_key(m.group(2))
+    # a row named as a row: "for Q3 in the Revenue row", "in the Travel row under March"
+    m = re.search(r"\b(?:for|of)\s+(?:the\s+)?['\"]?([^?'\"]+?)['\"]?\s+(?:in|on)\s+the\s+['\"]?([^?'\"]+?)"
+                  r"['\"]?\s+row\b", q, re.I)
+    if m:
+        return _clean_key(m.group(2)), _clean_key(m.group(1))
+    m = re.search(r"\b(?:in|on)\s+the\s+['\"]?([^?'\"]+?)['\"]?\s+row\s*,?\s+(?:under|for|in)\s+(?:the\s+)?"
+                  r"['\"]?([^?'\",]+?)['\"]?(?:\s+column)?\s*\??$", q, re.I)
+    if m:
+        return _clean_key(m.group(1)), _clean_key(m.group(2))
+    # a column named as a column, or a header the value sits under, with its row after "for"
+    m = (re.search(r"^(?:what|which)\s+(?:is|are|was|were)\s+(.{1,60}?)'s\s+.{0,30}?\b(?:in|under)\s+"
+                   r"(?:the\s+)?['\"]?(.+?)['\"]?\s+column\b", q, re.I)
+         or re.search(r"\bfor\s+(?:the\s+)?['\"]?(.+?)['\"]?\s+(?:in|under)\s+(?:the\s+)?['\"]?(.+?)['\"]?"
+                      r"\s+column\b", q, re.I))
+    if m:
+        return _clean_key(m.group(1)), _clean_key(m.group(2))
+    m = re.search(r"\b(?:in|under)\s+(?:the\s+)?['\"]?([^?'\"]+?)['\"]?(?:\s+column)?\s+(?:for|of)\s+"
+                  r"(?:the\s+)?['\"]?([^?'\"]+?)['\"]?\s*\??$", q, re.I)
+    if m and not set(_words(m.group(1))) <= lx.GENERIC | lx.TARGET_WORDS:
+        return _clean_key(m.group(2)), _clean_key(m.group(1))
+    m = re.search(r"\brow\s+(?:for|of)\s+(?:the\s+)?['\"]?(.+?)['\"]?\s*(?:[-\u2013\u2014,;:.]|$).*?"
+                  r"\b(?:its|the)\s+([^?]+?)\s*\??$", q, re.I)
+    if m:
+        return _clean_key(m.group(1)), _clean_key(m.group(2))
+    m = re.search(r"^how\s+(?:much|many)\s+(.{1,40}?)\s+(?:is|are|was|were|does|do|did|has|have|had)\s+"
+                  r"(?:in\s+|at\s+|on\s+)?(?:the\s+)?(.{1,60}?)(?:\s+(?:score|scored|get|got|have|"
+                  r"earn|earned|contain|win|won|make|made|need|take))?\s*\??$", q, re.I)
     if m:
         return _clean_key(m.group(2)), _clean_key(m.group(1))
     m = re.search(r"^(?:what|which|how much|how many|when)\s+(?:is|are|was|were|'s|does|do)?\s*"
@@ -136,7 +198,7 @@ def _en_time_order(q: str) -> tuple[TimeOrder | None, str]:
                              _colour_en(anchor_words)), q[:m.start()] + " " + q[m.end():]
     if re.search(r"\b(?:first|earliest|initially|at the (?:start|beginning))\b", q):
         return TimeOrder("first"), q
-    if re.search(r"\b(?:last|final|latest|finally|at the end)\b", q):
+    if re.search(r"\b(?:last|final|latest|finally|at the (?:very )?end)\b", q):
         return TimeOrder("last"), q
     return None, q
 
@@ -183,20 +245,30 @@ def read_english(question: str, intent: Intent) -> dict:
     code = next((lx.CODE_KINDS[w] for w in words if w in lx.CODE_KINDS), None)
     code_context = re.search(r"\b(code|snippet|program|script|source|defin\w*|declar\w*|"
                              r"implement\w*|call\w*|named|name of the)\b", q_rest)
+    # "sitting at the table" / "the front row" are furniture and seating, not a table's structure
+    not_furniture = re.sub(r"\b(?:sit\w*|sat|seated|gather\w*|stand\w*|eat\w*|dining|around)\s+"
+                           r"(?:(?:at|around|by|near|beside)\s+)?(?:the|a|this|that)\s+(?:\w+\s+)?table\b|"
+                           r"\b(?:front|back|rear)\s+rows?\b", " ", q_rest)
     table = re.search(r"\b(table|tables|row|rows|column|columns|cell|cells|col\.?|timetable|"
-                      r"spreadsheet|grid)\b", q_rest)
+                      r"spreadsheet|grid)\b", not_furniture)
+    structure = re.search(r"\b(?:rows?|columns?|cells?|col\.?)\b", not_furniture)
+    if table and not structure and "count" in intent.matched and counted_label(q_rest):
+        table = None  # "how many cups are on the table": things counted, not a table read
     title = re.search(rf"\b(title|titled|headline|heading|header|name of (?:the|this) "
                       rf"(?:{lx.DOCUMENT_NOUNS}))\b|\b(?:{lx.DOCUMENT_NOUNS})\b.*\b(?:called|"
                       r"named|titled)\b", q_rest)
     paragraph = re.search(r"\b(according to|paragraph|passage|notice|announcement|article|"
                           r"the text|the letter|the memo|the email)\b", q_rest)
-    sign = re.search(r"\b(sign|signs|label|plate|poster|banner|board|placard|sticker|tag|"
-                     r"written|writing|says?|read|text|caption|logo)\b", q_rest)
+    sign = re.search(r"\b(sign|signs|signboard|signpost|nameplate|label|plate|poster|banner|board|"
+                     r"placard|sticker|tag|written|writing|wording|lettering|inscription|says?|read|"
+                     r"text|caption|logo)\b", q_rest)
     if paragraph and paragraph.group(1) == "the text" and re.search(
             r"\b(sign|signs|label|plate|poster|banner|board|placard|sticker|tag|caption|logo)\b",
             q_rest):
         paragraph = None  # "the text on the sign" asks for a sign's text, not a passage's
     label = counted_label(q_rest) if "count" in intent.matched else label_in(words)
+    if key == "number" and label and "count" in intent.matched and re.search(r"\bnumber of\b", q_rest):
+        key = None  # "the number of cars" is a count, not a number printed on something
     noun, named = next(((n, m) for n in lx.KEY_NOUNS
                         if (m := re.search(lx.key_noun_pattern(n), q_rest))), (None, None))
     # the key noun says which field, not what the field says ('PO', 'purchase order')
@@ -218,11 +290,11 @@ def read_english(question: str, intent: Intent) -> dict:
         found.update(target="heading", section_number=number, section_name=name)
     elif code and (code_context or code in ("function", "method", "variable", "identifier")):
         found.update(target="code_identifier", code_kind=code, answer_type="identifier")
-    elif table:
+    elif table and not (title and not structure):  # "the title at the top of this timetable"
         found.update(target="table_cell", answer_type="cell")
     elif title:
         found["target"] = "title"
-    elif document_date or key is not None and (key != "number" or not sign) and not (
+    elif document_date or key is not None and (key != "number" or not sign or noun) and not (
             key == "date" and (answer_type in ("day", "time") or content)):
         # a date of a document ("the date on the receipt", "when was this invoice issued?"), not
         # of an event a text tells of

@@ -90,7 +90,7 @@ AMOUNT_DUE_FILLERS = frozenset({"still", "remaining", "yet", "now", "left"})
 # The same two readings in Chinese: 开 / 开具 / 打印 ... a document on its date ("这张发票是哪天开的"),
 # and what is (still) to pay ("还需要支付多少钱", "一共要付多少").
 ZH_DOCUMENT_DATE_VERBS = r"开具|开票|开的|开出|打印|出具|签发|购买|买的|下单|付款"
-ZH_AMOUNT_DUE = r"(?:要|需要?|应该?|还)(?:支付|付|交|给)|欠|待付|未付"
+ZH_AMOUNT_DUE = r"(?:要|需要?|应该?|还)(?:支付|付|交|给)|欠|待付|未付|(?:一共|总共)(?:花|付|消费|用)了?"
 
 # Answer types a question asks for, first match wins (English: lower-case, word boundaries).
 ANSWER_TYPES: tuple[tuple[str, str], ...] = (
@@ -107,7 +107,7 @@ ANSWER_TYPES: tuple[tuple[str, str], ...] = (
 ZH_ANSWER_TYPES: tuple[tuple[str, str], ...] = (
     ("day", r"星期几|礼拜几|周几|哪一?天"),
     ("time", r"几点|什么时间|什么时候几点|时刻"),
-    ("date", r"日期|哪一?年|几月几[日号]|哪一?日"),
+    ("date", r"日期|哪一?年|几月几[日号]|哪一?日|几号"),
     ("amount", r"多少钱|价格|价钱|金额|费用|总计|合计|总额|小计|税额|税|票价|花了多少|付了多少"),
     ("id", r"号码|编号|单号|订单号|发票号|账号|代码"),
     ("when", r"什么时候|何时"),
@@ -129,7 +129,7 @@ ZH_KEYS: tuple[tuple[str, str], ...] = (
     ("tax", r"税额|税金|税"),
     ("total", r"合计|总计|总额|总金额|总价|应付|实付|应收|实收|共计"),
     ("date", r"日期"),
-    ("number", r"号码|编号|单号|号"),
+    ("number", r"号码|编号|单号|(?<![几月型])号"),  # 几号 is a day of the month, 型号 a model
 )
 KEY_NOUNS = ("purchase order", "invoice", "receipt", "order", "claim", "policy", "account",
              "reference", "ticket", "booking", "customer", "transaction", "member", "case", "serial",

@@ -224,3 +224,17 @@ def test_a_chinese_receipt_is_a_table_under_its_shop_name():
     assert exact_span(total.text, "amount").value == "83.50"
     # two value columns: a row key alone does not say which
     assert tables.table_cell(lines, regions, row_key="合计") == []
+
+
+def test_keys_read_wrongly_out_of_the_question_fall_back_to_its_words(chinese):
+    """A question whose row and column keys were cut wrongly (no table holds them) still gets
+    the cell its own words name."""
+    import dataclasses
+
+    from cascade.evidence.documents import located_for
+    from cascade.evidence.understanding import understand
+
+    _, lines, regions = chinese
+    query = dataclasses.replace(understand("请问蓝线二月的客流是多少？"), row_key="请问", column_key="客流")
+    (cell,), _ = located_for(query, lines, regions)
+    assert (cell.row_key, cell.column_key) == ("蓝线", "二月")
