@@ -239,7 +239,7 @@ def ttft(vlm: VLM, items: list, ocr, ratios, repeats: int) -> dict:
         pieces[f"prefill/{name}"] = lambda red=red: s.prefill(red)[0]
     best = {k: min(v) for k, v in rounds(pieces, repeats, "ttft").items()}
     e2e = {name: best["preprocess"] + best[f"tower/{name}"] + best[f"prefill/{name}"] for name in configs}
-    return {"item": item.id, "image": item.media[(item.frames or (0,))[0]], "question": item.question,
+    return {"item": item.id, "image": Path(item.media[(item.frames or (0,))[0]]).name, "question": item.question,
             "size": [image.width, image.height], "evidence_lines": len(used),
             "visual_tokens": {name: s.tokens(red)[0] for name, red in configs.items()},
             "e2e_ttft_s": e2e, "e2e_ttft_speedup_vs_full": {k: e2e["none"] / v for k, v in e2e.items() if k != "none"},

@@ -15,7 +15,7 @@ __all__ = ["read_chinese"]
 
 
 def _zh_time_order(q: str) -> tuple[TimeOrder | None, str]:
-    m = re.search(r"(?<![最然])(之后|以后|过后|出现后|后面出现|之前|以前|出现前|(?<=开始|结束|消失)[前后])", q)
+    m = re.search(r"(?<![最然])(之后|以后|过后|出现后|后面出现|之前|以前|出现前|(?<=开始|结束|消失)[前后]|[前后]面(?=的?是?哪))", q)
     if m:
         relation = "before" if "前" in m.group(1) else "after"
         head = q[:m.start()]
@@ -62,10 +62,11 @@ def _position_zh(q: str) -> str | None:
 def _cues_zh(q: str) -> set[str]:
     """Content tokens of a Chinese question: its Latin words and numbers, and the bigrams of what
     is left of its Chinese once question words, target kinds, colours and sizes are taken out."""
+    text = re.sub(_ZH_WHICH_SECTION, " ", q)
     text = re.sub(r"[红绿蓝黄橙橘白黑紫粉棕褐灰][色底]|第.[节章行列]|发票|小票|收据|订单|单号|标题|题目|牌子|标志|招牌|标牌|"
                   r"告示|横幅|标签|表格|表中|代码|函数|方法|变量|段落|文中|通知|根据|合计|总计|"
                   r"小计|金额|日期|星期|号码|编号|时间|几点|哪天|周几|之后|以后|之前|以前|左边|"
-                  r"右边|上方|下方|大的|小的|小|大|最后|最先|最早|首先|第一个|一开始", " ", q)
+                  r"右边|上方|下方|大的|小的|小|大|最后|最先|最早|首先|第一个|一开始", " ", text)
     for w in sorted(lx.ZH_GENERIC, key=len, reverse=True):
         text = text.replace(w, " ")
     return cue_tokens(text)
@@ -142,7 +143,8 @@ def read_chinese(question: str, intent: Intent) -> dict:
     # a text that tells of things (a letter, a notice, an email): its dates are events' dates
     passage = re.search(r"根据|文中|文章|文里|段落|通知|公告|说明|[封这那]信|信里|信中|邮件|[里上中]说|写道|提到", q)
     topic, q_rest = (None, q) if section else _zh_section_topic(q)
-    if section or topic or re.search(r"章节|小节|节标题|小标题|子标题", q):
+    if section or topic or re.search(r"章节|小节|节标题|小标题|子标题", q) or (
+            re.search(_ZH_WHICH_SECTION, q) and not sign):  # "这个牌子在哪一部分？" is where a sign is
         found.update(target="heading", answer_type="text", section_name=topic,
                      section_number=str(lx.zh_number(section.group(1))) if section else None)
     elif code and re.search(r"代码|程序|定义|声明|调用|名|叫什么|叫啥|叫做", q):

@@ -54,6 +54,9 @@ def located_for(query: Query, lines: Sequence[OcrLine],
         elif query.section_name:
             found = headings.section_heading(lines, regions, topic=query.section_name)
             what = f"heading of the section about '{query.section_name}'"
+        elif (order := query.time_order) and order.relation in ("after", "before") and order.anchor:
+            found = headings.heading_beside(lines, regions, topic=order.anchor, relation=order.relation)
+            what = f"heading of the section {order.relation} '{order.anchor}'"
         else:
             found, what = [], "section heading"
         return (list(found) or list(headings.headings(lines, regions)),

@@ -282,10 +282,12 @@ def read_english(question: str, intent: Intent) -> dict:
         key = "total"  # "how much is due on the slip?": the bill's total, not a line of it
     document_date = (noun is not None and answer_type in ("date", "when") and key in (None, "date")
                      and content <= lx.DOCUMENT_DATE_VERBS)
+    # "where can lost umbrellas be collected?": what a text says is done, not where a thing is
+    told = re.search(r"\b(?:can|could|should|must|will|may|are|is)\s+(?:\w+\s+){0,3}?be\s+\w+(?:ed|en)\b", q_rest)
     fact_question = re.match(r"\s*(?:(?:from|to|at|in|on|for|with|by|until|since)\s+)?"
                              r"(?:where|who|whom|whose|what|which|when|how)\b", q_rest) and \
-        len(content) >= 2 and not visual and not label
-    if number or name or re.search(r"\bsub[\s-]?heading\b|\b(?:heading|title|name)\b.*\bsection\b|"
+        len(content) >= 2 and not visual and (not label or told)
+    if number or name or re.search(r"\b(?:which|what)\s+(?:sub)?(?:section|chapter)\b|\bsub[\s-]?heading\b|\b(?:heading|title|name)\b.*\bsection\b|"
                                    r"\bsection\b.*\b(?:heading|title|called|named|titled)\b", q_rest):
         found.update(target="heading", section_number=number, section_name=name)
     elif code and (code_context or code in ("function", "method", "variable", "identifier")):

@@ -240,6 +240,23 @@ def section_heading(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = 
     return _best(named or under, margin=0.0)
 
 
+def heading_beside(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (), *, topic: str,
+                   relation: str) -> list[Heading]:
+    """The section heading right after (relation 'after') or before ('before') the section
+    about `topic`, in reading order ("which section comes after Parking Rules?"); the title is
+    no section. [] when the topic's section is not found or has no neighbour there."""
+    lines, regions = list(lines), list(regions)
+    titles = {t.text for t in document_title(lines, regions)}
+    every = [h for h in headings(lines, regions) if h.text not in titles]
+    step = 1 if relation == "after" else -1
+    out = []
+    for named in section_heading(lines, regions, topic=topic):
+        at = next((i for i, h in enumerate(every) if (h.text, h.boxes) == (named.text, named.boxes)), None)
+        if at is not None and 0 <= at + step < len(every):
+            out.append(every[at + step])
+    return out
+
+
 def _heads_above_topic(page: Page, heads: list[_Head], topic: str) -> list[Heading]:
     """The headings of the sections whose text best holds the topic (at least half of it)."""
     heading_lines = {id(ln) for h in heads for ln in h.lines}

@@ -52,11 +52,16 @@ def test_an_ambiguous_cell_abstains_and_the_vlm_gets_the_candidates(doc_qa, time
 @pytest.mark.parametrize("report,question,heading", [
     (english_report, "Which section covers the east entrance repairs?", "Service Changes"),
     (chinese_report, "东入口在哪一节？", "服务变更"),
-    (chinese_report, "哪个部分讲客流统计？", "客流统计")])
+    (chinese_report, "哪个部分讲客流统计？", "客流统计"),
+    # the section next to a named one, in reading order
+    (english_report, "Which section comes after Ridership by Line?", "Service Changes"),
+    (english_report, "What is the heading of the section before Service Changes?", "Ridership by Line"),
+    (chinese_report, "客流统计之后是哪一节？", "服务变更"),
+    (chinese_report, "服务变更前面是哪个部分？", "客流统计")])
 def test_a_section_asked_for_by_its_topic_is_answered_by_its_heading(
         doc_qa, tmp_path, report, question, heading):
     path = tmp_path / "report.png"
     PILImage.fromarray(report().pixels).save(path)
     out = doc_qa.ask([str(path)], question)
-    assert out.evidence.routes[0].reason.startswith("understood: heading section=")
+    assert out.evidence.routes[0].reason.startswith("understood: heading ")
     assert (out.text, out.produced_by) == (heading, "tool")

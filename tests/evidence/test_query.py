@@ -35,6 +35,9 @@ CASES = [
     # a fact question led by a preposition is still a fact question
     ("To whom should complaints be sent?", "paragraph_fact", {}),
     ("From which desk are visitor passes collected?", "paragraph_fact", {}),
+    # what a text says is done with a thing, not where the thing is in the picture
+    ("Where can lost umbrellas be collected?", "paragraph_fact", {}),
+    ("Where is the umbrella in the photo?", "object", {"label": "umbrella"}),
     ("What is the Dep. of Express 12 in the table?", "table_cell",
      {"row_key": "Express 12", "column_key": "Dep", "answer_type": "cell"}),
     ("In row Express 12, column Dep., what is the value?", "table_cell",
