@@ -20,6 +20,7 @@ import dataclasses
 
 from cascade.artifacts import Box, Detection, Image, LayoutRegion, OcrLine, Route
 from cascade.evidence.codeblocks import defined, definitions
+from cascade.evidence.documents import located_for
 from cascade.evidence.query import Query, cue_tokens, singular
 from cascade.evidence.spans import candidates
 from cascade.vlm.reduction import KeepRegions, ReductionConfig
@@ -108,7 +109,7 @@ def image_regions(image: Image, query: Query, found: list[Found]) -> tuple[KeepR
     lines on its row lead (`KeepRegions.lead`): the selection keeps them with their margin before
     any other box."""
     regions, ranked = _image_ranked(image, query, found)
-    return regions, [item for _, item, _ in ranked]
+    return regions, list({id(item): item for _, item, _ in ranked}.values())  # a line once, spans or not
 
 
 def _image_ranked(image: Image, query: Query, found: list[Found]
@@ -123,20 +124,61 @@ def _image_ranked(image: Image, query: Query, found: list[Found]
     if not mine:
         return None, []
     ranked = _ranked(mine, query)
-    lead = sum(rank <= 1 for rank, _, _ in ranked)
+    lead = sum(rank <= 1 for rank, _, _ in ranked)  # the answer's spans, the target, its rows
     boxes = tuple(_rounded(b) for _, _, b in ranked)
     return KeepRegions((image.width, image.height), boxes, lead), ranked
 
 
+def _located(mine: list[tuple[Found, Box]], query: Query) -> dict[int, list[str]]:
+    """The text lines the document readers (`located_for`: the title, the section heading by
+    number or topic, the cell, the defining line of code ...) name as the target: {id(line): the
+    answers read in it}. Words alone miss them: "the fourth section" names "IV. Warranty Terms"
+    by its numeral, not by a word it holds."""
+    if not query.in_document:
+        return {}
+    lines = [item for item, _ in mine if isinstance(item, OcrLine)]
+    regions = [item for item, _ in mine if isinstance(item, LayoutRegion)]
+    by_box: dict[tuple, list[OcrLine]] = {}
+    for ln in lines:
+        by_box.setdefault((ln.media_index, ln.timestamp, ln.box), []).append(ln)
+    out: dict[int, list[str]] = {}
+    for found in located_for(query, lines, regions)[0]:
+        for box in found.boxes:
+            for ln in by_box.get((found.media_index, found.timestamp, box), ()):
+                out.setdefault(id(ln), []).append(found.text)
+    return out
+
+
+def _span_boxes(line: OcrLine, box: Box, answers: list[str], query: Query) -> list[Box]:
+    """Where in `box` (the line's) the answer's own characters lie: the answers the readers read
+    in it, else the spans of the answer's type it holds, placed by their share of the line's
+    characters with one character of slack. Kept before the whole line, so a line too long for
+    the budget still gives its answer (a code line's function name, a total's amount)."""
+    text = line.text
+    spans = [(at, at + len(a)) for a in answers if a and a != text and (at := text.find(a)) >= 0]
+    if not spans and query.answer_type in _SPAN_KINDS:
+        spans = [(s.start, s.end) for s in candidates(text, query.answer_type)]
+    per_char = box.width / max(len(text), 1)
+    return [Box(box.x0 + max(0, start - 1) * per_char, box.y0,
+                box.x0 + min(len(text), end + 1) * per_char, box.y1) for start, end in spans]
+
+
 def _ranked(mine: list[tuple[Found, Box]], query: Query) -> list[tuple[int, Found, Box]]:
-    """(rank, item, box) most needed first: by `_rank`, then top to bottom, left to right."""
+    """(rank, item, box) most needed first: by `_rank` (-1: the answer's own characters inside a
+    target line), then top to bottom, left to right."""
     defining = (_defining([item for item, _ in mine], query.code_kind)
                 if query.target == "code_identifier" else set())
+    located = _located(mine, query)
     strength = [_strength(item, query, defining) for item, _ in mine]
+    best = max(strength)
+    # a line the readers located is the target, however few of the question's words it holds
+    strength = [best + 1 if id(item) in located else s for (item, _), s in zip(mine, strength)]
     best = max(strength)
     targets = [b for (item, b), s in zip(mine, strength)
                if s and s == best and isinstance(item, OcrLine)]
     out = [(_rank(item, b, s, best, query, targets), item, b) for (item, b), s in zip(mine, strength)]
+    out += [(-1, item, sub) for rank, item, b in out if rank == 0 and isinstance(item, OcrLine)
+            for sub in _span_boxes(item, b, located.get(id(item), []), query)]
     out.sort(key=lambda p: (p[0], p[2].y0, p[2].x0))
     return out
 
@@ -154,8 +196,8 @@ def guide_tower(red: ReductionConfig, images: list[Image], query: Query, found: 
     for im in images:
         regions, ranked = _image_ranked(im, query, found)
         per_image.append(regions)
-        used += [item for _, item, _ in ranked]
-        targets += sum(rank == 0 for rank, _, _ in ranked)
+        used += list({id(item): item for _, item, _ in ranked}.values())
+        targets += sum(rank == 0 for rank, _, _ in ranked)  # lines, not their spans
     blind = [i for i, r in enumerate(per_image) if r is None]
     if blind and query.reads_text:
         return ReductionConfig(), Route(

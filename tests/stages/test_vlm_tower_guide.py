@@ -57,7 +57,8 @@ def test_ocr_lines_guide_the_selection_target_first(models):
     route = _routes(a)["tower_guided"]
     assert a.bill.reduction == "tower" and a.bill.visual_tokens < a.bill.unreduced_visual_tokens
     assert route.scores["evidence_boxes"] == len(lines) and route.scores["target_boxes"] == 1
-    assert route.scores["lead_boxes"] == 1  # 'Gate 12' is not on the total's row
+    # the amount's own characters, then its line; 'Gate 12' is not on the total's row
+    assert route.scores["lead_boxes"] == 2
     assert "text line(s)" in route.reason
 
 
@@ -132,7 +133,7 @@ def test_a_c_signature_without_a_brace_leads_on_a_page_of_code_and_the_kind_aske
         "4 int total = count_items(name);", "5 return total;", "6 }"))]
     regions, used = image_regions(page, understand("What is the name of the function that this code defines?"),
                                   code)
-    assert used[0] is code[1] and regions.lead == 1  # not the variable defined on line 4
+    assert used[0] is code[1] and regions.lead == 2  # its name, then the line; not line 4's variable
 
 
 def test_the_keys_line_leads_a_line_that_only_names_the_document():
@@ -146,5 +147,32 @@ def test_the_keys_line_leads_a_line_that_only_names_the_document():
     q = understand("How much is the total on this invoice?")
     assert (q.key, q.key_noun) == ("total", "invoice")
     regions, used = image_regions(page, q, [title, ref, item, total])
-    assert used[0] is total and regions.lead == 1
+    assert used[0] is total and regions.lead == 2  # the amount, then its line
     assert set(used[1:3]) == {title, ref}  # they name the document: after the key, before the rest
+
+
+def test_a_section_asked_for_by_its_numeral_leads_though_it_holds_no_word_of_the_question():
+    from cascade.stages._tower_guide import image_regions
+
+    page = _page()
+    lines = [OcrLine(t, 0.9, Box(10, 10 + 25 * i, 300, 30 + 25 * i)) for i, t in enumerate((
+        "Owner's Handbook", "I. Getting Started", "Unpack the unit and charge it.",
+        "II. Daily Use", "Press the key once to wake the screen.", "III. Warranty Terms",
+        "Repairs are free for two years."))]
+    regions, used = image_regions(page, understand("Name the third section of the page."), lines)
+    assert used[0] is lines[5] and regions.lead == 1
+
+
+def test_the_answers_own_characters_lead_its_line_so_a_long_line_still_gives_them():
+    from cascade.stages._tower_guide import image_regions
+
+    page = _page()
+    fn = OcrLine("export async function sanitizeSnapshot(key, path = {}) {", 0.9, Box(10, 40, 410, 60))
+    other = OcrLine("const res = await compressLedger(key);", 0.9, Box(30, 70, 300, 90))
+    regions, used = image_regions(page, understand("Which function is declared in this snippet?"),
+                                  [other, fn])
+    span, line = regions.boxes[:2]
+    assert used == [fn, other] and regions.lead == 2 and line == (10, 40, 410, 60)
+    # 'sanitizeSnapshot' is characters 22-38 of 56: the box over them, one character of slack
+    per_char = 400 / 56
+    assert span == pytest.approx((10 + 21 * per_char, 40, 10 + 39 * per_char, 60), abs=0.01)
