@@ -76,10 +76,8 @@ def _clean_key(text: str) -> str:
     return text.strip(" '\"?,")
 
 
-_TABLE_TAIL = r"(?:\s+(?:in|on|from|of)\s+(?:the|this|that)\s+(?:table|chart|schedule|timetable|list|grid))?"
-
-
 _TABLE_NOUN = r"(?:table|chart|schedule|timetable|list|grid|spreadsheet)"
+_TABLE_TAIL = rf"(?:\s+(?:in|on|from|of)\s+(?:the|this|that)\s+{_TABLE_NOUN})?"
 
 
 def _en_cell(question: str) -> tuple[str | None, str | None]:
@@ -283,11 +281,13 @@ def read_english(question: str, intent: Intent) -> dict:
     document_date = (noun is not None and answer_type in ("date", "when") and key in (None, "date")
                      and content <= lx.DOCUMENT_DATE_VERBS)
     # "where can lost umbrellas be collected?": what a text says is done, not where a thing is
-    told = re.search(r"\b(?:can|could|should|must|will|may|are|is)\s+(?:\w+\s+){0,3}?be\s+\w+(?:ed|en)\b", q_rest)
+    told = re.search(r"\b(?:can|could|should|must|will|may|are|is)\s+(?:\w+\s+){0,3}?be\s+\w+(?:ed|en)\b",
+                     q_rest)
     fact_question = re.match(r"\s*(?:(?:from|to|at|in|on|for|with|by|until|since)\s+)?"
                              r"(?:where|who|whom|whose|what|which|when|how)\b", q_rest) and \
         len(content) >= 2 and not visual and (not label or told)
-    if number or name or re.search(r"\b(?:which|what)\s+(?:sub)?(?:section|chapter)\b|\bsub[\s-]?heading\b|\b(?:heading|title|name)\b.*\bsection\b|"
+    if number or name or re.search(r"\b(?:which|what)\s+(?:sub)?(?:section|chapter)\b|\bsub[\s-]?heading\b|"
+                                   r"\b(?:heading|title|name)\b.*\bsection\b|"
                                    r"\bsection\b.*\b(?:heading|title|called|named|titled)\b", q_rest):
         found.update(target="heading", section_number=number, section_name=name)
     elif code and (code_context or code in ("function", "method", "variable", "identifier")):
