@@ -79,6 +79,44 @@ def _clean_key(text: str) -> str:
 _TABLE_NOUN = r"(?:table|chart|schedule|timetable|list|grid|spreadsheet)"
 _TABLE_TAIL = rf"(?:\s+(?:in|on|from|of)\s+(?:the|this|that)\s+{_TABLE_NOUN})?"
 
+# (pattern, the order of its two groups, a group (or 0) that must not be only generic words):
+# the first that matches wins
+_CELL_PATTERNS: tuple[tuple[str, str, int], ...] = (
+    (r"\brow\s+['\"]?(.+?)['\"]?\s*(?:,|and|under|in)\s*(?:the\s+)?column\s+['\"]?([^?'\",]+)",
+     "row, column", 0),
+    (r"\bcolumn\s+['\"]?(.+?)['\"]?\s*(?:,|and|for|of|in)\s*(?:the\s+)?row\s+['\"]?([^?'\",]+)",
+     "column, row", 0),
+    # the row said first, then the column: "for Unit 3B, what's in the Rent column?",
+    # "Grilled salmon - what does the Calories column show?"
+    (r"^(?:[^:]*:\s*)?(?:for\s+)?(?:the\s+)?([^,:?\u2013\u2014]+?)\s*(?:[,:\u2013\u2014]|\s-)\s*"
+     r"(?:what|which)\b.*\bthe\s+['\"]?([^?'\"]+?)['\"]?\s+column\b", "row, column", 0),
+    (r"\bfor\s+(?:the\s+)?['\"]?([^?'\",]+?)['\"]?\s+under\s+(?:the\s+)?['\"]?([^?'\",]+?)['\"]?"
+     r"(?:\s+column)?\s*\??$", "row, column", 0),
+    # a row named as a row: "for Q3 in the Revenue row", "in the Travel row under March"
+    (r"\b(?:for|of)\s+(?:the\s+)?['\"]?([^?'\"]+?)['\"]?\s+(?:in|on)\s+the\s+['\"]?([^?'\"]+?)['\"]?\s+row\b",
+     "column, row", 0),
+    (r"\b(?:in|on)\s+the\s+['\"]?([^?'\"]+?)['\"]?\s+row\s*,?\s+(?:under|for|in)\s+(?:the\s+)?"
+     r"['\"]?([^?'\",]+?)['\"]?(?:\s+column)?\s*\??$", "row, column", 0),
+    # a column named as a column, or a header the value sits under, with its row after "for"
+    (r"^(?:what|which)\s+(?:is|are|was|were)\s+(.{1,60}?)'s\s+.{0,30}?\b(?:in|under)\s+"
+     r"(?:the\s+)?['\"]?(.+?)['\"]?\s+column\b", "row, column", 0),
+    (r"\bfor\s+(?:the\s+)?['\"]?(.+?)['\"]?\s+(?:in|under)\s+(?:the\s+)?['\"]?(.+?)['\"]?\s+column\b",
+     "row, column", 0),
+    (r"\b(?:in|under)\s+(?:the\s+)?['\"]?([^?'\"]+?)['\"]?(?:\s+column)?\s+(?:for|of)\s+"
+     r"(?:the\s+)?['\"]?([^?'\"]+?)['\"]?\s*\??$", "column, row", 1),
+    (r"\brow\s+(?:for|of)\s+(?:the\s+)?['\"]?(.+?)['\"]?\s*(?:[-\u2013\u2014,;:.]|$).*?"
+     r"\b(?:its|the)\s+([^?]+?)\s*\??$", "row, column", 0),
+    (r"^how\s+(?:much|many)\s+(.{1,40}?)\s+(?:is|are|was|were|does|do|did|has|have|had)\s+"
+     r"(?:in\s+|at\s+|on\s+)?(?:the\s+)?(.{1,60}?)(?:\s+(?:score|scored|get|got|have|"
+     r"earn|earned|contain|win|won|make|made|need|take))?\s*\??$", "column, row", 0),
+    (r"^(?:what|which|how much|how many|when)\s+(?:is|are|was|were|'s|does|do)?\s*"
+     r"(?:the\s+)?(.{1,40}?)\s+(?:of|for)\s+(?:the\s+)?(.{1,60}?)" + _TABLE_TAIL + r"\s*\??$",
+     "column, row", 1),
+    (r"^(?:what|which)\s+(?:is|are|was|were)\s+(.{1,60}?)'s\s+(.{1,40}?)" + _TABLE_TAIL + r"\s*\??$",
+     "row, column", 0),
+)
+
+
 
 def _en_cell(question: str) -> tuple[str | None, str | None]:
     """(row key, column key) for "the <column> of/for <row>", "row X, column Y", "X's Y",
@@ -95,62 +133,11 @@ def _en_cell(question: str) -> tuple[str | None, str | None]:
     # "what does the table list as / give for / show as the X of Y?" asks "what is the X of Y?"
     q = re.sub(rf"^(what|which)\s+(?:does|do)\s+(?:the|this)\s+{_TABLE_NOUN}\s+(?:list|show|give|say|"
                r"state|report)\w*(?:\s+(?:as|for))?\b", r"\1 is", q, flags=re.I)
-    m = re.search(r"\brow\s+['\"]?(.+?)['\"]?\s*(?:,|and|under|in)\s*(?:the\s+)?column\s+['\"]?"
-                  r"([^?'\",]+)", q, re.I)
-    if m:
-        return _clean_key(m.group(1)), _clean_key(m.group(2))
-    m = re.search(r"\bcolumn\s+['\"]?(.+?)['\"]?\s*(?:,|and|for|of|in)\s*(?:the\s+)?row\s+['\"]?"
-                  r"([^?'\",]+)", q, re.I)
-    if m:
-        return _clean_key(m.group(2)), _clean_key(m.group(1))
-    # the row said first, then the column: "for Unit 3B, what's in the Rent column?",
-    # "Grilled salmon - what does the Calories column show?"
-    m = re.search(r"^(?:[^:]*:\s*)?(?:for\s+)?(?:the\s+)?([^,:?\u2013\u2014]+?)\s*(?:[,:\u2013\u2014]|\s-)\s*"
-                  r"(?:what|which)\b.*\bthe\s+['\"]?([^?'\"]+?)['\"]?\s+column\b", q, re.I)
-    if m:
-        return _clean_key(m.group(1)), _clean_key(m.group(2))
-    m = re.search(r"\bfor\s+(?:the\s+)?['\"]?([^?'\",]+?)['\"]?\s+under\s+(?:the\s+)?['\"]?([^?'\",]+?)['\"]?"
-                  r"(?:\s+column)?\s*\??$", q, re.I)
-    if m:
-        return _clean_key(m.group(1)), _clean_key(m.group(2))
-    # a row named as a row: "for Q3 in the Revenue row", "in the Travel row under March"
-    m = re.search(r"\b(?:for|of)\s+(?:the\s+)?['\"]?([^?'\"]+?)['\"]?\s+(?:in|on)\s+the\s+['\"]?([^?'\"]+?)"
-                  r"['\"]?\s+row\b", q, re.I)
-    if m:
-        return _clean_key(m.group(2)), _clean_key(m.group(1))
-    m = re.search(r"\b(?:in|on)\s+the\s+['\"]?([^?'\"]+?)['\"]?\s+row\s*,?\s+(?:under|for|in)\s+(?:the\s+)?"
-                  r"['\"]?([^?'\",]+?)['\"]?(?:\s+column)?\s*\??$", q, re.I)
-    if m:
-        return _clean_key(m.group(1)), _clean_key(m.group(2))
-    # a column named as a column, or a header the value sits under, with its row after "for"
-    m = (re.search(r"^(?:what|which)\s+(?:is|are|was|were)\s+(.{1,60}?)'s\s+.{0,30}?\b(?:in|under)\s+"
-                   r"(?:the\s+)?['\"]?(.+?)['\"]?\s+column\b", q, re.I)
-         or re.search(r"\bfor\s+(?:the\s+)?['\"]?(.+?)['\"]?\s+(?:in|under)\s+(?:the\s+)?['\"]?(.+?)['\"]?"
-                      r"\s+column\b", q, re.I))
-    if m:
-        return _clean_key(m.group(1)), _clean_key(m.group(2))
-    m = re.search(r"\b(?:in|under)\s+(?:the\s+)?['\"]?([^?'\"]+?)['\"]?(?:\s+column)?\s+(?:for|of)\s+"
-                  r"(?:the\s+)?['\"]?([^?'\"]+?)['\"]?\s*\??$", q, re.I)
-    if m and not set(_words(m.group(1))) <= lx.GENERIC | lx.TARGET_WORDS:
-        return _clean_key(m.group(2)), _clean_key(m.group(1))
-    m = re.search(r"\brow\s+(?:for|of)\s+(?:the\s+)?['\"]?(.+?)['\"]?\s*(?:[-\u2013\u2014,;:.]|$).*?"
-                  r"\b(?:its|the)\s+([^?]+?)\s*\??$", q, re.I)
-    if m:
-        return _clean_key(m.group(1)), _clean_key(m.group(2))
-    m = re.search(r"^how\s+(?:much|many)\s+(.{1,40}?)\s+(?:is|are|was|were|does|do|did|has|have|had)\s+"
-                  r"(?:in\s+|at\s+|on\s+)?(?:the\s+)?(.{1,60}?)(?:\s+(?:score|scored|get|got|have|"
-                  r"earn|earned|contain|win|won|make|made|need|take))?\s*\??$", q, re.I)
-    if m:
-        return _clean_key(m.group(2)), _clean_key(m.group(1))
-    m = re.search(r"^(?:what|which|how much|how many|when)\s+(?:is|are|was|were|'s|does|do)?\s*"
-                  r"(?:the\s+)?(.{1,40}?)\s+(?:of|for)\s+(?:the\s+)?(.{1,60}?)" + _TABLE_TAIL +
-                  r"\s*\??$", q, re.I)
-    if m and not set(_words(m.group(1))) <= lx.GENERIC | lx.TARGET_WORDS:
-        return _clean_key(m.group(2)), _clean_key(m.group(1))
-    m = re.search(r"^(?:what|which)\s+(?:is|are|was|were)\s+(.{1,60}?)'s\s+(.{1,40}?)" +
-                  _TABLE_TAIL + r"\s*\??$", q, re.I)
-    if m:
-        return _clean_key(m.group(1)), _clean_key(m.group(2))
+    for pattern, order, topic_group in _CELL_PATTERNS:
+        m = re.search(pattern, q, re.I)
+        if m and not (topic_group and set(_words(m.group(topic_group))) <= lx.GENERIC | lx.TARGET_WORDS):
+            row, column = (m.group(1), m.group(2)) if order == "row, column" else (m.group(2), m.group(1))
+            return _clean_key(row), _clean_key(column)
     return None, None
 
 
