@@ -30,8 +30,8 @@ each image that holds the answer is:
    detector in one pass over that region reads fur, not one line of the receipt). A line's place
    holds only kept pixels, blank where a unit under it was dropped, so a gold cut by a dropped
    unit is in no view whole and stays a miss; unguided `tower` reads as rarely either way. The
-   full image at the same size, read whole, is the reference. Each guided row also says whether the OCR line holding the answer (on the
-   full image) was kept whole (`answer_line_kept@r`).
+   full image at the same size, read whole, is the reference. Each guided row also says whether
+   the OCR line holding the answer (on the full image) was kept whole (`answer_line_kept@r`).
 
 Recall is not a timing: it is recorded as measured. The TTFT part times, on one document of the
 split (the one with the most visual tokens), preprocessing + vision tower + reduction + prefill
