@@ -82,7 +82,7 @@ def _zh_cell(q: str) -> tuple[str | None, str | None]:
     m = re.search(r"第\s*([\d一二三四五六七八九十]+)\s*行.*?第\s*([\d一二三四五六七八九十]+)\s*列", body)
     if m:
         return f"row {lx.zh_number(m.group(1))}", f"column {lx.zh_number(m.group(2))}"
-    m = re.search(r"^(.{1,20}?)的(.{1,12}?)(?:是|为|有)?(?:多少|什么|几|哪|何时|谁|[？?]|$)", body)
+    m = re.search(r"^(.{1,20}?)的(.{1,12}?)(?:是|为|有)?(?:多少|什么|几|哪|何时|谁|[？?。！!]|$)", body)
     if m:
         # the words that point at the table, not at a key: "上海那一行", "票价在这张表里写的"
         def clean(key: str) -> str:
@@ -149,7 +149,8 @@ def read_chinese(question: str, intent: Intent) -> dict:
                      section_number=str(lx.zh_number(section.group(1))) if section else None)
     elif code and re.search(r"代码|程序|定义|声明|调用|名|叫什么|叫啥|叫做", q):
         found.update(target="code_identifier", code_kind=code, answer_type="identifier")
-    elif re.search(r"表格|表[中里上，,]|第.行|第.列|[这那]一?[行列栏]", q) and not (
+    # "最上面那行大标题" / "那行字" is a line of text, not a table's row
+    elif re.search(r"表格|表[中里上，,]|第.行|第.列|[这那]一?[行列栏](?!大?(?:标题|题目|字|文字))", q) and not (
             noun and key is not None and not re.search(r"[行列栏]", q)):  # 表格 is also a form
         found.update(target="table_cell", answer_type="cell")
     elif re.search(r"标题|题目|题名", q) or re.search(_ZH_DOCUMENT + r".{0,4}(?:叫什么|叫做什么|名字|名称|"

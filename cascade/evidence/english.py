@@ -41,19 +41,21 @@ def _en_section(q: str) -> tuple[str | None, str | None, str]:
     # the section asked for by name ("the section about X", "the pricing section"), or by what it
     # treats ("which section covers X?", "the part that deals with X", "under which heading is X
     # discussed?"); the first whose topic is not a generic word
-    which = rf"\b(?:which|what)\s+{_SECTION_WORD}\s+(?:of\s+(?:the|this)\s+\w+\s+)?"
+    which = rf"\b(?:which|what)\s+{_SECTION_WORD}(?:\s+(?:heading|title))?\s+(?:of\s+(?:the|this)\s+\w+\s+)?"
     topic = r"(?:the\s+)?['\"]?([^?'\"]+?)['\"]?"
+    # the topic ends the question, or a request about the section follows it ("... and tell me
+    # its heading")
+    end = r"\s*(?:\?|\.?\s*$|\s+and\s+(?:tell|give|show|say|read|what)\b)"
     for pattern in (
             rf"\b{_SECTION_WORD}\s+(?:about|on|called|named|titled|covering|for)\s+{topic}\s*"
             r"(?:\?|$|\bsay|\bis\b)",
             rf"\bthe\s+['\"]?([a-z][\w' -]{{1,40}}?)['\"]?\s+(?:sub)?{_SECTION_WORD}\b",
-            rf"{which}(?:{_TREATS})\s+{topic}\s*(?:\?|$)",
-            rf"\b{_SECTION_WORD}(?:\s+(?:heading|title))?\s+(?:that|which)\s+(?:{_TREATS})\s+{topic}"
-            r"\s*(?:\?|$)",
+            rf"{which}(?:{_TREATS})\s+{topic}{end}",
+            rf"\b{_SECTION_WORD}(?:\s+(?:heading|title))?\s+(?:that|which)\s+(?:{_TREATS})\s+{topic}{end}",
             rf"(?:\b(?:under|in|within)\s+)?{which}(?:is|are|was|were)\s+{topic}\s+(?:{_TREATED})\b",
             rf"{which}(?:is|are|was|were)\s+{topic}\s+(?:under|in)\s*\??$",
             rf"{which}(?:do|does|can|could|would|should|will)\s+(?:i|we|you|one)\s+(?:find|see|"
-            rf"read about|look for|look up|get)\s+{topic}\s*(?:\?|$)"):
+            rf"read about|look for|look up|get)\s+{topic}{end}"):
         m = re.search(pattern, q)
         if m and not set(_words(m.group(1))) <= lx.GENERIC | lx.TARGET_WORDS | set(lx.ORDINALS):
             # "X on this page": the medium, not the topic
@@ -114,6 +116,9 @@ _CELL_PATTERNS: tuple[tuple[str, str, int], ...] = (
      "column, row", 1),
     (r"^(?:what|which)\s+(?:is|are|was|were)\s+(.{1,60}?)'s\s+(.{1,40}?)" + _TABLE_TAIL + r"\s*\??$",
      "row, column", 0),
+    # "what did Alice get in Math?"
+    (r"^(?:what|how\s+much|how\s+many(?:\s+\w+)?)\s+did\s+(.{1,40}?)\s+(?:get|score|earn|receive|"
+     r"make|have)\s+(?:in|on|for)\s+(?:the\s+)?(.{1,40}?)\s*\??$", "row, column", 0),
 )
 
 
@@ -123,13 +128,14 @@ def _en_cell(question: str) -> tuple[str | None, str | None]:
     "the <column> column for <row>", "under <column> for <row>", "how many <column> did <row>
     score", "the row for <row> ... its <column>"."""
     q = re.sub(rf"^(?:in|on|from|according to)\s+(?:the|this|that)\s+(?:[\w-]+\s+){{0,2}}?{_TABLE_NOUN}"
-               r"\s*,?\s*", "", question.strip(), flags=re.I)
+               r"(?:\s+(?:screenshot|image|photo|picture))?\s*,?\s*", "", question.strip().rstrip(".!"),
+               flags=re.I)
     q = re.sub(rf"\s*,?\s+(?:according to|in|on|from)\s+(?:the|this|that)\s+(?:[\w-]+\s+){{0,2}}?"
                rf"{_TABLE_NOUN}(?=\s*\??$)", "", q, flags=re.I)
     q = re.sub(r"^(what|which)'s\b", r"\1 is", q, flags=re.I)
-    # "can you look at the table and tell me the X of Y?" asks "what is the X of Y?"
+    # "can you look at the table and tell me the X of Y?", "look up X's Y" ask "what is the X of Y?"
     q = re.sub(r"^(?:please\s+)?(?:(?:can|could|would)\s+you\s+(?:please\s+)?)?(?:.*?\band\s+)?"
-               r"(?:tell|give|show)\s+me\s+", "what is ", q, flags=re.I)
+               r"(?:(?:tell|give|show)\s+me|look\s+up|find|check)\s+", "what is ", q, flags=re.I)
     # "what does the table list as / give for / show as the X of Y?" asks "what is the X of Y?"
     q = re.sub(rf"^(what|which)\s+(?:does|do)\s+(?:the|this)\s+{_TABLE_NOUN}\s+(?:list|show|give|say|"
                r"state|report)\w*(?:\s+(?:as|for))?\b", r"\1 is", q, flags=re.I)
@@ -144,10 +150,10 @@ def _en_cell(question: str) -> tuple[str | None, str | None]:
 def _en_time_order(q: str) -> tuple[TimeOrder | None, str]:
     """The time order and the question without the anchor phrase (its words describe the
     anchor, not the target)."""
-    m = re.search(r"\b(after|before|(?:following|preceding|prior to)(?=\s+(?:the|a|an)\b|\s*['\"]))"
+    m = re.search(r"\b(after|before|(?:following|preceding|prior to|ahead of)(?=\s+(?:the|a|an)\b|\s*['\"]))"
                   r"\s+(.*)$", q)
     if m:
-        relation = "before" if m.group(1) in ("before", "prior to", "preceding") else "after"
+        relation = "before" if m.group(1) in ("before", "prior to", "preceding", "ahead of") else "after"
         quoted = re.match(r"\s*(?:the\s+)?(?:words?|text|sign|title)?\s*['\"]([^'\"]+)['\"]", m.group(2))
         anchor_words = []
         if quoted:
@@ -235,7 +241,7 @@ def read_english(question: str, intent: Intent) -> dict:
                            r"(?:(?:at|around|by|near|beside)\s+)?(?:the|a|this|that)\s+(?:\w+\s+)?table\b|"
                            r"\b(?:front|back|rear)\s+rows?\b", " ", q_rest)
     table = re.search(r"\b(table|tables|row|rows|column|columns|cell|cells|col\.?|timetable|"
-                      r"spreadsheet|grid)\b", not_furniture)
+                      r"spreadsheet|grid|chart)\b", not_furniture)
     structure = re.search(r"\b(?:rows?|columns?|cells?|col\.?)\b", not_furniture)
     if table and not structure and "count" in intent.matched and counted_label(q_rest):
         table = None  # "how many cups are on the table": things counted, not a table read
@@ -254,11 +260,14 @@ def read_english(question: str, intent: Intent) -> dict:
     label = counted_label(q_rest) if "count" in intent.matched else label_in(words)
     if key == "number" and label and "count" in intent.matched and re.search(r"\bnumber of\b", q_rest):
         key = None  # "the number of cars" is a count, not a number printed on something
+    if key == "total" and label and "count" in intent.matched and re.search(r"\bhow many\b", q_rest):
+        key = None  # "how many bicycles are there in total?" is a count, not a bill's total
     noun, named = next(((n, m) for n in lx.KEY_NOUNS
                         if (m := re.search(lx.key_noun_pattern(n), q_rest))), (None, None))
-    # the key noun says which field, not what the field says ('PO', 'purchase order')
+    # the key noun says which field, not what the field says ('PO', 'purchase order'); nor does
+    # the word that names its kind ('train ticket', 'parking receipt')
     content = _cues_en(words, keep_sizes=True) - set(lx.KEY_NOUNS) - (
-        _cues_en(_words(named.group(0))) if named else set())
+        _cues_en(_words(q_rest[:named.start()])[-1:] + _words(named.group(0))) if named else set())
     # what a picture shows rather than what is written in it
     visual = re.search(r"\b(photo|photos|picture|pictures|image|images|video|scene|clip|happening|"
                        r"animal|kind of|type of|colou?r|wearing|doing|look like|shown)\b", q_rest)

@@ -65,7 +65,7 @@ visible see seen on in of at to for from by with and or this that these those th
 one image images picture pictures photo photos video clip frame frames scene please tell me can you
 could would will value amount name named called exactly printed print appear appears appeared
 displayed display mentioned given listed stated state the any some about into than then also
-has have had get got us our your my i brief briefly short shortly""".split())
+has have had get got us our your my i brief briefly short shortly screenshot screenshots""".split())
 ZH_GENERIC = ("请问", "什么", "这份", "这段", "这张", "一下", "哪个", "哪些", "哪一", "哪", "写着", "写的", "写了", "上面", "下面",
               "里面", "图片", "照片", "图中", "视频", "画面", "中的", "出现", "显示", "一个", "这个",
               "那个", "这些", "那些", "内容", "文字", "是", "的", "在", "了", "吗", "呢", "有",
@@ -86,7 +86,8 @@ DOCUMENT_NOUNS = ("document|page|article|paper|report|book|notice|poster|form|me
                   "leaflet|flyer|handout|brochure|booklet|pamphlet|printout|manual|handbook|guide")
 # "How much is due / owed / payable / left to pay": the amount a bill asks for, its total.
 AMOUNT_DUE = r"\b(?:due|owed?|owing|payable|pay|balance|outstanding)\b"
-AMOUNT_DUE_FILLERS = frozenset({"still", "remaining", "yet", "now", "left"})
+AMOUNT_DUE_FILLERS = frozenset({"still", "remaining", "yet", "now", "left", "altogether", "overall",
+                                "together"})
 # The same two readings in Chinese: 开 / 开具 / 打印 ... a document on its date ("这张发票是哪天开的"),
 # and what is (still) to pay ("还需要支付多少钱", "一共要付多少").
 ZH_DOCUMENT_DATE_VERBS = r"开具|开票|开的|开出|打印|出具|签发|购买|买的|下单|付款"
