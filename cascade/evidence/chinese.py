@@ -15,7 +15,7 @@ __all__ = ["read_chinese"]
 
 
 def _zh_time_order(q: str) -> tuple[TimeOrder | None, str]:
-    m = re.search(r"(?<![最然])(之后|以后|过后|出现后|后面出现|之前|以前|出现前|(?<=开始|结束|消失)[前后]|[前后]面(?=的?是?哪))", q)
+    m = re.search(r"(?<![最然])(之后|以后|过后|出现后|后面出现|之前|以前|出现前|(?<=开始|结束|消失)[前后]|[前后]面(?=的?是?哪)|(?<=[^，,。？?])[前后](?=看到|看见|出现|显示|拍到))", q)
     if m:
         relation = "before" if "前" in m.group(1) else "after"
         head = q[:m.start()]
@@ -65,7 +65,7 @@ def _cues_zh(q: str) -> set[str]:
     text = re.sub(_ZH_WHICH_SECTION, " ", q)
     text = re.sub(r"[红绿蓝黄橙橘白黑紫粉棕褐灰][色底]|第.[节章行列]|发票|小票|收据|订单|单号|标题|题目|牌子|标志|招牌|标牌|"
                   r"告示|横幅|标签|表格|表中|代码|函数|方法|变量|段落|文中|通知|根据|合计|总计|"
-                  r"小计|金额|日期|星期|号码|编号|时间|几点|哪天|周几|之后|以后|之前|以前|左边|"
+                  r"小计|金额|日期|星期|号码|编号|时间|几点|哪一?天|什么时候|何时|哪里|哪儿|谁|周几|之后|以后|之前|以前|左边|"
                   r"右边|上方|下方|大的|小的|小|大|最后|最先|最早|首先|第一个|一开始", " ", text)
     for w in sorted(lx.ZH_GENERIC, key=len, reverse=True):
         text = text.replace(w, " ")
@@ -74,7 +74,7 @@ def _cues_zh(q: str) -> set[str]:
 
 def _zh_cell(q: str) -> tuple[str | None, str | None]:
     # "请问表中", "看一下这个配置对比表，", "成绩表里": which table, not a key
-    body = re.sub(r"^(?:请问)?(?:帮我)?(?:看一下|看看|查一下|查查)?(?:[^，,的]{0,10}?(?:表格|表)(?:里面|中|里|上)"
+    body = re.sub(r"^(?:请问)?(?:帮我)?(?:看一下|看看|查一下|查查)?(?:[^，,的]{0,10}?(?:表格|表|成绩单|积分榜|排行榜|名单|清单)(?:里面|中|里|上)"
                   r"[，,]?|[^，,]{0,12}?(?:表格|表)(?:里面|中|里|上)?[，,])", "", q)
     m = re.search(r"^(.{1,20}?)[这那]一?行[，,的]?\s*(.{1,12}?)[这那]一?[列栏]", body)
     if m:
@@ -112,7 +112,10 @@ _ZH_AT = r"(?:是)?(?:在|属于|位于|写在|列在|出现在|放在)(?:文档
 def _zh_section_topic(q: str) -> tuple[str | None, str]:
     """(the topic, the question without that phrase) of "退款政策在哪一节？", "哪个部分介绍了
     停车规定？", "讲退款的是哪一节？"."""
-    body = re.sub(r"^(?:请问)?[，,]?", "", q).rstrip("？?。 ")
+    body = re.sub(r"^(?:请问)?[，,]?", "", q)
+    # "哪一节讲的是付款方式？那一节的标题是什么": the clause that asks which section
+    body = next((c for c in re.split(r"[？?。！!]", body) if re.search(_ZH_WHICH_SECTION, c)), body)
+    body = body.rstrip("？?。 ")
     body = re.sub(r"^[^，,]{1,12}[里中上][，,]", "", body)  # "这页课件里，": where, not what
     m = (re.search(rf"{_ZH_WHICH_SECTION}(?:里|中)?(?:是)?{_ZH_TREATS}(?:的是|是)?(.+)$", body)
          or re.search(rf"^(?:关于)?(.+?){_ZH_AT}{_ZH_WHICH_SECTION}(?:下面|之下|下|里|中)?", body)
@@ -143,6 +146,9 @@ def read_chinese(question: str, intent: Intent) -> dict:
     # a text that tells of things (a letter, a notice, an email): its dates are events' dates
     passage = re.search(r"根据|文中|文章|文里|段落|通知|公告|说明|[封这那]信|信里|信中|邮件|[里上中]说|写道|提到", q)
     topic, q_rest = (None, q) if section else _zh_section_topic(q)
+    # "项目评审会在哪里举行？", "应联系谁？": where or who, as a text tells it (not what a picture shows)
+    told = re.search(r"在?哪里|在?哪儿|什么地方|何处|谁", q) and not re.search(
+        r"图|照片|画面|视频|镜头|穿|戴", q) and len(_cues_zh(q)) >= 2
     if section or topic or re.search(r"章节|小节|节标题|小标题|子标题", q) or (
             re.search(_ZH_WHICH_SECTION, q) and not sign):  # "这个牌子在哪一部分？" is where a sign is
         found.update(target="heading", answer_type="text", section_name=topic,
@@ -150,10 +156,10 @@ def read_chinese(question: str, intent: Intent) -> dict:
     elif code and re.search(r"代码|程序|定义|声明|调用|名|叫什么|叫啥|叫做", q):
         found.update(target="code_identifier", code_kind=code, answer_type="identifier")
     # "最上面那行大标题" / "那行字" is a line of text, not a table's row
-    elif re.search(r"表格|表[中里上，,]|第.行|第.列|[这那]一?[行列栏](?!大?(?:标题|题目|字|文字))", q) and not (
+    elif re.search(r"表格|表[中里上，,]|(?:成绩单|积分榜|排行榜|名单|清单)[中里上]|第.行|第.列|[这那]一?[行列栏](?!大?(?:标题|题目|字|文字))", q) and not (
             noun and key is not None and not re.search(r"[行列栏]", q)):  # 表格 is also a form
         found.update(target="table_cell", answer_type="cell")
-    elif re.search(r"标题|题目|题名", q) or re.search(_ZH_DOCUMENT + r".{0,4}(?:叫什么|叫做什么|名字|名称|"
+    elif re.search(r"标题|题目|题名|书名|片名|刊名", q) or re.search(_ZH_DOCUMENT + r".{0,4}(?:叫什么|叫做什么|名字|名称|"
                                                     r"是什么名)", q):
         found.update(target="title", answer_type="text")
     elif key is not None and not (key == "number" and sign) and (
@@ -162,7 +168,7 @@ def read_chinese(question: str, intent: Intent) -> dict:
                      answer_type={"number": "id", "date": "date"}.get(key, "amount"))
     elif "count" in intent.matched:
         found.update(target="object_count", answer_type="count", label=counted_label(q))
-    elif passage or (answer_type != "text" and not sign):
+    elif passage or (answer_type != "text" and not sign) or (told and not sign):
         found["target"] = "paragraph_fact"
     elif sign or "read" in intent.matched:
         found["target"] = "sign"

@@ -48,7 +48,7 @@ def _en_section(q: str) -> tuple[str | None, str | None, str]:
     end = r"\s*(?:\?|\.?\s*$|\s+and\s+(?:tell|give|show|say|read|what)\b)"
     for pattern in (
             rf"\b{_SECTION_WORD}\s+(?:about|on|called|named|titled|covering|for)\s+{topic}\s*"
-            r"(?:\?|$|\bsay|\bis\b)",
+            r"(?:\?|$|\bsay|\bis\b|\bsomewhere\b|[,;\u2013\u2014]|-\s)",
             rf"\bthe\s+['\"]?([a-z][\w' -]{{1,40}}?)['\"]?\s+(?:sub)?{_SECTION_WORD}\b",
             rf"{which}(?:{_TREATS})\s+{topic}{end}",
             rf"\b{_SECTION_WORD}(?:\s+(?:heading|title))?\s+(?:that|which)\s+(?:{_TREATS})\s+{topic}{end}",
@@ -78,7 +78,10 @@ def _clean_key(text: str) -> str:
     return text.strip(" '\"?,")
 
 
-_TABLE_NOUN = r"(?:table|chart|schedule|timetable|list|grid|spreadsheet)"
+# what a table is called when it is not called one ("the price list", "the spec sheet")
+_TABLE_NAMES = (r"price\s+list|schedule|grade\s*book|spec(?:ification)?s?\s+sheet|score\s*board|"
+                r"leader\s*board|standings|roster|timetable|spreadsheet")
+_TABLE_NOUN = rf"(?:table|chart|list|grid|{_TABLE_NAMES})"
 _TABLE_TAIL = rf"(?:\s+(?:in|on|from|of)\s+(?:the|this|that)\s+{_TABLE_NOUN})?"
 
 # (pattern, the order of its two groups, a group (or 0) that must not be only generic words):
@@ -114,6 +117,9 @@ _CELL_PATTERNS: tuple[tuple[str, str, int], ...] = (
     (r"^(?:what|which|how much|how many|when)\s+(?:is|are|was|were|'s|does|do)?\s*"
      r"(?:the\s+)?(.{1,40}?)\s+(?:of|for)\s+(?:the\s+)?(.{1,60}?)" + _TABLE_TAIL + r"\s*\??$",
      "column, row", 1),
+    # "what's Emma's score in Math?"
+    (r"^(?:what|which)\s+(?:is|was)\s+(.{1,40}?)'s\s+(?:score|mark|grade|result|value|figure)s?\s+"
+     r"(?:in|for|on)\s+(?:the\s+)?(.{1,40}?)\s*\??$", "row, column", 0),
     (r"^(?:what|which)\s+(?:is|are|was|were)\s+(.{1,60}?)'s\s+(.{1,40}?)" + _TABLE_TAIL + r"\s*\??$",
      "row, column", 0),
     # "what did Alice get in Math?"
@@ -127,11 +133,15 @@ def _en_cell(question: str) -> tuple[str | None, str | None]:
     """(row key, column key) for "the <column> of/for <row>", "row X, column Y", "X's Y",
     "the <column> column for <row>", "under <column> for <row>", "how many <column> did <row>
     score", "the row for <row> ... its <column>"."""
-    q = re.sub(rf"^(?:in|on|from|according to)\s+(?:the|this|that)\s+(?:[\w-]+\s+){{0,2}}?{_TABLE_NOUN}"
+    q = re.sub(rf"^(?:in|on|from|according to|looking at)\s+(?:the|this|that)\s+(?:[\w-]+\s+){{0,2}}?{_TABLE_NOUN}"
                r"(?:\s+(?:screenshot|image|photo|picture))?\s*,?\s*", "", question.strip().rstrip(".!"),
                flags=re.I)
     q = re.sub(rf"\s*,?\s+(?:according to|in|on|from)\s+(?:the|this|that)\s+(?:[\w-]+\s+){{0,2}}?"
                rf"{_TABLE_NOUN}(?=\s*\??$)", "", q, flags=re.I)
+    m = re.search(r"\brow\s+(?:for|of)\s+(?:the\s+)?['\"]?(.+?)['\"]?\s*(?:,|\band\b).*?\b(?:in|under)\s+"
+                  r"the\s+['\"]?(.+?)['\"]?\s+column\b", q, re.I)
+    if m:  # "find the row for Q3 and tell me the number in the Revenue column"
+        return _clean_key(m.group(1)), _clean_key(m.group(2))
     q = re.sub(r"^(what|which)'s\b", r"\1 is", q, flags=re.I)
     # "can you look at the table and tell me the X of Y?", "look up X's Y" ask "what is the X of Y?"
     q = re.sub(r"^(?:please\s+)?(?:(?:can|could|would)\s+you\s+(?:please\s+)?)?(?:.*?\band\s+)?"
@@ -240,8 +250,8 @@ def read_english(question: str, intent: Intent) -> dict:
     not_furniture = re.sub(r"\b(?:sit\w*|sat|seated|gather\w*|stand\w*|eat\w*|dining|around)\s+"
                            r"(?:(?:at|around|by|near|beside)\s+)?(?:the|a|this|that)\s+(?:\w+\s+)?table\b|"
                            r"\b(?:front|back|rear)\s+rows?\b", " ", q_rest)
-    table = re.search(r"\b(table|tables|row|rows|column|columns|cell|cells|col\.?|timetable|"
-                      r"spreadsheet|grid|chart)\b", not_furniture)
+    table = re.search(rf"\b(table|tables|row|rows|column|columns|cell|cells|col\.?|grid|chart|"
+                      rf"{_TABLE_NAMES})\b", not_furniture)
     structure = re.search(r"\b(?:rows?|columns?|cells?|col\.?)\b", not_furniture)
     if table and not structure and "count" in intent.matched and counted_label(q_rest):
         table = None  # "how many cups are on the table": things counted, not a table read
@@ -262,8 +272,16 @@ def read_english(question: str, intent: Intent) -> dict:
         key = None  # "the number of cars" is a count, not a number printed on something
     if key == "total" and label and "count" in intent.matched and re.search(r"\bhow many\b", q_rest):
         key = None  # "how many bicycles are there in total?" is a count, not a bill's total
-    noun, named = next(((n, m) for n in lx.KEY_NOUNS
-                        if (m := re.search(lx.key_noun_pattern(n), q_rest))), (None, None))
+    listed = [(n, m) for n in lx.KEY_NOUNS if (m := re.search(lx.key_noun_pattern(n), q_rest))]
+    # the noun right before the key word names the field: "the order number on this receipt" is
+    # the order's; "the seat number on this ticket" a field the page labels 'Seat' (not a listed
+    # key noun: kept apart, it names the key but does not make a question a key-value one)
+    field = re.search(r"\b([a-z]+)\s+(?:number|no\b\.?|#)", q_rest) if key == "number" else None
+    field_noun = None
+    if field and field.group(1) not in lx.GENERIC | lx.TARGET_WORDS:
+        before = [(n, m) for n, m in listed if m.start() <= field.start(1) < m.end()]
+        listed, field_noun = (before, None) if before else (listed, singular(field.group(1)))
+    noun, named = listed[0] if listed else (None, None)
     # the key noun says which field, not what the field says ('PO', 'purchase order'); nor does
     # the word that names its kind ('train ticket', 'parking receipt')
     content = _cues_en(words, keep_sizes=True) - set(lx.KEY_NOUNS) - (
@@ -297,7 +315,7 @@ def read_english(question: str, intent: Intent) -> dict:
         # a date of a document ("the date on the receipt", "when was this invoice issued?"), not
         # of an event a text tells of
         key = "date" if document_date else key
-        found.update(target="key_value", key=key, key_noun=noun,
+        found.update(target="key_value", key=key, key_noun=field_noun or noun,
                      answer_type={"number": "id", "date": "date"}.get(key, "amount"))
     elif "count" in intent.matched and (label or not intent.matched == ("read",)):
         found.update(target="object_count", answer_type="count", label=label)

@@ -16,15 +16,15 @@ from dataclasses import dataclass
 from cascade.artifacts import Box, LayoutRegion, OcrLine
 
 from .numbering import SectionNumber, parse_number, split_numbering
-from .structure import Located, Page, pages, text_length, text_size, union_box
-from .textmatch import key_match, normalize, phrase_score
+from .structure import Located, Page, overlap_fraction, pages, text_length, text_size, union_box
+from .textmatch import cjk_coverage, key_match, normalize, phrase_score
 
 __all__ = ["Heading", "headings", "document_title", "section_heading", "heading_lines", "heads_text",
            "off_page"]
 
 NOT_HEADINGS = ("table", "header", "footer", "equation", "reference")
 MIN_SCORE = 1.5  # least heading score (see `_heading_score`)
-MAX_WORDS = 16  # longer lines are body text
+MAX_WORDS = 16  # longer lines are body text (a Chinese word: two characters)
 TITLE_MARGIN = 1.0  # title candidates within this of the best one are all returned
 _SENTENCE_END = re.compile(r"[.!?;,。！？；，…]$")
 
@@ -57,11 +57,11 @@ def _shares_row(page: Page, line: OcrLine) -> bool:
 def _heading_score(page: Page, line: OcrLine) -> tuple[float, SectionNumber | None, str]:
     """(score, number, name): >= MIN_SCORE means the line heads something."""
     text = line.text.strip()
-    words = text_length(text)
+    words = text_length(text, cjk_weight=0.5)
     if words == 0 or words > MAX_WORDS:
         return 0.0, None, text
     title = page.region_of(line, ["title"])
-    if title is None and page.region_of(line, NOT_HEADINGS) is not None:
+    if title is None and _not_a_heading_place(page, line):
         return 0.0, None, text
     numbered = split_numbering(text)
     number, name = numbered if numbered else (None, text)
@@ -74,6 +74,27 @@ def _heading_score(page: Page, line: OcrLine) -> tuple[float, SectionNumber | No
     score -= 1.0 if _shares_row(page, line) else 0.0
     score -= 0.25 * max(0, words - 8)
     return score, number, name
+
+
+def _not_a_heading_place(page: Page, line: OcrLine) -> bool:
+    """The layout model puts the line in a table, header, footer ... and in nothing it is surer of
+    (a column of body text it half takes for a reference list is still body text)."""
+    veto = page.region_of(line, NOT_HEADINGS)
+    return veto is not None and not any(
+        r.confidence > veto.confidence for r in page.regions
+        if r.label not in NOT_HEADINGS and overlap_fraction(line.box, r.box) >= 0.5)
+
+
+def _peer_of(page: Page, line: OcrLine, heads: Sequence[_Head]) -> bool:
+    """A short line set like the page's headings: the size of one of them (within 6 %) and
+    larger than the body, space above it, text right under it, alone on its row, not ending
+    like a sentence. A document's headings share one style; the one the layout model and the
+    size cues missed is still one of them."""
+    size = text_size(line)
+    return (_short_line(line) and size >= 1.04 * page.body_size and not _shares_row(page, line)
+            and _gap_above(page, line) >= 0.4 * page.body_height and heads_text(page, line.box)
+            and not _not_a_heading_place(page, line)
+            and any(h.number is None and abs(h.size - size) <= 0.06 * h.size for h in heads))
 
 
 @dataclass
@@ -100,9 +121,13 @@ class _Head:
 
 
 def _page_heads(page: Page) -> list[_Head]:
+    scored = [(line, *_heading_score(page, line)) for line in page.lines]
+    sure = [_Head([line], score, number, name) for line, score, number, name in scored
+            if score >= MIN_SCORE]
     found: list[_Head] = []
-    for line in page.lines:
-        score, number, name = _heading_score(page, line)
+    for line, score, number, name in scored:
+        if score < MIN_SCORE and _peer_of(page, line, sure):
+            score = MIN_SCORE
         if score < MIN_SCORE:
             continue
         prev = found[-1] if found else None
@@ -183,13 +208,14 @@ def _title_over_sections(page: Page, heads: list[_Head]) -> list[_Head]:
              and split_numbering(ln.text) is None and _short_line(ln)]
     if not above:
         return []
-    line = max(above, key=text_size)
+    # a letterhead or running header above the title is not it
+    line = max(above, key=lambda ln: (page.region_of(ln, ("header", "footer")) is None, text_size(ln)))
     return [_Head([line], MIN_SCORE, None, line.text.strip())]
 
 
 def _short_line(line: OcrLine) -> bool:
     """Short enough for a heading, and not ending like a sentence."""
-    return 0 < text_length(line.text) <= MAX_WORDS and not _SENTENCE_END.search(line.text.strip())
+    return 0 < text_length(line.text, cjk_weight=0.5) <= MAX_WORDS and not _SENTENCE_END.search(line.text.strip())
 
 
 def _best(found: Sequence[Heading], margin: float) -> list[Heading]:
@@ -230,7 +256,7 @@ def section_heading(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = 
                 if h.number == wanted:
                     named.append(h.emit(page, "heading", h.score))
                 continue
-            fit = max(key_match(topic, h.name), phrase_score(topic, h.name))
+            fit = max(key_match(topic, h.name), phrase_score(topic, h.name), cjk_coverage(topic, h.name))
             if fit >= 0.5:
                 named.append(h.emit(page, "heading", fit))
         if wanted is None:

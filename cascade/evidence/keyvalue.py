@@ -51,6 +51,7 @@ class KeyQuery:
     value: str  # a PATTERNS name
     noun: re.Pattern[str] | None = None  # 'invoice' in "What is the invoice number?": preferred
     others: re.Pattern[str] | None = None  # the other key nouns: a key naming one is not ours
+    named_field: bool = False  # the noun is a field's own name: a key must name it
 
 
 # Each key in English and Chinese, whatever the question's language (a Chinese question about an
@@ -76,6 +77,13 @@ def key_query(query: Query) -> KeyQuery | None:
     if query.key == "date" and ("due" in query.cues or "到期" in query.question):
         exclude = None  # "the due date": the due key is the one asked for
     noun = others = None
+    if query.key_noun and query.key_noun not in _NOUN_WORDS:
+        # a field the page labels by its own name ('Seat', 'Gate', 'Phone'): only a key that
+        # names it is ours (`_read_level`), never another number on the page
+        noun = re.compile(key_noun_pattern(query.key_noun), re.I)
+        return KeyQuery(query.key, re.compile(rf"{key}|{noun.pattern}", re.I), None, value, noun,
+                        re.compile("|".join(f"(?:{w})" for w in _NOUN_WORDS.values()), re.I),
+                        named_field=True)
     if query.key_noun in _NOUN_WORDS:
         noun = re.compile(_NOUN_WORDS[query.key_noun], re.I)
         others = re.compile("|".join(f"(?:{w})" for n, w in _NOUN_WORDS.items()
@@ -156,6 +164,8 @@ def _read_level(lines: list[OcrLine], query: KeyQuery) -> tuple[list[KeyValue], 
             keys.append((line, m))
     if query.noun and any(query.noun.search(l.text) for l, _ in keys):
         keys = [(l, m) for l, m in keys if query.noun.search(l.text)]
+    elif query.named_field:
+        return [], [l for l, _ in keys]  # 'Seat' asked, not on the page: no other number
     elif other_keys(keys_only := [l for l, _ in keys], query):
         return [], keys_only  # the page names its numbers and none is ours: never another's
     found = []

@@ -65,7 +65,7 @@ visible see seen on in of at to for from by with and or this that these those th
 one image images picture pictures photo photos video clip frame frames scene please tell me can you
 could would will value amount name named called exactly printed print appear appears appeared
 displayed display mentioned given listed stated state the any some about into than then also
-has have had get got us our your my i brief briefly short shortly screenshot screenshots""".split())
+has have had get got give us our your my i brief briefly short shortly screenshot screenshots""".split())
 ZH_GENERIC = ("请问", "什么", "这份", "这段", "这张", "一下", "哪个", "哪些", "哪一", "哪", "写着", "写的", "写了", "上面", "下面",
               "里面", "图片", "照片", "图中", "视频", "画面", "中的", "出现", "显示", "一个", "这个",
               "那个", "这些", "那些", "内容", "文字", "是", "的", "在", "了", "吗", "呢", "有",
@@ -106,6 +106,7 @@ ANSWER_TYPES: tuple[tuple[str, str], ...] = (
     ("when", r"\bwhen\b"),
 )
 ZH_ANSWER_TYPES: tuple[tuple[str, str], ...] = (
+    ("date", r"日期(?:是|为)?哪一?天"),  # a date asked for by 哪天 is still a date
     ("day", r"星期几|礼拜几|周几|哪一?天"),
     ("time", r"几点|什么时间|什么时候几点|时刻"),
     ("date", r"日期|哪一?年|几月几[日号]|哪一?日|几号"),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from cascade.artifacts import LayoutRegion, OcrLine
 
+from . import spans
 from .headings import heading_lines
 from .structure import Located, Page, is_cjk, pages
 from .textmatch import phrase_score
@@ -140,11 +141,16 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
 
 
 def sentence_with(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (), *,
-                  phrase: str | Sequence[str]) -> list[Located]:
+                  phrase: str | Sequence[str], kinds: Sequence[str] = ()) -> list[Located]:
     """The sentences holding the most of `phrase`'s content words (at least half), best first,
     each with the boxes of the lines it is written on. Several different texts mean several
     sentences fit equally well (a caller that must answer abstains); the same text several times
-    is one sentence seen in several frames."""
+    is one sentence seen in several frames.
+
+    `kinds`: span kinds the answer is (`spans.KINDS`: 'date', 'time' ...). When the best
+    sentences hold none, the best of those that hold one come first, and the best by words
+    still follow (recall first): "which day is the drive held?" names the drive in the sentence
+    that announces it, and the day in the next one."""
     phrase = phrase if isinstance(phrase, str) else " ".join(phrase)
     found: list[Located] = []
     for para in paragraphs(lines, regions):
@@ -155,4 +161,9 @@ def sentence_with(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = ()
                 found.append(Located(para.text[s:e], "sentence", boxes, para.media_index,
                                      para.timestamp, score))
     best = max((f.score for f in found), default=0.0)
-    return [f for f in found if f.score >= best - 1e-9]
+    top = [f for f in found if f.score >= best - 1e-9]
+    typed = [f for f in found if any(spans.candidates(f.text, k) for k in kinds)]
+    if typed and not set(map(id, typed)) & set(map(id, top)):
+        typed_best = max(f.score for f in typed)
+        top = [f for f in typed if f.score >= typed_best - 1e-9] + top
+    return top

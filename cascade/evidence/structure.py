@@ -100,12 +100,13 @@ def text_size(line: OcrLine) -> float:
     return max(line.box.width - 0.6 * line.box.height, 0.0) / ems
 
 
-def text_length(text: str) -> int:
-    """Length in 'words': a CJK character counts as one, so does a run of other letters/digits."""
-    n, in_word = 0, False
+def text_length(text: str, cjk_weight: float = 1.0) -> float:
+    """Length in 'words': a run of letters/digits counts as one, a CJK character as `cjk_weight`
+    (1: a character; 0.5 where a word is meant: a Chinese word is about two characters)."""
+    n, in_word = 0.0, False
     for ch in text:
         if is_cjk(ch):
-            n, in_word = n + 1, False
+            n, in_word = n + cjk_weight, False
         elif ch.isalnum():
             n, in_word = n + (not in_word), True
         else:

@@ -191,8 +191,11 @@ def _column_of(line: OcrLine, columns: list[tuple[float, float]]) -> int:
 
 
 def _build(rows: list[list[OcrLine]], page: Page) -> Table | None:
-    while len(rows) > 2 and len(rows[0]) < 2 <= max(len(r) for r in rows):
-        rows = rows[1:]  # a lone line above the cells is the table's caption or title
+    # lines above the cells (a caption, a title, a line of who / when over a query's result
+    # table) fill fewer than half the table's usual row
+    usual = statistics.median(len(r) for r in rows)
+    while len(rows) > 2 and len(rows[0]) < max(2.0, usual / 2) <= max(len(r) for r in rows):
+        rows = rows[1:]
     columns = _columns(rows)
     if len(columns) < 2 or len(rows) < 2:
         return None

@@ -13,7 +13,7 @@ from difflib import SequenceMatcher
 
 from .structure import is_cjk
 
-__all__ = ["normalize", "words", "digit_runs", "key_match", "phrase_score", "content_words",
+__all__ = ["normalize", "words", "digit_runs", "key_match", "phrase_score", "cjk_coverage", "content_words",
            "named_in",
            "EXACT", "CONTAINED", "COVERS", "ABBREVIATED", "FUZZY"]
 
@@ -96,8 +96,10 @@ def key_match(key: str, text: str) -> float:
         return CONTAINED
     if kd != td:
         return 0.0
+    # a header's unit in brackets is not its name: '二等座票价' covers '二等座（元）'
+    bare = normalize(re.sub(r"[(（\[][^)）\]]*[)）\]]", " ", text)).replace(" ", "")
     if any(not w.isdigit() for w in tw) and \
-            (_contains(kw, tw) or cjk and t.replace(" ", "") in k.replace(" ", "")):
+            (_contains(kw, tw) or cjk and bare and bare in k.replace(" ", "")):
         return COVERS
     if all(any(h.startswith(w) for h in tw) for w in kw if not w.isdigit()) and \
             all(len(w) >= 3 or w.isdigit() for w in kw):
@@ -142,3 +144,18 @@ def phrase_score(phrase: str, text: str) -> float:
     have = words(text)
     found = sum(any(_same_word(w, h) for h in have) for w in wanted)
     return found / len(wanted)
+
+
+def cjk_coverage(phrase: str, text: str) -> float:
+    """The share of the phrase's Chinese characters that sit in a character pair the text also
+    holds (0..1; 0 for a phrase without Chinese). Chinese has no spaces, so a phrase's character
+    pairs include pairs across its words ("领取检查结果": 取检, 查结) that no text holds: counting
+    characters, not pairs, lets "检查报告领取" cover 领取 and 检查 of it."""
+    phrase = normalize(phrase)
+    at = [i for i, ch in enumerate(phrase) if is_cjk(ch)]
+    if not at:
+        return 0.0
+    pairs = set(words(text))
+    covered = {j for i in at if i + 1 < len(phrase) and is_cjk(phrase[i + 1])
+               and phrase[i:i + 2] in pairs for j in (i, i + 1)}
+    return len(covered) / len(at)
