@@ -56,9 +56,15 @@ def sent_size(family, image: Image) -> tuple[int, int]:
 @dataclass
 class Readers:
     """Real OCR and detector, loaded once: the judges. The text detector's recall depends on its
-    input scale (a sign one scale misses, another finds), so the judge reads at several."""
+    input scale (a sign one scale misses, another finds), so the judge reads at several. Those
+    scales only shrink, so an image smaller than all of them (a crop) would get one look; it
+    also gets its detector's view enlarged to `small_side` (short side). Either way the
+    recogniser reads the pixels as given: the detector only says where the text is (its boxes
+    are mapped back), and where a box falls decides how the recogniser sees a glyph (at one box
+    a legible 'O' reads '0', a '6' 'G')."""
 
     det_sides: tuple[int, ...] = (960, 2048, 1280)
+    small_side: int = 320
     model: str | None = None  # the VLM checkpoint whose resizing "the size sent" means
 
     def __post_init__(self):
@@ -72,6 +78,8 @@ class Readers:
 
         self.ocrs = [get_stage_class("ocr")({"det_limit_side_len": s, "min_confidence": 0.3})
                      for s in self.det_sides]
+        self.small_ocr = get_stage_class("ocr")({"det_limit_side_len": self.small_side,
+                                                 "det_limit_type": "min", "min_confidence": 0.3})
         self.detect = get_stage_class("detect")()
 
     def texts(self, image: Image, family=None):
@@ -91,6 +99,8 @@ class Readers:
             if (at := min(side, max(padded.shape[:2]))) not in seen:
                 seen.add(at)
                 yield " ".join(line.text for line in ocr(images=[Image(padded)]).lines)
+        if min(padded.shape[:2]) < self.small_side:
+            yield " ".join(line.text for line in self.small_ocr(images=[Image(padded)]).lines)
 
     def reads(self, images: list[Image], gold: str, family=None) -> bool:
         """Is `gold` readable in one of `images`?"""

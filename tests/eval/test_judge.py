@@ -55,10 +55,18 @@ def test_the_judge_reads_a_chinese_sign_by_its_characters(font, readers):
     assert not readers.reads([sign], "")  # an empty gold is never "read"
 
 
-def test_the_judge_reads_a_small_image_once_and_a_large_one_at_every_scale(readers):
+def test_the_judge_looks_twice_at_a_small_image_and_at_every_scale_at_a_large_one(readers):
     """The detector only shrinks an image to its scale: every scale over a small image's side
-    reads the same pixels, so it is read once; a large one is read at each of the three."""
+    reads the same pixels, so a small one gets that look and one with the detector's view
+    enlarged; a large one is read at each of the three scales."""
     small = Image(render_sign("GATE 4", "DejaVuSans-Bold.ttf", 24))
-    assert len(list(readers.texts(small))) == 1 and readers.reads([small], "GATE 4")
+    assert len(list(readers.texts(small))) == 2 and readers.reads([small], "GATE 4")
     large = Image(np.full((1500, 2600, 3), 255, np.uint8))
     assert len(list(readers.texts(large))) == len(readers.det_sides) == 3
+
+
+def test_the_enlarged_look_still_reads_the_pixels_as_given(readers):
+    """Only the detector's view is enlarged: text shrunk past legibility stays unread."""
+    sign = Image(render_sign("GATE 4", "DejaVuSans-Bold.ttf", 24))
+    tiny = sign.resized(sign.width // 6, sign.height // 6)  # text about 4 px high
+    assert not readers.reads([tiny], "GATE 4")

@@ -1,5 +1,5 @@
 """The document readers on pages a real browser rendered from HTML written apart from the code
-(`benchmarks/browser_pages/`, see `benchmarks/browser_pages.py`): the five misses that page set
+(`benchmarks/browser_pages/set1/`, see `benchmarks/browser_pages.py`): the five misses that page set
 showed, each read right now. Real OCR and layout on the committed screenshots."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from cascade.evidence.understanding import understand
 
 from ._pages import read
 
-PAGES = Path(__file__).parents[2] / "benchmarks" / "browser_pages"
+PAGES = Path(__file__).parents[2] / "benchmarks" / "browser_pages" / "set1"
 ITEMS = {r["id"]: r for r in json.loads((PAGES / "items.json").read_text(encoding="utf-8"))}
 
 

@@ -97,6 +97,24 @@ def test_a_named_key_the_page_does_not_name_abstains_rather_than_answer_another(
     assert tool().run(query=understand(question), ocr_lines=plain).answer.text == "77120"
 
 
+TICKET = [OcrLine("TICKET NO. 8812093", 0.99, Box(0, 0, 220, 20)),
+          OcrLine("Seat", 0.99, Box(0, 30, 60, 50)), OcrLine("14C", 0.99, Box(120, 30, 160, 50)),
+          OcrLine("Order No. 55-0193", 0.99, Box(0, 60, 220, 80))]
+
+
+@pytest.mark.parametrize("question,value", [
+    ("What is the seat number on this ticket?", "14C"),  # the seat's, not the ticket's number
+    ("What is the order number on this receipt?", "55-0193"),  # the order's, not the receipt's
+    ("What is the ticket number?", "8812093")])
+def test_the_noun_right_before_number_names_the_field(question, value):
+    assert tool().run(query=understand(question), ocr_lines=TICKET).answer.text == value
+
+
+def test_a_field_the_page_does_not_label_abstains_rather_than_answer_another_number():
+    out = tool().run(query=understand("What is the gate number on this ticket?"), ocr_lines=TICKET)
+    assert out.answer is None
+
+
 @pytest.mark.parametrize("line,question,value", [
     ("Account No: 2231 9920 1184", "What is the account number?", "2231 9920 1184"),
     ("账号：6222 0210 0112", "账号是多少？", "6222 0210 0112"),
