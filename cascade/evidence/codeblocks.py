@@ -131,6 +131,9 @@ def _definition(text: str, in_code: bool) -> tuple[str, str] | None:
         name = m.group("name")
         if name.lower() in _NOT_NAMES or not re.search(r"[A-Za-z_]", name):
             continue
+        before = text[:m.start("name")]
+        if kind != "sql" and name.isupper() and re.search(r"\b[A-Z][A-Z0-9]*\s+$", before):
+            return None  # 'const MAX SEATS = 20': OCR lost MAX_SEATS's underscore; not sure
         what = (m.groupdict().get("what") or "").lower()
         if kind == "sql":
             return name.split(".")[-1], " ".join(what.split())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from cascade.artifacts import LayoutRegion, OcrLine
 
@@ -59,8 +60,11 @@ def located_for(query: Query, lines: Sequence[OcrLine],
             what = f"heading of the section {order.relation} '{order.anchor}'"
         else:
             found, what = [], "section heading"
-        return (list(found) or list(headings.headings(lines, regions)),
-                what if found else f"{what}: not found, every heading")
+        if found:
+            return list(found), what
+        # not found: every heading is a lead for the VLM, never a tool's answer (`answer_span`)
+        return ([replace(h, kind="any heading") for h in headings.headings(lines, regions)],
+                f"{what}: not found, every heading")
     found: list[Located] = []
     what = []
     if query.row_key and query.column_key:
@@ -169,13 +173,21 @@ def answer_span(query: Query, found: Sequence[Located]) -> tuple[str | None, str
     best = next(iter(texts.values()))
     if best.kind == "tall line":  # a guess at where a title is: a lead for the VLM only
         return None, f"no title structure; the tallest line '{best.text}' is only a lead"
+    if best.kind == "any heading":
+        return None, f"the section asked for was not found; '{best.text}' is only a lead"
     if best.kind == "sentence" and best.score < 1.0:  # the tool needs every word of the question
         return None, f"the sentence '{best.text}' holds only {best.score:.0%} of the question's words"
     if query.target == "heading" and getattr(best, "name", ""):
         return best.name.strip(), "one heading (its name, without the number)"
+    kind = SPAN_KINDS.get(query.answer_type)
+    if best.kind == "cell" and (kind in ("amount", "number", "id", "date", "time")
+                                and not re.search(r"\d", best.text)
+                                or kind == "weekday" and not spans.candidates(best.text, kind)):
+        # a fact question's words matched a cell ("how much will it cost?"): it must hold a
+        # value of the kind (a figure for an amount, a day for 'which day')
+        return None, f"the cell '{best.text}' holds no {query.answer_type}"
     if query.target in ("title", "heading", "code_identifier") or best.kind == "cell":
         return best.text.strip(), f"one {best.kind}"
-    kind = SPAN_KINDS.get(query.answer_type)
     if kind is None or kind == "text":
         return None, f"the {best.kind} '{best.text}' is not a span of its own"
     span = spans.exact_span(best.text, kind)

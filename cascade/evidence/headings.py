@@ -177,8 +177,17 @@ def document_title(lines: Iterable[OcrLine],
                     off_page(page, ln) for ln in h.lines):
                 continue
             score = h.score + 2.0 * h.size / largest + (1.0 if h.box.y0 == top else 0.0)
+            # its text again elsewhere on the page: a name that signs the page (an office's
+            # letterhead and signature), not the document's title
+            score -= 2.0 if _repeated(page, h) else 0.0
             scored.append(h.emit(page, "title", score))
     return _best(scored, TITLE_MARGIN)
+
+
+def _repeated(page: Page, head: _Head) -> bool:
+    text = normalize(" ".join(ln.text for ln in head.lines))
+    return any(all(ln is not own for own in head.lines) and normalize(ln.text) == text
+               for ln in page.lines)
 
 
 def off_page(page: Page, line: OcrLine) -> bool:
