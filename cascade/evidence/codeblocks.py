@@ -170,6 +170,13 @@ def definitions(lines: Iterable[OcrLine],
             text = " ".join(p.text.strip() for p in pieces)
             found = definition_in(text, in_code)
             if found is None:
+                split = _split_constant(text)
+                if split is not None:  # 'const MAX RETRY COUNT = 3': sure only when the page
+                    # writes MAX_RETRY_COUNT elsewhere; a lead for the VLM either way
+                    sure = any(split in ln.text for ln in page.lines)
+                    out.append(Definition(split, "definition" if sure else "unsure definition",
+                                          page.source_boxes(pieces), page.media_index,
+                                          page.timestamp, 1.0, "variable", text))
                 continue
             name, what = found
             if what == "function" and classes:
@@ -179,6 +186,13 @@ def definitions(lines: Iterable[OcrLine],
             if what in TYPE_KINDS:
                 classes.append(first)
     return out
+
+
+def _split_constant(text: str) -> str | None:
+    """MAX_RETRY_COUNT from 'const MAX RETRY COUNT = 3;' (an upper-case constant whose
+    underscores the OCR read as spaces), or None."""
+    m = re.match(r"^\s*(?:[a-z]+\s+)*([A-Z][A-Z0-9]*(?:\s+[A-Z][A-Z0-9]*)+)\s*(?::[^=]+)?=(?!=)", text)
+    return "_".join(m.group(1).split()) if m else None
 
 
 def _code_lines(lines: Iterable[OcrLine]) -> list[list[OcrLine]]:

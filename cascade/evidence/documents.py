@@ -173,6 +173,8 @@ def answer_span(query: Query, found: Sequence[Located]) -> tuple[str | None, str
     best = next(iter(texts.values()))
     if best.kind == "tall line":  # a guess at where a title is: a lead for the VLM only
         return None, f"no title structure; the tallest line '{best.text}' is only a lead"
+    if best.kind == "unsure definition":
+        return None, f"'{best.text}' is read with spaces for underscores and written nowhere else"
     if best.kind == "any heading":
         return None, f"the section asked for was not found; '{best.text}' is only a lead"
     if best.kind == "sentence" and best.score < 1.0:  # the tool needs every word of the question

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from cascade.artifacts import Box
+from cascade.artifacts import Box, OcrLine
 from cascade.evidence import codeblocks, headings, paragraphs, structure, tables
 from cascade.evidence.spans import exact_span
 
@@ -238,3 +238,12 @@ def test_keys_read_wrongly_out_of_the_question_fall_back_to_its_words(chinese):
     query = dataclasses.replace(understand("请问蓝线二月的客流是多少？"), row_key="请问", column_key="客流")
     (cell,), _ = located_for(query, lines, regions)
     assert (cell.row_key, cell.column_key) == ("蓝线", "二月")
+
+
+def test_a_constant_read_with_spaces_for_underscores_is_sure_only_when_written_elsewhere():
+    decl = OcrLine("const MAX RETRY COUNT = 3;", 0.99, Box(0, 0, 260, 20))
+    use = OcrLine("if (n < MAX_RETRY_COUNT) retry();", 0.99, Box(0, 30, 300, 50))
+    sure = codeblocks.definitions([decl, use])
+    assert [(d.text, d.kind) for d in sure] == [("MAX_RETRY_COUNT", "definition")]
+    alone = codeblocks.definitions([decl])  # a lead for the VLM, never a tool's answer
+    assert [(d.text, d.kind) for d in alone] == [("MAX_RETRY_COUNT", "unsure definition")]
