@@ -80,8 +80,8 @@ def main() -> None:
                    "tool_wrong": [r["id"] for r in rs if r["produced_by"] == "tool" and not r["tool_exact"]],
                    "token_share": sum(r["visual_tokens"] for r in rs) / sum(r["full_res_tokens"] for r in rs)}
                for g, rs in by.items()}
-    result = {"set": f"browser_pages/{args.set}", "quick": args.quick, "device": platform.processor() or "cpu",
-              "threads": 1, "vlm": "tiny Qwen2-VL shape, random weights (size=test)",
+    result = {"set": f"browser_pages/{args.set}", "quick": args.quick,
+              "device": platform.processor() or "cpu", "threads": 1, "vlm": "tiny Qwen2-VL shape, random weights (size=test)",
               "note": "pages rendered by headless Chromium from HTML written apart from the code",
               "summary": summary, "missed": [r["id"] for r in rows if not r["found"]], "rows": rows}
     out = Path(args.out) / f"browser_pages_{args.set}{'_quick' if args.quick else ''}_cpu.json"

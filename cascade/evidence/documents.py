@@ -80,17 +80,24 @@ def located_for(query: Query, lines: Sequence[OcrLine],
         found += cells
         what.append(f"cells whose row and column keys hold the question's words: {len(cells)}")
     if target == "paragraph_fact" and query.cues and not found:  # a cell fits: no sentence
-        kind = SPAN_KINDS.get(query.answer_type)
-        # a day is asked for by weekday or by date ("哪一天", "which day is the deadline?")
-        kinds = ("weekday", "date") if kind == "weekday" else () if kind in (None, "text", "cell") else (kind,)
-        sentences = [_with_value(f, lines, kinds)
-                     for f in paragraphs.sentence_with(lines, regions, phrase=_phrase(query), kinds=kinds)]
+        kinds = _answer_kinds(query)
+        sentences = [_with_value(f, lines, kinds) for f in
+                     paragraphs.sentence_with(lines, regions, phrase=_phrase(query), kinds=kinds)]
         found += sentences
         what.append(f"sentence holding '{_phrase(query)}'" + ("" if sentences else ": none"))
     if target == "code_identifier":
         found += codeblocks.defined(lines, regions, query.code_kind)
         what.append(f"{query.code_kind or 'identifier'} definitions")
     return found, "; ".join(what)
+
+
+def _answer_kinds(query: Query) -> tuple[str, ...]:
+    """The span kinds an answer may be written as; a day is asked for by weekday or by date
+    ("哪一天", "which day is the deadline?"); none for a text or a cell."""
+    kind = SPAN_KINDS.get(query.answer_type)
+    if kind == "weekday":
+        return ("weekday", "date")
+    return () if kind in (None, "text", "cell") else (kind,)
 
 
 def _with_value(found: Located, lines: Sequence[OcrLine], kinds: Sequence[str]) -> Located:
@@ -100,8 +107,9 @@ def _with_value(found: Located, lines: Sequence[OcrLine], kinds: Sequence[str]) 
             spans.candidates(found.text, k) for k in kinds):
         return found
     box = found.boxes[0]
-    row = [ln for ln in lines if ln.media_index == found.media_index and ln.timestamp == found.timestamp
-           and ln.box.x0 >= box.x1 - 0.25 * box.height and ln.box.x0 - box.x1 <= 10 * box.height
+    row = [ln for ln in lines
+           if (ln.media_index, ln.timestamp) == (found.media_index, found.timestamp)
+           and box.x1 - 0.25 * box.height <= ln.box.x0 <= box.x1 + 10 * box.height
            and min(ln.box.y1, box.y1) - max(ln.box.y0, box.y0) >= 0.5 * min(ln.box.height, box.height)]
     if not row:
         return found

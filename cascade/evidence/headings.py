@@ -218,13 +218,15 @@ def _title_over_sections(page: Page, heads: list[_Head]) -> list[_Head]:
     if not above:
         return []
     # a letterhead or running header above the title is not it
-    line = max(above, key=lambda ln: (page.region_of(ln, ("header", "footer")) is None, text_size(ln)))
+    line = max(above, key=lambda ln: (page.region_of(ln, ("header", "footer")) is None,
+                                      text_size(ln)))
     return [_Head([line], MIN_SCORE, None, line.text.strip())]
 
 
 def _short_line(line: OcrLine) -> bool:
     """Short enough for a heading, and not ending like a sentence."""
-    return 0 < text_length(line.text, cjk_weight=0.5) <= MAX_WORDS and not _SENTENCE_END.search(line.text.strip())
+    return (0 < text_length(line.text, cjk_weight=0.5) <= MAX_WORDS
+            and not _SENTENCE_END.search(line.text.strip()))
 
 
 def _best(found: Sequence[Heading], margin: float) -> list[Heading]:
@@ -265,7 +267,8 @@ def section_heading(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = 
                 if h.number == wanted:
                     named.append(h.emit(page, "heading", h.score))
                 continue
-            fit = max(key_match(topic, h.name), phrase_score(topic, h.name), cjk_coverage(topic, h.name))
+            fit = max(key_match(topic, h.name), phrase_score(topic, h.name),
+                      cjk_coverage(topic, h.name))
             if fit >= 0.5:
                 named.append(h.emit(page, "heading", fit))
         if wanted is None:

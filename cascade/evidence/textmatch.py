@@ -13,8 +13,8 @@ from difflib import SequenceMatcher
 
 from .structure import is_cjk
 
-__all__ = ["normalize", "words", "digit_runs", "key_match", "phrase_score", "cjk_coverage", "content_words",
-           "named_in",
+__all__ = ["normalize", "words", "digit_runs", "key_match", "phrase_score", "cjk_coverage",
+           "content_words", "named_in",
            "EXACT", "CONTAINED", "COVERS", "ABBREVIATED", "FUZZY"]
 
 # key_match tiers, best first: a better tier always outranks a worse one.
@@ -31,6 +31,7 @@ would shall should can could may might do does did has have had it its this that
 which what who whom whose when where why how there their they them he she his her we our you your
 not no into onto over under than then so such about after before during""".split())
 _WORD = re.compile(r"[^\W_]+")
+_BRACKETED = re.compile(r"[(（\[][^)）\]]*[)）\]]")  # a unit in brackets: 'Weight (kg)', '二等座（元）'
 
 
 def normalize(text: str) -> str:
@@ -97,7 +98,7 @@ def key_match(key: str, text: str) -> float:
     if kd != td:
         return 0.0
     # a header's unit in brackets is not its name: '二等座票价' covers '二等座（元）'
-    bare = normalize(re.sub(r"[(（\[][^)）\]]*[)）\]]", " ", text)).replace(" ", "")
+    bare = normalize(_BRACKETED.sub(" ", text)).replace(" ", "")
     if any(not w.isdigit() for w in tw) and \
             (_contains(kw, tw) or cjk and bare and bare in k.replace(" ", "")):
         return COVERS
@@ -121,7 +122,7 @@ def named_in(key: str, text: str) -> int:
     """How many words of `key` a longer `text` (a question) names, when it names them all, else
     0: every content word of the key (a unit in brackets aside: 'Weight (kg)') is a word of the
     text, numbers exactly; a CJK key appears in the text as it is."""
-    key = re.sub(r"[(（\[][^)）\]]*[)）\]]", " ", key)
+    key = _BRACKETED.sub(" ", key)
     k, t = normalize(key).replace(" ", ""), normalize(text).replace(" ", "")
     if any(is_cjk(ch) for ch in k):
         return len(words(key)) if k and k in t else 0

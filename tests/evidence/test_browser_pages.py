@@ -19,13 +19,17 @@ PAGES = Path(__file__).parents[2] / "benchmarks" / "browser_pages" / "set1"
 ITEMS = {r["id"]: r for r in json.loads((PAGES / "items.json").read_text(encoding="utf-8"))}
 
 
-def _located(item_id: str):
+def _read_page(path: Path):
+    """(OCR lines, layout regions) of a committed screenshot."""
     from PIL import Image
 
+    return read(np.asarray(Image.open(path).convert("RGB")))
+
+
+def _located(item_id: str):
     item = ITEMS[item_id]
-    pixels = np.asarray(Image.open(PAGES / item["image"]).convert("RGB"))
     query = understand(item["question"])
-    found, _ = located_for(query, *read(pixels))
+    found, _ = located_for(query, *_read_page(PAGES / item["image"]))
     return item, query, found
 
 
@@ -67,13 +71,10 @@ SET2_ITEMS = {r["id"]: r for r in json.loads((SET2 / "items.json").read_text(enc
 ], ids=lambda v: v if v in SET2_ITEMS else "")
 def test_the_tool_answered_these_wrongly_on_the_held_out_set_and_now_is_right_or_silent(item_id, why):
     """The six wrong tool answers of the held-out page set's first run (`browser_pages_set2`)."""
-    from PIL import Image as PILImage
-
     from cascade.registry import get_stage_class
 
     item = SET2_ITEMS[item_id]
-    pixels = np.asarray(PILImage.open(SET2 / item["image"]).convert("RGB"))
-    lines, regions = read(pixels)
+    lines, regions = _read_page(SET2 / item["image"])
     out = get_stage_class("tool_answer")({}).run(query=understand(item["question"]),
                                                  ocr_lines=lines, regions=regions)
     assert out.answer is None or same_span(out.answer.text, item["gold"]), (why, out.answer.text)
