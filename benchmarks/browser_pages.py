@@ -19,6 +19,7 @@ tool answers are scored.
 The pages are screenshots already; `browser_pages/<set>/html/` holds what they were rendered from
 (chromium --headless --screenshot --window-size=W,H file://...).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,42 +55,85 @@ def main() -> None:
     raw = json.loads((pages / "items.json").read_text(encoding="utf-8"))
     if args.quick:
         raw = [r for r in raw if r["id"].endswith("_1")]
-    items = [EvalItem(id=r["id"], split="browser", genre=r["genre"], media_kind="document",
-                      media=(str(pages / r["image"]),), question=r["question"], answer=r["gold"],
-                      kind="doc", lang=r["lang"], frames=(0,)) for r in raw]
+    items = [
+        EvalItem(
+            id=r["id"],
+            split="browser",
+            genre=r["genre"],
+            media_kind="document",
+            media=(str(pages / r["image"]),),
+            question=r["question"],
+            answer=r["gold"],
+            kind="doc",
+            lang=r["lang"],
+            frames=(0,),
+        )
+        for r in raw
+    ]
     readers = Readers()
     answer = QA.offline("doc_qa", size="test")
     hint = QA.offline("doc_qa", size="test", overrides={"tool.mode": "hint"})
     rows = []
     for it in tqdm(items, desc="browser pages"):
         tool = row_for(it, "doc_qa", answer.ask(it.media_arg(), it.question), 0.0, readers, None)
-        sent = row_for(it, "doc_qa[hint]", hint.ask(it.media_arg(), it.question), 0.0, readers, None)
+        sent = row_for(
+            it, "doc_qa[hint]", hint.ask(it.media_arg(), it.question), 0.0, readers, None
+        )
         full = full_res_row(it, readers)
-        rows.append({"id": it.id, "genre": it.genre, "lang": it.lang, "question": it.question,
-                     "gold": it.answer, "answer": tool["answer"], "produced_by": tool["produced_by"],
-                     "tool_exact": tool.get("tool_exact"), "found": sent["evidence_readable"],
-                     "full_res_found": full["evidence_readable"], "visual_tokens": sent["visual_tokens"],
-                     "full_res_tokens": full["visual_tokens"], "routes": sent["routes"]})
+        rows.append(
+            {
+                "id": it.id,
+                "genre": it.genre,
+                "lang": it.lang,
+                "question": it.question,
+                "gold": it.answer,
+                "answer": tool["answer"],
+                "produced_by": tool["produced_by"],
+                "tool_exact": tool.get("tool_exact"),
+                "found": sent["evidence_readable"],
+                "full_res_found": full["evidence_readable"],
+                "visual_tokens": sent["visual_tokens"],
+                "full_res_tokens": full["visual_tokens"],
+                "routes": sent["routes"],
+            }
+        )
     by = defaultdict(list)
     for r in rows:
         by[r["genre"]].append(r)
-    summary = {g: {"questions": len(rs), "found": sum(r["found"] for r in rs),
-                   "full_res_found": sum(r["full_res_found"] for r in rs),
-                   "tool_answers": sum(r["produced_by"] == "tool" for r in rs),
-                   "tool_exact": sum(bool(r["tool_exact"]) for r in rs),
-                   "tool_wrong": [r["id"] for r in rs if r["produced_by"] == "tool" and not r["tool_exact"]],
-                   "token_share": sum(r["visual_tokens"] for r in rs) / sum(r["full_res_tokens"] for r in rs)}
-               for g, rs in by.items()}
-    result = {"set": f"browser_pages/{args.set}", "quick": args.quick,
-              "device": platform.processor() or "cpu", "threads": 1, "vlm": "tiny Qwen2-VL shape, random weights (size=test)",
-              "note": "pages rendered by headless Chromium from HTML written apart from the code",
-              "summary": summary, "missed": [r["id"] for r in rows if not r["found"]], "rows": rows}
+    summary = {
+        g: {
+            "questions": len(rs),
+            "found": sum(r["found"] for r in rs),
+            "full_res_found": sum(r["full_res_found"] for r in rs),
+            "tool_answers": sum(r["produced_by"] == "tool" for r in rs),
+            "tool_exact": sum(bool(r["tool_exact"]) for r in rs),
+            "tool_wrong": [
+                r["id"] for r in rs if r["produced_by"] == "tool" and not r["tool_exact"]
+            ],
+            "token_share": sum(r["visual_tokens"] for r in rs)
+            / sum(r["full_res_tokens"] for r in rs),
+        }
+        for g, rs in by.items()
+    }
+    result = {
+        "set": f"browser_pages/{args.set}",
+        "quick": args.quick,
+        "device": platform.processor() or "cpu",
+        "threads": 1,
+        "vlm": "tiny Qwen2-VL shape, random weights (size=test)",
+        "note": "pages rendered by headless Chromium from HTML written apart from the code",
+        "summary": summary,
+        "missed": [r["id"] for r in rows if not r["found"]],
+        "rows": rows,
+    }
     out = Path(args.out) / f"browser_pages_{args.set}{'_quick' if args.quick else ''}_cpu.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, ensure_ascii=False, indent=1), encoding="utf-8")
     for g, s in summary.items():
-        print(f"{g:16s} found {s['found']}/{s['questions']} (full res {s['full_res_found']}), tool "
-              f"{s['tool_exact']}/{s['tool_answers']} exact, {100 * s['token_share']:.1f} % of tokens")
+        print(
+            f"{g:16s} found {s['found']}/{s['questions']} (full res {s['full_res_found']}), tool "
+            f"{s['tool_exact']}/{s['tool_answers']} exact, {100 * s['token_share']:.1f} % of tokens"
+        )
     print("->", out)
 
 

@@ -14,6 +14,7 @@ share of full_res, prefill FLOPs, seconds, TTFT, evidence recall (real OCR on th
 the VLM, at the size sent), router decisions vs the oracle, tool answers given / exact (the wrong
 ones by id). The VLM and CLIP have random weights (no model hub here). Tune on dev; report test.
 """
+
 import sys
 
 from cascade.cli import main

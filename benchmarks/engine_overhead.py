@@ -10,6 +10,7 @@ of interleaved rounds. The target is <= 100 us per stage on the fan-out.
 
 Writes nothing unless --out is given; timings are only worth recording on a quiet machine.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,16 +45,26 @@ def _register() -> None:
 
 
 def fan_out(n: int) -> str:
-    stages = "\n".join(f"  s{i}: {{type: bench_noop, inputs: {{value: src.value}}}}" for i in range(n - 1))
+    stages = "\n".join(
+        f"  s{i}: {{type: bench_noop, inputs: {{value: src.value}}}}" for i in range(n - 1)
+    )
     outputs = "\n".join(f"  o{i}: s{i}.value" for i in range(n - 1))
-    return ("name: fan_out\ninputs: {x: int}\nstages:\n  src: {type: bench_noop, inputs: {value: $x}}\n"
-            f"{stages}\noutputs:\n{outputs}\n")
+    return (
+        "name: fan_out\ninputs: {x: int}\nstages:\n  src: {type: bench_noop, inputs: {value: $x}}\n"
+        f"{stages}\noutputs:\n{outputs}\n"
+    )
 
 
 def chain(n: int) -> str:
     stages = ["  s0: {type: bench_noop, inputs: {value: $x}}"]
-    stages += [f"  s{i}: {{type: bench_noop, inputs: {{value: s{i - 1}.value}}}}" for i in range(1, n)]
-    return "name: chain\ninputs: {x: int}\nstages:\n" + "\n".join(stages) + f"\noutputs:\n  y: s{n - 1}.value\n"
+    stages += [
+        f"  s{i}: {{type: bench_noop, inputs: {{value: s{i - 1}.value}}}}" for i in range(1, n)
+    ]
+    return (
+        "name: chain\ninputs: {x: int}\nstages:\n"
+        + "\n".join(stages)
+        + f"\noutputs:\n  y: s{n - 1}.value\n"
+    )
 
 
 def per_stage_us(pipeline: Pipeline, n_stages: int, runs: int) -> float:
@@ -64,7 +75,9 @@ def per_stage_us(pipeline: Pipeline, n_stages: int, runs: int) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--stages", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--runs", type=int, default=200, help="pipeline runs per round")
@@ -74,18 +87,27 @@ def main() -> None:
     if args.quick:
         args.rounds, args.runs = 3, 20
     _register()
-    shapes = {"fan_out": Pipeline.from_yaml(fan_out(args.stages)),
-              "chain": Pipeline.from_yaml(chain(args.stages))}
+    shapes = {
+        "fan_out": Pipeline.from_yaml(fan_out(args.stages)),
+        "chain": Pipeline.from_yaml(chain(args.stages)),
+    }
     for p in shapes.values():  # warm: setup, first-call caches, the worker pool
         p.run(x=1)
     samples: dict[str, list[float]] = {k: [] for k in shapes}
     for _ in range(args.rounds):  # interleaved, so drift hits both shapes alike
         for name, p in shapes.items():
             samples[name].append(per_stage_us(p, args.stages, args.runs))
-    result = {"benchmark": "engine overhead", "stages": args.stages, "rounds": args.rounds,
-              "runs_per_round": args.runs, "python": platform.python_version(),
-              "us_per_stage": {k: {"best": min(v), "median": statistics.median(v)} for k, v in samples.items()},
-              "target_us_per_stage": 100.0}
+    result = {
+        "benchmark": "engine overhead",
+        "stages": args.stages,
+        "rounds": args.rounds,
+        "runs_per_round": args.runs,
+        "python": platform.python_version(),
+        "us_per_stage": {
+            k: {"best": min(v), "median": statistics.median(v)} for k, v in samples.items()
+        },
+        "target_us_per_stage": 100.0,
+    }
     result["meets_target"] = result["us_per_stage"]["fan_out"]["best"] <= 100.0
     print(json.dumps(result, indent=2))
     if args.out:

@@ -28,6 +28,7 @@ Writes benchmarks/results/long_video_<device>.json and .png. CPU timings: torch 
     python benchmarks/long_video.py --quick       # 1 and 3 minutes (~5 minutes on 2 cores)
     python benchmarks/long_video.py               # 1, 10 and 60 minutes (long: the lead's run)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,15 +52,29 @@ import numpy as np  # noqa: E402
 
 FPS, WIDTH, HEIGHT = 25, 480, 270
 FOOTAGE_VERSION = 2
-SIGNS = ("EXIT 3", "GATE B7", "OPEN 24 HOURS", "PLATFORM 9", "NO PARKING", "CAFE", "BUS STOP",
-         "ROOM 204")
-QUESTIONS = ("What does the sign say?", "How many people are in the scene?",
-             "What animal appears in the video?", "What number is on the segment caption?")
+SIGNS = (
+    "EXIT 3",
+    "GATE B7",
+    "OPEN 24 HOURS",
+    "PLATFORM 9",
+    "NO PARKING",
+    "CAFE",
+    "BUS STOP",
+    "ROOM 204",
+)
+QUESTIONS = (
+    "What does the sign say?",
+    "How many people are in the scene?",
+    "What animal appears in the video?",
+    "What number is on the segment caption?",
+)
 # video_qa, set up for long footage (see module docstring)
-LONG_VIDEO = {"video_frames": {"mode": "keyframes", "max_frames": None, "size": 448, "dedup": 4.0},
-              # the offline default ranks by the text side only; weigh CLIP in so its index is
-              # built and saved as with real weights (random CLIP: the cost is real, not the rank)
-              "retrieve": {"clip_weight": 1.0}}
+LONG_VIDEO = {
+    "video_frames": {"mode": "keyframes", "max_frames": None, "size": 448, "dedup": 4.0},
+    # the offline default ranks by the text side only; weigh CLIP in so its index is
+    # built and saved as with real weights (random CLIP: the cost is real, not the rank)
+    "retrieve": {"clip_weight": 1.0},
+}
 # ... and the video's index kept on disk (frames, CLIP index, OCR, detections): a new process reads it
 INDEX = {"index": True}
 
@@ -87,7 +102,7 @@ def _pan(photo: np.ndarray, seconds: float):
     w = max(WIDTH + 80, int(photo.shape[1] * h / photo.shape[0]))
     big = np.asarray(PILImage.fromarray(photo).resize((w, h), PILImage.BICUBIC))
     n = int(seconds * FPS)
-    return [big[:, int(i * (w - WIDTH) / max(n - 1, 1)):][:, :WIDTH] for i in range(n)]
+    return [big[:, int(i * (w - WIDTH) / max(n - 1, 1)) :][:, :WIDTH] for i in range(n)]
 
 
 def _decorate(frame: np.ndarray, loop: int, sign: str | None) -> np.ndarray:
@@ -108,8 +123,10 @@ def _decorate(frame: np.ndarray, loop: int, sign: str | None) -> np.ndarray:
         big = ImageFont.truetype(font_path(bold=True), 30)
         box = draw.textbbox((0, 0), sign, font=big)
         x0 = 40 + (loop * 37) % max(1, WIDTH - (box[2] - box[0]) - 80)
-        draw.rectangle((x0 - 10, 20, x0 + box[2] - box[0] + 10, 30 + box[3] - box[1] + 10),
-                       fill=(255, 255, 255))
+        draw.rectangle(
+            (x0 - 10, 20, x0 + box[2] - box[0] + 10, 30 + box[3] - box[1] + 10),
+            fill=(255, 255, 255),
+        )
         draw.text((x0, 22), sign, font=big, fill=(10, 10, 10))
     return np.asarray(im)
 
@@ -162,8 +179,9 @@ def make_qa(warmup: Path):
 
     from cascade import VideoQA
 
-    qa = VideoQA.offline(type_overrides={k: dict(v) for k, v in LONG_VIDEO.items()},
-                         overrides=INDEX).setup()
+    qa = VideoQA.offline(
+        type_overrides={k: dict(v) for k, v in LONG_VIDEO.items()}, overrides=INDEX
+    ).setup()
     qa.ask(str(warmup), QUESTIONS[0])
     shutil.rmtree(f"{warmup}.cascade-index", ignore_errors=True)
     return qa
@@ -175,8 +193,9 @@ INDEX_STAGES = ("frames", "clip", "frame_text", "frame_objects", "text", "retrie
 
 
 def stage_seconds(answer) -> dict[str, float]:
-    return {r.name: round(r.seconds, 4) for r in answer.trace.stages
-            if r.status in ("ran", "cached")}
+    return {
+        r.name: round(r.seconds, 4) for r in answer.trace.stages if r.status in ("ran", "cached")
+    }
 
 
 def ask(qa, video: Path, question: str) -> dict:
@@ -185,11 +204,15 @@ def ask(qa, video: Path, question: str) -> dict:
     wall = time.perf_counter() - t
     stages = stage_seconds(answer)
     index_side = sum(v for k, v in stages.items() if k in INDEX_STAGES)
-    return {"question": question, "seconds": round(wall, 4), "stages": stages,
-            "produced_by": answer.produced_by,
-            "routes": [r.branch for r in answer.evidence.routes],
-            "index_side_seconds": round(index_side, 4),
-            "counters": {r.name: dict(r.counters) for r in answer.trace.stages if r.counters}}
+    return {
+        "question": question,
+        "seconds": round(wall, 4),
+        "stages": stages,
+        "produced_by": answer.produced_by,
+        "routes": [r.branch for r in answer.evidence.routes],
+        "index_side_seconds": round(index_side, 4),
+        "counters": {r.name: dict(r.counters) for r in answer.trace.stages if r.counters},
+    }
 
 
 def run_video(qa, video: Path, minutes: float) -> dict:
@@ -197,28 +220,44 @@ def run_video(qa, video: Path, minutes: float) -> dict:
     first = ask(qa, video, QUESTIONS[0])
     rest = [ask(qa, video, q) for q in QUESTIONS[1:]]
     per_min = {k: round(v / minutes, 4) for k, v in first["stages"].items()}
-    out = {"minutes": minutes, "indexing": first, "indexing_seconds_per_video_minute": per_min,
-           "frames_indexed": first["counters"]["frames"]["frames_kept"],
-           "frames_decoded": first["counters"]["frames"]["frames_decoded"],
-           "questions_same_process": rest,
-           "per_question_seconds_same_process": round(statistics.median(r["seconds"] for r in rest), 4),
-           "per_question_index_side_seconds_same_process": round(
-               statistics.median(r["index_side_seconds"] for r in rest), 4)}
-    print(f"  {minutes:g} min: indexed {out['frames_indexed']} frames in {first['seconds']:.1f} s; "
-          f"per question {out['per_question_seconds_same_process']:.2f} s", flush=True)
+    out = {
+        "minutes": minutes,
+        "indexing": first,
+        "indexing_seconds_per_video_minute": per_min,
+        "frames_indexed": first["counters"]["frames"]["frames_kept"],
+        "frames_decoded": first["counters"]["frames"]["frames_decoded"],
+        "questions_same_process": rest,
+        "per_question_seconds_same_process": round(
+            statistics.median(r["seconds"] for r in rest), 4
+        ),
+        "per_question_index_side_seconds_same_process": round(
+            statistics.median(r["index_side_seconds"] for r in rest), 4
+        ),
+    }
+    print(
+        f"  {minutes:g} min: indexed {out['frames_indexed']} frames in {first['seconds']:.1f} s; "
+        f"per question {out['per_question_seconds_same_process']:.2f} s",
+        flush=True,
+    )
     return out
 
 
 def new_process(video: Path, warmup: Path, threads: int) -> list[dict]:
     """Ask every question in a fresh Python process (models loaded and warmed first) that finds
     only the saved index on disk."""
-    code = (f"import json, sys, torch; torch.set_num_threads({threads}); "
-            "sys.path.insert(0, sys.argv[1]); import long_video as lv; qa = lv.make_qa(sys.argv[3]); "
-            "print('RESULT' + json.dumps([lv.ask(qa, sys.argv[2], q) for q in lv.QUESTIONS]))")
-    run = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), str(video),
-                          str(warmup)], capture_output=True, text=True, check=True)
+    code = (
+        f"import json, sys, torch; torch.set_num_threads({threads}); "
+        "sys.path.insert(0, sys.argv[1]); import long_video as lv; qa = lv.make_qa(sys.argv[3]); "
+        "print('RESULT' + json.dumps([lv.ask(qa, sys.argv[2], q) for q in lv.QUESTIONS]))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code, str(Path(__file__).parent), str(video), str(warmup)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     line = next(x for x in run.stdout.splitlines() if x.startswith("RESULT"))
-    return json.loads(line[len("RESULT"):])
+    return json.loads(line[len("RESULT") :])
 
 
 def plot(result: dict, out: Path) -> None:
@@ -230,7 +269,9 @@ def plot(result: dict, out: Path) -> None:
     rows = result["videos"]
     minutes = [r["minutes"] for r in rows]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    stages = [k for k in INDEX_STAGES if any(k in r["indexing_seconds_per_video_minute"] for r in rows)]
+    stages = [
+        k for k in INDEX_STAGES if any(k in r["indexing_seconds_per_video_minute"] for r in rows)
+    ]
     x = np.arange(len(rows))
     bottom = np.zeros(len(rows))
     for st in stages:
@@ -241,12 +282,24 @@ def plot(result: dict, out: Path) -> None:
     ax1.set_ylabel("indexing seconds per video-minute")
     ax1.set_title("Indexing cost by stage (stages over all frames, first question)")
     ax1.legend(fontsize=8)
-    ax2.plot(minutes, [r["per_question_seconds_same_process"] for r in rows], "o-",
-             label="same process (indexed, warm)")
-    ax2.plot(minutes, [r["per_question_index_side_seconds_same_process"] for r in rows], "^:",
-             label="same process: stages over all frames")
-    ax2.plot(minutes, [r["first_question_seconds_new_process"] for r in rows], "s--",
-             label="new process, first question (index from disk)")
+    ax2.plot(
+        minutes,
+        [r["per_question_seconds_same_process"] for r in rows],
+        "o-",
+        label="same process (indexed, warm)",
+    )
+    ax2.plot(
+        minutes,
+        [r["per_question_index_side_seconds_same_process"] for r in rows],
+        "^:",
+        label="same process: stages over all frames",
+    )
+    ax2.plot(
+        minutes,
+        [r["first_question_seconds_new_process"] for r in rows],
+        "s--",
+        label="new process, first question (index from disk)",
+    )
     ax2.set_xscale("log")
     ax2.set_xticks(minutes, [f"{m:g}" for m in minutes])
     ax2.minorticks_off()
@@ -255,8 +308,11 @@ def plot(result: dict, out: Path) -> None:
     ax2.set_ylim(bottom=0)
     ax2.set_title("Per-question cost once indexed")
     ax2.legend(fontsize=8)
-    fig.suptitle(f"Long-video QA ({result['device']}, {result['threads']} thread(s); random CLIP, "
-                 "tiny VLM, real OCR/YOLO)", fontsize=10)
+    fig.suptitle(
+        f"Long-video QA ({result['device']}, {result['threads']} thread(s); random CLIP, "
+        "tiny VLM, real OCR/YOLO)",
+        fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 
@@ -266,18 +322,31 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="1 and 3 minutes instead of 1, 10, 60")
     ap.add_argument("--minutes", type=float, nargs="+", help="footage lengths to run")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (recorded)")
-    ap.add_argument("--footage-dir", type=Path,
-                    default=Path(os.environ.get("VLM_CASCADE_CACHE") or Path.home() / ".cache" / "vlm-cascade") / "long_video",
-                    help="where the generated videos are kept between runs")
-    ap.add_argument("--out", type=Path, default=None, help="output stem (default "
-                    "benchmarks/results/long_video_<device>[_quick])")
+    ap.add_argument(
+        "--footage-dir",
+        type=Path,
+        default=Path(os.environ.get("VLM_CASCADE_CACHE") or Path.home() / ".cache" / "vlm-cascade")
+        / "long_video",
+        help="where the generated videos are kept between runs",
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output stem (default benchmarks/results/long_video_<device>[_quick])",
+    )
     args = ap.parse_args(argv)
     import torch
 
     torch.set_num_threads(args.threads)
     minutes = args.minutes or ([1, 3] if args.quick else [1, 10, 60])
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    out = args.out or Path(__file__).parent / "results" / f"long_video_{device}{'_quick' if args.quick else ''}"
+    out = (
+        args.out
+        or Path(__file__).parent
+        / "results"
+        / f"long_video_{device}{'_quick' if args.quick else ''}"
+    )
 
     warmup = make_footage(1 / 6, args.footage_dir)  # 10 s
     videos = {}
@@ -299,35 +368,52 @@ def main(argv=None) -> int:
         row["questions_new_process"] = fresh
         row["first_question_seconds_new_process"] = fresh[0]["seconds"]
         row["per_question_seconds_new_process"] = round(
-            statistics.median(r["seconds"] for r in fresh[1:]), 4)
-        print(f"  {m:g} min: new process: first question {fresh[0]['seconds']:.2f} s, then "
-              f"{row['per_question_seconds_new_process']:.2f} s per question", flush=True)
+            statistics.median(r["seconds"] for r in fresh[1:]), 4
+        )
+        print(
+            f"  {m:g} min: new process: first question {fresh[0]['seconds']:.2f} s, then "
+            f"{row['per_question_seconds_new_process']:.2f} s per question",
+            flush=True,
+        )
         rows.append(row)
     same = [r["per_question_seconds_same_process"] for r in rows]
     index_side = [r["per_question_index_side_seconds_same_process"] for r in rows]
-    result = {"device": device if device == "cpu" else torch.cuda.get_device_name(),
-              "threads": torch.get_num_threads(), "python": platform.python_version(),
-              "pipeline": "video_qa", "pipeline_overrides": {**LONG_VIDEO, **INDEX},
-              "questions": list(QUESTIONS),
-              "footage": {"fps": FPS, "size": [WIDTH, HEIGHT], "sources": [
-                  "gradio media_assets/videos/world.mp4", "gradio media_assets/videos/a.mp4",
-                  "skimage astronaut, coffee, chelsea; ultralytics bus.jpg"]},
-              "models": "CLIP ViT-B-32 random weights; tiny Qwen2-VL (random); RapidOCR PP-OCR "
-                        "ONNX and YOLO11n ONNX (real)",
-              "videos": rows,
-              # The part of a question's cost that depends on the video's length: the stages over
-              # all frames (lookups in the index and caches). The rest depends on the route the
-              # question takes (a tool answer, thumbnails, or a fine look at full resolution),
-              # which follows the footage's content, not its length: see each question's routes.
-              "index_side_growth_longest_vs_shortest_same_process": round(
-                  index_side[-1] / index_side[0], 3),
-              "per_question_growth_longest_vs_shortest_same_process": round(same[-1] / same[0], 3)}
+    result = {
+        "device": device if device == "cpu" else torch.cuda.get_device_name(),
+        "threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "pipeline": "video_qa",
+        "pipeline_overrides": {**LONG_VIDEO, **INDEX},
+        "questions": list(QUESTIONS),
+        "footage": {
+            "fps": FPS,
+            "size": [WIDTH, HEIGHT],
+            "sources": [
+                "gradio media_assets/videos/world.mp4",
+                "gradio media_assets/videos/a.mp4",
+                "skimage astronaut, coffee, chelsea; ultralytics bus.jpg",
+            ],
+        },
+        "models": "CLIP ViT-B-32 random weights; tiny Qwen2-VL (random); RapidOCR PP-OCR "
+        "ONNX and YOLO11n ONNX (real)",
+        "videos": rows,
+        # The part of a question's cost that depends on the video's length: the stages over
+        # all frames (lookups in the index and caches). The rest depends on the route the
+        # question takes (a tool answer, thumbnails, or a fine look at full resolution),
+        # which follows the footage's content, not its length: see each question's routes.
+        "index_side_growth_longest_vs_shortest_same_process": round(
+            index_side[-1] / index_side[0], 3
+        ),
+        "per_question_growth_longest_vs_shortest_same_process": round(same[-1] / same[0], 3),
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
     plot(result, out.with_suffix(".png"))
-    print(f"wrote {out.with_suffix('.json')} and .png; per-question growth: index side "
-          f"{result['index_side_growth_longest_vs_shortest_same_process']}x, total "
-          f"{result['per_question_growth_longest_vs_shortest_same_process']}x")
+    print(
+        f"wrote {out.with_suffix('.json')} and .png; per-question growth: index side "
+        f"{result['index_side_growth_longest_vs_shortest_same_process']}x, total "
+        f"{result['per_question_growth_longest_vs_shortest_same_process']}x"
+    )
     return 0
 
 

@@ -20,6 +20,7 @@ speedup is what that machine allows (recorded with its core count). Writes <out>
     python benchmarks/ray_scale.py --quick       # about two minutes on 2 cores
     python benchmarks/ray_scale.py               # more requests and hops
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,13 @@ import threading
 import time
 from pathlib import Path
 
-for _k, _v in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "YOLO_OFFLINE": "1",
-               "YOLO_AUTOINSTALL": "False", "TOKENIZERS_PARALLELISM": "false"}.items():
+for _k, _v in {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "YOLO_OFFLINE": "1",
+    "YOLO_AUTOINSTALL": "False",
+    "TOKENIZERS_PARALLELISM": "false",
+}.items():
     os.environ.setdefault(_k, _v)
 
 import httpx  # noqa: E402
@@ -77,9 +83,18 @@ def _image_url(i: int) -> str:
 
 
 def _body(i: int) -> dict:
-    return {"model": "cascade/ray_bench", "messages": [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": _image_url(i)}},
-        {"type": "text", "text": f"What is in picture {i}?"}]}]}
+    return {
+        "model": "cascade/ray_bench",
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": _image_url(i)}},
+                    {"type": "text", "text": f"What is in picture {i}?"},
+                ],
+            }
+        ],
+    }
 
 
 def _closed_loop(url: str, bodies: list[dict], concurrency: int) -> dict:
@@ -114,13 +129,18 @@ def _closed_loop(url: str, bodies: list[dict], concurrency: int) -> dict:
         t.join()
     wall = time.perf_counter() - t0
     lat.sort()
-    return {"requests": len(bodies), "concurrency": concurrency, "seconds": round(wall, 3),
-            "throughput_rps": round(len(bodies) / wall, 3),
-            "p50_s": round(lat[len(lat) // 2], 4),
-            "p95_s": round(lat[min(len(lat) - 1, int(0.95 * len(lat)))], 4),
-            "ok": statuses.count(200), "statuses": sorted(set(statuses)),
-            "mean_vlm_batch_size": round(float(np.mean(batch_sizes)), 3),
-            "max_vlm_batch_size": int(max(batch_sizes))}
+    return {
+        "requests": len(bodies),
+        "concurrency": concurrency,
+        "seconds": round(wall, 3),
+        "throughput_rps": round(len(bodies) / wall, 3),
+        "p50_s": round(lat[len(lat) // 2], 4),
+        "p95_s": round(lat[min(len(lat) - 1, int(0.95 * len(lat)))], 4),
+        "ok": statuses.count(200),
+        "statuses": sorted(set(statuses)),
+        "mean_vlm_batch_size": round(float(np.mean(batch_sizes)), 3),
+        "max_vlm_batch_size": int(max(batch_sizes)),
+    }
 
 
 def _scaling(args, ray, serve, port: int, tiny: str, yaml_path: str) -> list[dict]:
@@ -129,24 +149,43 @@ def _scaling(args, ray, serve, port: int, tiny: str, yaml_path: str) -> list[dic
     from cascade.serve.ray.options import APP_NAME, RayOptions, app_args
 
     url, rows = f"http://127.0.0.1:{port}", []
-    config = ServeConfig(model=tiny, shipped=False, pipelines={"ray_bench": yaml_path},
-                         max_concurrent=max(8, args.concurrency), max_queue=256)
+    config = ServeConfig(
+        model=tiny,
+        shipped=False,
+        pipelines={"ray_bench": yaml_path},
+        max_concurrent=max(8, args.concurrency),
+        max_queue=256,
+    )
     for replicas in (1, 2):
-        options = RayOptions(replicas=replicas, threads=1, max_batch_size=args.max_batch_size,
-                             batch_wait_timeout_s=args.batch_wait_ms / 1000,
-                             num_cpus={"vlm_answer": 1.0, "ingress": 1.0})
+        options = RayOptions(
+            replicas=replicas,
+            threads=1,
+            max_batch_size=args.max_batch_size,
+            batch_wait_timeout_s=args.batch_wait_ms / 1000,
+            num_cpus={"vlm_answer": 1.0, "ingress": 1.0},
+        )
         t0 = time.perf_counter()
         serve.run(build_app(app_args(config, options)), name=APP_NAME, route_prefix="/")
         started = time.perf_counter() - t0
         health = httpx.get(f"{url}/health").json()
-        _closed_loop(url, [_body(10_000 + replicas * 1000 + i) for i in range(2 * args.concurrency)],
-                     args.concurrency)  # warm every replica and shape
-        row = _closed_loop(url, [_body(replicas * 100_000 + i) for i in range(args.requests)],
-                           args.concurrency)
-        row.update(replicas=replicas, replicas_running=health["replicas"].get("vlm_answer"),
-                   start_seconds=round(started, 2))
-        print(f"{replicas} replica(s): {row['throughput_rps']} req/s, p50 {row['p50_s']} s, "
-              f"p95 {row['p95_s']} s, mean batch {row['mean_vlm_batch_size']}", file=sys.stderr)
+        _closed_loop(
+            url,
+            [_body(10_000 + replicas * 1000 + i) for i in range(2 * args.concurrency)],
+            args.concurrency,
+        )  # warm every replica and shape
+        row = _closed_loop(
+            url, [_body(replicas * 100_000 + i) for i in range(args.requests)], args.concurrency
+        )
+        row.update(
+            replicas=replicas,
+            replicas_running=health["replicas"].get("vlm_answer"),
+            start_seconds=round(started, 2),
+        )
+        print(
+            f"{replicas} replica(s): {row['throughput_rps']} req/s, p50 {row['p50_s']} s, "
+            f"p95 {row['p95_s']} s, mean batch {row['mean_vlm_batch_size']}",
+            file=sys.stderr,
+        )
         rows.append(row)
         serve.delete(APP_NAME)
     return rows
@@ -171,10 +210,12 @@ def _hops(args, ray, serve) -> dict:
 
     stage = get_stage_class("images")({}, name="hop")
     cfg = stage_config(stage)
-    dep = serve.deployment(StageReplica).options(name="images", num_replicas=1,
-                                                 ray_actor_options={"num_cpus": 1.0})
-    handle = serve.run(dep.bind("images", {stage_key(cfg): cfg}, {"threads": 1}), name="hop",
-                       route_prefix=None)
+    dep = serve.deployment(StageReplica).options(
+        name="images", num_replicas=1, ray_actor_options={"num_cpus": 1.0}
+    )
+    handle = serve.run(
+        dep.bind("images", {stage_key(cfg): cfg}, {"threads": 1}), name="hop", route_prefix=None
+    )
     remote = RemoteStages({"images": handle}, ("images",))
     small = [Image(np.zeros((32, 32, 3), np.uint8))]
     frames = [Image(np.full((240, 320, 3), i, np.uint8)) for i in range(6)]  # 1.4 MB
@@ -190,17 +231,23 @@ def _hops(args, ray, serve) -> dict:
         hop(small)
         hop(frames)
         fresh_put()
-    out = {"calls": args.hops,
-           "in_process_ms": _median_ms(lambda: stage.run(images=small), args.hops),
-           "handle_small_ms": _median_ms(lambda: hop(small), args.hops),
-           "in_process_frames_ms": _median_ms(lambda: stage.run(images=frames), args.hops),
-           "handle_frames_ref_reused_ms": _median_ms(lambda: hop(frames), args.hops),
-           "handle_frames_put_each_call_ms": _median_ms(fresh_put, args.hops),
-           "frames_bytes": int(sum(f.pixels.nbytes for f in frames)), "target_ms": 5.0}
+    out = {
+        "calls": args.hops,
+        "in_process_ms": _median_ms(lambda: stage.run(images=small), args.hops),
+        "handle_small_ms": _median_ms(lambda: hop(small), args.hops),
+        "in_process_frames_ms": _median_ms(lambda: stage.run(images=frames), args.hops),
+        "handle_frames_ref_reused_ms": _median_ms(lambda: hop(frames), args.hops),
+        "handle_frames_put_each_call_ms": _median_ms(fresh_put, args.hops),
+        "frames_bytes": int(sum(f.pixels.nbytes for f in frames)),
+        "target_ms": 5.0,
+    }
     out["hop_overhead_ms"] = round(out["handle_small_ms"] - out["in_process_ms"], 4)
-    print(f"hop: in-process {out['in_process_ms']} ms, through a handle {out['handle_small_ms']} ms; "
-          f"1.4 MB frames: ref reused {out['handle_frames_ref_reused_ms']} ms, put each call "
-          f"{out['handle_frames_put_each_call_ms']} ms", file=sys.stderr)
+    print(
+        f"hop: in-process {out['in_process_ms']} ms, through a handle {out['handle_small_ms']} ms; "
+        f"1.4 MB frames: ref reused {out['handle_frames_ref_reused_ms']} ms, put each call "
+        f"{out['handle_frames_put_each_call_ms']} ms",
+        file=sys.stderr,
+    )
     serve.delete("hop")
     return out
 
@@ -225,8 +272,12 @@ def _plot(result: dict, path: Path) -> None:
     axes[1].set_title("client latency")
     axes[1].legend()
     names = ["in-process", "handle", "frames\nref reused", "frames\nput each call"]
-    vals = [hops["in_process_ms"], hops["handle_small_ms"], hops["handle_frames_ref_reused_ms"],
-            hops["handle_frames_put_each_call_ms"]]
+    vals = [
+        hops["in_process_ms"],
+        hops["handle_small_ms"],
+        hops["handle_frames_ref_reused_ms"],
+        hops["handle_frames_put_each_call_ms"],
+    ]
     axes[2].bar(names, vals, color=["#888", "#27a", "#27a", "#a72"])
     axes[2].axhline(hops["target_ms"], color="r", ls="--", lw=1, label="5 ms target")
     axes[2].set_ylabel("ms (median)")
@@ -271,21 +322,30 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         serve.shutdown()
         ray.shutdown()
-    result = {"benchmark": "ray_scale", "command": "python benchmarks/ray_scale.py"
-              + (" --quick" if args.quick else ""),
-              "device": "cpu", "cpu_count": os.cpu_count(), "platform": platform.platform(),
-              "python": platform.python_version(), "ray": ray.__version__,
-              "torch": torch.__version__, "torch_threads_per_replica": 1,
-              "ray_logical_cpus": 4, "tiny_vlm_size": args.size, "max_new_tokens": 16,
-              "max_batch_size": args.max_batch_size, "batch_wait_ms": args.batch_wait_ms,
-              "load_average_1m_before_after": [round(load_before[0], 2),
-                                               round(os.getloadavg()[0], 2)],
-              "scaling": scaling, "hop": hop,
-              "speedup_2_vs_1": round(scaling[1]["throughput_rps"] / scaling[0]["throughput_rps"], 3),
-              "note": "every request has its own image (no KV-cache hit); the ingress, the proxy "
-                      "and the replicas share the machine's cores (and here other jobs: see the "
-                      "load average); the frames hops return the frames by value (the stage's "
-                      "output), which is most of their time"}
+    result = {
+        "benchmark": "ray_scale",
+        "command": "python benchmarks/ray_scale.py" + (" --quick" if args.quick else ""),
+        "device": "cpu",
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "ray": ray.__version__,
+        "torch": torch.__version__,
+        "torch_threads_per_replica": 1,
+        "ray_logical_cpus": 4,
+        "tiny_vlm_size": args.size,
+        "max_new_tokens": 16,
+        "max_batch_size": args.max_batch_size,
+        "batch_wait_ms": args.batch_wait_ms,
+        "load_average_1m_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+        "scaling": scaling,
+        "hop": hop,
+        "speedup_2_vs_1": round(scaling[1]["throughput_rps"] / scaling[0]["throughput_rps"], 3),
+        "note": "every request has its own image (no KV-cache hit); the ingress, the proxy "
+        "and the replicas share the machine's cores (and here other jobs: see the "
+        "load average); the frames hops return the frames by value (the stage's "
+        "output), which is most of their time",
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
     _plot(result, args.out.with_suffix(".png"))

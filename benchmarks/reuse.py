@@ -29,6 +29,7 @@ timings are the architecture's, answers are noise.
     python benchmarks/reuse.py --quick       # tiny "test" model, 1 timed round: proves it runs
     python benchmarks/reuse.py               # tiny "bench" model (~200M LLM), 3 rounds
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,7 +54,10 @@ QUESTIONS = ("What is in the picture?", "What colour is the bus?", "How many peo
 def frames(n: int, size: int, seed: int = 0) -> list[Image]:
     """n distinct frames (random pixels: the tower's cost does not depend on what they show)."""
     rng = np.random.default_rng(seed)
-    return [Image((rng.random((size, size, 3)) * 255).astype(np.uint8), source=f"frame{i}") for i in range(n)]
+    return [
+        Image((rng.random((size, size, 3)) * 255).astype(np.uint8), source=f"frame{i}")
+        for i in range(n)
+    ]
 
 
 def scenarios(size: int) -> dict[str, tuple[list[tuple], list[tuple]]]:
@@ -65,7 +69,10 @@ def scenarios(size: int) -> dict[str, tuple[list[tuple], list[tuple]]]:
         "append": ([([a, b], q0, None)], [([a, b, c], q0, None)]),
         "reorder": ([([a, b, c], q0, None)], [([c, a, b], q0, None)]),
         "subset": ([([a, b, c], q0, None)], [([b], q0, None)]),
-        "system": ([([a, b], q0, "You are a careful assistant.")], [([a, b], q0, "Answer in one word.")]),
+        "system": (
+            [([a, b], q0, "You are a careful assistant.")],
+            [([a, b], q0, "Answer in one word.")],
+        ),
         "video": ([(v[0:4], q0, None)], [(v[2:6], q1, None), ([v[1], v[3], v[5], v[6]], q2, None)]),
     }
 
@@ -73,8 +80,13 @@ def scenarios(size: int) -> dict[str, tuple[list[tuple], list[tuple]]]:
 def load(path: str, mode: str, k: int) -> VLM:
     if mode == "prefix_only":
         return VLM.load(path, device="cpu", encoder_cache_bytes=0)
-    return VLM.load(path, device="cpu", kv_cache_bytes=4 << 30,
-                    kv_position_independent=mode == "blended", kv_recompute_image_tokens=k)
+    return VLM.load(
+        path,
+        device="cpu",
+        kv_cache_bytes=4 << 30,
+        kv_position_independent=mode == "blended",
+        kv_recompute_image_tokens=k,
+    )
 
 
 def clear(vlm: VLM) -> None:
@@ -107,37 +119,69 @@ def measure(models: dict[str, VLM], cases: dict, rounds: int, n_tokens: int) -> 
     for r in range(rounds + 1):  # round 0 warms every shape, untimed
         for s, (setup, timed) in cases.items():
             for m, vlm in models.items():
-                res = follow_ups(vlm, setup, timed, lambda req, vlm=vlm: vlm.generate(
-                    req[0], req[1], max_new_tokens=1, system_prompt=req[2]))
+                res = follow_ups(
+                    vlm,
+                    setup,
+                    timed,
+                    lambda req, vlm=vlm: vlm.generate(
+                        req[0], req[1], max_new_tokens=1, system_prompt=req[2]
+                    ),
+                )
                 if r:
                     for i, x in enumerate(res):
                         ttft[s][m][i].append(x.bill.ttft_s)
-                facts[s][m] = [{"cache": x.bill.cache, "images_encoded": x.bill.images_encoded,
-                                "images_cached": x.bill.images_cached, "cached_tokens": x.bill.cached_tokens,
-                                "input_tokens": x.bill.input_tokens,
-                                "computed_prefill_flops": x.bill.computed_prefill_flops,
-                                "computed_vision_flops": x.bill.computed_vision_flops} for x in res]
+                facts[s][m] = [
+                    {
+                        "cache": x.bill.cache,
+                        "images_encoded": x.bill.images_encoded,
+                        "images_cached": x.bill.images_cached,
+                        "cached_tokens": x.bill.cached_tokens,
+                        "input_tokens": x.bill.input_tokens,
+                        "computed_prefill_flops": x.bill.computed_prefill_flops,
+                        "computed_vision_flops": x.bill.computed_vision_flops,
+                    }
+                    for x in res
+                ]
         if r:
             print(f"  round {r}/{rounds} done", flush=True)
     cold = models["prefix_only"]
     out: dict = {}
     for s, (setup, timed) in cases.items():
         ref_logits = [first_logits(cold, *req) for req in timed]
-        ref_tokens = [cold.generate(req[0], req[1], max_new_tokens=n_tokens, system_prompt=req[2]).token_ids
-                      for req in timed]
+        ref_tokens = [
+            cold.generate(req[0], req[1], max_new_tokens=n_tokens, system_prompt=req[2]).token_ids
+            for req in timed
+        ]
         row: dict = {}
         for m, vlm in models.items():
             logits = follow_ups(vlm, setup, timed, lambda req, vlm=vlm: first_logits(vlm, *req))
-            tokens = follow_ups(vlm, setup, timed, lambda req, vlm=vlm: vlm.generate(
-                req[0], req[1], max_new_tokens=n_tokens, system_prompt=req[2]).token_ids)
+            tokens = follow_ups(
+                vlm,
+                setup,
+                timed,
+                lambda req, vlm=vlm: (
+                    vlm.generate(
+                        req[0], req[1], max_new_tokens=n_tokens, system_prompt=req[2]
+                    ).token_ids
+                ),
+            )
             best = [min(t) for t in ttft[s][m]]
-            row[m] = {"ttft_s": best, "ttft_s_rounds": ttft[s][m], "follow_ups": facts[s][m],
-                      "max_abs_logit_delta": [float((x - y).abs().max()) for x, y in zip(logits, ref_logits)],
-                      "top1_agree": [int(x.argmax()) == int(y.argmax()) for x, y in zip(logits, ref_logits)],
-                      "greedy_tokens_equal": [x == y for x, y in zip(tokens, ref_tokens)]}
+            row[m] = {
+                "ttft_s": best,
+                "ttft_s_rounds": ttft[s][m],
+                "follow_ups": facts[s][m],
+                "max_abs_logit_delta": [
+                    float((x - y).abs().max()) for x, y in zip(logits, ref_logits)
+                ],
+                "top1_agree": [
+                    int(x.argmax()) == int(y.argmax()) for x, y in zip(logits, ref_logits)
+                ],
+                "greedy_tokens_equal": [x == y for x, y in zip(tokens, ref_tokens)],
+            }
         for m in ("exact", "blended"):
             row[m]["ttft_speedup_vs_prefix_only"] = [
-                p / max(t, 1e-9) for p, t in zip(row["prefix_only"]["ttft_s"], row[m]["ttft_s"])]
+                p / max(t, 1e-9) for p, t in zip(row["prefix_only"]["ttft_s"], row[m]["ttft_s"])
+            ]
         out[s] = row
     return out
 
@@ -146,32 +190,55 @@ def drift(result: dict) -> dict:
     """The blended mode against a full recompute over every follow-up of every scenario, and what
     each mode computed of the prefill and the tower against prefix-only caching (cost-model FLOPs
     from the bills: the cost saved)."""
-    rows = [(d, t, g) for r in result.values() for d, t, g in zip(
-        r["blended"]["max_abs_logit_delta"], r["blended"]["top1_agree"], r["blended"]["greedy_tokens_equal"])]
+    rows = [
+        (d, t, g)
+        for r in result.values()
+        for d, t, g in zip(
+            r["blended"]["max_abs_logit_delta"],
+            r["blended"]["top1_agree"],
+            r["blended"]["greedy_tokens_equal"],
+        )
+    ]
 
     def total(mode: str, field: str) -> float:
         return sum(f[field] for r in result.values() for f in r[mode]["follow_ups"])
 
-    return {"prompts": len(rows), "max_abs_logit_delta": max(d for d, _, _ in rows),
-            "top1_agreement": sum(t for _, t, _ in rows) / len(rows),
-            "greedy_tokens_equal": sum(g for _, _, g in rows) / len(rows),
-            "computed_share_vs_prefix_only": {
-                m: {"prefill_flops": total(m, "computed_prefill_flops") / total("prefix_only", "computed_prefill_flops"),
-                    "vision_flops": total(m, "computed_vision_flops") / total("prefix_only", "computed_vision_flops")}
-                for m in ("exact", "blended")}}
+    return {
+        "prompts": len(rows),
+        "max_abs_logit_delta": max(d for d, _, _ in rows),
+        "top1_agreement": sum(t for _, t, _ in rows) / len(rows),
+        "greedy_tokens_equal": sum(g for _, _, g in rows) / len(rows),
+        "computed_share_vs_prefix_only": {
+            m: {
+                "prefill_flops": total(m, "computed_prefill_flops")
+                / total("prefix_only", "computed_prefill_flops"),
+                "vision_flops": total(m, "computed_vision_flops")
+                / total("prefix_only", "computed_vision_flops"),
+            }
+            for m in ("exact", "blended")
+        },
+    }
 
 
 def plot(result: dict, out: Path) -> None:
     from matplotlib.figure import Figure
 
-    names = [(s, i) for s, r in result["scenarios"].items() for i in range(len(r["exact"]["ttft_s"]))]
+    names = [
+        (s, i) for s, r in result["scenarios"].items() for i in range(len(r["exact"]["ttft_s"]))
+    ]
     fig = Figure(figsize=(9, 4))
     ax = fig.subplots()
     width = 0.27
     for j, m in enumerate(MODES):
-        ax.bar([i + (j - 1) * width for i in range(len(names))],
-               [result["scenarios"][s][m]["ttft_s"][i] * 1e3 for s, i in names], width, label=m)
-    ax.set_xticks(range(len(names)), [f"{s}" + (f" q{i + 2}" if s == "video" else "") for s, i in names])
+        ax.bar(
+            [i + (j - 1) * width for i in range(len(names))],
+            [result["scenarios"][s][m]["ttft_s"][i] * 1e3 for s, i in names],
+            width,
+            label=m,
+        )
+    ax.set_xticks(
+        range(len(names)), [f"{s}" + (f" q{i + 2}" if s == "video" else "") for s, i in names]
+    )
     ax.set_ylabel("follow-up TTFT (ms)")
     ax.set_title(f"follow-up TTFT by caching ({result['model']}; {result['machine']})", fontsize=8)
     ax.legend()
@@ -180,15 +247,28 @@ def plot(result: dict, out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="tiny 'test' model, small frames, 1 timed round")
-    ap.add_argument("--rounds", type=int, default=None, help="timed interleaved rounds (default 3, quick 1)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="tiny 'test' model, small frames, 1 timed round"
+    )
+    ap.add_argument(
+        "--rounds", type=int, default=None, help="timed interleaved rounds (default 3, quick 1)"
+    )
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    ap.add_argument("--recompute", type=int, default=16,
-                    help="blended mode: leading visual tokens of a moved image recomputed (default 16)")
+    ap.add_argument(
+        "--recompute",
+        type=int,
+        default=16,
+        help="blended mode: leading visual tokens of a moved image recomputed (default 16)",
+    )
     ap.add_argument("--tokens", type=int, default=8, help="greedy tokens compared with a cold run")
-    ap.add_argument("--machine", default="shared machine",
-                    help="recorded with the figures (timings from a shared machine are not for the README)")
+    ap.add_argument(
+        "--machine",
+        default="shared machine",
+        help="recorded with the figures (timings from a shared machine are not for the README)",
+    )
     ap.add_argument("--out", default=None, help="output path without suffix")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -202,13 +282,18 @@ def main(argv: list[str] | None = None) -> dict:
     result = {
         "benchmark": "reuse: follow-up TTFT with the encoder + block prefix caches and position-independent KV",
         "command": "python benchmarks/reuse.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "model": f"tiny Qwen2-VL '{size}' (RANDOM weights)", "frame_px": side,
+        "model": f"tiny Qwen2-VL '{size}' (RANDOM weights)",
+        "frame_px": side,
         "visual_tokens_per_frame": models["exact"].family.image_cost(side, side).tokens,
-        "threads": torch.get_num_threads(), "rounds": rounds, "recompute_image_tokens": k,
-        "machine": args.machine, "device": "cpu",
+        "threads": torch.get_num_threads(),
+        "rounds": rounds,
+        "recompute_image_tokens": k,
+        "machine": args.machine,
+        "device": "cpu",
         "prefix_only": "a whole-prefix KV cache misses on every follow-up here; timed as the cold run it is "
-                       "(encoder and KV caches off)",
-        "scenarios": scen, "summary": drift(scen),
+        "(encoder and KV caches off)",
+        "scenarios": scen,
+        "summary": drift(scen),
     }
     result["wall_s"] = time.perf_counter() - t0
     out = Path(args.out or f"benchmarks/results/reuse{'_quick' if args.quick else ''}_cpu")
@@ -216,10 +301,14 @@ def main(argv: list[str] | None = None) -> dict:
     out.with_suffix(".json").write_text(json.dumps(result, indent=1))
     plot(result, out)
     for s, r in scen.items():
-        print(f"{s:8s} " + "  ".join(
-            f"{m} {1e3 * min(r[m]['ttft_s']):.1f} ms" for m in MODES) +
-            "  | exact Δ " + ", ".join(f"{d:.1e}" for d in r["exact"]["max_abs_logit_delta"]) +
-            "  blended Δ " + ", ".join(f"{d:.1e}" for d in r["blended"]["max_abs_logit_delta"]))
+        print(
+            f"{s:8s} "
+            + "  ".join(f"{m} {1e3 * min(r[m]['ttft_s']):.1f} ms" for m in MODES)
+            + "  | exact Δ "
+            + ", ".join(f"{d:.1e}" for d in r["exact"]["max_abs_logit_delta"])
+            + "  blended Δ "
+            + ", ".join(f"{d:.1e}" for d in r["blended"]["max_abs_logit_delta"])
+        )
     print(f"summary: {result['summary']}")
     print(f"wrote {out.with_suffix('.json')} in {result['wall_s']:.0f} s ({args.machine})")
     return result

@@ -25,6 +25,7 @@ kept and every round's throughput recorded. `--threads` pins the server's torch 
     python benchmarks/serve_load.py --model cascade/thumbnail_only --max-tokens 32 --stream \
         --requests 48 --batching both --threads 1 --out benchmarks/results/serve_batching_cpu
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,7 +72,10 @@ def _metrics(url: str, model: str) -> dict[str, float]:
     text = httpx.get(url + "/metrics", timeout=30).text
     out: dict[str, float] = {}
     for line in text.splitlines():
-        m = re.match(r'cascade_queue_wait_seconds_(bucket|sum|count)\{model="([^"]+)"(?:,le="([^"]+)")?\} (\S+)', line)
+        m = re.match(
+            r'cascade_queue_wait_seconds_(bucket|sum|count)\{model="([^"]+)"(?:,le="([^"]+)")?\} (\S+)',
+            line,
+        )
         if m and m.group(2) == model:
             out[f"{m.group(1)}:{m.group(3) or ''}"] = float(m.group(4))
         m = re.match(r'cascade_requests_total\{model="([^"]+)",status="(\d+)"\} (\S+)', line)
@@ -85,8 +89,11 @@ def _queue_wait(before: dict[str, float], after: dict[str, float]) -> dict[str, 
     n = d.get("count:", 0.0)
     if not n:
         return {"mean_s": None, "p95_bucket_s": None}
-    buckets = sorted((float(k.split(":")[1].replace("+Inf", "inf")), v)
-                     for k, v in d.items() if k.startswith("bucket:"))
+    buckets = sorted(
+        (float(k.split(":")[1].replace("+Inf", "inf")), v)
+        for k, v in d.items()
+        if k.startswith("bucket:")
+    )
     p95 = next((le for le, c in buckets if c >= 0.95 * n), None)
     return {"mean_s": d["sum:"] / n, "p95_bucket_s": p95}
 
@@ -122,15 +129,23 @@ async def _request(client: httpx.AsyncClient, body: dict) -> tuple[int, float, f
     if not body.get("stream"):
         r = await client.post("/v1/chat/completions", json=body)
         usage = r.json().get("usage") if r.status_code == 200 else None
-        return r.status_code, time.perf_counter() - t0, None, (usage or {}).get("completion_tokens", 0)
+        return (
+            r.status_code,
+            time.perf_counter() - t0,
+            None,
+            (usage or {}).get("completion_tokens", 0),
+        )
     first, tokens = None, 0
-    async with client.stream("POST", "/v1/chat/completions",
-                             json={**body, "stream_options": {"include_usage": True}}) as r:
+    async with client.stream(
+        "POST", "/v1/chat/completions", json={**body, "stream_options": {"include_usage": True}}
+    ) as r:
         async for line in r.aiter_lines():
             if not line.startswith("data: {"):
                 continue
             chunk = json.loads(line[6:])
-            if first is None and any(c.get("delta", {}).get("content") for c in chunk.get("choices", [])):
+            if first is None and any(
+                c.get("delta", {}).get("content") for c in chunk.get("choices", [])
+            ):
                 first = time.perf_counter() - t0
             tokens = (chunk.get("usage") or {}).get("completion_tokens", tokens)
     return r.status_code, time.perf_counter() - t0, first, tokens
@@ -140,15 +155,32 @@ def _pct(xs: list[float], q: int) -> float | None:
     return float(np.percentile(xs, q)) if xs else None
 
 
-async def _level(url: str, model: str, pages: list[str], concurrency: int,
-                 max_tokens: int | None = None, stream: bool = False) -> dict:
+async def _level(
+    url: str,
+    model: str,
+    pages: list[str],
+    concurrency: int,
+    max_tokens: int | None = None,
+    stream: bool = False,
+) -> dict:
     sem = asyncio.Semaphore(concurrency)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=3600, limits=limits) as client:
+
         async def one(page: str) -> tuple[int, float, float | None, int]:
-            body = {"model": model, "stream": stream, "messages": [{"role": "user", "content": [
-                {"type": "image_url", "image_url": {"url": page}},
-                {"type": "text", "text": "What is the total?"}]}]}
+            body = {
+                "model": model,
+                "stream": stream,
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "image_url", "image_url": {"url": page}},
+                            {"type": "text", "text": "What is the total?"},
+                        ],
+                    }
+                ],
+            }
             if max_tokens is not None:
                 body["max_tokens"] = max_tokens
             async with sem:
@@ -162,11 +194,18 @@ async def _level(url: str, model: str, pages: list[str], concurrency: int,
     codes: dict[str, int] = {}
     for code, *_ in results:
         codes[str(code)] = codes.get(str(code), 0) + 1
-    return {"concurrency": concurrency, "requests": len(pages), "statuses": codes,
-            "wall_s": wall, "throughput_rps": len(ok) / wall,
-            "latency_p50_s": _pct(ok, 50), "latency_p95_s": _pct(ok, 95),
-            "ttft_p50_s": _pct(ttft, 50), "ttft_p95_s": _pct(ttft, 95),
-            "completion_tokens_mean": float(np.mean([t for *_, t in results]))}
+    return {
+        "concurrency": concurrency,
+        "requests": len(pages),
+        "statuses": codes,
+        "wall_s": wall,
+        "throughput_rps": len(ok) / wall,
+        "latency_p50_s": _pct(ok, 50),
+        "latency_p95_s": _pct(ok, 95),
+        "ttft_p50_s": _pct(ttft, 50),
+        "ttft_p95_s": _pct(ttft, 95),
+        "completion_tokens_mean": float(np.mean([t for *_, t in results])),
+    }
 
 
 def _plot(result: dict, path: Path) -> None:
@@ -174,14 +213,17 @@ def _plot(result: dict, path: Path) -> None:
 
     runs = result["runs"]
     fig = Figure(figsize=(15, 3.2), dpi=110)
+
     def key(name: str):
         return lambda x: x[name]
 
-    panels = [("throughput (answers/s)", [("", key("throughput_rps"))]),
-              ("client latency (s)", [("p50", key("latency_p50_s")), ("p95", key("latency_p95_s"))]),
-              ("time to first token (s)", [("p50", key("ttft_p50_s")), ("p95", key("ttft_p95_s"))]),
-              ("queue wait, mean (s)", [("", lambda x: x["queue_wait"]["mean_s"])]),
-              ("server peak RSS (GiB)", [("", lambda x: x["server_peak_rss_bytes"] / 2**30)])]
+    panels = [
+        ("throughput (answers/s)", [("", key("throughput_rps"))]),
+        ("client latency (s)", [("p50", key("latency_p50_s")), ("p95", key("latency_p95_s"))]),
+        ("time to first token (s)", [("p50", key("ttft_p50_s")), ("p95", key("ttft_p95_s"))]),
+        ("queue wait, mean (s)", [("", lambda x: x["queue_wait"]["mean_s"])]),
+        ("server peak RSS (GiB)", [("", lambda x: x["server_peak_rss_bytes"] / 2**30)]),
+    ]
     for i, (title, series) in enumerate(panels):
         ax = fig.add_subplot(1, len(panels), i + 1)
         for run in runs:
@@ -189,18 +231,25 @@ def _plot(result: dict, path: Path) -> None:
             c = [x["concurrency"] for x in lv]
             for label, value in series:
                 ys = [value(x) for x in lv]
-                ax.plot(c, [np.nan if y is None else y for y in ys], marker="o",
-                        label=" ".join(t for t in (run["label"], label) if t))
+                ax.plot(
+                    c,
+                    [np.nan if y is None else y for y in ys],
+                    marker="o",
+                    label=" ".join(t for t in (run["label"], label) if t),
+                )
             ax.set_xscale("log", base=2)
             ax.set_xticks(c, [str(x) for x in c])
         ax.set_xlabel("client concurrency")
         ax.set_title(title, fontsize=9)
         ax.legend(fontsize=7)
     s = result["server"]
-    fig.suptitle(f"cascade serve --tiny, {result['model']}: {result['requests_per_level']} requests "
-                 f"per level, max_tokens {result['max_tokens']}, --max-concurrent "
-                 f"{s['max_concurrent']} --workers {s['workers']}, {s['threads']} torch thread(s) "
-                 f"({result['device']})", fontsize=9)
+    fig.suptitle(
+        f"cascade serve --tiny, {result['model']}: {result['requests_per_level']} requests "
+        f"per level, max_tokens {result['max_tokens']}, --max-concurrent "
+        f"{s['max_concurrent']} --workers {s['workers']}, {s['threads']} torch thread(s) "
+        f"({result['device']})",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(path)
 
@@ -215,16 +264,37 @@ class _Server:
 
     def __enter__(self) -> "_Server":
         a = self.args
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "YOLO_OFFLINE": "1", "YOLO_AUTOINSTALL": "False",
-               "GRADIO_ANALYTICS_ENABLED": "False"}
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "YOLO_OFFLINE": "1",
+            "YOLO_AUTOINSTALL": "False",
+            "GRADIO_ANALYTICS_ENABLED": "False",
+        }
         if a.threads:
             env.update(OMP_NUM_THREADS=str(a.threads), MKL_NUM_THREADS=str(a.threads))
-        cmd = [sys.executable, "-m", "cascade.cli", "serve", "--tiny", "--port", self.url.rsplit(":", 1)[1],
-               "--max-concurrent", str(a.max_concurrent), "--max-queue", str(a.max_queue),
-               "--workers", str(a.workers), "--timeout", "3600"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "cascade.cli",
+            "serve",
+            "--tiny",
+            "--port",
+            self.url.rsplit(":", 1)[1],
+            "--max-concurrent",
+            str(a.max_concurrent),
+            "--max-queue",
+            str(a.max_queue),
+            "--workers",
+            str(a.workers),
+            "--timeout",
+            "3600",
+        ]
         if self.max_num_seqs is not None:
             cmd += ["--max-num-seqs", str(self.max_num_seqs)]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
+        )
         for _ in range(1200):
             if self.proc.poll() is not None:
                 raise SystemExit(f"server exited: {self.proc.stderr.read().decode()[-2000:]}")
@@ -268,7 +338,9 @@ def _measure(args: argparse.Namespace, settings: list[tuple[str, int | None]]) -
         rounds: dict[tuple[int, int], list[dict]] = {}
         for r in range(args.rounds):
             for c in args.concurrency:
-                pages = [_page(r * 10**6 + c * 10_000 + i, args.same_image) for i in range(args.requests)]
+                pages = [
+                    _page(r * 10**6 + c * 10_000 + i, args.same_image) for i in range(args.requests)
+                ]
                 for k, server in enumerate(servers):
                     level = server.measured(pages, c)
                     rounds.setdefault((k, c), []).append(level)
@@ -285,7 +357,9 @@ def _measure(args: argparse.Namespace, settings: list[tuple[str, int | None]]) -
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--model", default="cascade/doc_qa", help="served model id to load")
     p.add_argument("--requests", type=int, default=200, help="requests per concurrency level")
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
@@ -294,41 +368,76 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=32)
     p.add_argument("--threads", type=int, default=None, help="torch/OMP threads in the server")
     p.add_argument("--max-tokens", type=int, default=None, help="each request's max_tokens")
-    p.add_argument("--stream", action="store_true", help="stream answers; record time to first token")
-    p.add_argument("--batching", choices=["on", "off", "both"], default="on",
-                   help="continuous batching (the server's default), off (--max-num-seqs 1), or both")
+    p.add_argument(
+        "--stream", action="store_true", help="stream answers; record time to first token"
+    )
+    p.add_argument(
+        "--batching",
+        choices=["on", "off", "both"],
+        default="on",
+        help="continuous batching (the server's default), off (--max-num-seqs 1), or both",
+    )
     p.add_argument("--same-image", action="store_true", help="one image for all (cache hits)")
-    p.add_argument("--rounds", type=int, default=None, help="interleaved rounds, best kept (default 3, quick 1)")
-    p.add_argument("--quick", action="store_true", help="8 requests at concurrency 1 and 4, 1 round")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="interleaved rounds, best kept (default 3, quick 1)",
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="8 requests at concurrency 1 and 4, 1 round"
+    )
     p.add_argument("--out", default="benchmarks/results/serve_load_cpu", help="output path stem")
     args = p.parse_args()
     if args.quick:
         args.requests, args.concurrency = 8, [1, 4]
     args.rounds = args.rounds or (1 if args.quick else 3)
 
-    settings = {"on": [("batched", None)], "off": [("one at a time", 1)],
-                "both": [("batched", None), ("one at a time", 1)]}[args.batching]
+    settings = {
+        "on": [("batched", None)],
+        "off": [("one at a time", 1)],
+        "both": [("batched", None), ("one at a time", 1)],
+    }[args.batching]
     runs = _measure(args, settings)
 
     import torch
 
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), platform.machine())
+    cpu = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if ln.startswith("model name")
+        ),
+        platform.machine(),
+    )
     gains = {}
     for run in runs:
         by_c = {lv["concurrency"]: lv["throughput_rps"] for lv in run["levels"]}
         if 1 in by_c:
             gains[run["label"]] = {str(c): by_c[c] / by_c[1] for c in by_c if c != 1}
-    result = {"benchmark": "serve_load", "model": args.model, "device": f"CPU: {cpu} ({os.cpu_count()} cores)",
-              "torch": torch.__version__, "quick": args.quick, "requests_per_level": args.requests,
-              "max_tokens": args.max_tokens, "stream": args.stream, "rounds": args.rounds,
-              "distinct_images": not args.same_image,
-              "server": {"max_concurrent": args.max_concurrent, "max_queue": args.max_queue,
-                         "workers": args.workers, "threads": args.threads},
-              "note": "random-weight tiny VLM and CLIP (VLM answers are noise); RapidOCR and YOLO11n "
-                      "ONNX are real. Timings are this machine's: per level the best of the interleaved rounds.",
-              "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
-              "throughput_vs_concurrency_1": gains, "runs": runs}
+    result = {
+        "benchmark": "serve_load",
+        "model": args.model,
+        "device": f"CPU: {cpu} ({os.cpu_count()} cores)",
+        "torch": torch.__version__,
+        "quick": args.quick,
+        "requests_per_level": args.requests,
+        "max_tokens": args.max_tokens,
+        "stream": args.stream,
+        "rounds": args.rounds,
+        "distinct_images": not args.same_image,
+        "server": {
+            "max_concurrent": args.max_concurrent,
+            "max_queue": args.max_queue,
+            "workers": args.workers,
+            "threads": args.threads,
+        },
+        "note": "random-weight tiny VLM and CLIP (VLM answers are noise); RapidOCR and YOLO11n "
+        "ONNX are real. Timings are this machine's: per level the best of the interleaved rounds.",
+        "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+        "throughput_vs_concurrency_1": gains,
+        "runs": runs,
+    }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")

@@ -20,6 +20,7 @@ not exact. No timing: these numbers do not depend on the machine.
     python benchmarks/structure_readers.py --split dev            # tune on dev only
     python benchmarks/structure_readers.py --split dev --quick    # a few pages per genre
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,13 +57,18 @@ def answers(item, lines, regions) -> tuple[list, list]:
         found = headings.document_title(lines, regions)
         return found, [f.text for f in found]
     if item.target == "heading":
-        found = (headings.section_heading(lines, regions, number=q.section_number)
-                 if q.section_number else headings.section_heading(
-                     lines, regions, topic=q.section_name or " ".join(q.cues)))
+        found = (
+            headings.section_heading(lines, regions, number=q.section_number)
+            if q.section_number
+            else headings.section_heading(lines, regions, topic=q.section_name or " ".join(q.cues))
+        )
         return found, [f.name for f in found]
     if item.target == "cell":
-        found = (tables.table_cell(lines, regions, row_key=q.row_key, column_key=q.column_key)
-                 if q.row_key and q.column_key else [])
+        found = (
+            tables.table_cell(lines, regions, row_key=q.row_key, column_key=q.column_key)
+            if q.row_key and q.column_key
+            else []
+        )
         found = found or tables.cells_named_in(lines, regions, question=item.question)
         return found, [f.text for f in found]
     if item.target == "identifier":
@@ -80,22 +86,34 @@ def holds_gold(item, found) -> bool:
     if not item.box:
         return False
     gold, frames = Box(*item.box), item.frames or (0,)
-    return any(f.media_index in frames and any(
-        b.pad(6).union(gold) == b.pad(6) or b.iou(gold) > 0.3 for b in f.boxes) for f in found)
+    return any(
+        f.media_index in frames
+        and any(b.pad(6).union(gold) == b.pad(6) or b.iou(gold) > 0.3 for b in f.boxes)
+        for f in found
+    )
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--split", default="dev", choices=("dev", "test"))
     ap.add_argument("--genres", default=",".join(GENRES), help="comma-separated genres")
     ap.add_argument("--quick", action="store_true", help="the split's quick set (a few per genre)")
-    ap.add_argument("--media", default=None, help="folder for the generated media "
-                    "(default: a temporary folder)")
-    ap.add_argument("--ocr-side", type=int, default=960,
-                    help="OCR detector side (det_limit_side_len); pipelines use 960")
-    ap.add_argument("--out", default=None, help="JSON path (default: benchmarks/results/"
-                    "structure_readers_<split>[_quick].json)")
+    ap.add_argument(
+        "--media", default=None, help="folder for the generated media (default: a temporary folder)"
+    )
+    ap.add_argument(
+        "--ocr-side",
+        type=int,
+        default=960,
+        help="OCR detector side (det_limit_side_len); pipelines use 960",
+    )
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="JSON path (default: benchmarks/results/structure_readers_<split>[_quick].json)",
+    )
     args = ap.parse_args(argv)
 
     import cascade.stages  # noqa: F401
@@ -110,8 +128,11 @@ def main(argv=None) -> dict:
     misses = []
     for genre in args.genres.split(","):
         for item in build_genre(media, args.split, genre, quick=args.quick):
-            if item.target not in TARGETS or genre not in GENRES or (
-                    item.target == "identifier" and genre not in ("code",)):
+            if (
+                item.target not in TARGETS
+                or genre not in GENRES
+                or (item.target == "identifier" and genre not in ("code",))
+            ):
                 continue  # ids and key values are read by the key-value reader, not structure
             lines, regions = read_item(item, ocr, layout)
             found, said = answers(item, lines, regions)
@@ -120,16 +141,38 @@ def main(argv=None) -> dict:
             exact = bool(answer) and same_span(answer, item.answer)
             hit = holds_gold(item, found)
             c = per.setdefault(f"{genre}/{item.target}", Counter())
-            c.update({"n": 1, "found": int(hit), "answered": int(answer is not None),
-                      "exact": int(exact), "wrong": int(answer is not None and not exact)})
+            c.update(
+                {
+                    "n": 1,
+                    "found": int(hit),
+                    "answered": int(answer is not None),
+                    "exact": int(exact),
+                    "wrong": int(answer is not None and not exact),
+                }
+            )
             if not hit or answer is not None and not exact:
-                misses.append({"id": item.id, "question": item.question, "gold": item.answer,
-                               "answers": said[:4]})
-    result = {"split": args.split, "quick": args.quick, "ocr_det_limit_side_len": args.ocr_side,
-              "machine": platform.machine(), "per_target": {k: dict(v) for k, v in per.items()},
-              "misses": misses}
-    out = Path(args.out or Path(__file__).parent / "results" /
-               f"structure_readers_{args.split}{'_quick' if args.quick else ''}.json")
+                misses.append(
+                    {
+                        "id": item.id,
+                        "question": item.question,
+                        "gold": item.answer,
+                        "answers": said[:4],
+                    }
+                )
+    result = {
+        "split": args.split,
+        "quick": args.quick,
+        "ocr_det_limit_side_len": args.ocr_side,
+        "machine": platform.machine(),
+        "per_target": {k: dict(v) for k, v in per.items()},
+        "misses": misses,
+    }
+    out = Path(
+        args.out
+        or Path(__file__).parent
+        / "results"
+        / f"structure_readers_{args.split}{'_quick' if args.quick else ''}.json"
+    )
     out.write_text(json.dumps(result, indent=1, ensure_ascii=False))
     for k, v in result["per_target"].items():
         print(f"{k:24s} {v}")

@@ -47,6 +47,7 @@ weights: token counts and timings are the architecture's, answers are noise (non
     python benchmarks/tower_evidence.py --split dev --no-ttft --ratios 0.25 --modes guided \
         --save-misses /tmp/misses                          # tune on dev: look at each miss
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,8 +76,20 @@ from vlm_timing import CLOCK, Sweep, rounds, use_clock  # noqa: E402
 
 # Genres whose questions read text off still images (documents and image sets); the video genres
 # reach the VLM as frames through the same path but their recall is measured by `cascade bench`.
-IMAGE_GENRES = ("receipt", "zh_receipt", "heading", "table", "code", "paragraph", "ids", "photo_doc",
-                "image_sign", "zh_sign", "colour", "zh_question")
+IMAGE_GENRES = (
+    "receipt",
+    "zh_receipt",
+    "heading",
+    "table",
+    "code",
+    "paragraph",
+    "ids",
+    "photo_doc",
+    "image_sign",
+    "zh_sign",
+    "colour",
+    "zh_question",
+)
 RATIOS = (0.5, 0.25, 0.1)
 MODES = ("guided", "unguided")
 READINGS = ("whole", "regions", "lines")
@@ -89,8 +102,11 @@ def variant(mode: str, ratio: float, reading: str = "whole") -> str:
 
 def questions(media_dir: Path, split: str, per_genre: int | None) -> list:
     """The split's reading questions on still images (the first `per_genre` of each genre)."""
-    items = [it for it in build_eval_set(media_dir, split, genres=IMAGE_GENRES)
-             if it.media_kind != "video" and it.kind in ("read", "doc") and it.answer]
+    items = [
+        it
+        for it in build_eval_set(media_dir, split, genres=IMAGE_GENRES)
+        if it.media_kind != "video" and it.kind in ("read", "doc") and it.answer
+    ]
     if per_genre is None:
         return items
     taken: dict[str, int] = defaultdict(int)
@@ -125,7 +141,10 @@ class Units:
         if regions is None:
             return None
         have = set(kept.tolist())
-        return all(set(core.tolist()) <= have for _, core in evidence_units(regions, (1, self.rows, self.cols)))
+        return all(
+            set(core.tolist()) <= have
+            for _, core in evidence_units(regions, (1, self.rows, self.cols))
+        )
 
     def grid(self, kept: torch.Tensor) -> np.ndarray:
         """The merged grid, 1 where a unit is kept."""
@@ -145,24 +164,41 @@ class Units:
 
         _, _, stats, _ = cv2.connectedComponentsWithStats(self.grid(kept), connectivity=8)
         px, u = rebuilt.pixels, self.unit
-        return [Image(np.ascontiguousarray(px[y * u:(y + h) * u, x * u:(x + w) * u]))
-                for x, y, w, h, _ in stats[1:]]  # label 0 is the dropped units
+        return [
+            Image(np.ascontiguousarray(px[y * u : (y + h) * u, x * u : (x + w) * u]))
+            for x, y, w, h, _ in stats[1:]
+        ]  # label 0 is the dropped units
 
     def line_places(self, rebuilt: Image, lines) -> list[Image]:
         """Where each OCR line of the full image lies (its box at the model's resize, one unit of
         margin), cut from `rebuilt`: kept pixels, and blank where a unit under it was dropped."""
-        sx, sy, u = self.resized.width / self.image.width, self.resized.height / self.image.height, self.unit
+        sx, sy, u = (
+            self.resized.width / self.image.width,
+            self.resized.height / self.image.height,
+            self.unit,
+        )
         px = rebuilt.pixels
         out = []
         for ln in lines:
             x0, y0 = max(0, int(ln.box.x0 * sx) - u), max(0, int(ln.box.y0 * sy) - u)
-            x1, y1 = min(px.shape[1], int(ln.box.x1 * sx) + u), min(px.shape[0], int(ln.box.y1 * sy) + u)
+            x1, y1 = (
+                min(px.shape[1], int(ln.box.x1 * sx) + u),
+                min(px.shape[0], int(ln.box.y1 * sy) + u),
+            )
             out.append(Image(np.ascontiguousarray(px[y0:y1, x0:x1])))
         return out
 
 
-def measure(item, vlm: VLM, readers: Readers, ocr, ratios, modes=MODES, readings=READINGS,
-            misses: Path | None = None) -> list[dict]:
+def measure(
+    item,
+    vlm: VLM,
+    readers: Readers,
+    ocr,
+    ratios,
+    modes=MODES,
+    readings=READINGS,
+    misses: Path | None = None,
+) -> list[dict]:
     """One row per answer image of `item`: what OCR reads on the full image and on the kept pixels.
     misses: a folder where the kept pixels of each guided miss (the full image read) are saved as
     PNG, to look at what the selection cut."""
@@ -176,13 +212,22 @@ def measure(item, vlm: VLM, readers: Readers, ocr, ratios, modes=MODES, readings
         # cut answer from a judge that misreads kept pixels (blank units around text can throw
         # its text detector off)
         gold = normalize(item.answer)
-        answer_lines, _ = image_regions(image, query, [ln for ln in lines if gold and gold in normalize(ln.text)])
+        answer_lines, _ = image_regions(
+            image, query, [ln for ln in lines if gold and gold in normalize(ln.text)]
+        )
         u = Units(vlm, image)
-        row = {"id": item.id, "genre": item.genre, "media_kind": item.media_kind, "image": i,
-               "answer": item.answer, "size": [image.width, image.height],
-               "sent": [u.resized.width, u.resized.height], "units": u.rows * u.cols,
-               "evidence_lines": len(used),
-               "full": readers.reads([u.resized], item.answer)}
+        row = {
+            "id": item.id,
+            "genre": item.genre,
+            "media_kind": item.media_kind,
+            "image": i,
+            "answer": item.answer,
+            "size": [image.width, image.height],
+            "sent": [u.resized.width, u.resized.height],
+            "units": u.rows * u.cols,
+            "evidence_lines": len(used),
+            "full": readers.reads([u.resized], item.answer),
+        }
         for r in ratios:
             for mode, guide in (("unguided", None), ("guided", regions)):
                 if mode not in modes:
@@ -194,16 +239,26 @@ def measure(item, vlm: VLM, readers: Readers, ocr, ratios, modes=MODES, readings
                 rebuilt = u.rebuild(kept)
                 read = False  # each reading adds its views to those of the readings before it
                 for n, reading in enumerate(k for k in READINGS if k in readings):
-                    views = ([] if reading == "whole" else u.regions(kept, rebuilt)
-                             if reading == "regions" else u.line_places(rebuilt, lines))
+                    views = (
+                        []
+                        if reading == "whole"
+                        else u.regions(kept, rebuilt)
+                        if reading == "regions"
+                        else u.line_places(rebuilt, lines)
+                    )
                     key = variant(mode, r, reading)
-                    read = row[key] = read or readers.reads([rebuilt] * (n == 0) + views, item.answer)
+                    read = row[key] = read or readers.reads(
+                        [rebuilt] * (n == 0) + views, item.answer
+                    )
                     if misses is not None and mode == "guided" and row["full"] and not row[key]:
                         misses.mkdir(parents=True, exist_ok=True)
                         rebuilt.to_pil().save(misses / f"{item.id.replace('/', '_')}_{i}_{key}.png")
         rows.append(row)
-        print(f"  {item.id}: full {row['full']}, " + ", ".join(
-            f"{k} {v}" for k, v in row.items() if "guided@" in k), flush=True)
+        print(
+            f"  {item.id}: full {row['full']}, "
+            + ", ".join(f"{k} {v}" for k, v in row.items() if "guided@" in k),
+            flush=True,
+        )
     return rows
 
 
@@ -224,7 +279,11 @@ def by(rows: list[dict], field: str, ratios, modes=MODES, readings=READINGS) -> 
 def ttft(vlm: VLM, items: list, ocr, ratios, repeats: int) -> dict:
     """e2e TTFT (preprocess + tower + reduction + prefill) on the split's document with the most
     visual tokens: unreduced, tower unguided, tower guided by its OCR lines."""
-    docs = [(it, Image.open(it.media[(it.frames or (0,))[0]])) for it in items if it.media_kind == "document"]
+    docs = [
+        (it, Image.open(it.media[(it.frames or (0,))[0]]))
+        for it in items
+        if it.media_kind == "document"
+    ]
     item, image = max(docs, key=lambda p: vlm.family.image_cost(p[1].width, p[1].height).tokens)
     regions, used = image_regions(image, understand(item.question), ocr(images=[image]).lines)
     configs = {"none": ReductionConfig()}
@@ -238,32 +297,60 @@ def ttft(vlm: VLM, items: list, ocr, ratios, repeats: int) -> dict:
             pieces[f"tower/{name}"] = lambda red=red: s.time_tower(red)
         pieces[f"prefill/{name}"] = lambda red=red: s.prefill(red)[0]
     best = {k: min(v) for k, v in rounds(pieces, repeats, "ttft").items()}
-    e2e = {name: best["preprocess"] + best[f"tower/{name}"] + best[f"prefill/{name}"] for name in configs}
-    return {"item": item.id, "image": Path(item.media[(item.frames or (0,))[0]]).name, "question": item.question,
-            "size": [image.width, image.height], "evidence_lines": len(used),
-            "visual_tokens": {name: s.tokens(red)[0] for name, red in configs.items()},
-            "e2e_ttft_s": e2e, "e2e_ttft_speedup_vs_full": {k: e2e["none"] / v for k, v in e2e.items() if k != "none"},
-            "best_s": best}
+    e2e = {
+        name: best["preprocess"] + best[f"tower/{name}"] + best[f"prefill/{name}"]
+        for name in configs
+    }
+    return {
+        "item": item.id,
+        "image": Path(item.media[(item.frames or (0,))[0]]).name,
+        "question": item.question,
+        "size": [image.width, image.height],
+        "evidence_lines": len(used),
+        "visual_tokens": {name: s.tokens(red)[0] for name, red in configs.items()},
+        "e2e_ttft_s": e2e,
+        "e2e_ttft_speedup_vs_full": {k: e2e["none"] / v for k, v in e2e.items() if k != "none"},
+        "best_s": best,
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--split", default="test", choices=["dev", "test"])
     ap.add_argument("--quick", action="store_true", help="2 questions per genre; 1 timed round")
-    ap.add_argument("--per-genre", type=int, default=None, help="questions per genre (default: all)")
+    ap.add_argument(
+        "--per-genre", type=int, default=None, help="questions per genre (default: all)"
+    )
     ap.add_argument("--ratios", type=float, nargs="+", default=list(RATIOS))
     ap.add_argument("--media-dir", default=None, help="eval set folder (default: cascade bench's)")
-    ap.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES),
-                    help="which tower variants' recall to measure (default both)")
-    ap.add_argument("--readings", nargs="+", default=list(READINGS), choices=list(READINGS),
-                    help="how the judge reads the kept pixels, each adding views to the ones "
-                         "before it: the whole rebuilt image in one pass; each region of touching "
-                         "kept units on its own; each OCR line's place (default all three)")
-    ap.add_argument("--save-misses", default=None,
-                    help="folder for the kept pixels (PNG) of each guided miss the full image reads")
+    ap.add_argument(
+        "--modes",
+        nargs="+",
+        default=list(MODES),
+        choices=list(MODES),
+        help="which tower variants' recall to measure (default both)",
+    )
+    ap.add_argument(
+        "--readings",
+        nargs="+",
+        default=list(READINGS),
+        choices=list(READINGS),
+        help="how the judge reads the kept pixels, each adding views to the ones "
+        "before it: the whole rebuilt image in one pass; each region of touching "
+        "kept units on its own; each OCR line's place (default all three)",
+    )
+    ap.add_argument(
+        "--save-misses",
+        default=None,
+        help="folder for the kept pixels (PNG) of each guided miss the full image reads",
+    )
     ap.add_argument("--no-ttft", action="store_true", help="recall only")
     ap.add_argument("--ttft-only", action="store_true", help="timings only")
-    ap.add_argument("--repeats", type=int, default=None, help="interleaved best-of rounds (default 3, quick 1)")
+    ap.add_argument(
+        "--repeats", type=int, default=None, help="interleaved best-of rounds (default 3, quick 1)"
+    )
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: CPU-time clock)")
     ap.add_argument("--out", default=None, help="output path without suffix")
     args = ap.parse_args(argv)
@@ -279,51 +366,85 @@ def main(argv: list[str] | None = None) -> dict:
     items = questions(media_dir, args.split, per_genre)
     result: dict = {
         "benchmark": "tower reduction: OCR recall on the kept pixels, and e2e TTFT",
-        "command": "python benchmarks/tower_evidence.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "split": args.split, "questions": len(items), "ratios": args.ratios,
+        "command": "python benchmarks/tower_evidence.py "
+        + " ".join(sys.argv[1:] if argv is None else argv),
+        "split": args.split,
+        "questions": len(items),
+        "ratios": args.ratios,
         "model": "tiny Qwen2-VL 'bench' (RANDOM weights; its processor's resize and merge units)",
         "evidence": "the cascade's `ocr` stage (rapidocr, default parameters) on the full image; "
-                    "target lines first by the `understand` stage's Query",
+        "target lines first by the `understand` stage's Query",
         "judge": "cascade.eval.judge.Readers: real OCR at detector scales 960 / 2048 / 1280 on the "
-                 "rebuilt image; gold found as a run of letters and digits",
+        "rebuilt image; gold found as a run of letters and digits",
         "kept_pixels": "the image at the model's resize; units not kept blank white; read whole, "
-                       "(+regions) also each region of touching kept units on its own, (+lines) "
-                       "also each OCR line's place (its box, one unit of margin)",
+        "(+regions) also each region of touching kept units on its own, (+lines) "
+        "also each OCR line's place (its box, one unit of margin)",
         "threads": torch.get_num_threads(),
     }
     if not args.ttft_only:
         readers = Readers(model=model)
         rows = []
         for it in items:
-            rows.extend(measure(it, vlm, readers, ocr, args.ratios, args.modes, args.readings,
-                                Path(args.save_misses) if args.save_misses else None))
+            rows.extend(
+                measure(
+                    it,
+                    vlm,
+                    readers,
+                    ocr,
+                    args.ratios,
+                    args.modes,
+                    args.readings,
+                    Path(args.save_misses) if args.save_misses else None,
+                )
+            )
         grid = (args.ratios, args.modes, args.readings)
-        result |= {"recall": recall(rows, *grid), "recall_by_genre": by(rows, "genre", *grid),
-                   "recall_by_media_kind": by(rows, "media_kind", *grid), "rows": rows}
+        result |= {
+            "recall": recall(rows, *grid),
+            "recall_by_genre": by(rows, "genre", *grid),
+            "recall_by_media_kind": by(rows, "media_kind", *grid),
+            "rows": rows,
+        }
     if not args.no_ttft:
         result["clock"] = CLOCK["kind"]
         result["ttft"] = ttft(vlm, items, ocr, args.ratios, repeats)
-        result["ttft_note"] = ("timings from the machine this ran on: record them on a quiet one "
-                               f"({repeats} interleaved round(s))")
+        result["ttft_note"] = (
+            "timings from the machine this ran on: record them on a quiet one "
+            f"({repeats} interleaved round(s))"
+        )
     result["wall_s"] = time.perf_counter() - t0
-    out = Path(args.out or f"benchmarks/results/tower_evidence_{args.split}{'_quick' if args.quick else ''}_cpu")
+    out = Path(
+        args.out
+        or f"benchmarks/results/tower_evidence_{args.split}{'_quick' if args.quick else ''}_cpu"
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(result, indent=1, ensure_ascii=False))
     if "recall" in result:
         rc = result["recall"]
-        print(f"recall over {rc['images']} answer images: full {rc['full']:.2f}; " + ", ".join(
-            f"{variant(m, r, k)} {rc[variant(m, r, k)]:.2f}" for r in args.ratios for m in args.modes
-            for k in args.readings))
+        print(
+            f"recall over {rc['images']} answer images: full {rc['full']:.2f}; "
+            + ", ".join(
+                f"{variant(m, r, k)} {rc[variant(m, r, k)]:.2f}"
+                for r in args.ratios
+                for m in args.modes
+                for k in args.readings
+            )
+        )
         for r in args.ratios:
             for k in args.readings if "guided" in args.modes else ():
                 key = variant("guided", r, k)
                 missed = [row for row in result["rows"] if row["full"] and not row[key]]
                 whole = sum(bool(row[f"answer_line_kept@{r:g}"]) for row in missed)
-                print(f"{key}: {len(missed)} miss(es) the full image reads, {whole} of them "
-                      "with the OCR line holding the answer kept whole")
+                print(
+                    f"{key}: {len(missed)} miss(es) the full image reads, {whole} of them "
+                    "with the OCR line holding the answer kept whole"
+                )
     if "ttft" in result:
-        print("e2e TTFT speedup vs unreduced: " + ", ".join(
-            f"{k} {v:.2f}x" for k, v in result["ttft"]["e2e_ttft_speedup_vs_full"].items()))
+        print(
+            "e2e TTFT speedup vs unreduced: "
+            + ", ".join(
+                f"{k} {v:.2f}x" for k, v in result["ttft"]["e2e_ttft_speedup_vs_full"].items()
+            )
+        )
     print(f"wrote {out.with_suffix('.json')} in {result['wall_s']:.0f} s")
     return result
 

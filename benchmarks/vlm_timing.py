@@ -6,6 +6,7 @@ A round calls every piece once, in order, so load from other processes on a shar
 all configs alike and best-of filters it out. Pieces return their own seconds, so each times
 exactly its interior.
 """
+
 from __future__ import annotations
 
 import time
@@ -20,14 +21,26 @@ from cascade.vlm.fastv import fastv_prefill
 from cascade.vlm.kv_cache import dequantize_kv, quantize_kv
 from cascade.vlm.reduction import keep_count, reduce_tokens, tower_select
 
-__all__ = ["rounds", "Sweep", "turn2", "int8_storage", "reduction_at_4096", "use_clock", "timed", "CLOCK", "WALL"]
+__all__ = [
+    "rounds",
+    "Sweep",
+    "turn2",
+    "int8_storage",
+    "reduction_at_4096",
+    "use_clock",
+    "timed",
+    "CLOCK",
+    "WALL",
+]
 
 
 # Wall-clock seconds of every piece's call, per `rounds` label, whatever the clock (recorded).
 WALL: dict[str, dict[str, list[float]]] = {}
 
 
-def rounds(pieces: dict[str, Callable[[], float]], n: int, label: str = "") -> dict[str, list[float]]:
+def rounds(
+    pieces: dict[str, Callable[[], float]], n: int, label: str = ""
+) -> dict[str, list[float]]:
     """Warm every piece once, then n interleaved rounds: {name: [seconds per round]}."""
     for f in pieces.values():
         f()
@@ -38,8 +51,11 @@ def rounds(pieces: dict[str, Callable[[], float]], n: int, label: str = "") -> d
             t = time.perf_counter()
             times[k].append(f())
             wall[k].append(time.perf_counter() - t)
-        print(f"  {label} round {i + 1}/{n}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()),
-              flush=True)
+        print(
+            f"  {label} round {i + 1}/{n}: "
+            + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()),
+            flush=True,
+        )
     return times
 
 
@@ -91,10 +107,16 @@ class Sweep:
         self.pre = self._preprocess()
         with torch.inference_mode():
             self.feats = self.fam.encode(self.pre.vision_inputs)
-        self.units = {red: self.fam.tower_keep(self.pre.vision_inputs, red.keep_ratio, red.keep_regions)
-                      for red in configs if red.before_tower}
+        self.units = {
+            red: self.fam.tower_keep(self.pre.vision_inputs, red.keep_ratio, red.keep_regions)
+            for red in configs
+            if red.before_tower
+        }
         with torch.inference_mode():
-            self.tower_feats = {red: self.fam.encode(self.pre.vision_inputs, keep=u) for red, u in self.units.items()}
+            self.tower_feats = {
+                red: self.fam.encode(self.pre.vision_inputs, keep=u)
+                for red, u in self.units.items()
+            }
 
     def _preprocess(self):
         fam = self.fam
@@ -135,17 +157,39 @@ class Sweep:
             if red.before_tower:
                 units = fam.tower_keep(self.pre.vision_inputs, red.keep_ratio, red.keep_regions)
                 feats = self.tower_feats[red]
-            a = eng.reduce(self.pre, feats if feats is not None else self.feats,
-                           ReductionConfig() if fastv else red, units)
-            emb = torch.cat([a.embeds, fam.embed(torch.tensor(self.suffix, device=self.b.device))])[None]
+            a = eng.reduce(
+                self.pre,
+                feats if feats is not None else self.feats,
+                ReductionConfig() if fastv else red,
+                units,
+            )
+            emb = torch.cat([a.embeds, fam.embed(torch.tensor(self.suffix, device=self.b.device))])[
+                None
+            ]
             pos = torch.cat([a.positions, fam.text_positions(a.next_pos, len(self.suffix))], dim=1)
             if fastv:
                 visual = (a.ids == fam.image_token_id).nonzero().squeeze(1)
-                h, _ = fastv_prefill(fam, emb, pos, visual, keep_count(a.unreduced, red.keep_ratio),
-                                     red.fastv_layer, cache, a.extra)
+                h, _ = fastv_prefill(
+                    fam,
+                    emb,
+                    pos,
+                    visual,
+                    keep_count(a.unreduced, red.keep_ratio),
+                    red.fastv_layer,
+                    cache,
+                    a.extra,
+                )
             else:
-                kw = {} if a.extra is None else fam.visual_kwargs(torch.nn.functional.pad(
-                    a.ids == fam.image_token_id, (0, len(self.suffix)))[None], a.extra)
+                kw = (
+                    {}
+                    if a.extra is None
+                    else fam.visual_kwargs(
+                        torch.nn.functional.pad(a.ids == fam.image_token_id, (0, len(self.suffix)))[
+                            None
+                        ],
+                        a.extra,
+                    )
+                )
                 h = fam.forward(emb, pos, cache, **kw)
             logits = fam.lm_head(h[:, -1])
             int(logits.argmax())
@@ -162,7 +206,9 @@ class Sweep:
             return keep_count(unreduced, red.keep_ratio), n_full
         if red.before_tower:
             return sum(int(u.numel()) for u in self.units[red]), n_full
-        return sum(int(reduce_tokens(f, g, red).index.numel()) for f, g in zip(self.feats, self.pre.grids)), n_full
+        return sum(
+            int(reduce_tokens(f, g, red).index.numel()) for f, g in zip(self.feats, self.pre.grids)
+        ), n_full
 
     def predicted_prefill_flops(self, red: ReductionConfig) -> float:
         llm = self.fam.family.shapes.llm
@@ -191,8 +237,10 @@ class Sweep:
         with torch.inference_mode():
             feats = self.fam.encode(self.pre.vision_inputs, keep=all_units)
         _, lg = self.prefill(ReductionConfig(), units=all_units, feats=feats)
-        return {"max_abs_logit_diff_keep_1.0_vs_unreduced": out,
-                "max_abs_logit_diff_tower_path_all_units_vs_unreduced": float((lg - ref).abs().max())}
+        return {
+            "max_abs_logit_diff_keep_1.0_vs_unreduced": out,
+            "max_abs_logit_diff_tower_path_all_units_vs_unreduced": float((lg - ref).abs().max()),
+        }
 
 
 def _prefix_logits(vlm: VLM, img, question: str, state) -> torch.Tensor:
@@ -203,8 +251,14 @@ def _prefix_logits(vlm: VLM, img, question: str, state) -> torch.Tensor:
         return b.runtime.lm_head(hidden[0, -1])
 
 
-def turn2(path: str, device: str, img, question: str, repeats: int,
-          generate_configs: list[ReductionConfig] = ()) -> tuple[dict, dict, VLM]:
+def turn2(
+    path: str,
+    device: str,
+    img,
+    question: str,
+    repeats: int,
+    generate_configs: list[ReductionConfig] = (),
+) -> tuple[dict, dict, VLM]:
     """Turn-2 TTFT, interleaved best-of: prefix-cache hit and a session's second turn vs
     recomputing everything (tower + prefill) with `generate` (no cache); identity of a hit on
     logits. The same rounds time `generate` (no cache) under each of `generate_configs`: the
@@ -222,25 +276,35 @@ def turn2(path: str, device: str, img, question: str, repeats: int,
         return timed(dev, lambda: s.ask(q2))
 
     # max_new_tokens=1: the call ends at its first token, so its seconds are its TTFT
-    pieces = {"cache_hit": lambda: timed(dev, lambda: cached.generate([img], q2, max_new_tokens=1)),
-              "session_turn2": session,
-              "recompute": lambda: timed(dev, lambda: plain.generate([img], q2, max_new_tokens=1))}
+    pieces = {
+        "cache_hit": lambda: timed(dev, lambda: cached.generate([img], q2, max_new_tokens=1)),
+        "session_turn2": session,
+        "recompute": lambda: timed(dev, lambda: plain.generate([img], q2, max_new_tokens=1)),
+    }
     for red in generate_configs:
-        pieces[f"{red.method}@{red.keep_ratio:g}"] = (
-            lambda red=red: timed(dev, lambda: plain.generate([img], q2, max_new_tokens=1, reduction=red)))
+        pieces[f"{red.method}@{red.keep_ratio:g}"] = lambda red=red: timed(
+            dev, lambda: plain.generate([img], q2, max_new_tokens=1, reduction=red)
+        )
     t = rounds(pieces, repeats, "turn 2 / generate")
     b = cached.backend
     prefix, _ = b.layout.first_turn(1, None, q2)
     hit, status, *_ = b.engine.state([img], prefix, ReductionConfig())
     fresh, *_ = plain.backend.engine.compute([img], prefix, ReductionConfig())
-    diff = float((_prefix_logits(cached, img, q2, hit) - _prefix_logits(plain, img, q2, fresh)).abs().max())
+    diff = float(
+        (_prefix_logits(cached, img, q2, hit) - _prefix_logits(plain, img, q2, fresh)).abs().max()
+    )
     best = {k: min(v) for k, v in t.items()}
-    out = {"visual_tokens": hit.visual_tokens, "ttft_cache_hit_s": best["cache_hit"],
-           "ttft_recompute_s": best["recompute"], "ttft_session_turn2_s": best["session_turn2"],
-           "ttft_s_all": {k: t[k] for k in ("cache_hit", "session_turn2", "recompute")},
-           "speedup_cache": best["recompute"] / best["cache_hit"],
-           "speedup_session": best["recompute"] / best["session_turn2"],
-           "cache_outcome": status, "max_abs_logit_diff_hit_vs_recompute": diff}
+    out = {
+        "visual_tokens": hit.visual_tokens,
+        "ttft_cache_hit_s": best["cache_hit"],
+        "ttft_recompute_s": best["recompute"],
+        "ttft_session_turn2_s": best["session_turn2"],
+        "ttft_s_all": {k: t[k] for k in ("cache_hit", "session_turn2", "recompute")},
+        "speedup_cache": best["recompute"] / best["cache_hit"],
+        "speedup_session": best["recompute"] / best["session_turn2"],
+        "cache_outcome": status,
+        "max_abs_logit_diff_hit_vs_recompute": diff,
+    }
     gen = {"none@1": best["recompute"], **{k: best[k] for k in pieces if "@" in k}}
     return out, gen, cached
 
@@ -263,21 +327,36 @@ def int8_storage(path: str, device: str, img, fp: VLM) -> dict:
             bf_err.append(((x.to(torch.bfloat16).to(x.dtype) - x).norm() / x.norm()).item())
             elems += x.numel()
     bf16_bytes = 2 * elems
-    diff = float((_prefix_logits(q, img, question, qstate) - _prefix_logits(fp, img, question, state)).abs().max())
+    diff = float(
+        (_prefix_logits(q, img, question, qstate) - _prefix_logits(fp, img, question, state))
+        .abs()
+        .max()
+    )
     a = fp.generate([img], question, max_new_tokens=8)
     b = q.generate([img], question, max_new_tokens=8)
     agree = sum(x == y for x, y in zip(a.token_ids, b.token_ids)) / max(len(a.token_ids), 1)
-    return {"kv_dtype": str(state.layers[0][0].dtype), "fp_bytes": fp.kv_cache.bytes,
-            "bf16_bytes": bf16_bytes, "int8_bytes": q.kv_cache.bytes,
-            "memory_ratio": fp.kv_cache.bytes / q.kv_cache.bytes,
-            "memory_ratio_vs_bf16": bf16_bytes / q.kv_cache.bytes,
-            "kv_relative_error_mean": float(np.mean(i8_err)), "kv_relative_error_max": float(np.max(i8_err)),
-            "bf16_kv_relative_error_mean": float(np.mean(bf_err)),
-            "max_abs_logit_diff_int8_vs_fp": diff, "greedy_token_agreement": agree}
+    return {
+        "kv_dtype": str(state.layers[0][0].dtype),
+        "fp_bytes": fp.kv_cache.bytes,
+        "bf16_bytes": bf16_bytes,
+        "int8_bytes": q.kv_cache.bytes,
+        "memory_ratio": fp.kv_cache.bytes / q.kv_cache.bytes,
+        "memory_ratio_vs_bf16": bf16_bytes / q.kv_cache.bytes,
+        "kv_relative_error_mean": float(np.mean(i8_err)),
+        "kv_relative_error_max": float(np.max(i8_err)),
+        "bf16_kv_relative_error_mean": float(np.mean(bf_err)),
+        "max_abs_logit_diff_int8_vs_fp": diff,
+        "greedy_token_agreement": agree,
+    }
 
 
-def reduction_at_4096(sweep: Sweep, methods: list[str], ratio: float, repeats: int,
-                      known_prefill: tuple[int, float] | None = None) -> dict:
+def reduction_at_4096(
+    sweep: Sweep,
+    methods: list[str],
+    ratio: float,
+    repeats: int,
+    known_prefill: tuple[int, float] | None = None,
+) -> dict:
     """Each reduction's seconds on 4,096 visual tokens (this image's tower features, and its pixel
     units for `tower`, bilinearly resized to a 64 x 64 grid) against the reduced prefill it
     precedes: the LLM prefill of round(4096 * ratio) visual tokens + the prompt's text.
@@ -289,14 +368,24 @@ def reduction_at_4096(sweep: Sweep, methods: list[str], ratio: float, repeats: i
 
     def grow(x: torch.Tensor) -> torch.Tensor:
         g = x.float().reshape(h, w, -1).permute(2, 0, 1)[None]
-        up = torch.nn.functional.interpolate(g, size=(side, side), mode="bilinear", align_corners=False)
+        up = torch.nn.functional.interpolate(
+            g, size=(side, side), mode="bilinear", align_corners=False
+        )
         return up[0].permute(1, 2, 0).reshape(side * side, -1).to(x.dtype).contiguous()
 
     x = grow(sweep.feats[0])
-    m2 = fam.family.merge ** 2 if hasattr(fam.family, "merge") else 1
-    units = grow(sweep.pre.vision_inputs["pixel_values"].reshape(t * h * w, -1)) if "tower" in methods else None
+    m2 = fam.family.merge**2 if hasattr(fam.family, "merge") else 1
+    units = (
+        grow(sweep.pre.vision_inputs["pixel_values"].reshape(t * h * w, -1))
+        if "tower" in methods
+        else None
+    )
     grid = (1, side, side)
-    n_prefill = keep_count(side * side, ratio) + (sweep.pre.input_ids.numel() - t * h * w) + len(sweep.suffix)
+    n_prefill = (
+        keep_count(side * side, ratio)
+        + (sweep.pre.input_ids.numel() - t * h * w)
+        + len(sweep.suffix)
+    )
     prefill = bare_prefill(sweep, n_prefill)
 
     def reducer(m: str) -> Callable[[], float]:
@@ -310,18 +399,26 @@ def reduction_at_4096(sweep: Sweep, methods: list[str], ratio: float, repeats: i
                 else:
                     reduce_tokens(x, grid, red, b.ops)
             return _clock(b.device) - t0
+
         return run
 
     reuse = known_prefill is not None and known_prefill[0] == n_prefill
     pieces = {**({} if reuse else {"prefill": prefill}), **{m: reducer(m) for m in methods}}
     times = rounds(pieces, repeats, "4096 tokens")
     pre_s = known_prefill[1] if reuse else min(times.pop("prefill"))
-    return {"visual_tokens": side * side, "keep_ratio": ratio, "reduced_prefill_tokens": n_prefill,
-            "reduced_prefill_is_the_sweeps_unreduced_prefill": reuse,
-            "reduced_prefill_s": pre_s, "merge_unit_features": int(units.shape[1]) if units is not None else None,
-            "unit_patches": m2,
-            "methods": {m: {"reduction_s": min(v), "ratio_to_reduced_prefill": min(v) / pre_s}
-                        for m, v in times.items()}}
+    return {
+        "visual_tokens": side * side,
+        "keep_ratio": ratio,
+        "reduced_prefill_tokens": n_prefill,
+        "reduced_prefill_is_the_sweeps_unreduced_prefill": reuse,
+        "reduced_prefill_s": pre_s,
+        "merge_unit_features": int(units.shape[1]) if units is not None else None,
+        "unit_patches": m2,
+        "methods": {
+            m: {"reduction_s": min(v), "ratio_to_reduced_prefill": min(v) / pre_s}
+            for m, v in times.items()
+        },
+    }
 
 
 def bare_prefill(sweep: Sweep, n: int) -> Callable[[], float]:
@@ -336,6 +433,7 @@ def bare_prefill(sweep: Sweep, n: int) -> Callable[[], float]:
         with torch.inference_mode():
             int(fam.lm_head(fam.forward(emb, pos, cache)[:, -1]).argmax())
         return _clock(b.device) - t0
+
     return run
 
 
@@ -346,7 +444,10 @@ def prefill_scaling(sweep: Sweep, lengths: list[int], repeats: int) -> dict:
     FLOP rate depends on the length (attention vs dense matmuls)."""
     llm = sweep.fam.family.shapes.llm
     times = rounds({str(n): bare_prefill(sweep, n) for n in lengths}, repeats, "prefill scaling")
-    rows = [{"tokens": n, "seconds": min(times[str(n)]), "flops": prefill_flops(llm, n)} for n in lengths]
+    rows = [
+        {"tokens": n, "seconds": min(times[str(n)]), "flops": prefill_flops(llm, n)}
+        for n in lengths
+    ]
     for r in rows:
         r["seconds_per_gflop"] = r["seconds"] / (r["flops"] / 1e9)
     return {"rows": rows, "one_token_forward_s": rows[0]["seconds"] if lengths[0] == 1 else None}

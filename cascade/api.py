@@ -10,6 +10,7 @@ answer carries its evidence and its bill. `qa.session(media)` keeps the media fi
 questions: earlier turns go into the VLM's prompt, the content-keyed caches (CLIP embeddings, the
 VLM's KV prefix) make later turns skip the vision work, and each turn's trace shows the hits.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -44,10 +45,16 @@ class QA:
 
     default_pipeline = "video_qa"
 
-    def __init__(self, pipeline: str | Path | None = None, *, model: str | None = None,
-                 device: str | None = None, overrides: dict[str, Any] | None = None,
-                 type_overrides: dict[str, dict[str, Any]] | None = None,
-                 model_options: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        pipeline: str | Path | None = None,
+        *,
+        model: str | None = None,
+        device: str | None = None,
+        overrides: dict[str, Any] | None = None,
+        type_overrides: dict[str, dict[str, Any]] | None = None,
+        model_options: dict[str, Any] | None = None,
+    ):
         by_type = {k: dict(v) for k, v in (type_overrides or {}).items()}
         models: dict[str, Any] = dict(model_options or {})
         if model is not None:
@@ -55,15 +62,21 @@ class QA:
         if device is not None:
             models["device"] = device
             by_type.setdefault("*", {})["device"] = device
-        self.pipeline = Pipeline.load(pipeline or self.default_pipeline, overrides,
-                                      type_params=by_type, model_params=models)
+        self.pipeline = Pipeline.load(
+            pipeline or self.default_pipeline, overrides, type_params=by_type, model_params=models
+        )
         if "answer" not in self.pipeline.spec.outputs:
-            raise SpecError(f"pipeline '{self.pipeline.name}' has no 'answer' output; QA needs one",
-                            file=self.pipeline.file)
+            raise SpecError(
+                f"pipeline '{self.pipeline.name}' has no 'answer' output; QA needs one",
+                file=self.pipeline.file,
+            )
         self.media_inputs = [n for n in _MEDIA_INPUTS if n in self.pipeline.spec.inputs]
         if not self.media_inputs or "question" not in self.pipeline.spec.inputs:
-            raise SpecError(f"pipeline '{self.pipeline.name}' needs a 'question' input and one of "
-                            f"{', '.join(_MEDIA_INPUTS)}", file=self.pipeline.file)
+            raise SpecError(
+                f"pipeline '{self.pipeline.name}' needs a 'question' input and one of "
+                f"{', '.join(_MEDIA_INPUTS)}",
+                file=self.pipeline.file,
+            )
 
     def _media_input(self, media: Any) -> str:
         """Which input `media` goes to, for pipelines (the baselines) that take a video or images."""
@@ -74,8 +87,14 @@ class QA:
         return wanted if wanted in self.media_inputs else self.media_inputs[0]
 
     @classmethod
-    def offline(cls, pipeline: str | Path | None = None, size: str = "test", *,
-                model: str | None = None, **kwargs: Any) -> "QA":
+    def offline(
+        cls,
+        pipeline: str | Path | None = None,
+        size: str = "test",
+        *,
+        model: str | None = None,
+        **kwargs: Any,
+    ) -> "QA":
         """Random-weight models, for machines without a model hub (tests, demos, benchmarks).
 
         The VLM is a tiny Qwen2-VL built from a config (`cascade.vlm.build_tiny_vlm`, `size`
@@ -88,13 +107,21 @@ class QA:
         by_type = offline["type_params"]
         for k, v in (kwargs.pop("type_overrides", None) or {}).items():
             by_type.setdefault(k, {}).update(v)
-        return cls(pipeline, model=model or offline["model_params"]["id"], type_overrides=by_type,
-                   **kwargs)
+        return cls(
+            pipeline, model=model or offline["model_params"]["id"], type_overrides=by_type, **kwargs
+        )
 
-    def ask(self, media: Any, question: str, *, history: Sequence[tuple[str, str]] = (),
-            sampling: SamplingParams | Mapping[str, Any] | None = None,
-            schema: Mapping[str, Any] | None = None,
-            on_token: Callable[[Any], Any] | None = None, **inputs: Any) -> Answer:
+    def ask(
+        self,
+        media: Any,
+        question: str,
+        *,
+        history: Sequence[tuple[str, str]] = (),
+        sampling: SamplingParams | Mapping[str, Any] | None = None,
+        schema: Mapping[str, Any] | None = None,
+        on_token: Callable[[Any], Any] | None = None,
+        **inputs: Any,
+    ) -> Answer:
         """Answer `question` about `media` (a video path, image paths/arrays/PIL images, or one image).
 
         history: the conversation's earlier (question, answer) turns, put into the VLM's prompt
@@ -114,19 +141,27 @@ class QA:
             raise InputError("question must be a non-empty string")
         if history:
             if "history" not in self.pipeline.spec.inputs:
-                raise InputError(f"pipeline '{self.pipeline.name}' has no 'history' input: it "
-                                 "cannot put earlier turns into its prompt")
+                raise InputError(
+                    f"pipeline '{self.pipeline.name}' has no 'history' input: it "
+                    "cannot put earlier turns into its prompt"
+                )
             inputs["history"] = history
         if schema is not None:
-            sampling = dict(sampling_params(dict(sampling) if isinstance(sampling, Mapping)
-                                            else sampling).model_dump(exclude_unset=True),
-                            response_format={"type": "json_schema", "schema": dict(schema)})
+            sampling = dict(
+                sampling_params(
+                    dict(sampling) if isinstance(sampling, Mapping) else sampling
+                ).model_dump(exclude_unset=True),
+                response_format={"type": "json_schema", "schema": dict(schema)},
+            )
         if sampling is not None:
             if "sampling" not in self.pipeline.spec.inputs:
-                raise InputError(f"pipeline '{self.pipeline.name}' has no 'sampling' input: its "
-                                 "VLM stage's `sampling` param sets how it decodes")
-            inputs["sampling"] = sampling_params(dict(sampling) if isinstance(sampling, Mapping)
-                                                 else sampling)
+                raise InputError(
+                    f"pipeline '{self.pipeline.name}' has no 'sampling' input: its "
+                    "VLM stage's `sampling` param sets how it decodes"
+                )
+            inputs["sampling"] = sampling_params(
+                dict(sampling) if isinstance(sampling, Mapping) else sampling
+            )
         target = self._media_input(media)
         if target == "images" and not isinstance(media, (list, tuple)):
             media = [media]
@@ -134,8 +169,10 @@ class QA:
             result = self.pipeline.run(**{target: media, "question": question, **inputs})
         answer = result["answer"]
         if answer is None:
-            raise InputError(f"pipeline '{self.pipeline.name}' produced no answer; see the trace: "
-                             + "; ".join(f"{r.name}: {r.status} {r.detail}" for r in result.trace.stages))
+            raise InputError(
+                f"pipeline '{self.pipeline.name}' produced no answer; see the trace: "
+                + "; ".join(f"{r.name}: {r.status} {r.detail}" for r in result.trace.stages)
+            )
         fmt = inputs["sampling"].response_format if "sampling" in inputs else None
         if fmt is not None and answer.produced_by == "tool":
             answer = dataclasses.replace(answer, text=tool_answer_json(answer.text, fmt))
@@ -160,11 +197,15 @@ def offline_params(size: str = "test") -> dict[str, Any]:
     random, retrieval text-led (the detector's default is already the bundled YOLO11n ONNX)."""
     from .vlm import build_tiny_vlm
 
-    return {"model_params": {"id": str(build_tiny_vlm(size=size))},
-            "type_params": {"clip_embed": {"pretrained": None},
-                            # Random CLIP ranks frames by noise: let the text side (real OCR +
-                            # MiniLM) rank.
-                            "retrieve": {"clip_weight": 0.0}}}
+    return {
+        "model_params": {"id": str(build_tiny_vlm(size=size))},
+        "type_params": {
+            "clip_embed": {"pretrained": None},
+            # Random CLIP ranks frames by noise: let the text side (real OCR +
+            # MiniLM) rank.
+            "retrieve": {"clip_weight": 0.0},
+        },
+    }
 
 
 class VideoQA(QA):

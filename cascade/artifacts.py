@@ -6,6 +6,7 @@ tile maps back onto the original without guesswork: `img.to_source(box)`. A tile
 `Image` whose `box` is a sub-rectangle of its source; a `Frame` is an `Image` with a timestamp, and
 every crop or resize of a frame is still that frame (derived views use `dataclasses.replace`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,8 +21,17 @@ from .bill import Bill
 from .decoding import Completion
 from .errors import InputError
 
-__all__ = ["Box", "Image", "Frame", "OcrLine", "Detection", "LayoutRegion", "Route", "Evidence",
-           "Answer"]
+__all__ = [
+    "Box",
+    "Image",
+    "Frame",
+    "OcrLine",
+    "Detection",
+    "LayoutRegion",
+    "Route",
+    "Evidence",
+    "Answer",
+]
 
 
 @dataclass(frozen=True)
@@ -57,19 +67,28 @@ class Box:
         return inter / union if union > 0 else 0.0
 
     def intersects(self, other: "Box") -> bool:
-        return min(self.x1, other.x1) > max(self.x0, other.x0) and \
-            min(self.y1, other.y1) > max(self.y0, other.y0)
+        return min(self.x1, other.x1) > max(self.x0, other.x0) and min(self.y1, other.y1) > max(
+            self.y0, other.y0
+        )
 
     def union(self, other: "Box") -> "Box":
-        return Box(min(self.x0, other.x0), min(self.y0, other.y0),
-                   max(self.x1, other.x1), max(self.y1, other.y1))
+        return Box(
+            min(self.x0, other.x0),
+            min(self.y0, other.y0),
+            max(self.x1, other.x1),
+            max(self.y1, other.y1),
+        )
 
     def pad(self, pixels: float) -> "Box":
         return Box(self.x0 - pixels, self.y0 - pixels, self.x1 + pixels, self.y1 + pixels)
 
     def clip(self, width: float, height: float) -> "Box":
-        return Box(min(max(self.x0, 0), width), min(max(self.y0, 0), height),
-                   min(max(self.x1, 0), width), min(max(self.y1, 0), height))
+        return Box(
+            min(max(self.x0, 0), width),
+            min(max(self.y0, 0), height),
+            min(max(self.x1, 0), width),
+            min(max(self.y1, 0), height),
+        )
 
     def as_tuple(self) -> tuple[float, float, float, float]:
         return (self.x0, self.y0, self.x1, self.y1)
@@ -112,7 +131,12 @@ class Image:
 
     def __post_init__(self):
         px = self.pixels
-        if not isinstance(px, np.ndarray) or px.ndim != 3 or px.shape[2] != 3 or px.dtype != np.uint8:
+        if (
+            not isinstance(px, np.ndarray)
+            or px.ndim != 3
+            or px.shape[2] != 3
+            or px.dtype != np.uint8
+        ):
             desc = f"{type(px).__name__} {getattr(px, 'shape', '')} {getattr(px, 'dtype', '')}"
             raise InputError(f"Image pixels must be a uint8 array of shape (H, W, 3); got {desc}")
         if px.shape[0] == 0 or px.shape[1] == 0:
@@ -132,8 +156,9 @@ class Image:
         p = Path(path)
         if not p.is_file():
             raise InputError(f"image {media_index}: image file not found: '{p}'")
-        return cls(decode_pixels(p, f"image {media_index} '{p}'"), source=str(p),
-                   media_index=media_index)
+        return cls(
+            decode_pixels(p, f"image {media_index} '{p}'"), source=str(p), media_index=media_index
+        )
 
     @classmethod
     def from_pil(cls, image: Any, source: str = "", media_index: int = 0) -> "Image":
@@ -160,14 +185,22 @@ class Image:
     def to_source(self, box: Box) -> Box:
         """Map a box in this image's pixels to source coordinates."""
         sx, sy = self.scale
-        return Box(self.box.x0 + box.x0 / sx, self.box.y0 + box.y0 / sy,
-                   self.box.x0 + box.x1 / sx, self.box.y0 + box.y1 / sy)
+        return Box(
+            self.box.x0 + box.x0 / sx,
+            self.box.y0 + box.y0 / sy,
+            self.box.x0 + box.x1 / sx,
+            self.box.y0 + box.y1 / sy,
+        )
 
     def from_source(self, box: Box) -> Box:
         """Map a box in source coordinates to this image's pixels."""
         sx, sy = self.scale
-        return Box((box.x0 - self.box.x0) * sx, (box.y0 - self.box.y0) * sy,
-                   (box.x1 - self.box.x0) * sx, (box.y1 - self.box.y0) * sy)
+        return Box(
+            (box.x0 - self.box.x0) * sx,
+            (box.y0 - self.box.y0) * sy,
+            (box.x1 - self.box.x0) * sx,
+            (box.y1 - self.box.y0) * sy,
+        )
 
     # -- derived views (keep subclass fields such as a frame's timestamp) ----------------------
     def resized(self, width: int, height: int) -> "Image":
@@ -186,14 +219,18 @@ class Image:
         x1, y1 = max(int(np.ceil(local.x1)), x0 + 1), max(int(np.ceil(local.y1)), y0 + 1)
         x1, y1 = min(x1, self.width), min(y1, self.height)
         x0, y0 = min(x0, x1 - 1), min(y0, y1 - 1)
-        return dataclasses.replace(self, pixels=np.ascontiguousarray(self.pixels[y0:y1, x0:x1]),
-                                   box=self.to_source(Box(x0, y0, x1, y1)))
+        return dataclasses.replace(
+            self,
+            pixels=np.ascontiguousarray(self.pixels[y0:y1, x0:x1]),
+            box=self.to_source(Box(x0, y0, x1, y1)),
+        )
 
     def is_from(self, media_index: int, timestamp: float | None) -> bool:
         """True when something found at (media_index, timestamp) belongs to this image's source:
         the same media and, for video frames, the same frame (a timestamp of None matches any)."""
-        return self.media_index == media_index and same_time(getattr(self, "timestamp", None),
-                                                             timestamp)
+        return self.media_index == media_index and same_time(
+            getattr(self, "timestamp", None), timestamp
+        )
 
     def to_pil(self):
         from PIL import Image as PILImage
@@ -213,8 +250,14 @@ class Image:
 
     def describe(self) -> dict[str, Any]:
         """JSON-friendly summary (no pixels)."""
-        return {"source": self.source, "media_index": self.media_index, "width": self.width,
-                "height": self.height, "box": self.box.to_dict(), "source_size": list(self.source_size)}
+        return {
+            "source": self.source,
+            "media_index": self.media_index,
+            "width": self.width,
+            "height": self.height,
+            "box": self.box.to_dict(),
+            "source_size": list(self.source_size),
+        }
 
 
 @dataclass(frozen=True, eq=False)
@@ -243,9 +286,14 @@ class OcrLine:
     angle: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "confidence": self.confidence, "box": self.box.to_dict(),
-                "media_index": self.media_index, "timestamp": self.timestamp,
-                "angle": self.angle}
+        return {
+            "text": self.text,
+            "confidence": self.confidence,
+            "box": self.box.to_dict(),
+            "media_index": self.media_index,
+            "timestamp": self.timestamp,
+            "angle": self.angle,
+        }
 
 
 @dataclass(frozen=True)
@@ -260,9 +308,14 @@ class Detection:
     timestamp: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "confidence": self.confidence, "box": self.box.to_dict(),
-                "class_id": self.class_id, "media_index": self.media_index,
-                "timestamp": self.timestamp}
+        return {
+            "label": self.label,
+            "confidence": self.confidence,
+            "box": self.box.to_dict(),
+            "class_id": self.class_id,
+            "media_index": self.media_index,
+            "timestamp": self.timestamp,
+        }
 
 
 @dataclass(frozen=True)
@@ -277,8 +330,13 @@ class LayoutRegion:
     timestamp: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "confidence": self.confidence, "box": self.box.to_dict(),
-                "media_index": self.media_index, "timestamp": self.timestamp}
+        return {
+            "label": self.label,
+            "confidence": self.confidence,
+            "box": self.box.to_dict(),
+            "media_index": self.media_index,
+            "timestamp": self.timestamp,
+        }
 
 
 @dataclass(frozen=True)
@@ -304,10 +362,13 @@ class Evidence:
     scores: tuple[float, ...] = ()  # retrieval scores aligned with `images`, when they exist
 
     def to_dict(self) -> dict[str, Any]:
-        return {"images": [im.describe() for im in self.images],
-                "ocr_lines": [o.to_dict() for o in self.ocr_lines],
-                "detections": [d.to_dict() for d in self.detections],
-                "routes": [r.to_dict() for r in self.routes], "scores": list(self.scores)}
+        return {
+            "images": [im.describe() for im in self.images],
+            "ocr_lines": [o.to_dict() for o in self.ocr_lines],
+            "detections": [d.to_dict() for d in self.detections],
+            "routes": [r.to_dict() for r in self.routes],
+            "scores": list(self.scores),
+        }
 
 
 @dataclass(frozen=True)
@@ -330,8 +391,12 @@ class Answer:
         return {"produced_by": self.produced_by, **self.bill.to_dict()}
 
     def to_dict(self) -> dict[str, Any]:
-        d = {"text": self.text, "produced_by": self.produced_by,
-             "evidence": self.evidence.to_dict(), "usage": self.usage}
+        d = {
+            "text": self.text,
+            "produced_by": self.produced_by,
+            "evidence": self.evidence.to_dict(),
+            "usage": self.usage,
+        }
         if self.trace is not None:
             d["trace"] = self.trace.to_dict()
         return d

@@ -7,6 +7,7 @@ reduction. `compose_answer` adds the full-resolution baseline of the same model
 `Bill.tool()`: no VLM token was spent. Everything downstream reads these fields; nothing recomputes
 or probes.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
@@ -79,10 +80,15 @@ class Bill:
         """A tool's answer: no VLM call, nothing spent."""
         return cls(confidence=confidence)
 
-    def with_baseline(self, visual_tokens: int, vision_flops: float, prefill_flops: float) -> "Bill":
-        return replace(self, baseline_visual_tokens=int(visual_tokens),
-                       baseline_vision_flops=float(vision_flops),
-                       baseline_prefill_flops=float(prefill_flops))
+    def with_baseline(
+        self, visual_tokens: int, vision_flops: float, prefill_flops: float
+    ) -> "Bill":
+        return replace(
+            self,
+            baseline_visual_tokens=int(visual_tokens),
+            baseline_vision_flops=float(vision_flops),
+            baseline_prefill_flops=float(prefill_flops),
+        )
 
     # -- derived -------------------------------------------------------------------------------
     @property
@@ -121,6 +127,11 @@ class Bill:
 
     def to_dict(self) -> dict[str, Any]:
         """Flat and JSON-friendly: every field plus the derived ratios."""
-        return {**asdict(self), "input_tokens": self.input_tokens, "flops": self.flops,
-                "visual_token_savings": self.visual_token_savings,
-                "prefill_savings": self.prefill_savings, "ttft_savings": self.ttft_savings}
+        return {
+            **asdict(self),
+            "input_tokens": self.input_tokens,
+            "flops": self.flops,
+            "visual_token_savings": self.visual_token_savings,
+            "prefill_savings": self.prefill_savings,
+            "ttft_savings": self.ttft_savings,
+        }

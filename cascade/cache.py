@@ -5,6 +5,7 @@ style, so the same frame hashes the same whether it arrived as a numpy array, a 
 and the same bytes with another shape or dtype never collide. Unknown types raise: a silent pickle
 fallback would hash object identity or unstable reprs.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -47,8 +48,10 @@ def _feed(h: "hashlib._Hash", key: str, obj: Any) -> None:
         for k in sorted(obj, key=str):
             _feed(h, f"{key}.{k}", obj[k])
     else:
-        raise TypeError(f"content_hash: cannot hash {type(obj).__name__} at '{key}'; "
-                        "pass arrays, tensors, PIL images, bytes, scalars or containers of them")
+        raise TypeError(
+            f"content_hash: cannot hash {type(obj).__name__} at '{key}'; "
+            "pass arrays, tensors, PIL images, bytes, scalars or containers of them"
+        )
 
 
 def content_hash(obj: Any, key: str = "") -> str:
@@ -131,8 +134,14 @@ class LRUCache:
             self.bytes = 0
 
     def stats(self) -> dict[str, int]:
-        return {"entries": len(self._items), "bytes": self.bytes, "max_bytes": self.max_bytes,
-                "hits": self.hits, "misses": self.misses, "evictions": self.evictions}
+        return {
+            "entries": len(self._items),
+            "bytes": self.bytes,
+            "max_bytes": self.max_bytes,
+            "hits": self.hits,
+            "misses": self.misses,
+            "evictions": self.evictions,
+        }
 
 
 # Every live cache (embeddings, OCR/detector results, indexes, KV prefixes), so a benchmark can
@@ -144,4 +153,3 @@ def clear_all_caches() -> None:
     """Empty every content-keyed cache of this process (loaded models stay loaded)."""
     for cache in list(_LIVE):
         cache.clear()
-

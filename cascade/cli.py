@@ -3,6 +3,7 @@
 Every error a user can cause prints one line on stderr and exits non-zero; `--debug` shows the
 traceback as well.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,14 +64,19 @@ def cmd_stages(args: argparse.Namespace) -> int:
     for d in described:
         kind = f"router -> {', '.join(d['branches'])}" if "branches" in d else "stage"
         print(f"{d['type']}  ({kind})\n    {d['description']}")
-        ins = ", ".join(f"{k}: {v['type']}" + ("" if v["required"] else "?") for k, v in d["inputs"].items())
+        ins = ", ".join(
+            f"{k}: {v['type']}" + ("" if v["required"] else "?") for k, v in d["inputs"].items()
+        )
         outs = ", ".join(f"{k}: {v['type']}" for k, v in d["outputs"].items())
         print(f"    in:  {ins or '-'}\n    out: {outs}")
         if "serving" in d:  # how it is served on Ray
             s = d["serving"]
-            print(f"    serving: heavy, {s['num_cpus']:g} CPU, {s['num_gpus']:g} GPU, "
-                  f"{s['pool']} pool" + (", batches" if s["batch"] else "")
-                  + (f", affinity: {s['affinity']}" if s["affinity"] else ""))
+            print(
+                f"    serving: heavy, {s['num_cpus']:g} CPU, {s['num_gpus']:g} GPU, "
+                f"{s['pool']} pool"
+                + (", batches" if s["batch"] else "")
+                + (f", affinity: {s['affinity']}" if s["affinity"] else "")
+            )
         for name, p in d["params"].items():
             print(f"    param {name}: {p['type']} = {p['default']!r}  {p['description']}")
         print()
@@ -139,13 +145,30 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from .eval.bench import run_bench
 
-    result = run_bench(args.out, args.media_dir, split=args.split, quick=args.quick,
-                       size="test" if args.quick else args.size, limit=args.limit,
-                       max_new_tokens=args.max_new_tokens, full_res=args.full_res,
-                       progress=not args.quiet, genres=args.genre)
-    print(json.dumps({"split": result["split"], "device": result["device"],
-                      "by_genre": {g: v["headline"] for g, v in result["by_genre"].items()},
-                      "ratios": result["ratios"]}, indent=2, ensure_ascii=False))
+    result = run_bench(
+        args.out,
+        args.media_dir,
+        split=args.split,
+        quick=args.quick,
+        size="test" if args.quick else args.size,
+        limit=args.limit,
+        max_new_tokens=args.max_new_tokens,
+        full_res=args.full_res,
+        progress=not args.quiet,
+        genres=args.genre,
+    )
+    print(
+        json.dumps(
+            {
+                "split": result["split"],
+                "device": result["device"],
+                "by_genre": {g: v["headline"] for g, v in result["by_genre"].items()},
+                "ratios": result["ratios"],
+            },
+            indent=2,
+            ensure_ascii=False,
+        )
+    )
     return 0
 
 
@@ -160,8 +183,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="cascade", description="vlm-cascade: coarse-to-fine pipelines that send a VLM only "
-        "the pixels a question needs.")
+        prog="cascade",
+        description="vlm-cascade: coarse-to-fine pipelines that send a VLM only "
+        "the pixels a question needs.",
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -178,77 +203,142 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["mermaid", "dot"], default="mermaid")
     p.set_defaults(func=cmd_graph)
 
-    p = sub.add_parser("run", help="run a pipeline on inputs",
-                       description="Run a pipeline. PIPELINE is a YAML path or the name of a "
-                       "shipped pipeline (e.g. route_demo).")
+    p = sub.add_parser(
+        "run",
+        help="run a pipeline on inputs",
+        description="Run a pipeline. PIPELINE is a YAML path or the name of a "
+        "shipped pipeline (e.g. route_demo).",
+    )
     p.add_argument("pipeline", metavar="PIPELINE")
-    p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=VALUE",
-                   help="a pipeline input; repeat a name to pass a list")
-    p.add_argument("--set", action="append", default=[], metavar="STAGE.PARAM=VALUE",
-                   help="override a stage param, or a declared model's field as "
-                   "models.NAME.FIELD=VALUE (value parsed as YAML)")
-    p.add_argument("--json", action="store_true",
-                   help='print one JSON object {"outputs": ..., "trace": ...}')
-    p.add_argument("--offline", action="store_true",
-                   help="no model hub: random-weight tiny VLM and CLIP (costs real, VLM answers "
-                   "noise), bundled YOLO11n ONNX and RapidOCR (real)")
+    p.add_argument(
+        "--input",
+        "-i",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a pipeline input; repeat a name to pass a list",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="STAGE.PARAM=VALUE",
+        help="override a stage param, or a declared model's field as "
+        "models.NAME.FIELD=VALUE (value parsed as YAML)",
+    )
+    p.add_argument(
+        "--json", action="store_true", help='print one JSON object {"outputs": ..., "trace": ...}'
+    )
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="no model hub: random-weight tiny VLM and CLIP (costs real, VLM answers "
+        "noise), bundled YOLO11n ONNX and RapidOCR (real)",
+    )
     p.set_defaults(func=cmd_run)
 
     from .eval.items import GENRES
 
-    p = sub.add_parser("bench", help="cascade vs full_res vs thumbnail_only on the built-in eval set",
-                       description="Generate one split of the evaluation set (videos, image sets "
-                       "and documents with text and objects at known places, in genres: "
-                       f"{', '.join(GENRES)}), run every pipeline on it with random-weight "
-                       "VLM/CLIP and real OCR/YOLO, and write JSON + a per-genre PNG plot: "
-                       "evidence recall, visual tokens vs full_res, tool answers given / exact, "
-                       "router agreement, per genre. Tune on --split dev; report --split test.")
-    p.add_argument("--split", choices=["dev", "test"], default="test",
-                   help="which split to run (default: test, the one to report)")
-    p.add_argument("--quick", action="store_true", help="1-3 questions per genre and the tiny "
-                   "VLM shape")
-    p.add_argument("--genre", action="append", choices=list(GENRES), default=None,
-                   metavar="GENRE", help="run this genre only (repeat for several); one of: "
-                   f"{', '.join(GENRES)}")
-    p.add_argument("--out", default="benchmarks/results",
-                   help="folder for cascade_<split>[_quick][_<genres>]_<device>.json/.png")
+    p = sub.add_parser(
+        "bench",
+        help="cascade vs full_res vs thumbnail_only on the built-in eval set",
+        description="Generate one split of the evaluation set (videos, image sets "
+        "and documents with text and objects at known places, in genres: "
+        f"{', '.join(GENRES)}), run every pipeline on it with random-weight "
+        "VLM/CLIP and real OCR/YOLO, and write JSON + a per-genre PNG plot: "
+        "evidence recall, visual tokens vs full_res, tool answers given / exact, "
+        "router agreement, per genre. Tune on --split dev; report --split test.",
+    )
+    p.add_argument(
+        "--split",
+        choices=["dev", "test"],
+        default="test",
+        help="which split to run (default: test, the one to report)",
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="1-3 questions per genre and the tiny VLM shape"
+    )
+    p.add_argument(
+        "--genre",
+        action="append",
+        choices=list(GENRES),
+        default=None,
+        metavar="GENRE",
+        help=f"run this genre only (repeat for several); one of: {', '.join(GENRES)}",
+    )
+    p.add_argument(
+        "--out",
+        default="benchmarks/results",
+        help="folder for cascade_<split>[_quick][_<genres>]_<device>.json/.png",
+    )
     p.add_argument("--media-dir", default=None, help="where to generate/reuse the eval media")
-    p.add_argument("--size", choices=["test", "bench"], default="bench",
-                   help="random-weight VLM shape: test (tiny) or bench (~200M-param LM)")
-    p.add_argument("--limit", type=int, default=None,
-                   help="only the first N questions of each genre")
-    p.add_argument("--full-res", choices=["run", "estimate"], default="run",
-                   help="run the full_res baseline through the VLM, or only count its tokens and "
-                   "read its evidence (no VLM call, no time: minutes per video saved on a CPU)")
+    p.add_argument(
+        "--size",
+        choices=["test", "bench"],
+        default="bench",
+        help="random-weight VLM shape: test (tiny) or bench (~200M-param LM)",
+    )
+    p.add_argument(
+        "--limit", type=int, default=None, help="only the first N questions of each genre"
+    )
+    p.add_argument(
+        "--full-res",
+        choices=["run", "estimate"],
+        default="run",
+        help="run the full_res baseline through the VLM, or only count its tokens and "
+        "read its evidence (no VLM call, no time: minutes per video saved on a CPU)",
+    )
     p.add_argument("--max-new-tokens", type=int, default=8)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser(
-        "doctor", help="check this environment: packages, GPU, kernels, codecs, models, hub",
+        "doctor",
+        help="check this environment: packages, GPU, kernels, codecs, models, hub",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="\n\n".join(textwrap.fill(par, 78) for par in (
-            "Check that this environment can run the pipelines, and say how to fix what cannot.",
-            "Reports: Python and package versions against vlm-cascade's requirements; CUDA "
-            "devices; a Triton kernel launched for real (compiled on a GPU, the interpreter on "
-            "CPU); PyAV's codecs and an H.264 round trip; the bundled OCR, detector, "
-            "text-embedder and layout model files; whether the model hub answers (HF_ENDPOINT, "
-            "HF_HUB_OFFLINE and proxies honoured; one probe of a few seconds); for each "
-            "pipeline, where each of its models is (local, cached, downloadable or missing); "
-            "Ray; fonts for Chinese text; free disk for the caches.",
-            "Exit status: 0 when every check is ok or warn, 1 when any fails (a checked "
-            "pipeline cannot run here, or a core package is missing).")),
+        description="\n\n".join(
+            textwrap.fill(par, 78)
+            for par in (
+                "Check that this environment can run the pipelines, and say how to fix what cannot.",
+                "Reports: Python and package versions against vlm-cascade's requirements; CUDA "
+                "devices; a Triton kernel launched for real (compiled on a GPU, the interpreter on "
+                "CPU); PyAV's codecs and an H.264 round trip; the bundled OCR, detector, "
+                "text-embedder and layout model files; whether the model hub answers (HF_ENDPOINT, "
+                "HF_HUB_OFFLINE and proxies honoured; one probe of a few seconds); for each "
+                "pipeline, where each of its models is (local, cached, downloadable or missing); "
+                "Ray; fonts for Chinese text; free disk for the caches.",
+                "Exit status: 0 when every check is ok or warn, 1 when any fails (a checked "
+                "pipeline cannot run here, or a core package is missing).",
+            )
+        ),
         epilog="examples:\n  cascade doctor\n  cascade doctor --offline --json\n"
-               "  cascade doctor --pipeline video_qa --pipeline my_pipeline.yaml")
-    p.add_argument("--json", action="store_true",
-                   help="print the report as JSON (schema: cascade.doctor_report.DoctorReport)")
-    p.add_argument("--offline", action="store_true",
-                   help="check the pipelines as `cascade run --offline` runs them (random-weight "
-                   "VLM and CLIP) rather than with their declared models")
-    p.add_argument("--pipeline", action="append", default=[], metavar="NAME_OR_YAML",
-                   help="check these pipelines instead of every shipped one (repeatable)")
-    p.add_argument("--timeout", type=float, default=3.0, metavar="SECONDS",
-                   help="longest wait for each model-hub probe (default 3)")
+        "  cascade doctor --pipeline video_qa --pipeline my_pipeline.yaml",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report as JSON (schema: cascade.doctor_report.DoctorReport)",
+    )
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="check the pipelines as `cascade run --offline` runs them (random-weight "
+        "VLM and CLIP) rather than with their declared models",
+    )
+    p.add_argument(
+        "--pipeline",
+        action="append",
+        default=[],
+        metavar="NAME_OR_YAML",
+        help="check these pipelines instead of every shipped one (repeatable)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=3.0,
+        metavar="SECONDS",
+        help="longest wait for each model-hub probe (default 3)",
+    )
     p.set_defaults(func=cmd_doctor)
 
     from .serve.cli import add_serve_commands  # argparse only; FastAPI/Gradio load on use
@@ -280,8 +370,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # a bug, not a user error: still one line unless --debug
         if args.debug:
             traceback.print_exc()
-        print(f"error: unexpected {type(e).__name__}: {e} (rerun with --debug for the traceback)",
-              file=sys.stderr)
+        print(
+            f"error: unexpected {type(e).__name__}: {e} (rerun with --debug for the traceback)",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
 
 

@@ -28,12 +28,21 @@ output token; P attention pairs summed over blocks):
 FastV (drops visual tokens after layer k): layers < k run on all n prompt tokens, the others on the
 kept ones; decode attends to the mean context over layers.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DecoderShape", "EncoderShape", "prefill_flops", "decode_flops", "encoder_flops",
-           "fastv_prefill_flops", "fastv_context", "causal_pairs"]
+__all__ = [
+    "DecoderShape",
+    "EncoderShape",
+    "prefill_flops",
+    "decode_flops",
+    "encoder_flops",
+    "fastv_prefill_flops",
+    "fastv_context",
+    "causal_pairs",
+]
 
 
 @dataclass(frozen=True)
@@ -82,9 +91,11 @@ def prefill_flops(shape: DecoderShape, n: int, past: int = 0) -> float:
     """FLOPs to prefill n tokens after `past` cached ones, up to the first generated token's logits."""
     if n <= 0:
         return 0.0
-    return (2.0 * shape.linear_params * n
-            + 4.0 * shape.attention_width * shape.layers * causal_pairs(n, past)
-            + 2.0 * shape.hidden * shape.vocab)
+    return (
+        2.0 * shape.linear_params * n
+        + 4.0 * shape.attention_width * shape.layers * causal_pairs(n, past)
+        + 2.0 * shape.hidden * shape.vocab
+    )
 
 
 def decode_flops(shape: DecoderShape, context: float, generated: int) -> float:
@@ -93,8 +104,7 @@ def decode_flops(shape: DecoderShape, context: float, generated: int) -> float:
     hold caches of different lengths (FastV)."""
     steps = max(generated - 1, 0)
     keys = steps * context + steps * (steps + 1) / 2  # step j attends context + j keys
-    return (2.0 * shape.params * steps
-            + 4.0 * shape.attention_width * shape.layers * keys)
+    return 2.0 * shape.params * steps + 4.0 * shape.attention_width * shape.layers * keys
 
 
 def fastv_prefill_flops(shape: DecoderShape, n: int, kept: int, k: int) -> float:
@@ -102,9 +112,11 @@ def fastv_prefill_flops(shape: DecoderShape, n: int, kept: int, k: int) -> float
     identical, so each holds linear_params / layers weights); one LM head."""
     per_layer = shape.linear_params / shape.layers
     rest = shape.layers - k
-    return (2.0 * per_layer * (k * n + rest * kept)
-            + 4.0 * shape.attention_width * (k * causal_pairs(n) + rest * causal_pairs(kept))
-            + 2.0 * shape.hidden * shape.vocab)
+    return (
+        2.0 * per_layer * (k * n + rest * kept)
+        + 4.0 * shape.attention_width * (k * causal_pairs(n) + rest * causal_pairs(kept))
+        + 2.0 * shape.hidden * shape.vocab
+    )
 
 
 def fastv_context(shape: DecoderShape, n: int, kept: int, k: int) -> float:
@@ -115,5 +127,8 @@ def fastv_context(shape: DecoderShape, n: int, kept: int, k: int) -> float:
 def encoder_flops(shape: EncoderShape, patches: int, attention_pairs: float, tokens: int) -> float:
     """FLOPs of a vision tower that encodes `patches` patches into `tokens` LLM tokens, with
     `attention_pairs` (query, key) pairs summed over its blocks."""
-    return (2.0 * shape.linear_params * patches + 4.0 * shape.attention_width * attention_pairs
-            + 2.0 * shape.merger_params * tokens)
+    return (
+        2.0 * shape.linear_params * patches
+        + 4.0 * shape.attention_width * attention_pairs
+        + 2.0 * shape.merger_params * tokens
+    )

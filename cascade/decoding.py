@@ -7,6 +7,7 @@ logits processors and a per-sequence random generator. The fields and their rang
 (`SamplingParams`) with OpenAI's bounds where OpenAI has one, so a chat-completions request maps
 onto it field by field.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,8 +17,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import InputError
 
-__all__ = ["SamplingParams", "GREEDY", "TokenLogprob", "Completion", "sampling_params", "MAX_N",
-           "DEFAULT_MAX_NUM_SEQS", "MAX_TOP_LOGPROBS", "MAX_STOP", "ResponseFormat", "tool_answer_json"]
+__all__ = [
+    "SamplingParams",
+    "GREEDY",
+    "TokenLogprob",
+    "Completion",
+    "sampling_params",
+    "MAX_N",
+    "DEFAULT_MAX_NUM_SEQS",
+    "MAX_TOP_LOGPROBS",
+    "MAX_STOP",
+    "ResponseFormat",
+    "tool_answer_json",
+]
 
 MAX_N = 16  # completions per request: each is a decode of its own
 DEFAULT_MAX_NUM_SEQS = 32  # continuous batching: rows one decode step runs (vLLM's max_num_seqs)
@@ -32,8 +44,9 @@ class ResponseFormat(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     type: Literal["json_object", "json_schema"]
-    schema_: dict[str, Any] | None = Field(None, alias="schema",
-                                           description="the JSON Schema (json_schema only)")
+    schema_: dict[str, Any] | None = Field(
+        None, alias="schema", description="the JSON Schema (json_schema only)"
+    )
 
     @model_validator(mode="after")
     def _schema_when_asked(self) -> "ResponseFormat":
@@ -82,29 +95,47 @@ class SamplingParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     temperature: float = Field(0.0, ge=0, le=100, description="0: greedy")
-    top_p: float = Field(1.0, gt=0, le=1, description="nucleus: keep the most likely tokens "
-                         "whose probability reaches top_p")
+    top_p: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="nucleus: keep the most likely tokens whose probability reaches top_p",
+    )
     top_k: int = Field(0, ge=-1, description="keep the k most likely tokens (0 or -1: all)")
-    min_p: float = Field(0.0, ge=0, le=1, description="drop tokens below min_p x the top "
-                         "token's probability")
-    seed: int | None = Field(None, ge=-(2**63), le=2**64 - 1,
-                             description="same seed, same tokens (completion i uses seed + i)")
-    repetition_penalty: float = Field(1.0, gt=0, le=100, description="divide a seen token's "
-                                      "positive logit (multiply a negative one) by this")
-    presence_penalty: float = Field(0.0, ge=-2, le=2, description="subtract from a seen "
-                                    "token's logit once")
-    frequency_penalty: float = Field(0.0, ge=-2, le=2, description="subtract per occurrence "
-                                     "of a token so far")
+    min_p: float = Field(
+        0.0, ge=0, le=1, description="drop tokens below min_p x the top token's probability"
+    )
+    seed: int | None = Field(
+        None,
+        ge=-(2**63),
+        le=2**64 - 1,
+        description="same seed, same tokens (completion i uses seed + i)",
+    )
+    repetition_penalty: float = Field(
+        1.0,
+        gt=0,
+        le=100,
+        description="divide a seen token's positive logit (multiply a negative one) by this",
+    )
+    presence_penalty: float = Field(
+        0.0, ge=-2, le=2, description="subtract from a seen token's logit once"
+    )
+    frequency_penalty: float = Field(
+        0.0, ge=-2, le=2, description="subtract per occurrence of a token so far"
+    )
     n: int = Field(1, ge=1, le=MAX_N, description="completions sharing one prefill")
-    stop: tuple[str, ...] = Field((), max_length=MAX_STOP,
-                                  description="strings that end the answer (not returned)")
+    stop: tuple[str, ...] = Field(
+        (), max_length=MAX_STOP, description="strings that end the answer (not returned)"
+    )
     stop_token_ids: tuple[int, ...] = Field((), description="token ids that end the answer")
     logprobs: bool = Field(False, description="return each token's log-probability")
-    top_logprobs: int = Field(0, ge=0, le=MAX_TOP_LOGPROBS,
-                              description="and that many most likely alternatives")
+    top_logprobs: int = Field(
+        0, ge=0, le=MAX_TOP_LOGPROBS, description="and that many most likely alternatives"
+    )
     max_tokens: int | None = Field(None, ge=1, description="most tokens per completion")
-    response_format: ResponseFormat | None = Field(None, description="JSON output, enforced "
-                                                   "while decoding")
+    response_format: ResponseFormat | None = Field(
+        None, description="JSON output, enforced while decoding"
+    )
 
     @field_validator("stop", mode="before")
     @classmethod
@@ -137,8 +168,11 @@ class SamplingParams(BaseModel):
 
     @property
     def penalized(self) -> bool:
-        return (self.repetition_penalty != 1 or self.presence_penalty != 0
-                or self.frequency_penalty != 0)
+        return (
+            self.repetition_penalty != 1
+            or self.presence_penalty != 0
+            or self.frequency_penalty != 0
+        )
 
     def for_completion(self, i: int) -> "SamplingParams":
         """The settings of completion i of n: one completion, its own seed (seed + i)."""
@@ -157,8 +191,10 @@ def sampling_params(value: Any, where: str = "sampling") -> SamplingParams:
     if isinstance(value, SamplingParams):
         return value
     if not isinstance(value, dict):
-        raise InputError(f"{where}: expected SamplingParams or a mapping of its fields, got "
-                         f"{type(value).__name__}")
+        raise InputError(
+            f"{where}: expected SamplingParams or a mapping of its fields, got "
+            f"{type(value).__name__}"
+        )
     try:
         return SamplingParams.model_validate(value)
     except ValidationError as e:
@@ -186,7 +222,11 @@ class TokenLogprob:
     top: tuple["TokenLogprob", ...] = ()
 
     def to_openai(self, with_top: bool = True) -> dict[str, Any]:
-        d: dict[str, Any] = {"token": self.token, "logprob": self.logprob, "bytes": list(self.bytes)}
+        d: dict[str, Any] = {
+            "token": self.token,
+            "logprob": self.logprob,
+            "bytes": list(self.bytes),
+        }
         if with_top:
             d["top_logprobs"] = [t.to_openai(False) for t in self.top]
         return d
@@ -224,9 +264,11 @@ def tool_answer_json(text: str, fmt: ResponseFormat) -> str:
     try:
         jsonschema.validate(value, fmt.schema)
     except (jsonschema.ValidationError, jsonschema.SchemaError) as e:
-        raise InputError(f"response_format.json_schema.schema: a tool answered {text!r:.60} "
-                         f"(no VLM decode), and this schema has no place it fits: "
-                         f"{e.message[:160]}") from None
+        raise InputError(
+            f"response_format.json_schema.schema: a tool answered {text!r:.60} "
+            f"(no VLM decode), and this schema has no place it fits: "
+            f"{e.message[:160]}"
+        ) from None
     return json.dumps(value)
 
 
@@ -240,18 +282,28 @@ def _fill(schema: dict[str, Any], text: str) -> Any:
     if "const" in schema:
         return schema["const"]
     if "enum" in schema:
-        return next((v for v in schema["enum"] if str(v).lower() == text.strip().lower()),
-                    schema["enum"][0])
+        return next(
+            (v for v in schema["enum"] if str(v).lower() == text.strip().lower()), schema["enum"][0]
+        )
     kinds = _types(schema)
     if "object" in kinds or "properties" in schema:
         props: dict[str, Any] = schema.get("properties", {})
         required = list(schema.get("required", []))
         slot = next((p for p in _SLOTS if p in props), None) or next(
-            (p for p in required + list(props) if isinstance(props.get(p), dict)
-             and set(_types(props[p])) & {"string", "number", "integer"}), None)
+            (
+                p
+                for p in required + list(props)
+                if isinstance(props.get(p), dict)
+                and set(_types(props[p])) & {"string", "number", "integer"}
+            ),
+            None,
+        )
         order = [*props, *(p for p in required if p not in props)]  # the schema's order
-        return {p: _fill(props[p], text) if p == slot else _empty(props.get(p, {}))
-                for p in order if p == slot or p in required}
+        return {
+            p: _fill(props[p], text) if p == slot else _empty(props.get(p, {}))
+            for p in order
+            if p == slot or p in required
+        }
     if "array" in kinds:
         return [_fill(schema.get("items", {}), text)]
     if "string" in kinds:
@@ -275,7 +327,9 @@ def _empty(schema: dict[str, Any]) -> Any:
         return _fill(schema, "")
     kinds = _types(schema)
     if "object" in kinds or "properties" in schema:
-        return {p: _empty(schema.get("properties", {}).get(p, {})) for p in schema.get("required", [])}
+        return {
+            p: _empty(schema.get("properties", {}).get(p, {})) for p in schema.get("required", [])
+        }
     if "array" in kinds:
         return []
     if "string" in kinds:

@@ -1,4 +1,5 @@
 """The one device picker (and the dtype that goes with it) every model of the process uses."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -7,8 +8,14 @@ from .errors import InputError
 
 __all__ = ["pick_device", "pick_dtype"]
 
-_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
-           "float16": "float16", "fp16": "float16"}
+_DTYPES = {
+    "float32": "float32",
+    "fp32": "float32",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+}
 
 
 def pick_device(device: str = "auto") -> str:

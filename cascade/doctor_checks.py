@@ -2,6 +2,7 @@
 installed distributions against this package's own requirements, CUDA devices, a Triton kernel
 actually launched, an H.264 round trip through PyAV, the bundled model files, the hub probe,
 fonts, free disk. Each function returns a part of `cascade.doctor.DoctorReport`."""
+
 from __future__ import annotations
 
 import io
@@ -15,19 +16,42 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from .doctor_report import (Codec, Disk, Fonts, GpuDevice, HubInfo, Kernels, ModelState, Package,
-                            Video)
+from .doctor_report import (
+    Codec,
+    Disk,
+    Fonts,
+    GpuDevice,
+    HubInfo,
+    Kernels,
+    ModelState,
+    Package,
+    Video,
+)
 
-__all__ = ["python_info", "packages", "gpu_devices", "triton_kernels", "video", "bundled_models",
-           "hub_info", "fonts", "disk", "ray", "model_state", "kernel_smoke"]
+__all__ = [
+    "python_info",
+    "packages",
+    "gpu_devices",
+    "triton_kernels",
+    "video",
+    "bundled_models",
+    "hub_info",
+    "fonts",
+    "disk",
+    "ray",
+    "model_state",
+    "kernel_smoke",
+]
 
 DIST = "vlm-cascade"
 OPTIONAL_EXTRAS = ("serve", "web", "openai", "ray")
 
 
 def python_info() -> str:
-    return f"{platform.python_implementation()} {platform.python_version()} ({platform.system()} " \
-           f"{platform.machine()})"
+    return (
+        f"{platform.python_implementation()} {platform.python_version()} ({platform.system()} "
+        f"{platform.machine()})"
+    )
 
 
 def packages() -> list[Package]:
@@ -50,8 +74,12 @@ def packages() -> list[Package]:
         except metadata.PackageNotFoundError:
             version = None
         ok = version is not None and req.specifier.contains(version, prereleases=True)
-        out.setdefault(req.name, Package(name=req.name, version=version, wanted=str(req.specifier),
-                                         extra=extra, satisfied=ok))
+        out.setdefault(
+            req.name,
+            Package(
+                name=req.name, version=version, wanted=str(req.specifier), extra=extra, satisfied=ok
+            ),
+        )
     return list(out.values())
 
 
@@ -67,8 +95,14 @@ def gpu_devices() -> tuple[list[GpuDevice], str | None]:
     if torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
-            devices.append(GpuDevice(index=i, name=p.name, memory_gib=round(p.total_memory / 2**30, 1),
-                                     capability=f"{p.major}.{p.minor}"))
+            devices.append(
+                GpuDevice(
+                    index=i,
+                    name=p.name,
+                    memory_gib=round(p.total_memory / 2**30, 1),
+                    capability=f"{p.major}.{p.minor}",
+                )
+            )
     return devices, torch.version.cuda
 
 
@@ -97,8 +131,11 @@ def triton_kernels(on_cuda: bool, timeout: float = 300.0) -> Kernels:
     try:
         version = metadata.version("triton")
     except metadata.PackageNotFoundError:
-        return Kernels(mode="none", launched=False, detail="triton is not installed: the fused "
-                       "ops use their torch references")
+        return Kernels(
+            mode="none",
+            launched=False,
+            detail="triton is not installed: the fused ops use their torch references",
+        )
     env = dict(os.environ)
     if on_cuda:
         env.pop("TRITON_INTERPRET", None)
@@ -106,21 +143,41 @@ def triton_kernels(on_cuda: bool, timeout: float = 300.0) -> Kernels:
         env["TRITON_INTERPRET"] = "1"
     mode = "cuda" if on_cuda else "interpreter"
     try:
-        p = subprocess.run([sys.executable, "-c",
-                            "from cascade.doctor_checks import kernel_smoke; kernel_smoke()"],
-                           env=env, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "from cascade.doctor_checks import kernel_smoke; kernel_smoke()",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired:
-        return Kernels(mode=mode, triton=version, launched=False,
-                       detail=f"the rmsnorm kernel did not finish in {timeout:g} s")
+        return Kernels(
+            mode=mode,
+            triton=version,
+            launched=False,
+            detail=f"the rmsnorm kernel did not finish in {timeout:g} s",
+        )
     if p.returncode != 0:
         last = (p.stderr.strip().splitlines() or ["no output"])[-1]
         return Kernels(mode=mode, triton=version, launched=False, detail=f"launch failed: {last}")
     res = json.loads(p.stdout.strip().splitlines()[-1])
     ok = res["max_abs_error"] < 1e-3
-    return Kernels(mode=mode, triton=version, launched=ok, max_abs_error=res["max_abs_error"],
-                   seconds=round(res["seconds"], 4),
-                   detail=("rmsnorm 4x64 " + ("matches" if ok else "differs from")
-                           + f" its torch reference (max error {res['max_abs_error']:.2g})"))
+    return Kernels(
+        mode=mode,
+        triton=version,
+        launched=ok,
+        max_abs_error=res["max_abs_error"],
+        seconds=round(res["seconds"], 4),
+        detail=(
+            "rmsnorm 4x64 "
+            + ("matches" if ok else "differs from")
+            + f" its torch reference (max error {res['max_abs_error']:.2g})"
+        ),
+    )
 
 
 _DECODERS = ("h264", "hevc", "vp9", "av1", "mpeg4")
@@ -143,8 +200,9 @@ def video() -> Video:
             codecs.append(Codec(name=name, mode=mode, available=False))
     ffmpeg = {k: ".".join(map(str, v)) for k, v in getattr(av, "library_versions", {}).items()}
     roundtrip, detail = _h264_roundtrip(av)
-    return Video(pyav=av.__version__, ffmpeg=ffmpeg, codecs=codecs, h264_roundtrip=roundtrip,
-                 detail=detail)
+    return Video(
+        pyav=av.__version__, ffmpeg=ffmpeg, codecs=codecs, h264_roundtrip=roundtrip, detail=detail
+    )
 
 
 def _h264_roundtrip(av) -> tuple[bool, str]:
@@ -173,9 +231,17 @@ def _h264_roundtrip(av) -> tuple[bool, str]:
 def model_state(found) -> ModelState:
     """A `cascade.preflight.Found` as the report's `ModelState`."""
     r = found.ref
-    return ModelState(kind=r.kind, name=r.name, what=r.what or None, source=r.source,
-                      bundled=r.bundled, state=found.state, where=found.where,
-                      why=found.why or None, users=list(r.users))
+    return ModelState(
+        kind=r.kind,
+        name=r.name,
+        what=r.what or None,
+        source=r.source,
+        bundled=r.bundled,
+        state=found.state,
+        where=found.where,
+        why=found.why or None,
+        users=list(r.users),
+    )
 
 
 def bundled_models() -> list[ModelState]:
@@ -201,13 +267,18 @@ def hub_info(timeout: float) -> HubInfo:
     from . import hub
 
     proxies = sorted({v for v in _PROXY_VARS if os.environ.get(v) or os.environ.get(v.lower())})
-    info = dict(endpoint=hub.endpoint(), offline=hub.is_offline(), cache_dir=hub.cache_dir(),
-                proxies=proxies)
+    info = dict(
+        endpoint=hub.endpoint(),
+        offline=hub.is_offline(),
+        cache_dir=hub.cache_dir(),
+        proxies=proxies,
+    )
     if hub.is_offline():
         return HubInfo(**info, reachable=None, detail="HF_HUB_OFFLINE is set: the hub is not asked")
     reach = hub.probe(hub.endpoint(), timeout)
-    return HubInfo(**info, reachable=reach.reachable, seconds=round(reach.seconds, 3),
-                   detail=reach.detail)
+    return HubInfo(
+        **info, reachable=reach.reachable, seconds=round(reach.seconds, 3), detail=reach.detail
+    )
 
 
 _CJK_NAMES = ("wqy", "cjk", "zenhei", "microhei", "sourcehan", "notosanssc", "droidsansfallback")
@@ -218,12 +289,20 @@ def fonts() -> Fonts:
     """Fonts that draw Chinese text: fontconfig's answer for `:lang=zh`, else a scan of the usual
     font folders for known CJK families."""
     if shutil.which("fc-list"):
-        p = subprocess.run(["fc-list", ":lang=zh", "file"], capture_output=True, text=True, timeout=30)
-        files = sorted({line.split(":")[0].strip() for line in p.stdout.splitlines() if line.strip()})
+        p = subprocess.run(
+            ["fc-list", ":lang=zh", "file"], capture_output=True, text=True, timeout=30
+        )
+        files = sorted(
+            {line.split(":")[0].strip() for line in p.stdout.splitlines() if line.strip()}
+        )
         return Fonts(cjk=files, source="fc-list :lang=zh")
-    files = sorted(str(f) for d in _FONT_DIRS for f in Path(d).expanduser().rglob("*")
-                   if f.suffix.lower() in (".ttc", ".ttf", ".otf")
-                   and any(n in f.name.lower().replace("-", "") for n in _CJK_NAMES))
+    files = sorted(
+        str(f)
+        for d in _FONT_DIRS
+        for f in Path(d).expanduser().rglob("*")
+        if f.suffix.lower() in (".ttc", ".ttf", ".otf")
+        and any(n in f.name.lower().replace("-", "") for n in _CJK_NAMES)
+    )
     return Fonts(cjk=files, source="font folders")
 
 
@@ -233,8 +312,13 @@ def disk(folders: dict[str, str]) -> list[Disk]:
     for purpose, folder in folders.items():
         path = Path(folder).expanduser()
         probe = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
-        out.append(Disk(purpose=purpose, path=str(path),
-                        free_gib=round(shutil.disk_usage(probe).free / 2**30, 1)))
+        out.append(
+            Disk(
+                purpose=purpose,
+                path=str(path),
+                free_gib=round(shutil.disk_usage(probe).free / 2**30, 1),
+            )
+        )
     return out
 
 
@@ -243,6 +327,11 @@ def ray() -> Package:
     try:
         import ray as ray_module
     except Exception as e:
-        return Package(name="ray", version=None, extra="ray", satisfied=False,
-                       detail=f"import failed: {type(e).__name__}: {e}")
+        return Package(
+            name="ray",
+            version=None,
+            extra="ray",
+            satisfied=False,
+            detail=f"import failed: {type(e).__name__}: {e}",
+        )
     return Package(name="ray", version=ray_module.__version__, extra="ray", satisfied=True)

@@ -5,14 +5,29 @@ fields may appear without a bump). `checks` holds the verdicts, one per topic, e
 (works, with a limit worth knowing) or `fail` (something a checked pipeline needs is missing);
 the other fields hold the facts behind them.
 """
+
 from __future__ import annotations
 
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["SCHEMA_VERSION", "Status", "Check", "Package", "GpuDevice", "Kernels", "Codec", "Video",
-           "ModelState", "PipelineModels", "HubInfo", "Fonts", "Disk", "DoctorReport"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "Status",
+    "Check",
+    "Package",
+    "GpuDevice",
+    "Kernels",
+    "Codec",
+    "Video",
+    "ModelState",
+    "PipelineModels",
+    "HubInfo",
+    "Fonts",
+    "Disk",
+    "DoctorReport",
+]
 
 SCHEMA_VERSION = 1
 Status = Literal["ok", "warn", "fail"]

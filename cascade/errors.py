@@ -1,4 +1,5 @@
 """One error family for everything a user can get wrong, each naming the place and what was expected."""
+
 from __future__ import annotations
 
 import difflib
@@ -18,8 +19,14 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 class SpecError(CascadeError):
     """A pipeline definition is wrong: names the file, line, YAML path and what was expected."""
 
-    def __init__(self, message: str, *, file: str | None = None, path: str | None = None,
-                 line: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        path: str | None = None,
+        line: int | None = None,
+    ):
         self.file, self.path, self.line, self.detail = file, path, line, message
         where = ":".join(str(p) for p in (file, line) if p is not None)
         prefix = ": ".join(p for p in (where, path) if p)

@@ -1,4 +1,5 @@
 """The dependency graph of a pipeline: topological order and cycles (`graphlib`), Mermaid/DOT drawings."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -72,9 +73,11 @@ class Graph:
             return "in_" + n[1:] if n.startswith("$") else n.replace("out:", "out_", 1)
 
         lines = ["flowchart TD"]
-        lines += [f"    in_{name}([\"${name}\"])" for name in self.spec.inputs]
-        lines += [f"    {name}[\"{name}<br/><i>{st.type}</i>\"]" for name, st in self.spec.stages.items()]
-        lines += [f"    out_{name}[/\"{name}\"/]" for name in self.spec.outputs]
+        lines += [f'    in_{name}(["${name}"])' for name in self.spec.inputs]
+        lines += [
+            f'    {name}["{name}<br/><i>{st.type}</i>"]' for name, st in self.spec.stages.items()
+        ]
+        lines += [f'    out_{name}[/"{name}"/]' for name in self.spec.outputs]
         for src, dst, label, branch in self.edges():
             arrow = "-.->" if branch else "-->"
             lines.append(f"    {node(src)} {arrow}{f'|{label}|' if label else ''} {node(dst)}")
@@ -83,13 +86,17 @@ class Graph:
     def to_dot(self) -> str:
         lines = [f'digraph "{self.spec.name}" {{', "    rankdir=TB;"]
         lines += [f'    "${name}" [shape=ellipse];' for name in self.spec.inputs]
-        lines += [f'    "{name}" [shape=box, label="{name}\\n({st.type})"];'
-                  for name, st in self.spec.stages.items()]
+        lines += [
+            f'    "{name}" [shape=box, label="{name}\\n({st.type})"];'
+            for name, st in self.spec.stages.items()
+        ]
         lines += [f'    "out:{name}" [shape=parallelogram];' for name in self.spec.outputs]
         for src, dst, label, branch in self.edges():
-            attrs = ", ".join(a for a in ("style=dashed" if branch else "",
-                                          f'label="{label}"' if label else "") if a)
+            attrs = ", ".join(
+                a
+                for a in ("style=dashed" if branch else "", f'label="{label}"' if label else "")
+                if a
+            )
             lines.append(f'    "{src}" -> "{dst}"' + (f" [{attrs}]" if attrs else "") + ";")
         lines.append("}")
         return "\n".join(lines)
-

@@ -7,6 +7,7 @@ included; the hub client's own retry loop (5 retries with backoff per file, a mi
 the hub cannot be reached) is never entered to find out. Its log lines go to the `cascade.hub`
 debug log (`cascade --debug` shows them), not the console.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,9 +22,21 @@ from pathlib import Path
 from .errors import CascadeError
 from .model_refs import ModelRef
 
-__all__ = ["PROBE_TIMEOUT_S", "Reach", "endpoint", "is_offline", "cache_dir", "go_offline",
-           "probe", "file_url", "cached", "select_files", "needed_files", "download",
-           "quiet_hub_logs"]
+__all__ = [
+    "PROBE_TIMEOUT_S",
+    "Reach",
+    "endpoint",
+    "is_offline",
+    "cache_dir",
+    "go_offline",
+    "probe",
+    "file_url",
+    "cached",
+    "select_files",
+    "needed_files",
+    "download",
+    "quiet_hub_logs",
+]
 
 log = logging.getLogger("cascade.hub")
 
@@ -106,14 +119,17 @@ def probe(url: str, timeout: float = PROBE_TIMEOUT_S) -> Reach:
 
         headers = hf_utils.build_hf_headers() if url.startswith(endpoint()) else None
         try:
-            r = hf_utils.get_session().head(url, timeout=timeout, headers=headers,
-                                            follow_redirects=False)
+            r = hf_utils.get_session().head(
+                url, timeout=timeout, headers=headers, follow_redirects=False
+            )
         except Exception as e:  # any transport failure means "not reachable", said in words
-            box.append(Reach(url, False, _transport_error(e, timeout),
-                             seconds=time.monotonic() - start))
+            box.append(
+                Reach(url, False, _transport_error(e, timeout), seconds=time.monotonic() - start)
+            )
         else:
-            box.append(Reach(url, True, f"HTTP {r.status_code}", r.status_code,
-                             time.monotonic() - start))
+            box.append(
+                Reach(url, True, f"HTTP {r.status_code}", r.status_code, time.monotonic() - start)
+            )
 
     worker = threading.Thread(target=ask, name="cascade-hub-probe", daemon=True)
     worker.start()
@@ -135,6 +151,7 @@ def _transport_error(e: Exception, timeout: float) -> str:
 
 # --- the cache ----------------------------------------------------------------------------------
 
+
 def _cached_file(repo: str, filename: str) -> str | None:
     from huggingface_hub import try_to_load_from_cache
 
@@ -148,8 +165,10 @@ def _snapshot_of(path: str, filename: str) -> Path:
 
 def _weights_cached(repo: str) -> bool:
     """A transformers checkpoint's weights are cached: one file, or an index and all its shards."""
-    for single, index in (("model.safetensors", "model.safetensors.index.json"),
-                          ("pytorch_model.bin", "pytorch_model.bin.index.json")):
+    for single, index in (
+        ("model.safetensors", "model.safetensors.index.json"),
+        ("pytorch_model.bin", "pytorch_model.bin.index.json"),
+    ):
         if _cached_file(repo, single):
             return True
         idx = _cached_file(repo, index)
@@ -197,13 +216,17 @@ def select_files(ref: ModelRef, listing: list[tuple[str, int]]) -> list[tuple[st
         picked = [next((n for n in group if n in present), None) for group in ref.files]
         return [(n, present[n]) for n in picked if n is not None]
     nested = ref.layout == "sentence_transformers"
-    usable = [(p, s) for p, s in listing
-              if (nested or "/" not in p) and p.split("/")[0] not in _SKIP_FOLDERS]
+    usable = [
+        (p, s)
+        for p, s in listing
+        if (nested or "/" not in p) and p.split("/")[0] not in _SKIP_FOLDERS
+    ]
     configs = [(p, s) for p, s in usable if p.endswith(_CONFIG_SUFFIXES)]
     if ref.layout == "transformers_config":
         return configs
-    weights = [(p, s) for p, s in usable if p.endswith(".safetensors")] or \
-              [(p, s) for p, s in usable if Path(p).name.startswith("pytorch_model") and p.endswith(".bin")]
+    weights = [(p, s) for p, s in usable if p.endswith(".safetensors")] or [
+        (p, s) for p, s in usable if Path(p).name.startswith("pytorch_model") and p.endswith(".bin")
+    ]
     return configs + weights
 
 
@@ -235,22 +258,31 @@ def download(refs: list[ModelRef]) -> None:
         try:
             plans.append((ref, needed_files(ref)))
         except Exception as e:
-            raise CascadeError(f"cannot list the files of {ref.kind} {ref.describe()} on "
-                               f"{endpoint()}: {type(e).__name__}: {e}") from e
+            raise CascadeError(
+                f"cannot list the files of {ref.kind} {ref.describe()} on "
+                f"{endpoint()}: {type(e).__name__}: {e}"
+            ) from e
     total = sum(s or 0 for _, files in plans for _, s in files)
-    print(f"downloading {len(plans)} model(s), {_size(total)}, into {cache_dir()} "
-          "(set HF_HOME to keep them elsewhere)", file=sys.stderr, flush=True)
+    print(
+        f"downloading {len(plans)} model(s), {_size(total)}, into {cache_dir()} "
+        "(set HF_HOME to keep them elsewhere)",
+        file=sys.stderr,
+        flush=True,
+    )
     for ref, files in plans:
         print(f"  {ref.kind} {ref.describe()}: {len(files)} files", file=sys.stderr, flush=True)
         for path, _ in files:
             try:
                 hf_hub_download(ref.name, path, cache_dir=cache_dir(), endpoint=endpoint())
             except Exception as e:
-                raise CascadeError(f"downloading {path} of {ref.kind} {ref.describe()} failed: "
-                                   f"{type(e).__name__}: {e}; run again to resume") from e
+                raise CascadeError(
+                    f"downloading {path} of {ref.kind} {ref.describe()} failed: "
+                    f"{type(e).__name__}: {e}; run again to resume"
+                ) from e
 
 
 # --- logging ------------------------------------------------------------------------------------
+
 
 class _ToDebugLog(logging.Handler):
     """Re-logs a library's records on `cascade.hub` at DEBUG."""

@@ -5,6 +5,7 @@ can decode without the artifacts depending on the media module (which builds art
 PIL mode is converted the same way (16-bit samples scaled, transparency flattened onto white),
 only raster formats are opened, and sizes are checked from the header before pixels are decoded.
 """
+
 from __future__ import annotations
 
 import io
@@ -15,8 +16,16 @@ import numpy as np
 
 from .errors import InputError
 
-__all__ = ["IMAGE_FORMATS", "ImageTooLarge", "check_size", "image_size", "rgb_pixels", "array_pixels",
-           "decode_pixels", "pil_pixels"]
+__all__ = [
+    "IMAGE_FORMATS",
+    "ImageTooLarge",
+    "check_size",
+    "image_size",
+    "rgb_pixels",
+    "array_pixels",
+    "decode_pixels",
+    "pil_pixels",
+]
 
 # Raster formats Pillow decodes itself. Not EPS/PS (Pillow hands those to Ghostscript, i.e. runs a
 # PostScript program) and nothing that needs a plugin installed at run time.
@@ -27,14 +36,19 @@ class ImageTooLarge(InputError):
     """An image (or video frame) over a size limit, found from its header before decoding."""
 
 
-def check_size(width: int, height: int, max_side: int, what: str,
-                max_pixels: int | None = None) -> None:
+def check_size(
+    width: int, height: int, max_side: int, what: str, max_pixels: int | None = None
+) -> None:
     if max(width, height) > max_side:
-        raise ImageTooLarge(f"{what} is {width}x{height}, larger than max_side={max_side}; "
-                            "raise max_side if this is intended")
+        raise ImageTooLarge(
+            f"{what} is {width}x{height}, larger than max_side={max_side}; "
+            "raise max_side if this is intended"
+        )
     if max_pixels is not None and width * height > max_pixels:
-        raise ImageTooLarge(f"{what} is {width}x{height} = {width * height:,} pixels, over the "
-                            f"limit of {max_pixels:,}")
+        raise ImageTooLarge(
+            f"{what} is {width}x{height} = {width * height:,} pixels, over the "
+            f"limit of {max_pixels:,}"
+        )
 
 
 def _pil_open(fp: Any):
@@ -104,8 +118,9 @@ def array_pixels(arr: np.ndarray, what: str) -> np.ndarray:
     if arr.dtype == np.uint8 and arr.ndim == 2:
         arr = arr[:, :, None]
     if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] not in (1, 3, 4):
-        raise InputError(f"{what}: arrays must be uint8 HxW, HxWx3 or HxWx4; got "
-                         f"{arr.dtype} {arr.shape}")
+        raise InputError(
+            f"{what}: arrays must be uint8 HxW, HxWx3 or HxWx4; got {arr.dtype} {arr.shape}"
+        )
     if arr.shape[2] == 4:
         from PIL import Image as PILImage
 
@@ -115,8 +130,9 @@ def array_pixels(arr: np.ndarray, what: str) -> np.ndarray:
     return np.ascontiguousarray(arr)
 
 
-def decode_pixels(fp: Any, what: str, max_side: int = 16384,
-                  max_pixels: int | None = None) -> np.ndarray:
+def decode_pixels(
+    fp: Any, what: str, max_side: int = 16384, max_pixels: int | None = None
+) -> np.ndarray:
     """Open, check the header size, decode, orient by EXIF, convert. Errors say why, not where."""
     from PIL import ImageOps, UnidentifiedImageError
     from PIL.Image import DecompressionBombError
@@ -130,19 +146,25 @@ def decode_pixels(fp: Any, what: str, max_side: int = 16384,
     except DecompressionBombError as e:
         raise ImageTooLarge(f"{what} is too large to decode safely ({e})") from e
     except Exception as e:  # noqa: BLE001  decoders raise many types; never show a path or repr
-        why = ("unknown or unsupported image format" if isinstance(e, UnidentifiedImageError)
-               else "truncated or damaged image data" if isinstance(e, (OSError, SyntaxError, EOFError))
-               else type(e).__name__)
+        why = (
+            "unknown or unsupported image format"
+            if isinstance(e, UnidentifiedImageError)
+            else "truncated or damaged image data"
+            if isinstance(e, (OSError, SyntaxError, EOFError))
+            else type(e).__name__
+        )
         raise InputError(f"cannot decode {what}: not a readable image ({why})") from e
 
 
-def pil_pixels(image: Any, what: str, max_side: int = 16384,
-               max_pixels: int | None = None) -> np.ndarray:
+def pil_pixels(
+    image: Any, what: str, max_side: int = 16384, max_pixels: int | None = None
+) -> np.ndarray:
     """RGB pixels of a PIL image (size checked first); a lazily loaded image that turns out
     damaged raises InputError naming `what`."""
     check_size(*image.size, max_side, what, max_pixels)
     try:
         return rgb_pixels(image)
     except OSError as e:  # a lazily loaded PIL image decodes on first access
-        raise InputError(f"cannot decode {what}: not a readable image (truncated or "
-                         "damaged image data)") from e
+        raise InputError(
+            f"cannot decode {what}: not a readable image (truncated or damaged image data)"
+        ) from e

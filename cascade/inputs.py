@@ -1,4 +1,5 @@
 """Turn user-supplied pipeline inputs (Python objects or CLI strings) into their declared types."""
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,9 @@ def _text(name: str, value: Any) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise InputError(f"input '{name}': not valid UTF-8 text (undecodable character at "
-                         f"position {e.start})") from None
+        raise InputError(
+            f"input '{name}': not valid UTF-8 text (undecodable character at position {e.start})"
+        ) from None
     return text
 
 
@@ -64,17 +66,25 @@ def _history(name: str, value: Any) -> list[tuple[str, str]]:
         try:
             value = json.loads(value)
         except json.JSONDecodeError as e:
-            raise InputError(f"input '{name}': expected a JSON list of [question, answer] pairs "
-                             f"({e})") from None
+            raise InputError(
+                f"input '{name}': expected a JSON list of [question, answer] pairs ({e})"
+            ) from None
     if not isinstance(value, (list, tuple)):
-        raise InputError(f"input '{name}': expected a list of (question, answer) pairs, got "
-                         f"{type(value).__name__}")
+        raise InputError(
+            f"input '{name}': expected a list of (question, answer) pairs, got "
+            f"{type(value).__name__}"
+        )
     turns = []
     for i, turn in enumerate(value):
-        if not (isinstance(turn, (list, tuple)) and len(turn) == 2
-                and all(isinstance(t, str) for t in turn)):
-            raise InputError(f"input '{name}'[{i}]: expected a (question, answer) pair of strings, "
-                             f"got {turn!r:.80}")
+        if not (
+            isinstance(turn, (list, tuple))
+            and len(turn) == 2
+            and all(isinstance(t, str) for t in turn)
+        ):
+            raise InputError(
+                f"input '{name}'[{i}]: expected a (question, answer) pair of strings, "
+                f"got {turn!r:.80}"
+            )
         turns.append((_text(f"{name}[{i}]", turn[0]), _text(f"{name}[{i}]", turn[1])))
     return turns
 
@@ -101,8 +111,9 @@ def coerce(name: str, type_: str, value: Any) -> Any:
             try:
                 value = json.loads(value)
             except json.JSONDecodeError as e:
-                raise InputError(f"input '{name}': expected a JSON object of sampling settings "
-                                 f"({e})") from None
+                raise InputError(
+                    f"input '{name}': expected a JSON object of sampling settings ({e})"
+                ) from None
         return sampling_params(value, f"input '{name}'")
     if type_ in ("path", "video"):
         p = Path(value)
@@ -112,8 +123,10 @@ def coerce(name: str, type_: str, value: Any) -> Any:
     if type_ == "image":
         images = _to_images(value, name, 0)
         if len(images) > 1:
-            raise InputError(f"input '{name}' takes one image, and the PDF has {len(images)} "
-                             "pages; use a pipeline with an images input (doc_qa) for documents")
+            raise InputError(
+                f"input '{name}' takes one image, and the PDF has {len(images)} "
+                "pages; use a pipeline with an images input (doc_qa) for documents"
+            )
         return images[0]
     if type_ == "images":
         items = value if isinstance(value, (list, tuple)) else [value]
@@ -130,18 +143,23 @@ def coerce_inputs(spec: PipelineSpec, given: dict[str, Any]) -> dict[str, Any]:
     """Check names (with suggestions), fill defaults, convert types."""
     for name in given:
         if name not in spec.inputs:
-            raise InputError(f"pipeline '{spec.name}' has no input '{name}'"
-                             f"{did_you_mean(name, spec.inputs)}; inputs: {', '.join(spec.inputs)}")
+            raise InputError(
+                f"pipeline '{spec.name}' has no input '{name}'"
+                f"{did_you_mean(name, spec.inputs)}; inputs: {', '.join(spec.inputs)}"
+            )
     out = {}
     for name, inp in spec.inputs.items():
         if name in given:
             out[name] = coerce(name, inp.type, given[name])
             if inp.required and inp.type == "str" and not out[name].strip():
-                raise InputError(f"input '{name}' is empty"
-                                 + (f": {inp.description}" if inp.description else ""))
+                raise InputError(
+                    f"input '{name}' is empty" + (f": {inp.description}" if inp.description else "")
+                )
         elif inp.required:
-            raise InputError(f"pipeline '{spec.name}' needs input '{name}' ({inp.type})"
-                             + (f": {inp.description}" if inp.description else ""))
+            raise InputError(
+                f"pipeline '{spec.name}' needs input '{name}' ({inp.type})"
+                + (f": {inp.description}" if inp.description else "")
+            )
         else:
             out[name] = None if inp.default is None else coerce(name, inp.type, inp.default)
     return out

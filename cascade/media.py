@@ -13,6 +13,7 @@ source frame, so boxes found at low resolution map onto the full-resolution fram
 stops decoding early (truncated or damaged past some point) answers from the frames it has, with a
 warning in the trace.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -25,19 +26,39 @@ import numpy as np
 
 from .artifacts import Box, Frame, Image
 from .errors import InputError
-from .imagefile import (IMAGE_FORMATS, ImageTooLarge, array_pixels, check_size, decode_pixels,
-                        pil_pixels, rgb_pixels)
+from .imagefile import (
+    IMAGE_FORMATS,
+    ImageTooLarge,
+    array_pixels,
+    check_size,
+    decode_pixels,
+    pil_pixels,
+    rgb_pixels,
+)
 from .progress import progress
 from .trace import warn
 
-__all__ = ["VideoSource", "load_image", "rgb_pixels", "ImageTooLarge", "IMAGE_FORMATS",
-           "SampleMode"]
+__all__ = [
+    "VideoSource",
+    "load_image",
+    "rgb_pixels",
+    "ImageTooLarge",
+    "IMAGE_FORMATS",
+    "SampleMode",
+]
 
 SampleMode = Literal["fps", "uniform", "keyframes", "all"]
 
 
-def load_image(value: Any, index: int = 0, max_side: int = 16384, name: str = "image", *,
-               max_pixels: int | None = None, label: str | None = None) -> Image:
+def load_image(
+    value: Any,
+    index: int = 0,
+    max_side: int = 16384,
+    name: str = "image",
+    *,
+    max_pixels: int | None = None,
+    label: str | None = None,
+) -> Image:
     """Anything users pass as an image -> `Image` with `media_index=index`.
 
     Accepts an `Image`, a path, encoded bytes (PNG, JPEG, ... see IMAGE_FORMATS), a PIL image or
@@ -54,13 +75,19 @@ def load_image(value: Any, index: int = 0, max_side: int = 16384, name: str = "i
         p = Path(value)
         what = label or f"{name} {index} '{p}'"
         if not p.is_file():
-            raise InputError(f"{name} {index}: image file not found: '{p}'" if label is None
-                             else f"{label}: image file not found")
+            raise InputError(
+                f"{name} {index}: image file not found: '{p}'"
+                if label is None
+                else f"{label}: image file not found"
+            )
         img = Image(decode_pixels(p, what, max_side, max_pixels), source=str(p), media_index=index)
     elif isinstance(value, (bytes, bytearray, memoryview)):
         what = label or f"{name} {index}"
-        img = Image(decode_pixels(io.BytesIO(value), what, max_side, max_pixels), source=what,
-                    media_index=index)
+        img = Image(
+            decode_pixels(io.BytesIO(value), what, max_side, max_pixels),
+            source=what,
+            media_index=index,
+        )
     elif isinstance(value, np.ndarray):
         what = label or f"{name} {index}"
         img = Image(array_pixels(value, what), source=f"<{what}>", media_index=index)
@@ -69,8 +96,10 @@ def load_image(value: Any, index: int = 0, max_side: int = 16384, name: str = "i
         px = pil_pixels(value, what, max_side, max_pixels)
         img = Image(px, source=f"<{what}>", media_index=index)
     else:
-        raise InputError(f"{name} {index}: expected an Image, a path, image bytes, a PIL image or "
-                         f"a uint8 HxWx3 array, got {type(value).__name__}")
+        raise InputError(
+            f"{name} {index}: expected an Image, a path, image bytes, a PIL image or "
+            f"a uint8 HxWx3 array, got {type(value).__name__}"
+        )
     check_size(*img.source_size, max_side, what, max_pixels)
     return img
 
@@ -153,8 +182,13 @@ class VideoSource:
             container.close()
 
     # -- coarse path ----------------------------------------------------------------------------
-    def sample(self, mode: SampleMode = "fps", fps: float = 1.0, max_frames: int | None = 32,
-               size: int | None = 448) -> list[Frame]:
+    def sample(
+        self,
+        mode: SampleMode = "fps",
+        fps: float = 1.0,
+        max_frames: int | None = 32,
+        size: int | None = 448,
+    ) -> list[Frame]:
         """Decode sampled frames converted to at most `size` pixels on the longest side.
 
         fps: one frame every 1/fps seconds. uniform: `max_frames` frames spread evenly over the
@@ -173,8 +207,13 @@ class VideoSource:
             if mode == "keyframes":
                 stream.codec_context.skip_frame = "NONKEY"
             next_t, count, t, stopped = None, -1, 0.0, []
-            for f in progress(self._until_damaged(container, stream, stopped), total=info.frames,
-                              unit="frame", desc=f"decode {self.path.name}", min_total=300):
+            for f in progress(
+                self._until_damaged(container, stream, stopped),
+                total=info.frames,
+                unit="frame",
+                desc=f"decode {self.path.name}",
+                min_total=300,
+            ):
                 count += 1
                 t = float(f.time) if f.time is not None else count / info.fps
                 if mode == "fps":
@@ -188,12 +227,17 @@ class VideoSource:
         if not frames:
             raise InputError(f"video '{self.path}': no frames decoded (mode={mode})")
         # Key frames can be far apart, so only a full decode shows where the video really ends.
-        if not stopped and mode != "keyframes" and \
-                t + 1.0 / info.fps < info.duration - max(2.0 / info.fps, 0.5):
+        if (
+            not stopped
+            and mode != "keyframes"
+            and t + 1.0 / info.fps < info.duration - max(2.0 / info.fps, 0.5)
+        ):
             stopped.append("the decodable frames end early")
         if stopped:
-            warn(f"video truncated or damaged: {stopped[0]} at {t:.2f} s of {info.duration:.2f} s; "
-                 f"answered from the first {t:.2f} s")
+            warn(
+                f"video truncated or damaged: {stopped[0]} at {t:.2f} s of {info.duration:.2f} s; "
+                f"answered from the first {t:.2f} s"
+            )
         if max_frames and len(frames) > max_frames:
             keep = np.linspace(0, len(frames) - 1, max_frames).round().astype(int)
             frames = [frames[i] for i in keep]
@@ -233,8 +277,9 @@ class VideoSource:
             container.close()
 
     # -- fine path --------------------------------------------------------------------------------
-    def fetch(self, timestamps: list[float], size: int | None = None,
-              seek_threshold: float = 1.0) -> dict[float, Frame]:
+    def fetch(
+        self, timestamps: list[float], size: int | None = None, seek_threshold: float = 1.0
+    ) -> dict[float, Frame]:
         """Frames at `timestamps` (seconds), at full resolution or capped to `size`.
 
         Timestamps are visited in order; when the next one lies more than `seek_threshold` seconds
@@ -251,8 +296,12 @@ class VideoSource:
             frames_iter, last_t = None, None
             for target in targets:
                 if frames_iter is None or last_t is None or target - last_t > seek_threshold:
-                    container.seek(max(0, int(target / stream.time_base)), stream=stream,
-                                   backward=True, any_frame=False)
+                    container.seek(
+                        max(0, int(target / stream.time_base)),
+                        stream=stream,
+                        backward=True,
+                        any_frame=False,
+                    )
                     frames_iter = iter(container.decode(stream))
                 for f in frames_iter:
                     last_t = float(f.time)
@@ -260,25 +309,44 @@ class VideoSource:
                         out[target] = self._to_frame(f, w, h, last_t, round(last_t * info.fps))
                         break
                 else:
-                    raise InputError(f"video '{self.path}' has no frame at {target:.3f} s "
-                                     f"(duration {info.duration:.3f} s)")
+                    raise InputError(
+                        f"video '{self.path}' has no frame at {target:.3f} s "
+                        f"(duration {info.duration:.3f} s)"
+                    )
         return out
 
     def _to_frame(self, f, w: int, h: int, t: float, index: int) -> Frame:
         from av.video.reformatter import Interpolation
 
         full = (w, h) == (self.info.width, self.info.height)
-        px = f.to_ndarray(format="rgb24") if full else f.to_ndarray(
-            width=w, height=h, format="rgb24", interpolation=Interpolation.AREA)
-        return Frame(np.ascontiguousarray(px), source=str(self.path),
-                     box=Box(0, 0, self.info.width, self.info.height),
-                     source_size=(self.info.width, self.info.height), timestamp=t, index=index)
+        px = (
+            f.to_ndarray(format="rgb24")
+            if full
+            else f.to_ndarray(width=w, height=h, format="rgb24", interpolation=Interpolation.AREA)
+        )
+        return Frame(
+            np.ascontiguousarray(px),
+            source=str(self.path),
+            box=Box(0, 0, self.info.width, self.info.height),
+            source_size=(self.info.width, self.info.height),
+            timestamp=t,
+            index=index,
+        )
 
     def describe(self) -> dict[str, Any]:
         i = self.info
-        return {"path": str(self.path), "width": i.width, "height": i.height, "fps": i.fps,
-                "duration": i.duration, "frames": i.frames, "codec": i.codec}
+        return {
+            "path": str(self.path),
+            "width": i.width,
+            "height": i.height,
+            "fps": i.fps,
+            "duration": i.duration,
+            "frames": i.frames,
+            "codec": i.codec,
+        }
 
     def __repr__(self) -> str:
-        return f"VideoSource('{self.path}', {self.info.width}x{self.info.height}, " \
-               f"{self.info.frames} frames @ {self.info.fps:.3g} fps)"
+        return (
+            f"VideoSource('{self.path}', {self.info.width}x{self.info.height}, "
+            f"{self.info.frames} frames @ {self.info.fps:.3g} fps)"
+        )

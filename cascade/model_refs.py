@@ -6,6 +6,7 @@ downloads from. Stages say which models they load through `Stage.model_refs()`, 
 helpers here, and so does each backend's `models:` entry (`ModelSpec.model_refs()`). Nothing here
 touches the network or imports a model library.
 """
+
 from __future__ import annotations
 
 import ast
@@ -72,13 +73,15 @@ def _is_repo_id(name: str) -> bool:
     return True
 
 
-def hub_or_path(kind: str, name: str, layout: Layout, setting: str, *,
-                stand_in: bool = False) -> ModelRef:
+def hub_or_path(
+    kind: str, name: str, layout: Layout, setting: str, *, stand_in: bool = False
+) -> ModelRef:
     """A model named the way transformers/sentence-transformers take it: an existing local path
     wins (as it does for them), else a hub repo id; anything else is a path that is missing."""
     if Path(name).expanduser().exists() or not _is_repo_id(name):
-        return ModelRef(kind, str(Path(name).expanduser()), "path", layout, setting=setting,
-                        stand_in=stand_in)
+        return ModelRef(
+            kind, str(Path(name).expanduser()), "path", layout, setting=setting, stand_in=stand_in
+        )
     return ModelRef(kind, name, "hub", layout, setting=setting, stand_in=stand_in)
 
 
@@ -91,7 +94,9 @@ def bundled_file(kind: str, path: str | Path, wheel: str, setting: str) -> Model
 _OPEN_CLIP_WEIGHTS = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
 
 
-def open_clip_weights(model: str, pretrained: str | None, setting: str = "pretrained") -> list[ModelRef]:
+def open_clip_weights(
+    model: str, pretrained: str | None, setting: str = "pretrained"
+) -> list[ModelRef]:
     """The weights `open_clip.create_model_and_transforms(model, pretrained)` loads: none for
     random init, a local file or folder, a hub repo (an `hf-hub:` name, or a tag whose weights
     open_clip keeps on the hub) or the URL a tag downloads from. Random weights stand in for a
@@ -99,8 +104,16 @@ def open_clip_weights(model: str, pretrained: str | None, setting: str = "pretra
     if model.startswith("local-dir:"):
         return [ModelRef("CLIP", model.removeprefix("local-dir:"), "path", setting="model")]
     if model.startswith("hf-hub:"):
-        return [ModelRef("CLIP", model.removeprefix("hf-hub:"), "hub", "files",
-                         (("open_clip_config.json",), _OPEN_CLIP_WEIGHTS), setting="model")]
+        return [
+            ModelRef(
+                "CLIP",
+                model.removeprefix("hf-hub:"),
+                "hub",
+                "files",
+                (("open_clip_config.json",), _OPEN_CLIP_WEIGHTS),
+                setting="model",
+            )
+        ]
     if pretrained is None:
         return []
     return [replace(r, stand_in=True) for r in _open_clip_pretrained(model, pretrained, setting)]
@@ -109,8 +122,9 @@ def open_clip_weights(model: str, pretrained: str | None, setting: str = "pretra
 def _open_clip_pretrained(model: str, pretrained: str, setting: str) -> list[ModelRef]:
     what = f"open_clip {model} weights '{pretrained}'"
     if Path(pretrained).expanduser().is_file():
-        return [ModelRef("CLIP", str(Path(pretrained).expanduser()), "path", what=what,
-                         setting=setting)]
+        return [
+            ModelRef("CLIP", str(Path(pretrained).expanduser()), "path", what=what, setting=setting)
+        ]
     cfg = _open_clip_tag(model, pretrained)
     if cfg.get("hf_hub"):
         # open_clip's reading of the entry: "org/repo/" is its default file, "org/repo/f.bin" a
@@ -118,12 +132,16 @@ def _open_clip_pretrained(model: str, pretrained: str, setting: str) -> list[Mod
         repo, filename = os.path.split(cfg["hf_hub"])
         filename = filename or _OPEN_CLIP_WEIGHTS[1]
         names = (_safetensors_twin(filename), filename)
-        return [ModelRef("CLIP", repo, "hub", "files", (tuple(n for n in names if n),), what,
-                         setting=setting)]
+        return [
+            ModelRef(
+                "CLIP", repo, "hub", "files", (tuple(n for n in names if n),), what, setting=setting
+            )
+        ]
     if cfg.get("url"):
         return [ModelRef("CLIP", cfg["url"], "url", what=what, setting=setting)]
-    return [ModelRef("CLIP", str(Path(pretrained).expanduser()), "path", what=what,
-                     setting=setting)]
+    return [
+        ModelRef("CLIP", str(Path(pretrained).expanduser()), "path", what=what, setting=setting)
+    ]
 
 
 def _safetensors_twin(filename: str) -> str | None:
@@ -163,8 +181,11 @@ def _open_clip_table() -> dict[str, dict[str, dict[str, str]]] | None:
         return None
     names: dict[str, Any] = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
             value = _literal(node.value, names)
             if value is not None:
                 names[node.targets[0].id] = value
@@ -189,8 +210,12 @@ def _literal(node: ast.AST, names: dict[str, Any]) -> Any:
             elif isinstance(k, ast.Constant):
                 out[k.value] = _literal(v, names)
         return out
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args \
-            and (node.func.id == "dict" or node.func.id.endswith("cfg")):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and not node.args
+        and (node.func.id == "dict" or node.func.id.endswith("cfg"))
+    ):
         out = {kw.arg: _literal(kw.value, names) for kw in node.keywords if kw.arg}
         if node.func.id != "dict":  # a config helper: keep what says where the weights are
             out = {k: v for k, v in out.items() if k in ("hf_hub", "url") and v}

@@ -22,6 +22,7 @@ two pipelines or two questions never load the same model twice. A loaded model i
 (the transformers backend locks its prefix work and decodes concurrent calls in one continuous
 batch; the openai backend is an HTTP client), so stages call it without a lock of their own.
 """
+
 from __future__ import annotations
 
 import threading
@@ -51,8 +52,11 @@ ModelName = Annotated[str, _ModelRef()]
 
 def model_params(params_cls: type[BaseModel]) -> list[str]:
     """Names of the params of a stage's `Params` that name a declared model."""
-    return [name for name, f in params_cls.model_fields.items()
-            if any(isinstance(m, _ModelRef) for m in f.metadata)]
+    return [
+        name
+        for name, f in params_cls.model_fields.items()
+        if any(isinstance(m, _ModelRef) for m in f.metadata)
+    ]
 
 
 _POOL: dict[tuple, "VLM"] = {}
@@ -92,9 +96,14 @@ class DeclaredModel:
         try:
             family = load_family(key[0], key[1])
         except CascadeError as e:
-            raise CascadeError(f"model '{self.name}' ({self.spec.id}): {e}"
-                               + ("; for a served model, set `config` to the checkpoint's hub id "
-                                  "or folder" if "config" in type(self.spec).model_fields else "")) from e
+            raise CascadeError(
+                f"model '{self.name}' ({self.spec.id}): {e}"
+                + (
+                    "; for a served model, set `config` to the checkpoint's hub id or folder"
+                    if "config" in type(self.spec).model_fields
+                    else ""
+                )
+            ) from e
         with _POOL_GUARD:
             return _FAMILIES.setdefault(key, family)
 
@@ -114,8 +123,12 @@ class DeclaredModel:
             with _POOL_GUARD:
                 return _POOL.setdefault(key, loaded)
 
-    def reduction(self, method: str | None = None, keep_ratio: float | None = None,
-                  fastv_layer: int | None = None) -> "ReductionConfig":
+    def reduction(
+        self,
+        method: str | None = None,
+        keep_ratio: float | None = None,
+        fastv_layer: int | None = None,
+    ) -> "ReductionConfig":
         """The declared reduction defaults, each overridden when given (a stage that turns the
         reduction off keeps every token)."""
         from .vlm.reduction import ReductionConfig
@@ -123,7 +136,9 @@ class DeclaredModel:
         s = self.spec
         if keep_ratio is None:
             keep_ratio = 1.0 if method == "none" else s.keep_ratio
-        return ReductionConfig(method or s.reduction, keep_ratio, fastv_layer=fastv_layer or s.fastv_layer)
+        return ReductionConfig(
+            method or s.reduction, keep_ratio, fastv_layer=fastv_layer or s.fastv_layer
+        )
 
     def __repr__(self) -> str:
         return f"DeclaredModel({self.name!r}, {self.spec.id!r}, backend={self.spec.backend!r})"
@@ -133,17 +148,22 @@ class Models(Mapping[str, DeclaredModel]):
     """The models a pipeline declares, by name."""
 
     def __init__(self, specs: Mapping[str, ModelSpec | dict[str, Any]] | None = None):
-        self._models = {name: DeclaredModel(name, s if isinstance(s, ModelSpec)
-                                            else ModelSpec.model_validate(s))
-                        for name, s in (specs or {}).items()}
+        self._models = {
+            name: DeclaredModel(
+                name, s if isinstance(s, ModelSpec) else ModelSpec.model_validate(s)
+            )
+            for name, s in (specs or {}).items()
+        }
 
     def __getitem__(self, name: str) -> DeclaredModel:
         try:
             return self._models[name]
         except KeyError:
             declared = ", ".join(self._models) or "none"
-            raise CascadeError(f"no model '{name}' is declared{did_you_mean(name, self._models)}; "
-                               f"declared models: {declared}") from None
+            raise CascadeError(
+                f"no model '{name}' is declared{did_you_mean(name, self._models)}; "
+                f"declared models: {declared}"
+            ) from None
 
     def __contains__(self, name: object) -> bool:
         return name in self._models

@@ -11,6 +11,7 @@ DPI: `DEFAULT_DPI` = 144 (2x PDF's 72 points per inch). A US-letter page becomes
 pixels, where 9-10 pt body text is 18-20 pixels high: what the OCR model reads reliably, at a
 quarter of the pixels of a 300-DPI scan. Pass `dpi` for small print.
 """
+
 from __future__ import annotations
 
 import threading
@@ -36,8 +37,10 @@ class PdfTooLong(InputError):
     """A document with more pages than the cap allows (the server answers 413)."""
 
     def __init__(self, name: str, pages: int, limit: int):
-        super().__init__(f"{name} has {pages:,} pages, over the limit of {limit:,} pages per "
-                         "document; send the pages the question is about")
+        super().__init__(
+            f"{name} has {pages:,} pages, over the limit of {limit:,} pages per "
+            "document; send the pages the question is about"
+        )
         self.pages, self.limit = pages, limit
 
 
@@ -50,9 +53,16 @@ def is_pdf(data: bytes | Path | str) -> bool:
     return b"%PDF-" in data[:1024]
 
 
-def render_pdf(source: bytes | Path | str, *, name: str, dpi: float = DEFAULT_DPI,
-               max_pages: int = MAX_PAGES, max_pixels: int | None = None, first_index: int = 0,
-               before_page: Callable[[int, int, int], None] | None = None) -> list[Image]:
+def render_pdf(
+    source: bytes | Path | str,
+    *,
+    name: str,
+    dpi: float = DEFAULT_DPI,
+    max_pages: int = MAX_PAGES,
+    max_pixels: int | None = None,
+    first_index: int = 0,
+    before_page: Callable[[int, int, int], None] | None = None,
+) -> list[Image]:
     """Every page of a PDF as an RGB `Image` at `dpi`, sources "<name> page <n>" (n from 1),
     media indexes from `first_index`.
 
@@ -84,9 +94,11 @@ def render_pdf(source: bytes | Path | str, *, name: str, dpi: float = DEFAULT_DP
                     width, height = max(1, round(w_pt * scale)), max(1, round(h_pt * scale))
                     what = f"{name} page {i + 1}"
                     if max_pixels is not None and width * height > max_pixels:
-                        raise ImageTooLarge(f"{what} is {width}x{height} pixels at {dpi:g} DPI "
-                                            f"({width * height:,}), over the limit of "
-                                            f"{max_pixels:,} pixels")
+                        raise ImageTooLarge(
+                            f"{what} is {width}x{height} pixels at {dpi:g} DPI "
+                            f"({width * height:,}), over the limit of "
+                            f"{max_pixels:,} pixels"
+                        )
                     if before_page is not None:
                         before_page(i + 1, width, height)
                     bitmap = page.render(scale=scale)
@@ -96,8 +108,9 @@ def render_pdf(source: bytes | Path | str, *, name: str, dpi: float = DEFAULT_DP
                         bitmap.close()
                 finally:
                     page.close()
-                pages.append(Image(np.ascontiguousarray(pixels), source=what,
-                                   media_index=first_index + i))
+                pages.append(
+                    Image(np.ascontiguousarray(pixels), source=what, media_index=first_index + i)
+                )
         finally:
             doc.close()
     return pages

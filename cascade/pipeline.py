@@ -9,6 +9,7 @@ The pipeline owns its models (`Pipeline.models`, `cascade.models`): every stage 
 model loads on first use, shared with any other pipeline of the process that declares it the same.
 Every stage also gets the pipeline's on-disk video index (`index:`, `cascade.index.VideoIndex`).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -47,8 +48,10 @@ def resolve_pipeline_path(name_or_path: str | Path) -> Path:
     if candidate.is_file():
         return candidate
     names = sorted(f.stem for f in folder.glob("*.yaml"))
-    raise SpecError(f"no pipeline file or shipped pipeline named '{name_or_path}'"
-                    f"{did_you_mean(str(name_or_path), names)}; shipped: {', '.join(names)}")
+    raise SpecError(
+        f"no pipeline file or shipped pipeline named '{name_or_path}'"
+        f"{did_you_mean(str(name_or_path), names)}; shipped: {', '.join(names)}"
+    )
 
 
 @dataclass
@@ -66,9 +69,14 @@ class Pipeline:
 
     # -- loading ------------------------------------------------------------------------------
     @classmethod
-    def load(cls, source: str | Path, overrides: dict[str, Any] | None = None, *,
-             type_params: dict[str, dict[str, Any]] | None = None,
-             model_params: dict[str, Any] | None = None) -> "Pipeline":
+    def load(
+        cls,
+        source: str | Path,
+        overrides: dict[str, Any] | None = None,
+        *,
+        type_params: dict[str, dict[str, Any]] | None = None,
+        model_params: dict[str, Any] | None = None,
+    ) -> "Pipeline":
         """Load a YAML file or shipped pipeline name.
 
         overrides: dotted 'stage.param' or 'models.name.field' -> value. type_params: stage type
@@ -76,34 +84,61 @@ class Pipeline:
         model_params: fields set on every declared model (e.g. {"id": <folder>}). Precedence:
         the YAML, then model_params / type_params, then overrides."""
         path = resolve_pipeline_path(source)
-        return cls._build(*load_spec(path, overrides, model_params=model_params,
-                                     type_params=type_params, params_of=_params_of))
+        return cls._build(
+            *load_spec(
+                path,
+                overrides,
+                model_params=model_params,
+                type_params=type_params,
+                params_of=_params_of,
+            )
+        )
 
     @classmethod
-    def from_yaml(cls, text: str, label: str = "<string>",
-                  overrides: dict[str, Any] | None = None, *,
-                  type_params: dict[str, dict[str, Any]] | None = None,
-                  model_params: dict[str, Any] | None = None) -> "Pipeline":
-        return cls._build(*load_spec(label, overrides, text=text, model_params=model_params,
-                                     type_params=type_params, params_of=_params_of))
+    def from_yaml(
+        cls,
+        text: str,
+        label: str = "<string>",
+        overrides: dict[str, Any] | None = None,
+        *,
+        type_params: dict[str, dict[str, Any]] | None = None,
+        model_params: dict[str, Any] | None = None,
+    ) -> "Pipeline":
+        return cls._build(
+            *load_spec(
+                label,
+                overrides,
+                text=text,
+                model_params=model_params,
+                type_params=type_params,
+                params_of=_params_of,
+            )
+        )
 
     @classmethod
     def _build(cls, spec: PipelineSpec, doc: SourceDoc) -> "Pipeline":
         for name, inp in spec.inputs.items():
             if inp.type not in INPUT_TYPES:
-                raise doc.error(("inputs", name, "type"), f"unknown input type '{inp.type}'"
-                                f"{did_you_mean(inp.type, INPUT_TYPES)}; expected one of: "
-                                f"{', '.join(INPUT_TYPES)}")
+                raise doc.error(
+                    ("inputs", name, "type"),
+                    f"unknown input type '{inp.type}'"
+                    f"{did_you_mean(inp.type, INPUT_TYPES)}; expected one of: "
+                    f"{', '.join(INPUT_TYPES)}",
+                )
         models, index = Models(spec.models), VideoIndex(spec.index)
-        stages = {name: _instantiate(doc, name, st.type, st.params, models, index)
-                  for name, st in spec.stages.items()}
+        stages = {
+            name: _instantiate(doc, name, st.type, st.params, models, index)
+            for name, st in spec.stages.items()
+        }
         for name, st in spec.stages.items():
             _check_inputs(doc, spec, stages, name)
             if st.when:
                 _check_when(doc, stages, name, st.when)
         for out, ref in spec.outputs.items():
             for i, r in enumerate(flatten_refs([ref])):
-                _resolve_ref(doc, spec, stages, r, ("outputs", out) + ((i,) if isinstance(ref, list) else ()))
+                _resolve_ref(
+                    doc, spec, stages, r, ("outputs", out) + ((i,) if isinstance(ref, list) else ())
+                )
         graph = Graph.from_spec(spec)
         cycle = graph.find_cycle()
         if cycle:
@@ -115,8 +150,10 @@ class Pipeline:
     @functools.cached_property
     def plan(self) -> Plan:
         """What the runner executes: the stages wired as the YAML says (`cascade.runner.Plan`)."""
-        steps = {name: Step(self.stages[name], st.inputs, st.when)
-                 for name, st in self.spec.stages.items()}
+        steps = {
+            name: Step(self.stages[name], st.inputs, st.when)
+            for name, st in self.spec.stages.items()
+        }
         return Plan(self.spec.name, steps, self.spec.outputs, self.graph)
 
     def run(self, **inputs: Any) -> PipelineResult:
@@ -167,8 +204,9 @@ def _params_of(type_: str) -> Iterable[str]:
     return cls.Params.model_fields if cls is not None else ()
 
 
-def _instantiate(doc: SourceDoc, name: str, type_: str, params: dict[str, Any],
-                 models: Models, index: VideoIndex) -> Stage:
+def _instantiate(
+    doc: SourceDoc, name: str, type_: str, params: dict[str, Any], models: Models, index: VideoIndex
+) -> Stage:
     try:
         cls = get_stage_class(type_)
     except RegistryError as e:
@@ -180,23 +218,28 @@ def _instantiate(doc: SourceDoc, name: str, type_: str, params: dict[str, Any],
         field = ".".join(str(p) for p in e["loc"]) or "params"
         allowed = list(cls.Params.model_fields)
         if e["type"] == "extra_forbidden":
-            msg = (f"stage type '{type_}' has no param '{field}'{did_you_mean(field, allowed)}; "
-                   f"params: {', '.join(allowed) or '(none)'}")
+            msg = (
+                f"stage type '{type_}' has no param '{field}'{did_you_mean(field, allowed)}; "
+                f"params: {', '.join(allowed) or '(none)'}"
+            )
         else:
             msg = f"{e['msg']} (got {e.get('input')!r})"
         raise doc.error(("stages", name, "params") + tuple(e["loc"]), msg) from None
     for param in model_params(cls.Params):
         ref = getattr(stage.params, param)
         if ref is not None and ref not in models:
-            raise doc.error(("stages", name, "params", param),
-                            f"stage '{name}' ({type_}) names model '{ref}', which the pipeline does "
-                            f"not declare{did_you_mean(ref, models)}; declared models: "
-                            f"{', '.join(models) or 'none (add a `models:` block)'}")
+            raise doc.error(
+                ("stages", name, "params", param),
+                f"stage '{name}' ({type_}) names model '{ref}', which the pipeline does "
+                f"not declare{did_you_mean(ref, models)}; declared models: "
+                f"{', '.join(models) or 'none (add a `models:` block)'}",
+            )
     return stage
 
 
-def _resolve_ref(doc: SourceDoc, spec: PipelineSpec, stages: dict[str, Stage], ref: str,
-                 path: tuple[Any, ...]) -> tuple[str, Any]:
+def _resolve_ref(
+    doc: SourceDoc, spec: PipelineSpec, stages: dict[str, Stage], ref: str, path: tuple[Any, ...]
+) -> tuple[str, Any]:
     """(description, type) of what `ref` points at; errors name the YAML path."""
     try:
         src, port = parse_ref(ref)
@@ -204,16 +247,23 @@ def _resolve_ref(doc: SourceDoc, spec: PipelineSpec, stages: dict[str, Stage], r
         raise doc.error(path, str(e)) from None
     if src is None:
         if port not in spec.inputs:
-            raise doc.error(path, f"unknown pipeline input '${port}'"
-                            f"{did_you_mean(port, spec.inputs)}; inputs: "
-                            f"{', '.join('$' + i for i in spec.inputs) or '(none)'}")
+            raise doc.error(
+                path,
+                f"unknown pipeline input '${port}'"
+                f"{did_you_mean(port, spec.inputs)}; inputs: "
+                f"{', '.join('$' + i for i in spec.inputs) or '(none)'}",
+            )
         return f"pipeline input '${port}'", INPUT_TYPES[spec.inputs[port].type]
     if src not in stages:
         raise doc.error(path, f"unknown stage '{src}' in '{ref}'{did_you_mean(src, stages)}")
     outs = stages[src].output_ports()
     if port not in outs:
-        raise doc.error(path, f"stage '{src}' ({stages[src].type_name}) has no output '{port}'"
-                        f"{did_you_mean(port, outs)}; outputs: {_ports(outs)}", ConnectError)
+        raise doc.error(
+            path,
+            f"stage '{src}' ({stages[src].type_name}) has no output '{port}'"
+            f"{did_you_mean(port, outs)}; outputs: {_ports(outs)}",
+            ConnectError,
+        )
     return f"'{src}.{port}'", outs[port].type
 
 
@@ -222,9 +272,12 @@ def _check_inputs(doc: SourceDoc, spec: PipelineSpec, stages: dict[str, Stage], 
     ports = stage_obj.input_ports()
     for port, ref in st.inputs.items():
         if port not in ports:
-            raise doc.error(("stages", name, "inputs", port),
-                            f"stage type '{st.type}' has no input '{port}'"
-                            f"{did_you_mean(port, ports)}; inputs: {_ports(ports)}", ConnectError)
+            raise doc.error(
+                ("stages", name, "inputs", port),
+                f"stage type '{st.type}' has no input '{port}'"
+                f"{did_you_mean(port, ports)}; inputs: {_ports(ports)}",
+                ConnectError,
+            )
         for i, r in enumerate(flatten_refs([ref])):
             path = ("stages", name, "inputs", port) + ((i,) if isinstance(ref, list) else ())
             what, src_type = _resolve_ref(doc, spec, stages, r, path)
@@ -232,28 +285,40 @@ def _check_inputs(doc: SourceDoc, spec: PipelineSpec, stages: dict[str, Stage], 
             # A None value is never delivered (the stage is skipped, a join falls through), so an
             # optional output may feed a required input.
             if not is_assignable(strip_none(src_type), dst_type):
-                raise doc.error(path, f"type mismatch: {what} is {type_name(src_type)} but input "
-                                f"'{name}.{port}' ({st.type}) expects {type_name(dst_type)}",
-                                ConnectError)
+                raise doc.error(
+                    path,
+                    f"type mismatch: {what} is {type_name(src_type)} but input "
+                    f"'{name}.{port}' ({st.type}) expects {type_name(dst_type)}",
+                    ConnectError,
+                )
     missing = [p for p, port in ports.items() if port.required and p not in st.inputs]
     if missing:
-        raise doc.error(("stages", name, "inputs"),
-                        f"missing required input(s) {', '.join(missing)} of stage type "
-                        f"'{st.type}'; inputs: {_ports(ports)}", ConnectError)
+        raise doc.error(
+            ("stages", name, "inputs"),
+            f"missing required input(s) {', '.join(missing)} of stage type "
+            f"'{st.type}'; inputs: {_ports(ports)}",
+            ConnectError,
+        )
 
 
 def _check_when(doc: SourceDoc, stages: dict[str, Stage], name: str, when: str) -> None:
     router, dot, branch = when.partition(".")
     path = ("stages", name, "when")
     if not dot or router not in stages:
-        raise doc.error(path, f"'when: {when}' must be 'router.branch' naming a router stage"
-                        f"{did_you_mean(router, [n for n, s in stages.items() if isinstance(s, Router)])}")
+        raise doc.error(
+            path,
+            f"'when: {when}' must be 'router.branch' naming a router stage"
+            f"{did_you_mean(router, [n for n, s in stages.items() if isinstance(s, Router)])}",
+        )
     r = stages[router]
     if not isinstance(r, Router):
         raise doc.error(path, f"stage '{router}' ({r.type_name}) is not a router; 'when' needs one")
     if branch not in r.branches:
-        raise doc.error(path, f"router '{router}' ({r.type_name}) has no branch '{branch}'"
-                        f"{did_you_mean(branch, r.branches)}; branches: {', '.join(r.branches)}")
+        raise doc.error(
+            path,
+            f"router '{router}' ({r.type_name}) has no branch '{branch}'"
+            f"{did_you_mean(branch, r.branches)}; branches: {', '.join(r.branches)}",
+        )
 
 
 def _check_reachable(doc: SourceDoc, spec: PipelineSpec, graph: Graph) -> None:
@@ -268,8 +333,10 @@ def _check_reachable(doc: SourceDoc, spec: PipelineSpec, graph: Graph) -> None:
         frontier.extend(graph.deps[n])
     for name in spec.stages:
         if name not in needed:
-            raise doc.error(("stages", name), f"stage '{name}' feeds no pipeline output; "
-                            "connect its outputs or remove it")
+            raise doc.error(
+                ("stages", name),
+                f"stage '{name}' feeds no pipeline output; connect its outputs or remove it",
+            )
 
 
 def _ports(ports: dict[str, Port]) -> str:

@@ -17,6 +17,7 @@ Entry-point groups (each entry point names a module to import; importing it regi
 This module imports nothing of vlm-cascade but its errors: it sits below every layer
 (docs/architecture.md), so any layer may register or look up.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -31,8 +32,16 @@ from pydantic_core import CoreSchema, core_schema
 
 from .errors import RegistryError, did_you_mean
 
-__all__ = ["Registry", "NameOf", "import_submodules", "stages", "families", "backends",
-           "reductions", "tiny_recipes"]
+__all__ = [
+    "Registry",
+    "NameOf",
+    "import_submodules",
+    "stages",
+    "families",
+    "backends",
+    "reductions",
+    "tiny_recipes",
+]
 
 T = TypeVar("T")
 
@@ -45,7 +54,9 @@ def import_submodules(package: str, path: list[str]) -> None:
 
 
 def _origin(item: Any) -> str:
-    return f"{getattr(item, '__module__', '?')}.{getattr(item, '__qualname__', type(item).__name__)}"
+    return (
+        f"{getattr(item, '__module__', '?')}.{getattr(item, '__qualname__', type(item).__name__)}"
+    )
 
 
 class Registry(Mapping[str, T], Generic[T]):
@@ -71,8 +82,10 @@ class Registry(Mapping[str, T], Generic[T]):
         with self._lock:
             existing = self._items.get(name)
             if existing is not None and existing is not item:
-                raise RegistryError(f"{self.kind} '{name}' is already registered by "
-                                    f"{_origin(existing)}; {_origin(item)} cannot take the same name")
+                raise RegistryError(
+                    f"{self.kind} '{name}' is already registered by "
+                    f"{_origin(existing)}; {_origin(item)} cannot take the same name"
+                )
             self._items[name] = item
         return item
 
@@ -94,9 +107,13 @@ class Registry(Mapping[str, T], Generic[T]):
                 for ep in entry_points(group=self.group):
                     try:
                         ep.load()
-                    except Exception as e:  # name the plugin: a bare ImportError would not say which
-                        raise RegistryError(f"entry point '{ep.name}' ({ep.value}) in group "
-                                            f"'{self.group}' failed to import: {e}") from e
+                    except (
+                        Exception
+                    ) as e:  # name the plugin: a bare ImportError would not say which
+                        raise RegistryError(
+                            f"entry point '{ep.name}' ({ep.value}) in group "
+                            f"'{self.group}' failed to import: {e}"
+                        ) from e
             except BaseException:
                 self._state = "new"  # the next lookup tries again and reports the error again
                 raise
@@ -118,8 +135,10 @@ class Registry(Mapping[str, T], Generic[T]):
     def unknown(self, name: str) -> str:
         """The message for a name nobody registered: a suggestion and what is registered."""
         self.load()
-        return (f"unknown {self.kind} '{name}'{did_you_mean(name, self._items)}; "
-                f"registered {self.kind}s: {', '.join(sorted(self._items)) or 'none'}")
+        return (
+            f"unknown {self.kind} '{name}'{did_you_mean(name, self._items)}; "
+            f"registered {self.kind}s: {', '.join(sorted(self._items)) or 'none'}"
+        )
 
     def names(self) -> list[str]:
         """Every registered name, sorted."""
@@ -157,22 +176,33 @@ class NameOf:
     def check(self, value: str) -> str:
         choices = self.choices()
         if value not in choices:
-            raise ValueError(f"unknown {self.registry.kind} '{value}'{did_you_mean(value, choices)}; "
-                             f"choose one of {choices}")
+            raise ValueError(
+                f"unknown {self.registry.kind} '{value}'{did_you_mean(value, choices)}; "
+                f"choose one of {choices}"
+            )
         return value
 
-    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
         return core_schema.no_info_after_validator_function(self.check, handler(source))
 
-    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> Any:
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> Any:
         out = handler(schema)
         out["enum"] = self.choices()
         return out
 
 
-stages: Registry[Any] = Registry("stage type", ("cascade.stages", "cascade.routers"), "cascade.stages")
+stages: Registry[Any] = Registry(
+    "stage type", ("cascade.stages", "cascade.routers"), "cascade.stages"
+)
 families: Registry[Any] = Registry("model type", ("cascade.vlm.families",), "cascade.families")
 backends: Registry[Any] = Registry("VLM backend", ("cascade.vlm.options",), "cascade.backends")
-reductions: Registry[Any] = Registry("reduction method", ("cascade.vlm.reduction",),
-                                     "cascade.reductions")
-tiny_recipes: Registry[Any] = Registry("tiny VLM family", ("cascade.vlm.tiny_recipes",), "cascade.tiny")
+reductions: Registry[Any] = Registry(
+    "reduction method", ("cascade.vlm.reduction",), "cascade.reductions"
+)
+tiny_recipes: Registry[Any] = Registry(
+    "tiny VLM family", ("cascade.vlm.tiny_recipes",), "cascade.tiny"
+)

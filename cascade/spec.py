@@ -11,6 +11,7 @@ every declared model), `type_params` (params for every stage of a type; type "*"
 has the param, the type's own entry winning), then dotted `overrides` (`stage.param`,
 `models.name.field`, `index` or `index.field`), so the more specific wins.
 """
+
 from __future__ import annotations
 
 import types
@@ -26,8 +27,15 @@ from .errors import SpecError, did_you_mean
 from .index import IndexSpec
 from .vlm.options import BACKENDS, ModelSpec
 
-__all__ = ["PipelineSpec", "StageSpec", "InputSpec", "SourceDoc", "load_spec", "parse_ref",
-           "flatten_refs"]
+__all__ = [
+    "PipelineSpec",
+    "StageSpec",
+    "InputSpec",
+    "SourceDoc",
+    "load_spec",
+    "parse_ref",
+    "flatten_refs",
+]
 
 Ref = str | list[str]
 
@@ -54,8 +62,11 @@ class PipelineSpec(BaseModel):
     name: str
     description: str = ""
     models: dict[str, ModelSpec] = Field(default_factory=dict)
-    index: IndexSpec | None = Field(None, description="keep each video's index on disk (`true`, "
-                                    "or `{folder: ...}`); absent or false: keep none")
+    index: IndexSpec | None = Field(
+        None,
+        description="keep each video's index on disk (`true`, "
+        "or `{folder: ...}`); absent or false: keep none",
+    )
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
     stages: dict[str, StageSpec]
     outputs: dict[str, Ref]
@@ -79,7 +90,9 @@ class PipelineSpec(BaseModel):
     def _reserved_names(cls, value: dict[str, StageSpec]) -> dict[str, StageSpec]:
         for block in ("models", "index"):  # `models.x.y` / `index.x` overrides address the blocks
             if block in value:
-                raise ValueError(f"'{block}' is reserved (it names the {block} block); rename the stage")
+                raise ValueError(
+                    f"'{block}' is reserved (it names the {block} block); rename the stage"
+                )
         return value
 
     @field_validator("inputs", mode="before")
@@ -124,8 +137,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key '{key}' (first defined on line {seen[key] + 1})",
-                    key_node.start_mark)
+                    None,
+                    None,
+                    f"duplicate key '{key}' (first defined on line {seen[key] + 1})",
+                    key_node.start_mark,
+                )
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep=deep)
 
@@ -156,7 +172,11 @@ class SourceDoc:
                 node = next((v for k, v in node.value if k.value == str(part)), None)
                 if node is None:  # point at the key's parent mapping
                     break
-            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            elif (
+                isinstance(node, yaml.SequenceNode)
+                and isinstance(part, int)
+                and part < len(node.value)
+            ):
                 node = node.value[part]
             else:
                 break
@@ -164,9 +184,15 @@ class SourceDoc:
             line = node.start_mark.line + 1
         return line
 
-    def error(self, path: tuple[Any, ...], message: str, cls: type[SpecError] = SpecError) -> SpecError:
-        return cls(message, file=self.file, path=".".join(str(p) for p in path) or None,
-                   line=self.line_of(path))
+    def error(
+        self, path: tuple[Any, ...], message: str, cls: type[SpecError] = SpecError
+    ) -> SpecError:
+        return cls(
+            message,
+            file=self.file,
+            path=".".join(str(p) for p in path) or None,
+            line=self.line_of(path),
+        )
 
 
 def _model_at(model: Any, parts: tuple[Any, ...], data: Any) -> Any:
@@ -184,7 +210,10 @@ def _model_at(model: Any, parts: tuple[Any, ...], data: Any) -> Any:
         else:
             return None
         if typing.get_origin(t) in (typing.Union, types.UnionType):  # `X | None`: the model in it
-            t = next((a for a in typing.get_args(t) if isinstance(a, type) and issubclass(a, BaseModel)), t)
+            t = next(
+                (a for a in typing.get_args(t) if isinstance(a, type) and issubclass(a, BaseModel)),
+                t,
+            )
         if t is ModelSpec and isinstance(data, dict):
             try:
                 t = ModelSpec.options_class(data)
@@ -193,8 +222,9 @@ def _model_at(model: Any, parts: tuple[Any, ...], data: Any) -> Any:
     return t
 
 
-def _pydantic_to_spec_error(doc: SourceDoc, err: ValidationError, model: type[BaseModel],
-                            prefix: tuple[Any, ...] = ()) -> SpecError:
+def _pydantic_to_spec_error(
+    doc: SourceDoc, err: ValidationError, model: type[BaseModel], prefix: tuple[Any, ...] = ()
+) -> SpecError:
     """The first pydantic error as a SpecError with a YAML path and a did-you-mean."""
     # A misspelt key also makes the real one "missing": report the misspelling, it explains both.
     e = sorted(err.errors(), key=lambda x: x["type"] != "extra_forbidden")[0]
@@ -202,8 +232,10 @@ def _pydantic_to_spec_error(doc: SourceDoc, err: ValidationError, model: type[Ba
     if e["type"] == "extra_forbidden":
         owner = _model_at(model, e["loc"][:-1], doc.data)
         allowed = list(getattr(owner, "model_fields", {}))
-        msg = (f"unknown field '{loc[-1]}'{did_you_mean(loc[-1], allowed)}; "
-               f"expected one of: {', '.join(allowed)}")
+        msg = (
+            f"unknown field '{loc[-1]}'{did_you_mean(loc[-1], allowed)}; "
+            f"expected one of: {', '.join(allowed)}"
+        )
         if isinstance(owner, type) and issubclass(owner, ModelSpec):
             elsewhere = [b for b in BACKENDS.names() if loc[-1] in BACKENDS[b].options.model_fields]
             if elsewhere:
@@ -238,19 +270,27 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], file: str) 
             name, dot, field = rest.partition(".")
             models = _mapping(data, "models")
             if not dot or not field:
-                raise SpecError(f"override '{dotted}' must look like 'models.name.field'", file=file)
+                raise SpecError(
+                    f"override '{dotted}' must look like 'models.name.field'", file=file
+                )
             if name not in models:
-                raise SpecError(f"override '{dotted}': no model '{name}'{did_you_mean(name, models)}; "
-                                f"declared models: {', '.join(models) or 'none'}", file=file)
+                raise SpecError(
+                    f"override '{dotted}': no model '{name}'{did_you_mean(name, models)}; "
+                    f"declared models: {', '.join(models) or 'none'}",
+                    file=file,
+                )
             _model_entry(models, name)[field] = value
             continue
         stages = _mapping(data, "stages")
         if not dot or not rest:
-            raise SpecError(f"override '{dotted}' must look like 'stage.param', "
-                            "'models.name.field' or 'index'", file=file)
+            raise SpecError(
+                f"override '{dotted}' must look like 'stage.param', 'models.name.field' or 'index'",
+                file=file,
+            )
         if head not in stages:
-            raise SpecError(f"override '{dotted}': no stage '{head}'"
-                            f"{did_you_mean(head, stages)}", file=file)
+            raise SpecError(
+                f"override '{dotted}': no stage '{head}'{did_you_mean(head, stages)}", file=file
+            )
         stages[head].setdefault("params", {})[rest] = value
 
 
@@ -275,8 +315,11 @@ def apply_model_params(data: dict[str, Any], fields: dict[str, Any]) -> None:
             entry.update({k: v for k, v in fields.items() if k in known})
 
 
-def apply_type_params(data: dict[str, Any], by_type: dict[str, dict[str, Any]],
-                      params_of: Callable[[str], Iterable[str]]) -> None:
+def apply_type_params(
+    data: dict[str, Any],
+    by_type: dict[str, dict[str, Any]],
+    params_of: Callable[[str], Iterable[str]],
+) -> None:
     """Set params on every stage of a type (type "*": every stage), where its type has them.
     params_of(type) names the params a stage type takes (none for an unknown type, which the
     pipeline then reports with its YAML path)."""
@@ -290,10 +333,15 @@ def apply_type_params(data: dict[str, Any], by_type: dict[str, dict[str, Any]],
                     st.setdefault("params", {})[param] = value
 
 
-def load_spec(source: str | Path, overrides: dict[str, Any] | None = None,
-              text: str | None = None, *, model_params: dict[str, Any] | None = None,
-              type_params: dict[str, dict[str, Any]] | None = None,
-              params_of: Callable[[str], Iterable[str]] = lambda t: ()) -> tuple[PipelineSpec, SourceDoc]:
+def load_spec(
+    source: str | Path,
+    overrides: dict[str, Any] | None = None,
+    text: str | None = None,
+    *,
+    model_params: dict[str, Any] | None = None,
+    type_params: dict[str, dict[str, Any]] | None = None,
+    params_of: Callable[[str], Iterable[str]] = lambda t: (),
+) -> tuple[PipelineSpec, SourceDoc]:
     """Read and shape-check a pipeline file (or `text` labelled `source`), after the edits of
     the module docstring."""
     file = str(source)
@@ -304,8 +352,11 @@ def load_spec(source: str | Path, overrides: dict[str, Any] | None = None,
         text = path.read_text(encoding="utf-8")
     doc = SourceDoc(text, file)
     if not isinstance(doc.data, dict):
-        raise SpecError("a pipeline must be a YAML mapping with name, inputs, stages, outputs",
-                        file=file, line=1)
+        raise SpecError(
+            "a pipeline must be a YAML mapping with name, inputs, stages, outputs",
+            file=file,
+            line=1,
+        )
     if model_params:
         apply_model_params(doc.data, model_params)
     if type_params:

@@ -38,6 +38,7 @@ request's `mm_processor_kwargs` onto them): `self.params` reads them from a cont
 which the runner's stage threads inherit, so two runs of one pipeline object, one after the other
 or side by side, each see their own and nothing stays on the stage.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -65,7 +66,8 @@ __all__ = ["Stage", "Router", "StageParams", "Port", "Serving", "stage", "run_pa
 
 # id(stage) -> the params it runs with in this run (see `run_params`); empty outside one.
 _RUN_PARAMS: contextvars.ContextVar[Mapping[int, "StageParams"]] = contextvars.ContextVar(
-    "cascade_run_params", default={})
+    "cascade_run_params", default={}
+)
 
 
 @contextmanager
@@ -123,9 +125,14 @@ class Stage:
     Params: ClassVar[type[StageParams]] = StageParams
     serving: ClassVar[Serving] = Serving()
 
-    def __init__(self, params: StageParams | dict[str, Any] | None = None, *, name: str = "",
-                 models: Models | Mapping[str, ModelSpec | dict[str, Any]] | None = None,
-                 video_index: VideoIndex | IndexSpec | bool | None = None):
+    def __init__(
+        self,
+        params: StageParams | dict[str, Any] | None = None,
+        *,
+        name: str = "",
+        models: Models | Mapping[str, ModelSpec | dict[str, Any]] | None = None,
+        video_index: VideoIndex | IndexSpec | bool | None = None,
+    ):
         self.name = name or self.type_name
         self._params = params if isinstance(params, self.Params) else self.Params(**(params or {}))
         self.models = models if isinstance(models, Models) else Models(models)
@@ -200,7 +207,9 @@ class Stage:
             if pname == "self" or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
                 continue
             if pname not in hints:
-                raise TypeError(f"stage '{cls.type_name}': run() input '{pname}' has no type annotation")
+                raise TypeError(
+                    f"stage '{cls.type_name}': run() input '{pname}' has no type annotation"
+                )
             required = p.default is inspect.Parameter.empty
             ports[pname] = Port(pname, hints[pname], required, None if required else p.default)
         return ports
@@ -210,9 +219,13 @@ class Stage:
     def output_ports(cls) -> dict[str, Port]:
         out = cls._hints().get("return")
         if out is None or not dataclasses.is_dataclass(out):
-            raise TypeError(f"stage '{cls.type_name}': run() must be annotated to return a dataclass")
-        return {f.name: Port(f.name, t) for f, t in
-                zip(dataclasses.fields(out), typing.get_type_hints(out).values())}
+            raise TypeError(
+                f"stage '{cls.type_name}': run() must be annotated to return a dataclass"
+            )
+        return {
+            f.name: Port(f.name, t)
+            for f, t in zip(dataclasses.fields(out), typing.get_type_hints(out).values())
+        }
 
     @classmethod
     def describe(cls) -> dict[str, Any]:
@@ -224,14 +237,23 @@ class Stage:
         for fname, f in cls.Params.model_fields.items():
             default = None if f.is_required() else f.get_default(call_default_factory=True)
             annotation = Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation
-            params[fname] = {"type": type_name(annotation), "default": default,
-                             "required": f.is_required(), "description": f.description or ""}
+            params[fname] = {
+                "type": type_name(annotation),
+                "default": default,
+                "required": f.is_required(),
+                "description": f.description or "",
+            }
         doc = inspect.getdoc(cls) or ""
-        desc = {"type": cls.type_name, "description": doc.split("\n\n")[0].replace("\n", " "),
-                "inputs": {p.name: {"type": type_name(p.type), "required": p.required}
-                           for p in cls.input_ports().values()},
-                "outputs": {p.name: {"type": type_name(p.type)} for p in cls.output_ports().values()},
-                "params": params}
+        desc = {
+            "type": cls.type_name,
+            "description": doc.split("\n\n")[0].replace("\n", " "),
+            "inputs": {
+                p.name: {"type": type_name(p.type), "required": p.required}
+                for p in cls.input_ports().values()
+            },
+            "outputs": {p.name: {"type": type_name(p.type)} for p in cls.output_ports().values()},
+            "params": params,
+        }
         if issubclass(cls, Router):
             desc["branches"] = list(cls.branches)
         if cls.serving.heavy:
@@ -263,8 +285,10 @@ def stage(type_name: str):
         cls.output_ports()
         serving = cls.serving
         if serving.affinity is not None and serving.affinity not in inputs:
-            raise TypeError(f"stage '{type_name}': serving.affinity '{serving.affinity}' is not "
-                            f"an input of run() (inputs: {', '.join(inputs) or 'none'})")
+            raise TypeError(
+                f"stage '{type_name}': serving.affinity '{serving.affinity}' is not "
+                f"an input of run() (inputs: {', '.join(inputs) or 'none'})"
+            )
         if serving.batch and cls.run_batch is Stage.run_batch:
             raise TypeError(f"stage '{type_name}': serving.batch needs a run_batch method")
         plugins.stages.register(type_name, cls)

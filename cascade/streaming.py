@@ -21,6 +21,7 @@ method). anyio's memory object streams do not fit: they are not thread-safe, and
 plain worker thread goes through `anyio.from_thread`, which blocks the decode loop on the event
 loop for every token and needs a thread anyio started.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -31,8 +32,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["AnswerStream", "answer_stream", "claim_stream", "silent", "is_silent",
-           "TokenChannel"]
+__all__ = ["AnswerStream", "answer_stream", "claim_stream", "silent", "is_silent", "TokenChannel"]
 
 OnToken = Callable[[Any], Any]  # called with a `cascade.vlm.decode.TokenEvent`
 
@@ -55,7 +55,8 @@ class AnswerStream:
 
 
 _CURRENT: contextvars.ContextVar[AnswerStream | None] = contextvars.ContextVar(
-    "cascade_answer_stream", default=None)
+    "cascade_answer_stream", default=None
+)
 
 
 @contextmanager
@@ -84,7 +85,6 @@ def silent(on_token: OnToken) -> OnToken:
 
 def is_silent(on_token: OnToken | None) -> bool:
     return bool(getattr(on_token, "silent", False))
-
 
 
 class TokenChannel:

@@ -4,6 +4,7 @@ Stages add counters with `record(visual_tokens=..., prefill_flops=...)` from ins
 runner sets which stage is current through a context variable, so this works from worker threads
 and concurrent branches without passing a context object through every signature.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -28,9 +29,15 @@ class StageRecord:
     warnings: list[str] = field(default_factory=list)  # e.g. "video truncated: ..." (see `warn`)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "type": self.type, "status": self.status,
-                "seconds": round(self.seconds, 6), "counters": dict(self.counters),
-                "detail": self.detail, "warnings": list(self.warnings)}
+        return {
+            "name": self.name,
+            "type": self.type,
+            "status": self.status,
+            "seconds": round(self.seconds, 6),
+            "counters": dict(self.counters),
+            "detail": self.detail,
+            "warnings": list(self.warnings),
+        }
 
 
 @dataclass
@@ -62,9 +69,13 @@ class Trace:
         return [f"{rec.name}: {w}" for rec in self.stages for w in rec.warnings]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"pipeline": self.pipeline, "seconds": round(self.seconds, 6),
-                "counters": self.counters, "warnings": self.warnings,
-                "stages": [r.to_dict() for r in self.stages]}
+        return {
+            "pipeline": self.pipeline,
+            "seconds": round(self.seconds, 6),
+            "counters": self.counters,
+            "warnings": self.warnings,
+            "stages": [r.to_dict() for r in self.stages],
+        }
 
 
 @runtime_checkable
@@ -81,8 +92,9 @@ class StageHook(Protocol):
     def after_stage(self, record: StageRecord) -> None: ...
 
 
-_current: contextvars.ContextVar[StageRecord | None] = contextvars.ContextVar("cascade_stage",
-                                                                               default=None)
+_current: contextvars.ContextVar[StageRecord | None] = contextvars.ContextVar(
+    "cascade_stage", default=None
+)
 
 
 def record(**counters: float) -> None:

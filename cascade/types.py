@@ -1,4 +1,5 @@
 """Port types: readable names, assignability checks for edges, and the YAML input type names."""
+
 from __future__ import annotations
 
 import collections.abc as cabc
@@ -16,8 +17,15 @@ from .plugins import NameOf
 # `sampling`: a request's decoding settings (`cascade.decoding.SamplingParams`, or a mapping of its
 # fields), for a VLM stage to apply over its own.
 INPUT_TYPES: dict[str, Any] = {
-    "str": str, "int": int, "float": float, "bool": bool, "path": Path,
-    "image": Image, "images": list[Image], "video": Path, "history": list[tuple[str, str]],
+    "str": str,
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "path": Path,
+    "image": Image,
+    "images": list[Image],
+    "video": Path,
+    "history": list[tuple[str, str]],
     "sampling": SamplingParams,
 }
 

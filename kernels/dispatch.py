@@ -9,6 +9,7 @@ The VLM runtime keeps one `Ops` per loaded model (`cascade.vlm.families.FamilyRu
 calls every op through it: no call passes or re-decides `impl`. Each op is also usable on its own
 (`cascade.kernels.<op>`, `impl=` per call, `cascade.kernels.impl.choose_impl`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -34,14 +35,23 @@ class Ops:
     impl: Literal["triton", "torch"]
     requested: str = "auto"
 
-    def patchify_normalize(self, pixels: torch.Tensor, mean: Sequence[float], std: Sequence[float],
-                           patch_size: int, temporal_patch_size: int, merge_size: int,
-                           rescale: float = 1 / 255) -> tuple[torch.Tensor, tuple[int, int, int]]:
-        return patchify_normalize(pixels, mean, std, patch_size, temporal_patch_size, merge_size,
-                                  rescale, impl=self.impl)
+    def patchify_normalize(
+        self,
+        pixels: torch.Tensor,
+        mean: Sequence[float],
+        std: Sequence[float],
+        patch_size: int,
+        temporal_patch_size: int,
+        merge_size: int,
+        rescale: float = 1 / 255,
+    ) -> tuple[torch.Tensor, tuple[int, int, int]]:
+        return patchify_normalize(
+            pixels, mean, std, patch_size, temporal_patch_size, merge_size, rescale, impl=self.impl
+        )
 
-    def score_and_gather(self, tokens: torch.Tensor, keep: int,
-                         method: str = "dominant") -> tuple[torch.Tensor, torch.Tensor]:
+    def score_and_gather(
+        self, tokens: torch.Tensor, keep: int, method: str = "dominant"
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         return score_and_gather(tokens, keep, method=method, impl=self.impl)
 
     def quantize_kv(self, k: Any, v: Any) -> QuantizedKV:

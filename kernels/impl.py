@@ -5,6 +5,7 @@ The choice follows the tensors' device, never symbols swapped at import time, so
 is installed is looked up once per process (a `find_spec` costs ~36 us); what remains per call is
 a device check. Hot paths choose once and keep the function (`patch_rmsnorm` does, per module).
 """
+
 from __future__ import annotations
 
 import functools
@@ -42,7 +43,8 @@ def choose_impl(impl: str, *tensors: torch.Tensor) -> str:
         devices = sorted({str(t.device) for t in tensors})
         raise RuntimeError(
             f"impl='triton' needs CUDA tensors (got {', '.join(devices)}); to run Triton on CPU set "
-            "TRITON_INTERPRET=1 before triton is first imported, or use impl='torch'/'auto'")
+            "TRITON_INTERPRET=1 before triton is first imported, or use impl='torch'/'auto'"
+        )
     return "triton"
 
 

@@ -1,4 +1,5 @@
 """YAML pipelines shipped with vlm-cascade; `cascade run NAME` finds them here by file stem."""
+
 from pathlib import Path
 
 FOLDER = Path(__file__).parent

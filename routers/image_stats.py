@@ -1,4 +1,5 @@
 """Route on a cheap statistic of the pixels (edge density): busy images go to the fine path."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,6 +36,10 @@ class EdgeDensityRouter(Router):
         score = edge_density(image)
         fine = score >= self.params.threshold
         cmp = ">=" if fine else "<"
-        return self.Outputs(Route("fine" if fine else "coarse",
-                                  f"edge density {score:.4f} {cmp} threshold {self.params.threshold}",
-                                  {"edge_density": score}))
+        return self.Outputs(
+            Route(
+                "fine" if fine else "coarse",
+                f"edge density {score:.4f} {cmp} threshold {self.params.threshold}",
+                {"edge_density": score},
+            )
+        )

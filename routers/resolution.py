@@ -12,6 +12,7 @@ With `model` set, the router also asks that model's family what each route costs
 costs at most `cheap_tokens` more, there is nothing to save and it goes `high_res` whatever the
 signals say (a small image is read at full resolution for the price of a thumbnail).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,30 +44,48 @@ class ResolutionRouter(Router):
 
     class Params(StageParams):
         threshold: float = Field(0.5, ge=0, le=1, description="need score at which to go high_res")
-        intent_weight: float = Field(0.6, ge=0, description="weight of the query's need for "
-                                     "pixels (its target and intent)")
-        text_weight: float = Field(0.4, ge=0, description="weight of the thumbnail text-density signal")
-        confidence_weight: float = Field(0.5, ge=0, description="weight of (1 - VLM thumbnail confidence)")
+        intent_weight: float = Field(
+            0.6, ge=0, description="weight of the query's need for pixels (its target and intent)"
+        )
+        text_weight: float = Field(
+            0.4, ge=0, description="weight of the thumbnail text-density signal"
+        )
+        confidence_weight: float = Field(
+            0.5, ge=0, description="weight of (1 - VLM thumbnail confidence)"
+        )
         text_density_saturation: float = Field(
-            0.02, gt=0, description="text area fraction counted as fully text-heavy")
+            0.02, gt=0, description="text area fraction counted as fully text-heavy"
+        )
         model: ModelName | None = Field(
-            None, description="the VLM the routes feed, by its name in `models:`; its family prices "
-            "each route in visual tokens (null: routes are not priced)")
+            None,
+            description="the VLM the routes feed, by its name in `models:`; its family prices "
+            "each route in visual tokens (null: routes are not priced)",
+        )
         cheap_tokens: int = Field(
-            128, ge=0, description="go high_res when full resolution costs at most this many more "
-            "visual tokens than the thumbnails (needs `model`)")
+            128,
+            ge=0,
+            description="go high_res when full resolution costs at most this many more "
+            "visual tokens than the thumbnails (needs `model`)",
+        )
 
     @dataclass(frozen=True)
     class Outputs:
         route: Route
 
-    def run(self, query: Query, images: list[Image], text_lines: list[OcrLine] | None = None,
-            confidence: float | None = None) -> Outputs:
+    def run(
+        self,
+        query: Query,
+        images: list[Image],
+        text_lines: list[OcrLine] | None = None,
+        confidence: float | None = None,
+    ) -> Outputs:
         p = self.params
         need_px = query.needs_high_res
         signals = {"intent": (p.intent_weight, need_px)}
-        reasons = [f"intent {query.intent} ({', '.join(query.matched) or 'no rule'}, "
-                   f"lang {query.language}) -> {need_px:.2f}"]
+        reasons = [
+            f"intent {query.intent} ({', '.join(query.matched) or 'no rule'}, "
+            f"lang {query.language}) -> {need_px:.2f}"
+        ]
         scores = {f"intent_{k}": v for k, v in query.intent_scores}
         if text_lines is not None:
             text_lines = [l for l in text_lines if any(shows(im, l) for im in images)]
@@ -80,7 +99,9 @@ class ResolutionRouter(Router):
             scores["vlm_confidence"] = confidence
             reasons.append(f"thumbnail confidence {confidence:.2f} -> {1 - confidence:.2f}")
         # A weighted mean over the signals that exist: a missing OCR pass neither helps nor hurts.
-        need = sum(w * s for w, s in signals.values()) / (sum(w for w, _ in signals.values()) or 1.0)
+        need = sum(w * s for w, s in signals.values()) / (
+            sum(w for w, _ in signals.values()) or 1.0
+        )
         scores["need"] = need
         branch = "high_res" if need >= p.threshold else "thumbnail"
         cmp = ">=" if branch == "high_res" else "<"
@@ -88,7 +109,9 @@ class ResolutionRouter(Router):
         if p.model is not None:
             family = self.model(p.model).family
             thumb = sum(family.visual_tokens(im.width, im.height) for im in images)
-            full = sum(family.visual_tokens(round(im.box.width), round(im.box.height)) for im in images)
+            full = sum(
+                family.visual_tokens(round(im.box.width), round(im.box.height)) for im in images
+            )
             scores |= {"tokens_thumbnail": float(thumb), "tokens_full_res": float(full)}
             reason += f"; {family.name}: thumbnails {thumb} visual tokens, full resolution {full}"
             if branch == "thumbnail" and full - thumb <= p.cheap_tokens:

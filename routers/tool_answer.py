@@ -14,6 +14,7 @@ asked for. Anything else abstains: the route goes to `vlm` with what the tools
 found as a hint. In `hint` mode the stage always routes to `vlm` with the hint; `off` routes to
 `vlm` with none. The answer says which happened (`produced_by`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,7 +22,16 @@ from typing import Literal
 
 from pydantic import Field
 
-from cascade.artifacts import Answer, Detection, Evidence, Image, LayoutRegion, OcrLine, Route, same_time
+from cascade.artifacts import (
+    Answer,
+    Detection,
+    Evidence,
+    Image,
+    LayoutRegion,
+    OcrLine,
+    Route,
+    same_time,
+)
 from cascade.bill import Bill
 from cascade.evidence import attributes, spans
 from cascade.evidence.documents import SPAN_KINDS, answer_span, located_for
@@ -42,8 +52,11 @@ def count_objects(dets: list[Detection], label: str) -> int:
 
 
 def _where(line: OcrLine | TextBlock) -> str:
-    return f" (t={line.timestamp:.1f} s)" if line.timestamp is not None else \
-        f" (image {line.media_index})"
+    return (
+        f" (t={line.timestamp:.1f} s)"
+        if line.timestamp is not None
+        else f" (image {line.media_index})"
+    )
 
 
 @dataclass(frozen=True)
@@ -66,33 +79,53 @@ def read_document(query: Query, lines: list[OcrLine]) -> Finding | None:
         return None
     if query.time_order is not None:  # "the balance after the utilities debit": the key's value
         # on one row of many, which the reader does not order: not sure
-        return Finding(why=f"the {kq.name} {query.time_order.relation} a named entry: key-value "
-                       "reading does not order rows", seen="")
+        return Finding(
+            why=f"the {kq.name} {query.time_order.relation} a named entry: key-value "
+            "reading does not order rows",
+            seen="",
+        )
     found, keys = read_key_value(lines, kq)
     if not keys and kq.value == "date":
         lone = lone_value(lines, "date")
         if lone is not None:  # no 'date' key, but the page shows exactly one date
-            return Finding(lone[0], lone[1].confidence, "the only date the OCR read",
-                           f"{lone[1].text}", (lone[1],))
+            return Finding(
+                lone[0],
+                lone[1].confidence,
+                "the only date the OCR read",
+                f"{lone[1].text}",
+                (lone[1],),
+            )
     seen = "; ".join(f"{kv.key_line.text} -> {kv.value}" for kv in found)
     values = {norm_text(kv.value) for kv in found}
     if not found:
         named = other_keys(keys, kq)
-        why = (f"no key names the {query.key_noun} {kq.name}; the page's keys name others ("
-               + ", ".join(f"'{l.text}'" for l in named[:4]) + ")" if named
-               else f"found the key '{keys[0].text}' but no {kq.value} next to it" if keys
-               else f"no '{kq.name}' key in the OCR text")
+        why = (
+            f"no key names the {query.key_noun} {kq.name}; the page's keys name others ("
+            + ", ".join(f"'{l.text}'" for l in named[:4])
+            + ")"
+            if named
+            else f"found the key '{keys[0].text}' but no {kq.value} next to it"
+            if keys
+            else f"no '{kq.name}' key in the OCR text"
+        )
         return Finding(why=why, seen="; ".join(l.text for l in keys))
     if len(values) > 1:
         return Finding(why=f"{len(values)} different values for '{kq.name}'", seen=seen)
     used = tuple(dict.fromkeys(l for kv in found for l in (kv.key_line, kv.value_line)))
     conf = min(l.confidence for l in used)
-    return Finding(found[0].value, conf, f"OCR read key '{found[0].key_line.text}' -> value",
-                   seen, used)
+    return Finding(
+        found[0].value, conf, f"OCR read key '{found[0].key_line.text}' -> value", seen, used
+    )
 
 
-def read_sign(query: Query, lines: list[OcrLine], images: list[Image] | None,
-              detections: list[Detection], min_confidence: float, min_chars: int) -> Finding:
+def read_sign(
+    query: Query,
+    lines: list[OcrLine],
+    images: list[Image] | None,
+    detections: list[Detection],
+    min_confidence: float,
+    min_chars: int,
+) -> Finding:
     """One plausible text block with the query's attributes that is the only one (or the only
     one with a word of the question)."""
     blocks = text_blocks(lines)
@@ -100,26 +133,36 @@ def read_sign(query: Query, lines: list[OcrLine], images: list[Image] | None,
     good: dict[str, TextBlock] = {}
     rejected = []
     for b in chosen.blocks:
-        why = implausible(b, query.language, frame_size_of(images, b.media_index, b.timestamp),
-                          min_confidence, min_chars)
+        why = implausible(
+            b,
+            query.language,
+            frame_size_of(images, b.media_index, b.timestamp),
+            min_confidence,
+            min_chars,
+        )
         if why:
             rejected.append(why)
         elif norm_text(b.text) not in good or b.confidence > good[norm_text(b.text)].confidence:
             good[norm_text(b.text)] = b
-    seen = ", ".join(f"'{b.text}'{_where(b)}" for b in good.values()) or \
-        ", ".join(f"'{b.text}'{_where(b)}" for b in blocks[:8])
+    seen = ", ".join(f"'{b.text}'{_where(b)}" for b in good.values()) or ", ".join(
+        f"'{b.text}'{_where(b)}" for b in blocks[:8]
+    )
     if not chosen.sure:
-        return Finding(why=f"the question's attributes do not single out a text ({chosen.reason})",
-                       seen=seen)
+        return Finding(
+            why=f"the question's attributes do not single out a text ({chosen.reason})", seen=seen
+        )
     if not good:
-        return Finding(why="no plausible text" + (f" ({'; '.join(rejected[:3])})" if rejected else ""),
-                       seen=seen)
+        return Finding(
+            why="no plausible text" + (f" ({'; '.join(rejected[:3])})" if rejected else ""),
+            seen=seen,
+        )
     cued = [b for b in good.values() if has_cue(b.text, query.cues)]
     if query.cues and not cued:  # "which gate?": an answer without 'gate' is some other text
         return Finding(why=f"no text holds the question's word(s) {list(query.cues)}", seen=seen)
     if len(good) > 1 and len(cued) != 1:
-        return Finding(why=f"{len(good)} different texts and the question singles out none",
-                       seen=seen)
+        return Finding(
+            why=f"{len(good)} different texts and the question singles out none", seen=seen
+        )
     block = cued[0] if len(good) > 1 else next(iter(good.values()))
     also = f" ({chosen.reason})" if chosen.reason else ""
     if query.answer_type != "text":  # a span was asked for: the whole line is not the answer
@@ -127,24 +170,39 @@ def read_sign(query: Query, lines: list[OcrLine], images: list[Image] | None,
         span = spans.exact_span(block.text, kind) if kind else None
         if span is None:
             return Finding(why=f"no single {query.answer_type} in '{block.text}'", seen=seen)
-        return Finding(span.text, block.confidence, f"the {query.answer_type} in one text block"
-                       f"{also}", seen, block.lines)
-    return Finding(block.text, block.confidence, f"OCR read one text block of {len(block.lines)} "
-                   f"line(s){also}", seen, block.lines)
+        return Finding(
+            span.text,
+            block.confidence,
+            f"the {query.answer_type} in one text block{also}",
+            seen,
+            block.lines,
+        )
+    return Finding(
+        block.text,
+        block.confidence,
+        f"OCR read one text block of {len(block.lines)} line(s){also}",
+        seen,
+        block.lines,
+    )
 
 
 def read_structure(query: Query, lines: list[OcrLine], regions: list[LayoutRegion]) -> Finding:
     """A title, heading, cell, fact or identifier from the page's structure, as its exact span."""
     found, what = located_for(query, lines, regions)
     text, why = answer_span(query, found)
-    seen = "; ".join(f"{f.kind} '{f.text}'" for f in found[:6]) or \
-        "; ".join(l.text for l in lines[:12])
+    seen = "; ".join(f"{f.kind} '{f.text}'" for f in found[:6]) or "; ".join(
+        l.text for l in lines[:12]
+    )
     if text is None:
         return Finding(why=f"{what}: {why}", seen=seen)
     best = found[0]
-    used = tuple(l for l in lines if l.media_index == best.media_index
-                 and same_time(l.timestamp, best.timestamp)
-                 and any(l.box.intersects(b) for b in best.boxes))
+    used = tuple(
+        l
+        for l in lines
+        if l.media_index == best.media_index
+        and same_time(l.timestamp, best.timestamp)
+        and any(l.box.intersects(b) for b in best.boxes)
+    )
     conf = min((l.confidence for l in used), default=0.0)
     return Finding(text, conf, f"{what}: {why}", seen, used)
 
@@ -170,12 +228,20 @@ class ToolAnswer(Router):
 
     class Params(StageParams):
         mode: Literal["answer", "hint", "off"] = Field(
-            "answer", description="answer from the tool, pass its output as a VLM hint, or neither")
-        min_confidence: float = Field(0.8, ge=0, le=1, description="recognition / detection "
-                                      "confidence every line of an answer needs")
+            "answer", description="answer from the tool, pass its output as a VLM hint, or neither"
+        )
+        min_confidence: float = Field(
+            0.8,
+            ge=0,
+            le=1,
+            description="recognition / detection confidence every line of an answer needs",
+        )
         min_chars: int = Field(2, ge=1, description="letters/digits a read answer needs at least")
-        always_read: bool = Field(False, description="read a sign-like answer even when the "
-                                  "query's target is not text (documents: the answer is in the text)")
+        always_read: bool = Field(
+            False,
+            description="read a sign-like answer even when the "
+            "query's target is not text (documents: the answer is in the text)",
+        )
 
     @dataclass(frozen=True)
     class Outputs:
@@ -183,9 +249,14 @@ class ToolAnswer(Router):
         answer: Answer | None
         hint: str
 
-    def run(self, query: Query, ocr_lines: list[OcrLine] | None = None,
-            detections: list[Detection] | None = None, images: list[Image] | None = None,
-            regions: list[LayoutRegion] | None = None) -> Outputs:
+    def run(
+        self,
+        query: Query,
+        ocr_lines: list[OcrLine] | None = None,
+        detections: list[Detection] | None = None,
+        images: list[Image] | None = None,
+        regions: list[LayoutRegion] | None = None,
+    ) -> Outputs:
         p = self.params
         lines, dets = list(ocr_lines or ()), list(detections or ())
         finding = None
@@ -198,18 +269,28 @@ class ToolAnswer(Router):
         elif lines and query.reads_text:
             finding = read_structure(query, lines, list(regions or ()))
         if finding is None:
-            return self.Outputs(Route("vlm", f"no tool fits the question ({query.target})"), None, "")
+            return self.Outputs(
+                Route("vlm", f"no tool fits the question ({query.target})"), None, ""
+            )
         hint = f"Tools found: {finding.seen}" if finding.seen else ""
         scores = {"tool_confidence": finding.confidence}
         if not finding.text:
-            return self.Outputs(Route("vlm", f"tool abstains: {finding.why}", scores), None,
-                                hint if p.mode != "off" else "")
+            return self.Outputs(
+                Route("vlm", f"tool abstains: {finding.why}", scores),
+                None,
+                hint if p.mode != "off" else "",
+            )
         if p.mode == "answer" and finding.confidence >= p.min_confidence:
             evidence = Evidence(ocr_lines=finding.lines, detections=finding.detections)
-            return self.Outputs(Route("tool", f"{finding.why} (confidence {finding.confidence:.2f})",
-                                      scores), Answer(finding.text, "tool", evidence,
-                                                      Bill.tool(finding.confidence)), hint)
-        why = {"answer": f"confidence {finding.confidence:.2f} < {p.min_confidence}",
-               "hint": "hint mode", "off": "tool answers off"}[p.mode]
+            return self.Outputs(
+                Route("tool", f"{finding.why} (confidence {finding.confidence:.2f})", scores),
+                Answer(finding.text, "tool", evidence, Bill.tool(finding.confidence)),
+                hint,
+            )
+        why = {
+            "answer": f"confidence {finding.confidence:.2f} < {p.min_confidence}",
+            "hint": "hint mode",
+            "off": "tool answers off",
+        }[p.mode]
         hint = f"{finding.why}: {finding.text}" if p.mode != "off" else ""
         return self.Outputs(Route("vlm", f"{finding.why}; {why}", scores), None, hint)

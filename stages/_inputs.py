@@ -1,4 +1,5 @@
 """What stages do first with their `images` input: a list of cascade Images, bounded in pixels."""
+
 from __future__ import annotations
 
 import math

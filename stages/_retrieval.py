@@ -9,6 +9,7 @@ search runs: faiss's GPU index when faiss was built with GPU support and a GPU i
 on a GPU, an exact torch top-k (`cascade.kernels.topk.similarity_topk` when importable); else faiss
 on the CPU (exact `IndexFlatIP`, or `IndexHNSWFlat` once the set exceeds `hnsw_threshold`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -47,8 +48,9 @@ class Embeddings:
 
     def __post_init__(self):
         if self.vectors.ndim != 2 or len(self.vectors) != len(self.items):
-            raise ValueError(f"Embeddings: {len(self.items)} items but vectors of shape "
-                             f"{self.vectors.shape}")
+            raise ValueError(
+                f"Embeddings: {len(self.items)} items but vectors of shape {self.vectors.shape}"
+            )
 
     @property
     def dim(self) -> int:
@@ -59,9 +61,13 @@ class Embeddings:
         return content_hash([self.model, list(self.keys)], key="embeddings")
 
     def describe(self) -> dict[str, Any]:
-        return {"model": self.model, "count": len(self.items), "dim": self.dim,
-                "has_query": self.query is not None, **({"texts": list(self.texts)}
-                                                        if self.texts else {})}
+        return {
+            "model": self.model,
+            "count": len(self.items),
+            "dim": self.dim,
+            "has_query": self.query is not None,
+            **({"texts": list(self.texts)} if self.texts else {}),
+        }
 
 
 def _faiss_gpu_available(faiss) -> bool:
@@ -79,9 +85,16 @@ class VectorIndex:
         self._gpu_keys = None
 
     @classmethod
-    def build(cls, vectors: np.ndarray, kind: IndexKind = "auto", hnsw_threshold: int = 50_000,
-              hnsw_m: int = 32, ef_construction: int = 200, ef_search: int = 128,
-              device: str = "auto") -> "VectorIndex":
+    def build(
+        cls,
+        vectors: np.ndarray,
+        kind: IndexKind = "auto",
+        hnsw_threshold: int = 50_000,
+        hnsw_m: int = 32,
+        ef_construction: int = 200,
+        ef_search: int = 128,
+        device: str = "auto",
+    ) -> "VectorIndex":
         import faiss
 
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
@@ -139,10 +152,17 @@ class VectorIndex:
     # -- persistence in a video's index (faiss CPU indexes; GPU backends rebuild from the vectors)
     def save(self, store: SavedVectors, emb: Embeddings) -> None:
         """Save the vectors of `emb` and this index (`cascade.index.SavedVectors`)."""
-        store.save(self.vectors, {"model": emb.model, "keys": list(emb.keys),
-                                  "set_key": emb.set_key(), "kind": self.kind,
-                                  "timestamps": [getattr(i, "timestamp", None) for i in emb.items]},
-                   self._index if self.backend == "faiss-cpu" else None)
+        store.save(
+            self.vectors,
+            {
+                "model": emb.model,
+                "keys": list(emb.keys),
+                "set_key": emb.set_key(),
+                "kind": self.kind,
+                "timestamps": [getattr(i, "timestamp", None) for i in emb.items],
+            },
+            self._index if self.backend == "faiss-cpu" else None,
+        )
 
     @classmethod
     def load(cls, store: SavedVectors, device: str = "auto") -> "VectorIndex | None":
@@ -163,9 +183,15 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def mmr_select(candidates: np.ndarray, relevance: np.ndarray, vectors: np.ndarray, k: int,
-               lam: float = 1.0, times: list[float | None] | None = None,
-               min_gap: float = 0.0) -> list[tuple[int, float]]:
+def mmr_select(
+    candidates: np.ndarray,
+    relevance: np.ndarray,
+    vectors: np.ndarray,
+    k: int,
+    lam: float = 1.0,
+    times: list[float | None] | None = None,
+    min_gap: float = 0.0,
+) -> list[tuple[int, float]]:
     """Maximal marginal relevance: greedily take the candidate maximising
     lam * relevance - (1 - lam) * (max similarity to those already taken); lam=1 is plain top-k.
     With `times` and `min_gap` > 0, a candidate closer than `min_gap` seconds to a pick is skipped.

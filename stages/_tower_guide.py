@@ -14,6 +14,7 @@ answer's type. Without evidence on some image, a reading question
 (its target is text on the media) gets no `tower` at all: every visual token is kept, and the
 route says why. Any other question gets the unguided rule, and the route says that too.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,8 +39,19 @@ def _target_words(query: Query) -> tuple[set[str], set[str]]:
     key-value, a table's row and column keys, a section's name or number); the words that only
     name the document it is on: a key-value's noun, the 'invoice' of 'the total on this
     invoice')."""
-    named = cue_tokens(" ".join(v for v in (query.key, query.row_key, query.column_key,
-                                             query.section_name, query.section_number) if v))
+    named = cue_tokens(
+        " ".join(
+            v
+            for v in (
+                query.key,
+                query.row_key,
+                query.column_key,
+                query.section_name,
+                query.section_number,
+            )
+            if v
+        )
+    )
     # the noun stays the document's name when the question's cues hold it too
     noun = cue_tokens(query.key_noun or "") - named
     return (set(query.cues) | named) - noun, noun
@@ -55,10 +67,16 @@ def _strength(item: Found, query: Query, defining: set[int]) -> int:
     if isinstance(item, OcrLine):
         words, noun = _target_words(query)
         held = cue_tokens(item.text)
-        return (2 * len(words & held) + len(noun & held)
-                + 2 * (query.target == "code_identifier" and id(item) in defining))
+        return (
+            2 * len(words & held)
+            + len(noun & held)
+            + 2 * (query.target == "code_identifier" and id(item) in defining)
+        )
     if isinstance(item, Detection):
-        return int(query.label is not None and singular(item.label.lower()) == singular(query.label.lower()))
+        return int(
+            query.label is not None
+            and singular(item.label.lower()) == singular(query.label.lower())
+        )
     return 0
 
 
@@ -103,17 +121,22 @@ def _rank(item: Found, box: Box, strength: int, best: int, query: Query, targets
     return 4
 
 
-def image_regions(image: Image, query: Query, found: list[Found]) -> tuple[KeepRegions | None, list[Found]]:
+def image_regions(
+    image: Image, query: Query, found: list[Found]
+) -> tuple[KeepRegions | None, list[Found]]:
     """The boxes of `found` on `image` in its own pixels, most needed first (`_rank`, then top to
     bottom): (KeepRegions or None when none falls on it, the items used). The target and the
     lines on its row lead (`KeepRegions.lead`): the selection keeps them with their margin before
     any other box."""
     regions, ranked = _image_ranked(image, query, found)
-    return regions, list({id(item): item for _, item, _ in ranked}.values())  # a line once, spans or not
+    return regions, list(
+        {id(item): item for _, item, _ in ranked}.values()
+    )  # a line once, spans or not
 
 
-def _image_ranked(image: Image, query: Query, found: list[Found]
-                  ) -> tuple[KeepRegions | None, list[tuple[int, Found, Box]]]:
+def _image_ranked(
+    image: Image, query: Query, found: list[Found]
+) -> tuple[KeepRegions | None, list[tuple[int, Found, Box]]]:
     mine = []
     for item in found:
         if not (image.is_from(item.media_index, item.timestamp) and image.box.intersects(item.box)):
@@ -159,26 +182,43 @@ def _span_boxes(line: OcrLine, box: Box, answers: list[str], query: Query) -> li
     if not spans and query.answer_type in _SPAN_KINDS:
         spans = [(s.start, s.end) for s in candidates(text, query.answer_type)]
     per_char = box.width / max(len(text), 1)
-    return [Box(box.x0 + max(0, start - 1) * per_char, box.y0,
-                box.x0 + min(len(text), end + 1) * per_char, box.y1) for start, end in spans]
+    return [
+        Box(
+            box.x0 + max(0, start - 1) * per_char,
+            box.y0,
+            box.x0 + min(len(text), end + 1) * per_char,
+            box.y1,
+        )
+        for start, end in spans
+    ]
 
 
 def _ranked(mine: list[tuple[Found, Box]], query: Query) -> list[tuple[int, Found, Box]]:
     """(rank, item, box) most needed first: by `_rank` (-1: the answer's own characters inside a
     target line), then top to bottom, left to right."""
-    defining = (_defining([item for item, _ in mine], query.code_kind)
-                if query.target == "code_identifier" else set())
+    defining = (
+        _defining([item for item, _ in mine], query.code_kind)
+        if query.target == "code_identifier"
+        else set()
+    )
     located = _located(mine, query)
     strength = [_strength(item, query, defining) for item, _ in mine]
     best = max(strength)
     # a line the readers located is the target, however few of the question's words it holds
     strength = [best + 1 if id(item) in located else s for (item, _), s in zip(mine, strength)]
     best = max(strength)
-    targets = [b for (item, b), s in zip(mine, strength)
-               if s and s == best and isinstance(item, OcrLine)]
-    out = [(_rank(item, b, s, best, query, targets), item, b) for (item, b), s in zip(mine, strength)]
-    out += [(-1, item, sub) for rank, item, b in out if rank == 0 and isinstance(item, OcrLine)
-            for sub in _span_boxes(item, b, located.get(id(item), []), query)]
+    targets = [
+        b for (item, b), s in zip(mine, strength) if s and s == best and isinstance(item, OcrLine)
+    ]
+    out = [
+        (_rank(item, b, s, best, query, targets), item, b) for (item, b), s in zip(mine, strength)
+    ]
+    out += [
+        (-1, item, sub)
+        for rank, item, b in out
+        if rank == 0 and isinstance(item, OcrLine)
+        for sub in _span_boxes(item, b, located.get(id(item), []), query)
+    ]
     out.sort(key=lambda p: (p[0], p[2].y0, p[2].x0))
     return out
 
@@ -189,8 +229,9 @@ def _rounded(box: Box) -> tuple[float, float, float, float]:
     return tuple(round(v, 2) for v in box.as_tuple())
 
 
-def guide_tower(red: ReductionConfig, images: list[Image], query: Query, found: list[Found]
-                ) -> tuple[ReductionConfig, Route]:
+def guide_tower(
+    red: ReductionConfig, images: list[Image], query: Query, found: list[Found]
+) -> tuple[ReductionConfig, Route]:
     """The reduction to apply instead of `red` (a `tower` selection) and the route that says how."""
     per_image, used, targets = [], [], 0
     for im in images:
@@ -204,26 +245,38 @@ def guide_tower(red: ReductionConfig, images: list[Image], query: Query, found: 
             "tower_not_applied",
             f"reading question ({query.target}) and no evidence found on image(s) "
             f"{', '.join(map(str, blind))}: the unguided tower reduction would cut text apart, so "
-            "every visual token is kept", {"keep_ratio": 1.0})
+            "every visual token is kept",
+            {"keep_ratio": 1.0},
+        )
     counts: dict[str, int] = {}
     for item in used:
         counts[_KIND_NAME[type(item)]] = counts.get(_KIND_NAME[type(item)], 0) + 1
     guided = ", ".join(f"{n} {kind}(s)" for kind, n in counts.items())
     if blind and len(blind) == len(images):
-        reason = (f"no evidence found on the {len(images)} image(s): keep {red.keep_ratio:g}, one "
-                  "merge unit per cell, the one whose pixels vary most")
+        reason = (
+            f"no evidence found on the {len(images)} image(s): keep {red.keep_ratio:g}, one "
+            "merge unit per cell, the one whose pixels vary most"
+        )
         branch = "tower_unguided"
     else:
-        reason = (f"keep {red.keep_ratio:g}: the merge units under {guided}, box by box while the "
-                  f"budget holds: first the {targets} naming the question's target best and the "
-                  "lines on their rows, then one unit around them, then the others, then one unit "
-                  "around those, then the most varied unit of each cell they leave empty, scattered "
-                  "units at most a tenth of the image: the rest grows the kept evidence outward"
-                  + (f"; no evidence on image(s) {', '.join(map(str, blind))}: variance only"
-                     if blind else ""))
+        reason = (
+            f"keep {red.keep_ratio:g}: the merge units under {guided}, box by box while the "
+            f"budget holds: first the {targets} naming the question's target best and the "
+            "lines on their rows, then one unit around them, then the others, then one unit "
+            "around those, then the most varied unit of each cell they leave empty, scattered "
+            "units at most a tenth of the image: the rest grows the kept evidence outward"
+            + (
+                f"; no evidence on image(s) {', '.join(map(str, blind))}: variance only"
+                if blind
+                else ""
+            )
+        )
         branch = "tower_guided"
-    scores = {"keep_ratio": float(red.keep_ratio), "evidence_boxes": float(len(used)),
-              "target_boxes": float(targets),
-              "lead_boxes": float(sum(r.lead for r in per_image if r is not None))}
+    scores = {
+        "keep_ratio": float(red.keep_ratio),
+        "evidence_boxes": float(len(used)),
+        "target_boxes": float(targets),
+        "lead_boxes": float(sum(r.lead for r in per_image if r is not None)),
+    }
     keep = None if len(blind) == len(images) else tuple(per_image)
     return dataclasses.replace(red, keep_regions=keep), Route(branch, reason, scores)

@@ -1,4 +1,5 @@
 """Assemble the final answer: evidence from every stage that looked, and the bill vs the baseline."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,17 +29,26 @@ class ComposeAnswer(Stage):
 
     class Params(StageParams):
         model: ModelName | None = Field(
-            "vlm", description="the model the baseline is priced on (null: no baseline)")
+            "vlm", description="the model the baseline is priced on (null: no baseline)"
+        )
 
     @dataclass(frozen=True)
     class Outputs:
         answer: Answer
 
-    def run(self, answer: Answer, images: list[Image] | None = None,
-            ocr_lines: list[OcrLine] | None = None, detections: list[Detection] | None = None,
-            route: Route | None = None, tool_route: Route | None = None,
-            scores: list[float] | None = None, baseline_images: list[Image] | None = None,
-            routes: list[Route] | None = None, query: Query | None = None) -> Outputs:
+    def run(
+        self,
+        answer: Answer,
+        images: list[Image] | None = None,
+        ocr_lines: list[OcrLine] | None = None,
+        detections: list[Detection] | None = None,
+        route: Route | None = None,
+        tool_route: Route | None = None,
+        scores: list[float] | None = None,
+        baseline_images: list[Image] | None = None,
+        routes: list[Route] | None = None,
+        query: Query | None = None,
+    ) -> Outputs:
         from cascade.vlm.billing import baseline
 
         ev = answer.evidence
@@ -46,14 +56,18 @@ class ComposeAnswer(Stage):
             images=ev.images or _where_found(tuple(images or ()), ev),
             ocr_lines=ev.ocr_lines or tuple(ocr_lines or ()),
             detections=ev.detections or tuple(detections or ()),
-            routes=((query.route(),) if query is not None else ()) + ev.routes + tuple(routes or ())
+            routes=((query.route(),) if query is not None else ())
+            + ev.routes
+            + tuple(routes or ())
             + tuple(r for r in (route, tool_route) if r is not None),
-            scores=ev.scores or tuple(scores or ()))
+            scores=ev.scores or tuple(scores or ()),
+        )
         bill = answer.bill
         if baseline_images and self.params.model is not None:
             family = self.model(self.params.model).family
-            tokens, vision, prefill = baseline(family, [im.source_size for im in baseline_images],
-                                               bill.prompt_tokens)
+            tokens, vision, prefill = baseline(
+                family, [im.source_size for im in baseline_images], bill.prompt_tokens
+            )
             bill = bill.with_baseline(tokens, vision, prefill)
             record(baseline_visual_tokens=tokens)
         return self.Outputs(dataclasses.replace(answer, evidence=evidence, bill=bill))

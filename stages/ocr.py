@@ -4,6 +4,7 @@ Boxes come back in source coordinates (`image.to_source`), so text read on a til
 where it is in the original. `mode: detect` skips recognition and reports how much of each image
 is text (area fraction covered by text boxes, line count): a cheap signal for routers.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,8 +24,9 @@ from cascade.trace import record
 
 from ._inputs import as_image_list
 
-PADDLE_HINT = ("the 'paddleocr' OCR backend needs the optional extra: pip install "
-               "'vlm-cascade[paddle]'")
+PADDLE_HINT = (
+    "the 'paddleocr' OCR backend needs the optional extra: pip install 'vlm-cascade[paddle]'"
+)
 
 
 def _rapidocr_engine(p: "Ocr.Params"):
@@ -32,10 +34,13 @@ def _rapidocr_engine(p: "Ocr.Params"):
 
     # Everything rapidocr needs by default (PP-OCRv6 det/rec small, ONNX) ships inside its wheel;
     # model_dir points it at other local models instead of a download.
-    params: dict[str, Any] = {"Global.log_level": "error", "Global.max_side_len": p.max_side,
-                              "Global.use_cls": p.use_angle_cls,
-                              "Det.limit_side_len": p.det_limit_side_len,
-                              "Det.limit_type": p.det_limit_type}
+    params: dict[str, Any] = {
+        "Global.log_level": "error",
+        "Global.max_side_len": p.max_side,
+        "Global.use_cls": p.use_angle_cls,
+        "Det.limit_side_len": p.det_limit_side_len,
+        "Det.limit_type": p.det_limit_type,
+    }
     if p.model_dir:
         params["Global.model_root_dir"] = p.model_dir
     return RapidOCR(params=params)
@@ -47,12 +52,20 @@ def bundled_rapidocr_models(use_cls: bool) -> list[ModelRef]:
     import importlib.util
 
     spec = importlib.util.find_spec("rapidocr")
-    folder = Path(spec.origin).parent / "models" if spec and spec.origin else Path("rapidocr/models")
+    folder = (
+        Path(spec.origin).parent / "models" if spec and spec.origin else Path("rapidocr/models")
+    )
     refs = []
     for task in ("det", "rec") + (("cls",) if use_cls else ()):
         found = sorted(folder.glob(f"*{task}*.onnx"))
-        refs.append(bundled_file("OCR", found[0] if found else folder / f"<{task} model>.onnx",
-                                 "rapidocr", "model_dir"))
+        refs.append(
+            bundled_file(
+                "OCR",
+                found[0] if found else folder / f"<{task} model>.onnx",
+                "rapidocr",
+                "model_dir",
+            )
+        )
     return refs
 
 
@@ -61,18 +74,23 @@ def _paddle_engine(p: "Ocr.Params"):
         from paddleocr import PaddleOCR
     except ImportError as e:
         raise RuntimeError(f"{PADDLE_HINT} (import failed: {e})") from e
-    kwargs: dict[str, Any] = {"use_doc_orientation_classify": False, "use_doc_unwarping": False,
-                              "use_textline_orientation": p.use_angle_cls}
+    kwargs: dict[str, Any] = {
+        "use_doc_orientation_classify": False,
+        "use_doc_unwarping": False,
+        "use_textline_orientation": p.use_angle_cls,
+    }
     if p.model_dir:
         kwargs["text_detection_model_dir"] = f"{p.model_dir}/det"
         kwargs["text_recognition_model_dir"] = f"{p.model_dir}/rec"
     try:
         return PaddleOCR(**kwargs)
     except Exception as e:
-        raise RuntimeError(f"PaddleOCR could not load its models ({type(e).__name__}: {e}). "
-                           "PaddleOCR downloads them from a model hub; offline, set the ocr "
-                           "param model_dir to a folder holding det/ and rec/ Paddle inference "
-                           "model dirs") from e
+        raise RuntimeError(
+            f"PaddleOCR could not load its models ({type(e).__name__}: {e}). "
+            "PaddleOCR downloads them from a model hub; offline, set the ocr "
+            "param model_dir to a folder holding det/ and rec/ Paddle inference "
+            "model dirs"
+        ) from e
 
 
 def text_density(boxes: list[Box], width: int, height: int) -> float:
@@ -82,7 +100,7 @@ def text_density(boxes: list[Box], width: int, height: int) -> float:
     mask = np.zeros((height, width), bool)
     for b in boxes:
         b = b.clip(width, height)
-        mask[int(b.y0):int(np.ceil(b.y1)), int(b.x0):int(np.ceil(b.x1))] = True
+        mask[int(b.y0) : int(np.ceil(b.y1)), int(b.x0) : int(np.ceil(b.x1))] = True
     return float(mask.mean())
 
 
@@ -110,17 +128,24 @@ class Ocr(Stage):
 
     class Params(StageParams):
         backend: Literal["rapidocr", "paddleocr"] = Field("rapidocr", description="OCR engine")
-        mode: Literal["read", "detect"] = Field("read", description="read = detect + recognise; "
-                                                "detect = text boxes and density only (cheaper)")
+        mode: Literal["read", "detect"] = Field(
+            "read",
+            description="read = detect + recognise; detect = text boxes and density only (cheaper)",
+        )
         min_confidence: float = Field(0.5, ge=0, le=1, description="drop lines scored lower")
         use_angle_cls: bool = Field(False, description="classify upside-down lines (slower)")
         det_limit_side_len: int = Field(960, gt=0, description="detector input scale (rapidocr)")
         det_limit_type: Literal["max", "min"] = Field(
-            "max", description="max: shrink so the longest side <= det_limit_side_len (fast); "
-                               "min: grow so the shortest side >= it (rapidocr's default, slow)")
+            "max",
+            description="max: shrink so the longest side <= det_limit_side_len (fast); "
+            "min: grow so the shortest side >= it (rapidocr's default, slow)",
+        )
         max_side: int = Field(2000, gt=0, description="images are shrunk to this longest side")
-        model_dir: str | None = Field(None, description="local model folder (rapidocr: model root; "
-                                      "paddleocr: folder with det/ and rec/ model dirs)")
+        model_dir: str | None = Field(
+            None,
+            description="local model folder (rapidocr: model root; "
+            "paddleocr: folder with det/ and rec/ model dirs)",
+        )
         cache_items: int = Field(4096, gt=0, description="images whose results are kept")
 
     @dataclass(frozen=True)
@@ -132,19 +157,28 @@ class Ocr(Stage):
 
     def setup(self) -> None:
         p = self.params
-        key = ("ocr", p.backend, p.use_angle_cls, p.det_limit_side_len, p.det_limit_type,
-               p.max_side, p.model_dir)
+        key = (
+            "ocr",
+            p.backend,
+            p.use_angle_cls,
+            p.det_limit_side_len,
+            p.det_limit_type,
+            p.max_side,
+            p.model_dir,
+        )
         load = _rapidocr_engine if p.backend == "rapidocr" else _paddle_engine
         self.shared = shared_model(key, lambda: load(p))
-        self.cache = result_cache(self.shared, f"results:{p.mode}:{p.min_confidence}",
-                                  p.cache_items)
+        self.cache = result_cache(
+            self.shared, f"results:{p.mode}:{p.min_confidence}", p.cache_items
+        )
         self.config_key = f"{key}:{p.mode}:{p.min_confidence}"
 
     def model_refs(self) -> list[ModelRef]:
         p = self.params
         if p.model_dir:
-            return [ModelRef("OCR", str(Path(p.model_dir).expanduser()), "path",
-                             setting="model_dir")]
+            return [
+                ModelRef("OCR", str(Path(p.model_dir).expanduser()), "path", setting="model_dir")
+            ]
         # PaddleOCR fetches its own models from its own hubs: not checked here.
         return bundled_rapidocr_models(p.use_angle_cls) if p.backend == "rapidocr" else []
 
@@ -159,8 +193,13 @@ class Ocr(Stage):
                     texts, scores = None, res.scores
                 else:
                     # rapidocr keeps use_* flags from the last call: always pass all of them
-                    res = self.shared.model(bgr, use_det=True, use_cls=p.use_angle_cls,
-                                            use_rec=True, text_score=p.min_confidence)
+                    res = self.shared.model(
+                        bgr,
+                        use_det=True,
+                        use_cls=p.use_angle_cls,
+                        use_rec=True,
+                        text_score=p.min_confidence,
+                    )
                     texts, scores = res.txts, res.scores
                 polys = res.boxes
             else:
@@ -173,8 +212,12 @@ class Ocr(Stage):
             conf = float(scores[i]) if scores is not None else 1.0
             if conf < p.min_confidence:
                 continue
-            box = Box(float(poly[:, 0].min()), float(poly[:, 1].min()),
-                      float(poly[:, 0].max()), float(poly[:, 1].max()))
+            box = Box(
+                float(poly[:, 0].min()),
+                float(poly[:, 1].min()),
+                float(poly[:, 0].max()),
+                float(poly[:, 1].max()),
+            )
             out.append(("" if texts is None else str(texts[i]), conf, box, baseline_angle(poly)))
         return out
 
@@ -196,9 +239,12 @@ class Ocr(Stage):
             found[key] = local
             ts = getattr(im, "timestamp", None)
             # results saved before lines had an angle hold three fields: level text
-            lines += [OcrLine(text, conf, im.to_source(box), im.media_index, ts,
-                              angle[0] if angle else 0.0)
-                      for text, conf, box, *angle in local]
+            lines += [
+                OcrLine(
+                    text, conf, im.to_source(box), im.media_index, ts, angle[0] if angle else 0.0
+                )
+                for text, conf, box, *angle in local
+            ]
             density.append(text_density([f[2] for f in local], im.width, im.height))
             counts.append(len(local))
         if saved is not None:

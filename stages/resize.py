@@ -1,4 +1,5 @@
 """Cheap resolution changes: thumbnails for the coarse look, capped sizes for the fine one."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

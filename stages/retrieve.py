@@ -16,6 +16,7 @@ printed smallest most; a placard on its own plate outranks a brand printed on a 
 outside a before / after window are left for last. The route it reports says which signal won,
 and why.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -33,8 +34,16 @@ from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
 from cascade.evidence import attributes
-from cascade.evidence.blocks import (ByFrame, TextBlock, frame_size_of, named_detections, norm_text,
-                                     reading_chars, salience, text_blocks)
+from cascade.evidence.blocks import (
+    ByFrame,
+    TextBlock,
+    frame_size_of,
+    named_detections,
+    norm_text,
+    reading_chars,
+    salience,
+    text_blocks,
+)
 from cascade.evidence.query import Query, has_cue
 from cascade.evidence.size import text_fit
 from ._retrieval import Embeddings, VectorIndex, mmr_select
@@ -76,20 +85,24 @@ class Retrieve(Stage):
         weights: dict[str, dict[str, float]] = Field(
             default_factory=lambda: {k: dict(v) for k, v in DEFAULT_WEIGHTS.items()},
             description="per intent (read, count, detail, scene): weight of each signal (text, "
-                        "objects, clip, semantic)")
+            "objects, clip, semantic)",
+        )
         clip_weight: float = Field(1.0, ge=0, description="scale on the CLIP signal")
-        text_weight: float = Field(1.0, ge=0, description="scale on the semantic (text "
-                                   "embedding) signal")
-        mmr_lambda: float = Field(1.0, ge=0, le=1, description="1 = pure relevance; lower = "
-                                  "more diverse picks")
+        text_weight: float = Field(
+            1.0, ge=0, description="scale on the semantic (text embedding) signal"
+        )
+        mmr_lambda: float = Field(
+            1.0, ge=0, le=1, description="1 = pure relevance; lower = more diverse picks"
+        )
         min_gap_s: float = Field(0.0, ge=0, description="video: min seconds between picks")
         index: Literal["auto", "flat", "hnsw"] = Field("auto", description="index type")
         hnsw_threshold: int = Field(50_000, gt=0, description="auto: HNSW above this many vectors")
         hnsw_m: int = Field(32, gt=1, le=256, description="HNSW graph degree")
         ef_search: int = Field(128, gt=0, description="HNSW search breadth (recall vs speed)")
         device: str = Field("auto", description="'auto' (GPU when present), 'cpu' or 'cuda'")
-        order: Literal["score", "time"] = Field("score", description="output order; time = "
-                                                "chronological (frames) / source order")
+        order: Literal["score", "time"] = Field(
+            "score", description="output order; time = chronological (frames) / source order"
+        )
 
         @field_validator("weights")
         @classmethod
@@ -101,8 +114,10 @@ class Retrieve(Stage):
                     raise ValueError(f"unknown intent '{intent}' (expected {', '.join(INTENTS)})")
                 bad = set(ws) - set(SIGNALS)
                 if bad:
-                    raise ValueError(f"weights.{intent}: unknown signal(s) {sorted(bad)} "
-                                     f"(expected {', '.join(SIGNALS)})")
+                    raise ValueError(
+                        f"weights.{intent}: unknown signal(s) {sorted(bad)} "
+                        f"(expected {', '.join(SIGNALS)})"
+                    )
             return {k: {**DEFAULT_WEIGHTS[k], **v.get(k, {})} for k in DEFAULT_WEIGHTS}
 
     @dataclass(frozen=True)
@@ -125,8 +140,14 @@ class Retrieve(Stage):
             record(index_loaded=1)
         else:
             saved = False
-            idx = VectorIndex.build(emb.vectors, p.index, p.hnsw_threshold, p.hnsw_m,
-                                    ef_search=p.ef_search, device=p.device)
+            idx = VectorIndex.build(
+                emb.vectors,
+                p.index,
+                p.hnsw_threshold,
+                p.hnsw_m,
+                ef_search=p.ef_search,
+                device=p.device,
+            )
         _INDEXES.put(key, idx)
         if store is not None and not saved:
             idx.save(store, emb)
@@ -136,8 +157,10 @@ class Retrieve(Stage):
     def _similarity(self, emb: Embeddings, name: str, video: Path | None) -> np.ndarray:
         """Similarity of every item to the query, from the (cached, maybe saved) index."""
         if emb.query is None:
-            raise InputError(f"retrieve: {name} has no query vector; give the embedding stage "
-                             "the question as its `text` input")
+            raise InputError(
+                f"retrieve: {name} has no query vector; give the embedding stage "
+                "the question as its `text` input"
+            )
         n = len(emb.items)
         if name == "embeddings":
             idx = self._index(emb, video)
@@ -149,16 +172,26 @@ class Retrieve(Stage):
         out[ids[0]] = scores[0]
         return out
 
-    def _text_signal(self, query: Query | None, items: list[Image], by_frame: ByFrame,
-                     ocr_lines: list[OcrLine] | None, detections: list[Detection] | None
-                     ) -> tuple[list[dict[str, float]], list[str], attributes.Selection]:
+    def _text_signal(
+        self,
+        query: Query | None,
+        items: list[Image],
+        by_frame: ByFrame,
+        ocr_lines: list[OcrLine] | None,
+        detections: list[Detection] | None,
+    ) -> tuple[list[dict[str, float]], list[str], attributes.Selection]:
         """Per item: {text: value} of the blocks that count for the query, the best one's text,
         and the attribute selection (what was kept and why)."""
         found = text_blocks(list(ocr_lines or ()))
-        chosen = attributes.select(query, found, by_frame, detections) if query is not None else \
-            attributes.Selection(tuple(found))
-        value = {b: _text_value(query, b, frame_size_of(by_frame, b.media_index, b.timestamp))
-                 for b in chosen.blocks}
+        chosen = (
+            attributes.select(query, found, by_frame, detections)
+            if query is not None
+            else attributes.Selection(tuple(found))
+        )
+        value = {
+            b: _text_value(query, b, frame_size_of(by_frame, b.media_index, b.timestamp))
+            for b in chosen.blocks
+        }
         fit = text_fit(query, chosen.blocks, by_frame, value)
         if fit.reason:  # "the small sign": the text printed smallest for its frame counts most
             chosen = replace(chosen, reasons=(*chosen.reasons, fit.reason))
@@ -174,23 +207,37 @@ class Retrieve(Stage):
             blocks[i][norm_text(b.text)] = max(s, blocks[i].get(norm_text(b.text), 0.0))
         return blocks, best_text, chosen
 
-    def run(self, embeddings: Embeddings | None = None, text_embeddings: Embeddings | None = None,
-            video: Path | VideoSource | None = None, query: Query | None = None,
-            images: list[Image] | None = None, ocr_lines: list[OcrLine] | None = None,
-            detections: list[Detection] | None = None) -> Outputs:
+    def run(
+        self,
+        embeddings: Embeddings | None = None,
+        text_embeddings: Embeddings | None = None,
+        video: Path | VideoSource | None = None,
+        query: Query | None = None,
+        images: list[Image] | None = None,
+        ocr_lines: list[OcrLine] | None = None,
+        detections: list[Detection] | None = None,
+    ) -> Outputs:
         p = self.params
         sides = [e for e in (embeddings, text_embeddings) if e is not None]
         if not sides and not images:
             raise InputError("retrieve needs candidates: images, embeddings, text_embeddings")
         items = list(sides[0].items) if sides else list(images)
         keys = [im.__content_hash__() for im in items]
-        for e, name in ((embeddings, "embeddings"), (text_embeddings, "text_embeddings"),
-                        (images, "images")):
-            if e is not None and [im.__content_hash__() for im in (
-                    e.items if isinstance(e, Embeddings) else e)] != keys:
-                raise InputError(f"retrieve: {name} ({len(e.items if isinstance(e, Embeddings) else e)} "
-                                 f"items) describe other items than the first candidates ({len(items)}); "
-                                 "embed and detect on the same list")
+        for e, name in (
+            (embeddings, "embeddings"),
+            (text_embeddings, "text_embeddings"),
+            (images, "images"),
+        ):
+            if (
+                e is not None
+                and [im.__content_hash__() for im in (e.items if isinstance(e, Embeddings) else e)]
+                != keys
+            ):
+                raise InputError(
+                    f"retrieve: {name} ({len(e.items if isinstance(e, Embeddings) else e)} "
+                    f"items) describe other items than the first candidates ({len(items)}); "
+                    "embed and detect on the same list"
+                )
         video_path = video.path if isinstance(video, VideoSource) else video
         intent = query.intent if query is not None else "scene"
         weights = dict(p.weights[intent])
@@ -214,15 +261,20 @@ class Retrieve(Stage):
         fused = sum(weights.get(s, 0.0) * signals[s] for s in SIGNALS)
         times = [getattr(it, "timestamp", None) for it in items]
         if why.window is not None:  # outside a before / after window: only when nothing is inside
-            fused = fused - 2.0 * np.array([t is not None and not why.window[0] < t < why.window[1]
-                                            for t in times], np.float32)
+            fused = fused - 2.0 * np.array(
+                [t is not None and not why.window[0] < t < why.window[1] for t in times], np.float32
+            )
         if intent == "read" and weights.get("text", 0) > 0:
-            picks = _coverage_picks(fused, signals, weights, blocks, raw["text"].max(), times,
-                                    p.top_k, p.min_gap_s)
+            picks = _coverage_picks(
+                fused, signals, weights, blocks, raw["text"].max(), times, p.top_k, p.min_gap_s
+            )
         else:
-            diversity = embeddings.vectors if embeddings is not None else np.eye(n, dtype=np.float32)
-            picks = mmr_select(np.arange(n), fused, diversity, p.top_k, p.mmr_lambda, times,
-                               p.min_gap_s)
+            diversity = (
+                embeddings.vectors if embeddings is not None else np.eye(n, dtype=np.float32)
+            )
+            picks = mmr_select(
+                np.arange(n), fused, diversity, p.top_k, p.mmr_lambda, times, p.min_gap_s
+            )
         route = _reason(intent, weights, signals, picks, items, best_text, label, why.reason)
         ranked = [items[i] for i in np.argsort(-fused, kind="stable")]
         if p.order == "time":
@@ -230,9 +282,13 @@ class Retrieve(Stage):
         out_images = [items[i] for i, _ in picks]
         scores = [float(s) for _, s in picks]
         record(retrieved=len(out_images), candidates=n)
-        return self.Outputs(out_images, scores, Evidence(images=tuple(out_images),
-                                                         scores=tuple(scores), routes=(route,)),
-                            ranked, [route])
+        return self.Outputs(
+            out_images,
+            scores,
+            Evidence(images=tuple(out_images), scores=tuple(scores), routes=(route,)),
+            ranked,
+            [route],
+        )
 
 
 def _text_value(query: Query | None, block: TextBlock, frame: tuple[int, int] | None) -> float:
@@ -257,9 +313,16 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return ((v - lo) / (hi - lo)).astype(np.float32)
 
 
-def _coverage_picks(fused: np.ndarray, signals: dict[str, np.ndarray], weights: dict[str, float],
-                    blocks: list[dict[str, float]], text_max: float, times: list[float | None],
-                    k: int, min_gap: float) -> list[tuple[int, float]]:
+def _coverage_picks(
+    fused: np.ndarray,
+    signals: dict[str, np.ndarray],
+    weights: dict[str, float],
+    blocks: list[dict[str, float]],
+    text_max: float,
+    times: list[float | None],
+    k: int,
+    min_gap: float,
+) -> list[tuple[int, float]]:
     """Greedy picks where the text signal counts only texts no earlier pick holds."""
     from difflib import SequenceMatcher
 
@@ -271,6 +334,7 @@ def _coverage_picks(fused: np.ndarray, signals: dict[str, np.ndarray], weights: 
     left = list(range(len(fused)))
     picks = []
     while left and len(picks) < k:
+
         def gain(i: int) -> float:
             new = sum(s for t, s in blocks[i].items() if not is_covered(t)) / (text_max or 1.0)
             return float(fused[i] - weights.get("text", 0) * (signals["text"][i] - new))
@@ -284,9 +348,16 @@ def _coverage_picks(fused: np.ndarray, signals: dict[str, np.ndarray], weights: 
     return picks
 
 
-def _reason(intent: str, weights: dict[str, float], signals: dict[str, np.ndarray],
-            picks: list[tuple[int, float]], items: list[Image], best_text: list[str],
-            label: str | None, attributes_why: str = "") -> Route:
+def _reason(
+    intent: str,
+    weights: dict[str, float],
+    signals: dict[str, np.ndarray],
+    picks: list[tuple[int, float]],
+    items: list[Image],
+    best_text: list[str],
+    label: str | None,
+    attributes_why: str = "",
+) -> Route:
     """Which signal decided the top pick, and what it saw there."""
     w = ", ".join(f"{s} {weights.get(s, 0):g}" for s in SIGNALS)
     if not picks:
@@ -294,8 +365,11 @@ def _reason(intent: str, weights: dict[str, float], signals: dict[str, np.ndarra
     top = picks[0][0]
     parts = {s: weights.get(s, 0.0) * float(signals[s][top]) for s in SIGNALS}
     winner = max(parts, key=parts.get)
-    where = (f"t={items[top].timestamp:.1f} s" if hasattr(items[top], "timestamp")
-             else f"item {top} (image {items[top].media_index})")
+    where = (
+        f"t={items[top].timestamp:.1f} s"
+        if hasattr(items[top], "timestamp")
+        else f"item {top} (image {items[top].media_index})"
+    )
     if parts[winner] <= 0:
         why = "no signal separates the candidates"
     elif winner == "text":

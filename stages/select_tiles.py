@@ -20,6 +20,7 @@ keeps (`Family.native_size`), so the model reads the chosen pixels unresampled. 
 at all, the VLM gets the best whole frame at a moderate size (`fallback_size`), said so in the
 route: never tiles chosen by position.
 """
+
 from __future__ import annotations
 
 import re
@@ -33,7 +34,14 @@ from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
 from cascade.evidence import attributes
-from cascade.evidence.blocks import ByFrame, frame_size_of, named_detections, norm_text, salience, text_blocks
+from cascade.evidence.blocks import (
+    ByFrame,
+    frame_size_of,
+    named_detections,
+    norm_text,
+    salience,
+    text_blocks,
+)
 from cascade.evidence.documents import located_for
 from cascade.evidence.keyvalue import PATTERNS, key_query, read_key_value
 from cascade.evidence.query import Query, has_cue
@@ -67,41 +75,88 @@ class SelectTiles(Stage):
     """Send the crops that hold the evidence for the question, within a visual-token budget."""
 
     class Params(StageParams):
-        max_visual_tokens: int = Field(1280, gt=0, description="budget of visual tokens for all crops")
-        budget_share: float = Field(0.1, ge=0, le=1, description="also at most this share of what "
-                                    "the images selected from cost whole at full resolution (the "
-                                    "baseline), but never under min_budget; 0 = max_visual_tokens only")
+        max_visual_tokens: int = Field(
+            1280, gt=0, description="budget of visual tokens for all crops"
+        )
+        budget_share: float = Field(
+            0.1,
+            ge=0,
+            le=1,
+            description="also at most this share of what "
+            "the images selected from cost whole at full resolution (the "
+            "baseline), but never under min_budget; 0 = max_visual_tokens only",
+        )
         min_budget: int = Field(64, gt=0, description="the smallest budget budget_share may leave")
         max_tiles: int = Field(8, gt=0, description="at most this many crops")
         text_weight: float = Field(1.0, ge=0, description="weight of a text block (x its salience)")
-        cue_weight: float = Field(2.0, ge=0, description="extra weight of a block holding a word "
-                                  "of the question or the key it names")
-        object_weight: float = Field(1.0, ge=0, description="weight of a detection the question names")
-        retrieval_weight: float = Field(0.0, ge=0, description="weight of the retrieval score of a "
-                                        "crop's image (breaks ties between equal evidence)")
-        margin: float = Field(1.0, ge=0, description="crop margin around text, in line heights "
-                              "(detections: in tenths of their size)")
-        min_text_px: int = Field(24, ge=0, description="enlarge crops whose smallest text line is "
-                                 "lower than this (pixels; 0 = never)")
-        legible_px: int = Field(14, ge=0, description="a merged crop the model's processor would "
-                                "shrink so that its smallest text line is lower than this (pixels; "
-                                "one vision patch) is sent as its units instead")
-        relative_floor: float = Field(0.5, ge=0, le=1, description="evidence weighing less than "
-                                      "this share of the strongest is not sent (the budget is a "
-                                      "ceiling, not a target)")
-        open_floor: float = Field(0.05, ge=0, le=1, description="the floor instead, when the "
-                                  "question reads text but singles out none (no text holds its "
-                                  "words or the key it names; not a document target): recall "
-                                  "first, every text read is sent, best first, while the budget "
-                                  "and max_tiles allow")
-        plausible_share: float = Field(0.8, ge=0, le=1, description="a candidate the readers "
-                                       "found (else any evidence) weighing at least this share of "
-                                       "the strongest is as plausible as it: when they do not all "
-                                       "fit the budget at their size, all are sent smaller (text "
-                                       "no lower than legible_px) rather than one guessed")
-        fallback_size: int = Field(448, gt=0, description="longest side of the whole frame sent "
-                                   "when no evidence is found")
-        model: ModelName = Field("vlm", description="the model the crops are for (prices each crop)")
+        cue_weight: float = Field(
+            2.0,
+            ge=0,
+            description="extra weight of a block holding a word "
+            "of the question or the key it names",
+        )
+        object_weight: float = Field(
+            1.0, ge=0, description="weight of a detection the question names"
+        )
+        retrieval_weight: float = Field(
+            0.0,
+            ge=0,
+            description="weight of the retrieval score of a "
+            "crop's image (breaks ties between equal evidence)",
+        )
+        margin: float = Field(
+            1.0,
+            ge=0,
+            description="crop margin around text, in line heights "
+            "(detections: in tenths of their size)",
+        )
+        min_text_px: int = Field(
+            24,
+            ge=0,
+            description="enlarge crops whose smallest text line is "
+            "lower than this (pixels; 0 = never)",
+        )
+        legible_px: int = Field(
+            14,
+            ge=0,
+            description="a merged crop the model's processor would "
+            "shrink so that its smallest text line is lower than this (pixels; "
+            "one vision patch) is sent as its units instead",
+        )
+        relative_floor: float = Field(
+            0.5,
+            ge=0,
+            le=1,
+            description="evidence weighing less than "
+            "this share of the strongest is not sent (the budget is a "
+            "ceiling, not a target)",
+        )
+        open_floor: float = Field(
+            0.05,
+            ge=0,
+            le=1,
+            description="the floor instead, when the "
+            "question reads text but singles out none (no text holds its "
+            "words or the key it names; not a document target): recall "
+            "first, every text read is sent, best first, while the budget "
+            "and max_tiles allow",
+        )
+        plausible_share: float = Field(
+            0.8,
+            ge=0,
+            le=1,
+            description="a candidate the readers "
+            "found (else any evidence) weighing at least this share of "
+            "the strongest is as plausible as it: when they do not all "
+            "fit the budget at their size, all are sent smaller (text "
+            "no lower than legible_px) rather than one guessed",
+        )
+        fallback_size: int = Field(
+            448, gt=0, description="longest side of the whole frame sent when no evidence is found"
+        )
+        model: ModelName = Field(
+            "vlm", description="the model the crops are for (prices each crop)"
+        )
 
     @dataclass(frozen=True)
     class Outputs:
@@ -119,7 +174,9 @@ class SelectTiles(Stage):
         from cascade.vlm.families import ImageLimits
 
         full = self.model(p.model).family.with_limits(ImageLimits(resolution="full"))
-        sources = {(im.media_index, getattr(im, "timestamp", None)): im.source_size for im in images}
+        sources = {
+            (im.media_index, getattr(im, "timestamp", None)): im.source_size for im in images
+        }
         whole = sum(full.image_cost(w, h).tokens for w, h in sources.values())
         return min(p.max_visual_tokens, max(p.min_budget, int(p.budget_share * whole)))
 
@@ -127,9 +184,14 @@ class SelectTiles(Stage):
         """Visual tokens one image costs (the one place that asks the model family)."""
         return self.model(self.params.model).family.visual_tokens(image.width, image.height)
 
-    def _atoms(self, query: Query, images: list[Image], lines: list[OcrLine],
-               detections: list[Detection], regions: list[LayoutRegion]
-               ) -> tuple[list[Atom], str, bool]:
+    def _atoms(
+        self,
+        query: Query,
+        images: list[Image],
+        lines: list[OcrLine],
+        detections: list[Detection],
+        regions: list[LayoutRegion],
+    ) -> tuple[list[Atom], str, bool]:
         """The evidence atoms for the query, why the text atoms are the ones they are, and
         whether the question singles some out (a document target, a key, a text holding the
         question's words)."""
@@ -139,52 +201,116 @@ class SelectTiles(Stage):
         found, looked_for = located_for(query, lines, regions) if query.in_document else ([], "")
         for f in found:  # recall first: every candidate the structure gives, the answer's box
             for k, box in enumerate(f.boxes):  # first, then its context (row / column keys)
-                atoms.append(Atom(box, p.text_weight * (1 + 2 * p.cue_weight) * (1.0 if k == 0 else 0.6),
-                                  f"{f.kind}:{norm_text(f.text)}:{k}", f.media_index, f.timestamp,
-                                  box.height, candidate=True))
+                atoms.append(
+                    Atom(
+                        box,
+                        p.text_weight * (1 + 2 * p.cue_weight) * (1.0 if k == 0 else 0.6),
+                        f"{f.kind}:{norm_text(f.text)}:{k}",
+                        f.media_index,
+                        f.timestamp,
+                        box.height,
+                        candidate=True,
+                    )
+                )
         chosen = attributes.select(query, text_blocks(lines), images, detections)
         # "the small sign": the text printed smallest first; a similar one too, a caption 2x
         # larger under the relative floor (not sent unless nothing else was read)
         frames = ByFrame(images)
-        sal = {b: salience(b, frame_size_of(frames, b.media_index, b.timestamp), query.language)
-               for b in chosen.blocks}
+        sal = {
+            b: salience(b, frame_size_of(frames, b.media_index, b.timestamp), query.language)
+            for b in chosen.blocks
+        }
         fit = text_fit(query, chosen.blocks, frames, sal)
         singled = query.in_document or kq is not None or not query.reads_text
         for b in chosen.blocks:
-            cued = has_cue(b.text, query.cues) or bool(kq and kq.key.search(b.text) and not (
-                kq.exclude and kq.exclude.search(b.text)))
+            cued = has_cue(b.text, query.cues) or bool(
+                kq and kq.key.search(b.text) and not (kq.exclude and kq.exclude.search(b.text))
+            )
             singled = singled or cued
-            atoms.append(Atom(b.box, p.text_weight * sal[b] * fit.of(b) * (1 + p.cue_weight * cued),
-                              "text:" + norm_text(b.text), b.media_index, b.timestamp, b.line_height))
+            atoms.append(
+                Atom(
+                    b.box,
+                    p.text_weight * sal[b] * fit.of(b) * (1 + p.cue_weight * cued),
+                    "text:" + norm_text(b.text),
+                    b.media_index,
+                    b.timestamp,
+                    b.line_height,
+                )
+            )
         if kq is not None:
             found, keys = read_key_value(lines, kq)
             for kv in found:  # the key with its value, even when they are far apart on a row
                 box = kv.key_line.box.union(kv.value_line.box)
-                atoms.append(Atom(box, p.text_weight * (1 + p.cue_weight), "kv:" + norm_text(kv.value),
-                                  kv.key_line.media_index, kv.key_line.timestamp,
-                                  min(kv.key_line.box.height, kv.value_line.box.height), candidate=True))
+                atoms.append(
+                    Atom(
+                        box,
+                        p.text_weight * (1 + p.cue_weight),
+                        "kv:" + norm_text(kv.value),
+                        kv.key_line.media_index,
+                        kv.key_line.timestamp,
+                        min(kv.key_line.box.height, kv.value_line.box.height),
+                        candidate=True,
+                    )
+                )
             if not keys:  # no key on the page: lines holding a value of the kind asked for
                 kind = r"\d" if kq.value == "id" else PATTERNS[kq.value]
                 for line in lines:
                     if re.search(kind, line.text):
-                        atoms.append(Atom(line.box, p.text_weight * (1 + p.cue_weight),
-                                          "value:" + norm_text(line.text), line.media_index,
-                                          line.timestamp, line.box.height, candidate=True))
+                        atoms.append(
+                            Atom(
+                                line.box,
+                                p.text_weight * (1 + p.cue_weight),
+                                "value:" + norm_text(line.text),
+                                line.media_index,
+                                line.timestamp,
+                                line.box.height,
+                                candidate=True,
+                            )
+                        )
             valued = {id(kv.key_line) for kv in found}
             for key in (k for k in keys if id(k) not in valued):
                 # a key whose value was not read: the row to its right and below, as plausible
                 # as a value read
                 size = frame_size_of(images, key.media_index, key.timestamp)
                 right = size[0] if size else key.box.x1 + 10 * key.box.height
-                box = Box(key.box.x0, key.box.y0, max(key.box.x1, right), key.box.y1 + 1.5 * key.box.height)
-                atoms.append(Atom(box, p.text_weight * (1 + p.cue_weight), "key:" + norm_text(key.text),
-                                  key.media_index, key.timestamp, key.box.height, candidate=True))
+                box = Box(
+                    key.box.x0,
+                    key.box.y0,
+                    max(key.box.x1, right),
+                    key.box.y1 + 1.5 * key.box.height,
+                )
+                atoms.append(
+                    Atom(
+                        box,
+                        p.text_weight * (1 + p.cue_weight),
+                        "key:" + norm_text(key.text),
+                        key.media_index,
+                        key.timestamp,
+                        key.box.height,
+                        candidate=True,
+                    )
+                )
         if query.target in ("object_count", "object"):
             for d in named_detections(detections, query.label):
-                atoms.append(Atom(d.box, p.object_weight * d.confidence * (1.0 if query.label else 0.5),
-                                  f"det:{d.label}:{d.box.as_tuple()}", d.media_index, d.timestamp))
-        why = "; ".join(filter(None, (f"{looked_for}: {len(found)} found" if looked_for else "",
-                                      chosen.reason, fit.reason)))
+                atoms.append(
+                    Atom(
+                        d.box,
+                        p.object_weight * d.confidence * (1.0 if query.label else 0.5),
+                        f"det:{d.label}:{d.box.as_tuple()}",
+                        d.media_index,
+                        d.timestamp,
+                    )
+                )
+        why = "; ".join(
+            filter(
+                None,
+                (
+                    f"{looked_for}: {len(found)} found" if looked_for else "",
+                    chosen.reason,
+                    fit.reason,
+                ),
+            )
+        )
         return [a for a in atoms if a.weight > 0], why, singled
 
     def _pad(self, a: Atom, image: Image) -> Box:
@@ -195,8 +321,12 @@ class SelectTiles(Stage):
             grow_x, grow_y = 0.1 * m * a.box.width, 0.1 * m * a.box.height
         grow_x, grow_y = max(grow_x, (28 - a.box.width) / 2), max(grow_y, (28 - a.box.height) / 2)
         b = image.box
-        return Box(max(b.x0, a.box.x0 - grow_x), max(b.y0, a.box.y0 - grow_y),
-                   min(b.x1, a.box.x1 + grow_x), min(b.y1, a.box.y1 + grow_y))
+        return Box(
+            max(b.x0, a.box.x0 - grow_x),
+            max(b.y0, a.box.y0 - grow_y),
+            min(b.x1, a.box.x1 + grow_x),
+            min(b.y1, a.box.y1 + grow_y),
+        )
 
     def _enlarge(self, crop: Image, atoms: list[Atom]) -> Image:
         heights = [a.line_height * crop.scale[1] for a in atoms if a.line_height]
@@ -230,8 +360,9 @@ class SelectTiles(Stage):
                 return grown
         return crop.resized(w, h)
 
-    def _shrunk_to_fit(self, ranked: list[tuple[Image, list[Atom], float]], plausible: set[str],
-                       budget: int) -> tuple[list[tuple[Image, float]], int, float] | None:
+    def _shrunk_to_fit(
+        self, ranked: list[tuple[Image, list[Atom], float]], plausible: set[str], budget: int
+    ) -> tuple[list[tuple[Image, float]], int, float] | None:
         """The best crops that together hold every plausible unit, all shrunk by one factor to
         fit `budget` (each cut again to a size the processor keeps); None when they are more
         than `max_tiles` or their smallest text line would end under `legible_px`."""
@@ -247,35 +378,62 @@ class SelectTiles(Stage):
         family = self.model(p.model).family
         f = min(1.0, (budget / sum(self._tokens(c) for c, _, _ in picks)) ** 0.5)
         while True:
-            shrunk = [crop.resized(*family.native_size(max(1, round(crop.width * f)),
-                                                       max(1, round(crop.height * f))))
-                      for crop, _, _ in picks]
+            shrunk = [
+                crop.resized(
+                    *family.native_size(
+                        max(1, round(crop.width * f)), max(1, round(crop.height * f))
+                    )
+                )
+                for crop, _, _ in picks
+            ]
             spent = sum(self._tokens(c) for c in shrunk)
-            text = [a.line_height * c.scale[1] for c, (_, held, _) in zip(shrunk, picks)
-                    for a in held if a.key in plausible and a.line_height]
+            text = [
+                a.line_height * c.scale[1]
+                for c, (_, held, _) in zip(shrunk, picks)
+                for a in held
+                if a.key in plausible and a.line_height
+            ]
             if f < 0.25 or text and min(text) < p.legible_px:
                 return None  # a quarter of the size: no longer the same evidence
             if spent <= budget:
-                return ([(c, sum(a.weight for a in held) + bonus)
-                         for c, (_, held, bonus) in zip(shrunk, picks)], spent, f)
+                return (
+                    [
+                        (c, sum(a.weight for a in held) + bonus)
+                        for c, (_, held, bonus) in zip(shrunk, picks)
+                    ],
+                    spent,
+                    f,
+                )
             f *= 0.95
 
-    def run(self, images: list[Image], query: Query, ocr_lines: list[OcrLine] | None = None,
-            detections: list[Detection] | None = None, tiles: list[Image] | None = None,
-            retrieval_scores: list[float] | None = None,
-            routes: list[Route] | None = None, regions: list[LayoutRegion] | None = None) -> Outputs:
+    def run(
+        self,
+        images: list[Image],
+        query: Query,
+        ocr_lines: list[OcrLine] | None = None,
+        detections: list[Detection] | None = None,
+        tiles: list[Image] | None = None,
+        retrieval_scores: list[float] | None = None,
+        routes: list[Route] | None = None,
+        regions: list[LayoutRegion] | None = None,
+    ) -> Outputs:
         p = self.params
         budget = self._budget(images)
-        atoms, why, singled = self._atoms(query, images, list(ocr_lines or ()),
-                                          list(detections or ()), list(regions or ()))
+        atoms, why, singled = self._atoms(
+            query, images, list(ocr_lines or ()), list(detections or ()), list(regions or ())
+        )
         why = f"; {why}" if why else ""
         candidates: list[tuple[Image, list[Atom], float]] = []
         for i, im in enumerate(images):
-            mine = [a for a in atoms if im.is_from(a.media_index, a.timestamp)
-                    and im.box.intersects(a.box)]
+            mine = [
+                a
+                for a in atoms
+                if im.is_from(a.media_index, a.timestamp) and im.box.intersects(a.box)
+            ]
             boxes = merge_boxes([self._pad(a, im) for a in mine])
-            bonus = p.retrieval_weight * (retrieval_scores[i] if retrieval_scores and
-                                          i < len(retrieval_scores) else 0.0)
+            bonus = p.retrieval_weight * (
+                retrieval_scores[i] if retrieval_scores and i < len(retrieval_scores) else 0.0
+            )
             for box in boxes:
                 held = [a for a in mine if _inside(a.box, box)]
                 crop = self._native(self._enlarge(im.crop(box), held), im)
@@ -285,23 +443,31 @@ class SelectTiles(Stage):
                     alone: dict[tuple, list[Atom]] = {}  # atoms of one box share one crop
                     for a in held:
                         alone.setdefault(self._pad(a, im).as_tuple(), []).append(a)
-                    candidates += [(self._native(self._enlarge(im.crop(Box(*b)), group), im),
-                                    group, bonus) for b, group in alone.items()]
+                    candidates += [
+                        (self._native(self._enlarge(im.crop(Box(*b)), group), im), group, bonus)
+                        for b, group in alone.items()
+                    ]
                 else:
                     candidates.append((crop, held, bonus))
         for tile in tiles or ():
-            held = [a for a in atoms if tile.is_from(a.media_index, a.timestamp)
-                    and _inside(a.box, tile.box)]
+            held = [
+                a
+                for a in atoms
+                if tile.is_from(a.media_index, a.timestamp) and _inside(a.box, tile.box)
+            ]
             candidates.append((tile, held, 0.0))
         chosen, spent, sent = [], 0, set()
-        ranked = sorted(candidates, key=lambda c: (-(sum(a.weight for a in c[1]) + c[2]),
-                                                   c[0].box.area))
+        ranked = sorted(
+            candidates, key=lambda c: (-(sum(a.weight for a in c[1]) + c[2]), c[0].box.area)
+        )
         # recall first: a question that singles out no text gets every text the budget allows
         share = p.relative_floor if singled else min(p.relative_floor, p.open_floor)
         floor = share * max((a.weight for a in atoms), default=0.0)
         if not singled and atoms:
-            why += f"; recall first: the question singles out no text, every text over " \
-                   f"{share:.0%} of the best is sent while the budget allows"
+            why += (
+                f"; recall first: the question singles out no text, every text over "
+                f"{share:.0%} of the best is sent while the budget allows"
+            )
         for crop, held, bonus in ranked:
             new = [a for a in held if a.key not in sent and a.weight >= floor]
             cost = self._tokens(crop)
@@ -318,12 +484,16 @@ class SelectTiles(Stage):
             fitted = self._shrunk_to_fit(ranked, plausible, budget)
             if fitted is not None:
                 chosen, spent, f = fitted
-                why += f"; recall first: the {len(plausible)} equally plausible unit(s) sent " \
-                       f"at x{f:.2f} to fit the budget"
+                why += (
+                    f"; recall first: the {len(plausible)} equally plausible unit(s) sent "
+                    f"at x{f:.2f} to fit the budget"
+                )
                 sent = plausible
             else:
-                why += f"; {len(plausible - sent)} plausible unit(s) did not fit the budget " \
-                       f"even at the smallest legible size"
+                why += (
+                    f"; {len(plausible - sent)} plausible unit(s) did not fit the budget "
+                    f"even at the smallest legible size"
+                )
         if not chosen and ranked and ranked[0][1]:  # evidence that does not fit: shrink the best
             crop, held, bonus = ranked[0]
             f = (budget / self._tokens(crop)) ** 0.5
@@ -334,22 +504,36 @@ class SelectTiles(Stage):
             sent = {a.key for a in held}
         if chosen:
             kinds = sorted({k.split(":")[0] for k in sent})
-            route = Route("evidence", f"{len(chosen)} crop(s) around {', '.join(kinds)} evidence "
-                          f"({len(sent)} unit(s)), {spent} of {budget} visual tokens"
-                          f"{why}",
-                          {"crops": float(len(chosen)), "visual_tokens": float(spent)})
+            route = Route(
+                "evidence",
+                f"{len(chosen)} crop(s) around {', '.join(kinds)} evidence "
+                f"({len(sent)} unit(s)), {spent} of {budget} visual tokens"
+                f"{why}",
+                {"crops": float(len(chosen)), "visual_tokens": float(spent)},
+            )
         elif images:
             best = fit_longest_side(images[0], p.fallback_size)
             spent = self._tokens(best)
             chosen = [(best, 0.0)]
-            where = f"t={best.timestamp:.1f} s" if hasattr(best, "timestamp") else \
-                f"image {best.media_index}"
-            route = Route("fallback", f"no evidence for the question in {len(images)} image(s): "
-                          f"the VLM gets the best whole frame ({where}) at {best.width}x"
-                          f"{best.height}", {"crops": 0.0, "visual_tokens": float(spent)})
+            where = (
+                f"t={best.timestamp:.1f} s"
+                if hasattr(best, "timestamp")
+                else f"image {best.media_index}"
+            )
+            route = Route(
+                "fallback",
+                f"no evidence for the question in {len(images)} image(s): "
+                f"the VLM gets the best whole frame ({where}) at {best.width}x"
+                f"{best.height}",
+                {"crops": 0.0, "visual_tokens": float(spent)},
+            )
         else:
             route = Route("fallback", "no images to select from", {"crops": 0.0})
-        record(tiles_considered=len(candidates), tiles_selected=len(chosen),
-               visual_tokens_selected=spent)
-        return self.Outputs([c for c, _ in chosen], [s for _, s in chosen], spent,
-                            [*(routes or ()), route])
+        record(
+            tiles_considered=len(candidates),
+            tiles_selected=len(chosen),
+            visual_tokens_selected=spent,
+        )
+        return self.Outputs(
+            [c for c, _ in chosen], [s for _, s in chosen], spent, [*(routes or ()), route]
+        )

@@ -1,4 +1,5 @@
 """Source stages: sample a video cheaply, fetch chosen frames at full resolution, load image lists."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -59,16 +60,26 @@ class VideoFrames(Stage):
 
     class Params(StageParams):
         mode: Literal["fps", "uniform", "keyframes", "all"] = Field(
-            "fps", description="fps: every 1/fps s; uniform: max_frames spread evenly; "
-                               "keyframes: key frames only (cheapest); all: every frame")
+            "fps",
+            description="fps: every 1/fps s; uniform: max_frames spread evenly; "
+            "keyframes: key frames only (cheapest); all: every frame",
+        )
         fps: float = Field(1.0, gt=0, le=240, description="frames per second for mode=fps")
-        max_frames: int | None = Field(32, gt=0, description="cap (uniform thinning); None = no cap")
-        size: int | None = Field(448, gt=0, le=8192,
-                                 description="longest side of decoded frames; None = full size")
+        max_frames: int | None = Field(
+            32, gt=0, description="cap (uniform thinning); None = no cap"
+        )
+        size: int | None = Field(
+            448, gt=0, le=8192, description="longest side of decoded frames; None = full size"
+        )
         max_side: int = Field(8192, gt=0, description="refuse videos whose frames are larger")
-        dedup: float = Field(0.0, ge=0, le=255, description="drop frames none of whose cells "
-                             "(32x18 grid, mean grayscale 0-255) changed by this much since the "
-                             "last kept frame; 0 keeps every sampled frame")
+        dedup: float = Field(
+            0.0,
+            ge=0,
+            le=255,
+            description="drop frames none of whose cells "
+            "(32x18 grid, mean grayscale 0-255) changed by this much since the "
+            "last kept frame; 0 keeps every sampled frame",
+        )
 
     @dataclass(frozen=True)
     class Outputs:
@@ -78,8 +89,13 @@ class VideoFrames(Stage):
     def run(self, video: Path | VideoSource) -> Outputs:
         p = self.params
         src = video if isinstance(video, VideoSource) else VideoSource(video, p.max_side)
-        settings = {"mode": p.mode, "fps": p.fps, "max_frames": p.max_frames, "size": p.size,
-                    "dedup": p.dedup}
+        settings = {
+            "mode": p.mode,
+            "fps": p.fps,
+            "max_frames": p.max_frames,
+            "size": p.size,
+            "dedup": p.dedup,
+        }
         store = self.video_index.frames(src.path, settings)
         if store is not None:
             frames = store.load()
@@ -106,11 +122,16 @@ class FetchFrames(Stage):
     """
 
     class Params(StageParams):
-        size: int | None = Field(None, gt=0, le=16384,
-                                 description="cap on the longest side; None = native resolution")
+        size: int | None = Field(
+            None, gt=0, le=16384, description="cap on the longest side; None = native resolution"
+        )
         max_side: int = Field(8192, gt=0, description="refuse videos whose frames are larger")
-        seek_threshold: float = Field(1.0, ge=0, description="seek instead of decoding forward "
-                                      "when the next frame is more than this many seconds ahead")
+        seek_threshold: float = Field(
+            1.0,
+            ge=0,
+            description="seek instead of decoding forward "
+            "when the next frame is more than this many seconds ahead",
+        )
 
     @dataclass(frozen=True)
     class Outputs:
@@ -121,11 +142,14 @@ class FetchFrames(Stage):
         src = video if isinstance(video, VideoSource) else VideoSource(video, p.max_side)
         for i, f in enumerate(frames):
             if not isinstance(f, Frame):
-                raise InputError(f"frames[{i}] is a {type(f).__name__}, not a video Frame "
-                                 "(fetch_frames needs timestamps)")
+                raise InputError(
+                    f"frames[{i}] is a {type(f).__name__}, not a video Frame "
+                    "(fetch_frames needs timestamps)"
+                )
         got = src.fetch([f.timestamp for f in frames], p.size, p.seek_threshold)
-        out = [dataclasses.replace(got[float(f.timestamp)], media_index=f.media_index)
-               for f in frames]
+        out = [
+            dataclasses.replace(got[float(f.timestamp)], media_index=f.media_index) for f in frames
+        ]
         record(frames_fetched=len(out))
         return self.Outputs(out)
 
@@ -147,7 +171,9 @@ class Images(Stage):
         if not items:
             raise InputError("images: got an empty list")
         if len(items) > self.params.max_images:
-            raise InputError(f"images: got {len(items)} images, more than max_images="
-                             f"{self.params.max_images}")
-        return self.Outputs([load_image(v, i, self.params.max_side, "images")
-                             for i, v in enumerate(items)])
+            raise InputError(
+                f"images: got {len(items)} images, more than max_images={self.params.max_images}"
+            )
+        return self.Outputs(
+            [load_image(v, i, self.params.max_side, "images") for i, v in enumerate(items)]
+        )

@@ -1,4 +1,5 @@
 """Text-side retrieval: embed what the tools read per frame/region (OCR text, detection labels)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,8 +47,13 @@ def text_model_ref(name: str, setting: str) -> ModelRef:
     return hub_or_path("text embedder", name, "sentence_transformers", setting)
 
 
-def documents(items: list[Image], ocr_lines: list[OcrLine], detections: list[Detection],
-              min_confidence: float = 0.0, min_chars: int = 2) -> list[str]:
+def documents(
+    items: list[Image],
+    ocr_lines: list[OcrLine],
+    detections: list[Detection],
+    min_confidence: float = 0.0,
+    min_chars: int = 2,
+) -> list[str]:
     """One text per item: the OCR text found in it, then the labels of the objects detected in it.
     Each line or detection belongs to the item of the same media/frame it overlaps most. OCR lines
     with fewer than `min_chars` letters/digits are dropped: lone glyphs are mostly misreads."""
@@ -83,8 +89,11 @@ class TextEmbed(Stage):
     serving = Serving(heavy=True)  # on Ray: its own deployment, the model loaded there
 
     class Params(StageParams):
-        model: str | None = Field(None, description="sentence-transformers id or local path; "
-                                  "null = bundled all-MiniLM-L6-v2 (else the hub id)")
+        model: str | None = Field(
+            None,
+            description="sentence-transformers id or local path; "
+            "null = bundled all-MiniLM-L6-v2 (else the hub id)",
+        )
         device: str = Field("auto", description="'auto', 'cpu', 'cuda' ...")
         batch_size: int = Field(64, gt=0, le=4096, description="texts per forward pass")
         min_confidence: float = Field(0.5, ge=0, le=1, description="ignore weaker OCR/detections")
@@ -108,8 +117,11 @@ class TextEmbed(Stage):
     def encode(self, texts: list[str]) -> np.ndarray:
         """Unit vectors for `texts`; empty strings give zero vectors. Cached by text."""
         model = self.shared.model
-        dim = (model.get_embedding_dimension() if hasattr(model, "get_embedding_dimension")
-               else model.get_sentence_embedding_dimension())
+        dim = (
+            model.get_embedding_dimension()
+            if hasattr(model, "get_embedding_dimension")
+            else model.get_sentence_embedding_dimension()
+        )
         out = np.zeros((len(texts), dim), np.float32)
         found: dict[str, np.ndarray] = {}
         for t in set(texts) - {""}:
@@ -119,8 +131,12 @@ class TextEmbed(Stage):
         todo = sorted(set(texts) - {""} - set(found))
         if todo:
             with self.shared.lock:
-                vecs = self.shared.model.encode(todo, batch_size=self.params.batch_size,
-                                                convert_to_numpy=True, show_progress_bar=False)
+                vecs = self.shared.model.encode(
+                    todo,
+                    batch_size=self.params.batch_size,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
             for t, v in zip(todo, normalize(vecs)):
                 found[t] = v
                 self.cache.put(t, v)
@@ -130,8 +146,13 @@ class TextEmbed(Stage):
         record(text_embedded=len(todo))
         return out
 
-    def run(self, images: list[Image] | Image, ocr_lines: list[OcrLine] | None = None,
-            detections: list[Detection] | None = None, text: str | None = None) -> Outputs:
+    def run(
+        self,
+        images: list[Image] | Image,
+        ocr_lines: list[OcrLine] | None = None,
+        detections: list[Detection] | None = None,
+        text: str | None = None,
+    ) -> Outputs:
         items = as_image_list(images)
         if not items:
             raise InputError("text_embed: no items to describe")
@@ -140,5 +161,6 @@ class TextEmbed(Stage):
         vecs = self.encode(docs)
         query = self.encode([text])[0] if text else None
         keys = tuple(im.__content_hash__() for im in items)
-        return self.Outputs(Embeddings(vecs, tuple(items), f"st:{self.model_name}", query, keys,
-                                       tuple(docs)))
+        return self.Outputs(
+            Embeddings(vecs, tuple(items), f"st:{self.model_name}", query, keys, tuple(docs))
+        )

@@ -1,4 +1,5 @@
 """Tiling and cropping in source coordinates: the pixels a fine look sends to a VLM or a tool."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,14 +15,22 @@ from ._inputs import as_image_list
 from .resize import fit_longest_side
 
 
-def choose_grid(width: float, height: float, tile_size: int, min_tiles: int = 1,
-                max_tiles: int = 12) -> tuple[int, int]:
+def choose_grid(
+    width: float, height: float, tile_size: int, min_tiles: int = 1, max_tiles: int = 12
+) -> tuple[int, int]:
     """(cols, rows) whose aspect ratio is closest to the image's, among grids with
     min_tiles <= cols*rows <= max_tiles (InternVL's dynamic preprocessing rule: on a tie the larger
     grid wins only if the image has more than half the pixels the larger grid would hold)."""
     aspect = width / height
-    grids = sorted({(c, r) for c in range(1, max_tiles + 1) for r in range(1, max_tiles + 1)
-                    if min_tiles <= c * r <= max_tiles}, key=lambda g: g[0] * g[1])
+    grids = sorted(
+        {
+            (c, r)
+            for c in range(1, max_tiles + 1)
+            for r in range(1, max_tiles + 1)
+            if min_tiles <= c * r <= max_tiles
+        },
+        key=lambda g: g[0] * g[1],
+    )
     best, best_diff = (1, 1), float("inf")
     for c, r in grids:
         diff = abs(aspect - c / r)
@@ -40,8 +49,14 @@ def _starts(length: int, tile: int, overlap: int) -> list[int]:
     return sorted(starts)
 
 
-def tile_image(image: Image, tile_size: int, min_tiles: int = 1, max_tiles: int = 12,
-               upscale: bool = True, overlap: bool = False) -> tuple[list[Image], tuple[int, int]]:
+def tile_image(
+    image: Image,
+    tile_size: int,
+    min_tiles: int = 1,
+    max_tiles: int = 12,
+    upscale: bool = True,
+    overlap: bool = False,
+) -> tuple[list[Image], tuple[int, int]]:
     """Resize `image` to the chosen grid and cut it into tile_size x tile_size tiles; each tile's
     `box` is the rectangle of the source it shows. With `upscale=False` the grid holds at most
     ~1.25x the pixels the image has (a 640x480 frame is not blown up into six 448-px tiles).
@@ -74,10 +89,16 @@ class Tiles(Stage):
         max_tiles: int = Field(12, gt=0, le=64, description="most tiles per image")
         min_tiles: int = Field(1, gt=0, le=64, description="fewest tiles per image")
         thumbnail: bool = Field(True, description="add a global thumbnail to multi-tile images")
-        upscale: bool = Field(False, description="allow grids with more pixels than the image "
-                              "(InternVL does; it spends tokens on interpolated pixels)")
-        overlap: bool = Field(False, description="add tiles centred on every cut line, so text "
-                              "or an object a cut goes through is whole in one tile")
+        upscale: bool = Field(
+            False,
+            description="allow grids with more pixels than the image "
+            "(InternVL does; it spends tokens on interpolated pixels)",
+        )
+        overlap: bool = Field(
+            False,
+            description="add tiles centred on every cut line, so text "
+            "or an object a cut goes through is whole in one tile",
+        )
 
     @dataclass(frozen=True)
     class Outputs:
@@ -92,8 +113,9 @@ class Tiles(Stage):
             raise ValueError(f"min_tiles={p.min_tiles} is larger than max_tiles={p.max_tiles}")
         all_tiles, thumbs, ordered, grids = [], [], [], []
         for im in as_image_list(images):
-            tiles, grid = tile_image(im, p.tile_size, p.min_tiles, p.max_tiles, p.upscale,
-                                     p.overlap)
+            tiles, grid = tile_image(
+                im, p.tile_size, p.min_tiles, p.max_tiles, p.upscale, p.overlap
+            )
             all_tiles += tiles
             ordered += tiles
             grids.append(grid)
@@ -124,8 +146,9 @@ def merge_boxes(boxes: list[Box]) -> list[Box]:
     return sorted(boxes, key=lambda b: (b.y0, b.x0))
 
 
-def owner_of(images: list[Image] | ByFrame, box: Box, media_index: int,
-             timestamp: float | None) -> int | None:
+def owner_of(
+    images: list[Image] | ByFrame, box: Box, media_index: int, timestamp: float | None
+) -> int | None:
     """Index of the image a box belongs to: same media (and frame time), largest overlap. Pass a
     `ByFrame` of the images when asking for many boxes."""
     lookup = images if isinstance(images, ByFrame) else ByFrame(images)
@@ -145,7 +168,9 @@ class CropRegions(Stage):
         padding: float = Field(16, ge=0, description="pixels (source) added on every side")
         min_size: float = Field(32, ge=1, description="grow smaller crops to this side (source px)")
         merge: bool = Field(True, description="merge crops whose padded boxes overlap")
-        max_regions: int = Field(32, gt=0, description="keep at most this many crops (largest first)")
+        max_regions: int = Field(
+            32, gt=0, description="keep at most this many crops (largest first)"
+        )
         min_confidence: float = Field(0.0, ge=0, le=1, description="ignore weaker OCR/detections")
         labels: list[str] | None = Field(None, description="only detections with these labels")
 
@@ -153,9 +178,13 @@ class CropRegions(Stage):
     class Outputs:
         crops: list[Image]
 
-    def run(self, images: list[Image] | Image, ocr_lines: list[OcrLine] | None = None,
-            detections: list[Detection] | None = None,
-            regions: list[Image] | None = None) -> Outputs:
+    def run(
+        self,
+        images: list[Image] | Image,
+        ocr_lines: list[OcrLine] | None = None,
+        detections: list[Detection] | None = None,
+        regions: list[Image] | None = None,
+    ) -> Outputs:
         p = self.params
         imgs = as_image_list(images)
         found: list[tuple[Box, int, float | None]] = []
@@ -176,15 +205,19 @@ class CropRegions(Stage):
             grow_x = max(p.padding, (p.min_size - box.width) / 2)
             grow_y = max(p.padding, (p.min_size - box.height) / 2)
             padded = Box(box.x0 - grow_x, box.y0 - grow_y, box.x1 + grow_x, box.y1 + grow_y)
-            clipped = Box(max(padded.x0, im.box.x0), max(padded.y0, im.box.y0),
-                          min(padded.x1, im.box.x1), min(padded.y1, im.box.y1))
+            clipped = Box(
+                max(padded.x0, im.box.x0),
+                max(padded.y0, im.box.y0),
+                min(padded.x1, im.box.x1),
+                min(padded.y1, im.box.y1),
+            )
             per_image.setdefault(owner, []).append(clipped)
         crops: list[Image] = []
         for owner in sorted(per_image):
             boxes = merge_boxes(per_image[owner]) if p.merge else per_image[owner]
             crops += [imgs[owner].crop(b) for b in boxes]
         if len(crops) > p.max_regions:
-            keep = sorted(range(len(crops)), key=lambda i: -crops[i].box.area)[:p.max_regions]
+            keep = sorted(range(len(crops)), key=lambda i: -crops[i].box.area)[: p.max_regions]
             crops = [crops[i] for i in sorted(keep)]
         record(crops=len(crops))
         return self.Outputs(crops)

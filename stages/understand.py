@@ -1,4 +1,5 @@
 """Understand the question once: the typed `Query` every later stage reads (`cascade.evidence.query`)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,10 +28,16 @@ class Understand(Stage):
 
     class Params(StageParams):
         text_model: str | None = Field(
-            "auto", description="sentence-transformers model for the zero-shot intent score; "
-            "'auto' = the bundled all-MiniLM-L6-v2 when installed, null = rules only")
-        zero_shot_weight: float = Field(0.5, ge=0, le=1, description="share of the zero-shot "
-                                        "score vs the rules in the intent scores")
+            "auto",
+            description="sentence-transformers model for the zero-shot intent score; "
+            "'auto' = the bundled all-MiniLM-L6-v2 when installed, null = rules only",
+        )
+        zero_shot_weight: float = Field(
+            0.5,
+            ge=0,
+            le=1,
+            description="share of the zero-shot score vs the rules in the intent scores",
+        )
 
     @dataclass(frozen=True)
     class Outputs:

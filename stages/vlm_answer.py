@@ -33,6 +33,7 @@ batchable: `run_batch` answers concurrent first turns with one `VLM.generate_bat
 prefill, lockstep decode; it bypasses the KV prefix cache, so follow-ups, conversations and
 question-dependent reductions take `run`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
@@ -64,24 +65,46 @@ class VLMAnswer(Stage):
     serving = Serving(heavy=True, num_cpus=1.0, pool="model", batch=True, affinity="images")
 
     class Params(StageParams):
-        model: ModelName = Field("vlm", description="the model, by its name in the pipeline's `models:`")
+        model: ModelName = Field(
+            "vlm", description="the model, by its name in the pipeline's `models:`"
+        )
         max_new_tokens: int = Field(128, gt=0)
         reduction: ReductionName | None = Field(
-            None, description="visual token reduction (default: the model's)")
-        keep_ratio: float | None = Field(None, gt=0.0, le=1.0,
-                                         description="fraction of visual tokens kept (default: the model's)")
-        fastv_layer: int | None = Field(None, ge=1, description="FastV: drop tokens after this layer")
+            None, description="visual token reduction (default: the model's)"
+        )
+        keep_ratio: float | None = Field(
+            None,
+            gt=0.0,
+            le=1.0,
+            description="fraction of visual tokens kept (default: the model's)",
+        )
+        fastv_layer: int | None = Field(
+            None, ge=1, description="FastV: drop tokens after this layer"
+        )
         system_prompt: str | None = None
-        min_pixels: int | None = Field(None, gt=0, description="each image scaled up to at "
-                                       "least this many pixels first (vLLM's min_pixels)")
-        max_pixels: int | None = Field(None, gt=0, description="each image scaled down to at "
-                                       "most this many pixels first (vLLM's max_pixels); the "
-                                       "model's own limits still apply")
-        stream: bool = Field(True, description="stream the tokens to the run's caller; off for a "
-                             "draft answer that a router may replace")
+        min_pixels: int | None = Field(
+            None,
+            gt=0,
+            description="each image scaled up to at "
+            "least this many pixels first (vLLM's min_pixels)",
+        )
+        max_pixels: int | None = Field(
+            None,
+            gt=0,
+            description="each image scaled down to at "
+            "most this many pixels first (vLLM's max_pixels); the "
+            "model's own limits still apply",
+        )
+        stream: bool = Field(
+            True,
+            description="stream the tokens to the run's caller; off for a "
+            "draft answer that a router may replace",
+        )
         sampling: SamplingParams | None = Field(
-            None, description="decoding settings (default greedy); a request's `sampling` input "
-            "overrides the fields it sets")
+            None,
+            description="decoding settings (default greedy); a request's `sampling` input "
+            "overrides the fields it sets",
+        )
 
     @dataclass(frozen=True)
     class Outputs:
@@ -94,12 +117,19 @@ class VLMAnswer(Stage):
     def streams(self) -> bool:
         return self.params.stream
 
-    def run(self, images: list[Image] | Image, question: str, hint: str | None = None,
-            max_new_tokens: int | None = None,
-            history: list[tuple[str, str]] | None = None, query: Query | None = None,
-            ocr_lines: list[OcrLine] | None = None, detections: list[Detection] | None = None,
-            regions: list[LayoutRegion] | None = None,
-            sampling: SamplingParams | None = None) -> Outputs:
+    def run(
+        self,
+        images: list[Image] | Image,
+        question: str,
+        hint: str | None = None,
+        max_new_tokens: int | None = None,
+        history: list[tuple[str, str]] | None = None,
+        query: Query | None = None,
+        ocr_lines: list[OcrLine] | None = None,
+        detections: list[Detection] | None = None,
+        regions: list[LayoutRegion] | None = None,
+        sampling: SamplingParams | None = None,
+    ) -> Outputs:
         p = self.params
         declared = self.model(p.model)
         items = bound_pixels(as_image_list(images), p.min_pixels, p.max_pixels)
@@ -114,21 +144,33 @@ class VLMAnswer(Stage):
         limit = p.max_new_tokens if max_new_tokens is None else max_new_tokens
         on_token = claim_stream(self.name) if self.streams() else None
         # The model is thread-safe: concurrent runs' decoding shares one batch (`cascade.vlm.batcher`).
-        r = declared.vlm.generate(items, text, max_new_tokens=limit, reduction=red,
-                                  system_prompt=p.system_prompt, history=history or (),
-                                  on_token=on_token, sampling=self.sampling(sampling))
+        r = declared.vlm.generate(
+            items,
+            text,
+            max_new_tokens=limit,
+            reduction=red,
+            system_prompt=p.system_prompt,
+            history=history or (),
+            on_token=on_token,
+            sampling=self.sampling(sampling),
+        )
         record_bill(r.bill)
         evidence = Evidence(images=tuple(items), routes=(route,) if route is not None else ())
-        return self.Outputs(Answer(r.text, "vlm", evidence, r.bill, completions=r.completions),
-                            r.bill.confidence)
+        return self.Outputs(
+            Answer(r.text, "vlm", evidence, r.bill, completions=r.completions), r.bill.confidence
+        )
 
     def sampling(self, request: SamplingParams | None) -> SamplingParams:
         """The stage's settings with the fields the request set laid over them."""
         own = self.params.sampling or SamplingParams()
         if request is None:
             return own
-        return SamplingParams(**{**own.model_dump(exclude_unset=True),
-                                 **request.model_dump(include=request.model_fields_set)})
+        return SamplingParams(
+            **{
+                **own.model_dump(exclude_unset=True),
+                **request.model_dump(include=request.model_fields_set),
+            }
+        )
 
     def batchable(self, inputs: Mapping[str, Any]) -> bool:
         """A first turn at the param's length and sampling settings (no request's own; n = 1)
@@ -148,16 +190,25 @@ class VLMAnswer(Stage):
         p = self.params
         declared = self.model(p.model)
         red = declared.reduction(p.reduction, p.keep_ratio, p.fastv_layer)
-        items = [bound_pixels(as_image_list(c["images"]), p.min_pixels, p.max_pixels)
-                 for c in calls]
+        items = [
+            bound_pixels(as_image_list(c["images"]), p.min_pixels, p.max_pixels) for c in calls
+        ]
         requests = [(ims, _prompt(c["question"], c.get("hint"))) for ims, c in zip(items, calls)]
-        results = declared.vlm.generate_batch(requests, max_new_tokens=p.max_new_tokens,
-                                              reduction=red, system_prompt=p.system_prompt,
-                                              sampling=self.sampling(None))
+        results = declared.vlm.generate_batch(
+            requests,
+            max_new_tokens=p.max_new_tokens,
+            reduction=red,
+            system_prompt=p.system_prompt,
+            sampling=self.sampling(None),
+        )
         for ims, r in zip(items, results):
             record_bill(r.bill, vlm_batch_size=len(calls))
-            yield self.Outputs(Answer(r.text, "vlm", Evidence(images=tuple(ims)), r.bill,
-                                      completions=r.completions), r.bill.confidence)
+            yield self.Outputs(
+                Answer(
+                    r.text, "vlm", Evidence(images=tuple(ims)), r.bill, completions=r.completions
+                ),
+                r.bill.confidence,
+            )
 
 
 def _prompt(question: str, hint: str | None) -> str:
@@ -168,14 +219,25 @@ def _prompt(question: str, hint: str | None) -> str:
 
 def record_bill(b: Bill, **extra: float) -> None:
     """The trace counters of one VLM answer."""
-    record(visual_tokens=b.visual_tokens, visual_tokens_before_reduction=b.unreduced_visual_tokens,
-           prompt_tokens=b.prompt_tokens, generated_tokens=b.generated_tokens,
-           vision_flops=b.vision_flops, prefill_flops=b.prefill_flops,
-           unreduced_prefill_flops=b.unreduced_prefill_flops,
-           computed_vision_flops=b.computed_vision_flops,
-           computed_prefill_flops=b.computed_prefill_flops, decode_flops=b.decode_flops,
-           kv_cache_hits=int(b.cache == "hit"), kv_cache_misses=int(b.cache == "miss"),
-           kv_cache_partial=int(b.cache in ("partial", "blended")),
-           vision_tower_calls=int(b.images_encoded > 0), vision_images_encoded=b.images_encoded,
-           encoder_cache_hits=b.images_cached, encoder_images=b.images_encoded,
-           ttft_s=b.ttft_s, vision_s=b.vision_s, **extra)
+    record(
+        visual_tokens=b.visual_tokens,
+        visual_tokens_before_reduction=b.unreduced_visual_tokens,
+        prompt_tokens=b.prompt_tokens,
+        generated_tokens=b.generated_tokens,
+        vision_flops=b.vision_flops,
+        prefill_flops=b.prefill_flops,
+        unreduced_prefill_flops=b.unreduced_prefill_flops,
+        computed_vision_flops=b.computed_vision_flops,
+        computed_prefill_flops=b.computed_prefill_flops,
+        decode_flops=b.decode_flops,
+        kv_cache_hits=int(b.cache == "hit"),
+        kv_cache_misses=int(b.cache == "miss"),
+        kv_cache_partial=int(b.cache in ("partial", "blended")),
+        vision_tower_calls=int(b.images_encoded > 0),
+        vision_images_encoded=b.images_encoded,
+        encoder_cache_hits=b.images_cached,
+        encoder_images=b.images_encoded,
+        ttft_s=b.ttft_s,
+        vision_s=b.vision_s,
+        **extra,
+    )

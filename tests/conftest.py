@@ -1,4 +1,5 @@
 """Suite-wide test setup: offline switches before any model library is imported, GPU skipping."""
+
 import os
 import tempfile
 

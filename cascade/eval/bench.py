@@ -20,6 +20,7 @@ Tune on `--split dev`, report `--split test` (the default). The VLM and CLIP hav
 here (no model hub): their costs are real, their answers are not, so answers are only scored for
 tools (real OCR / YOLO).
 """
+
 from __future__ import annotations
 
 import json
@@ -37,15 +38,31 @@ from .judge import Readers, evidence_order, oracle_needs_high_res, same_span
 from .report import plot_genres, ratios, summarize, summarize_genres
 from .roles import PIPELINES, role_of
 
+
 def _base_row(item: EvalItem, pipeline: str) -> dict[str, Any]:
-    return {"id": item.id, "genre": item.genre, "lang": item.lang, "target": item.target,
-            "pipeline": pipeline, "role": role_of(pipeline), "media": item.media_kind,
-            "kind": item.kind, "question": item.question, "gold": item.answer,
-            "text_size": item.text_size}
+    return {
+        "id": item.id,
+        "genre": item.genre,
+        "lang": item.lang,
+        "target": item.target,
+        "pipeline": pipeline,
+        "role": role_of(pipeline),
+        "media": item.media_kind,
+        "kind": item.kind,
+        "question": item.question,
+        "gold": item.answer,
+        "text_size": item.text_size,
+    }
 
 
-def row_for(item: EvalItem, pipeline: str, answer: Answer, seconds: float, readers: Readers,
-            oracle: bool | None) -> dict[str, Any]:
+def row_for(
+    item: EvalItem,
+    pipeline: str,
+    answer: Answer,
+    seconds: float,
+    readers: Readers,
+    oracle: bool | None,
+) -> dict[str, Any]:
     usage = answer.usage
     routes = {r.branch for r in answer.evidence.routes}
     high_res = None
@@ -53,13 +70,18 @@ def row_for(item: EvalItem, pipeline: str, answer: Answer, seconds: float, reade
         high_res = "high_res" in routes
     sent = list(answer.evidence.images) if answer.produced_by == "vlm" else []
     row = _base_row(item, pipeline) | {
-        "answer": answer.text, "produced_by": answer.produced_by,
+        "answer": answer.text,
+        "produced_by": answer.produced_by,
         "visual_tokens": int(usage.get("visual_tokens", 0)),
         "baseline_visual_tokens": usage.get("baseline_visual_tokens"),
         "prefill_flops": float(usage.get("computed_prefill_flops", 0.0)),
-        "ttft_s": usage.get("ttft_s"), "seconds": seconds, "images_sent": len(sent),
-        "routed_high_res": high_res, "oracle_high_res": oracle,
-        "routes": [f"{r.branch}: {r.reason}" for r in answer.evidence.routes]}
+        "ttft_s": usage.get("ttft_s"),
+        "seconds": seconds,
+        "images_sent": len(sent),
+        "routed_high_res": high_res,
+        "oracle_high_res": oracle,
+        "routes": [f"{r.branch}: {r.reason}" for r in answer.evidence.routes],
+    }
     if item.kind in ("read", "doc") and answer.produced_by == "vlm":
         family = readers.full_res if pipeline == "full_res" else readers.vlm
         row["evidence_readable"] = readers.reads(evidence_order(item, sent), item.answer, family)
@@ -68,8 +90,9 @@ def row_for(item: EvalItem, pipeline: str, answer: Answer, seconds: float, reade
     return row
 
 
-def ask_cold_then_warm(qa: QA, item: EvalItem, label: str, readers: Readers,
-                       oracle: bool | None) -> tuple[dict[str, Any], Answer]:
+def ask_cold_then_warm(
+    qa: QA, item: EvalItem, label: str, readers: Readers, oracle: bool | None
+) -> tuple[dict[str, Any], Answer]:
     """Ask `item` like for like: every content cache emptied first (no embedding, OCR or KV
     prefix left from an earlier question), then once more warm (what a follow-up about the same
     media costs). The row holds the cold figures and the warm ones apart."""
@@ -79,9 +102,11 @@ def ask_cold_then_warm(qa: QA, item: EvalItem, label: str, readers: Readers,
     row = row_for(item, label, answer, time.perf_counter() - t0, readers, oracle)
     t0 = time.perf_counter()
     warm = qa.ask(item.media_arg(), item.question)
-    row |= {"warm_seconds": time.perf_counter() - t0,
-            "warm_prefill_flops": float(warm.usage.get("computed_prefill_flops", 0.0)),
-            "warm_kv_cache": warm.usage.get("cache")}
+    row |= {
+        "warm_seconds": time.perf_counter() - t0,
+        "warm_prefill_flops": float(warm.usage.get("computed_prefill_flops", 0.0)),
+        "warm_kv_cache": warm.usage.get("cache"),
+    }
     return row, answer
 
 
@@ -96,20 +121,38 @@ def full_res_row(item: EvalItem, readers: Readers) -> dict[str, Any]:
         images = [Image.open(m, media_index=i) for i, m in enumerate(item.media)]
     tokens = sum(readers.full_res.visual_tokens(im.width, im.height) for im in images)
     row = _base_row(item, "full_res") | {
-        "answer": None, "produced_by": "vlm", "visual_tokens": tokens,
-        "baseline_visual_tokens": tokens, "prefill_flops": None, "ttft_s": None, "seconds": None,
-        "images_sent": len(images), "routed_high_res": None, "oracle_high_res": None,
-        "estimated": True, "routes": []}
+        "answer": None,
+        "produced_by": "vlm",
+        "visual_tokens": tokens,
+        "baseline_visual_tokens": tokens,
+        "prefill_flops": None,
+        "ttft_s": None,
+        "seconds": None,
+        "images_sent": len(images),
+        "routed_high_res": None,
+        "oracle_high_res": None,
+        "estimated": True,
+        "routes": [],
+    }
     if item.kind in ("read", "doc"):
-        row["evidence_readable"] = readers.reads(evidence_order(item, images), item.answer,
-                                                 readers.full_res)
+        row["evidence_readable"] = readers.reads(
+            evidence_order(item, images), item.answer, readers.full_res
+        )
     return row
 
 
-def run_bench(out_dir: str | Path = "benchmarks/results", media_dir: str | Path | None = None,
-              split: str = "test", quick: bool = False, size: str = "bench",
-              limit: int | None = None, max_new_tokens: int = 8, full_res: str = "run",
-              progress: bool = True, genres=None) -> dict[str, Any]:
+def run_bench(
+    out_dir: str | Path = "benchmarks/results",
+    media_dir: str | Path | None = None,
+    split: str = "test",
+    quick: bool = False,
+    size: str = "bench",
+    limit: int | None = None,
+    max_new_tokens: int = 8,
+    full_res: str = "run",
+    progress: bool = True,
+    genres=None,
+) -> dict[str, Any]:
     """Run every pipeline on one split; write `cascade_<split>[_quick][_<genres>]_<device>.json`
     and a per-genre `.png`.
 
@@ -127,8 +170,11 @@ def run_bench(out_dir: str | Path = "benchmarks/results", media_dir: str | Path 
     media_dir = Path(media_dir or default_tiny_dir().parent / "evalset")
     items = build_eval_set(media_dir, split, quick, genres)
     if limit:
-        items = [it for g in dict.fromkeys(i.genre for i in items)
-                 for it in [i for i in items if i.genre == g][:limit]]
+        items = [
+            it
+            for g in dict.fromkeys(i.genre for i in items)
+            for it in [i for i in items if i.genre == g][:limit]
+        ]
     readers = Readers(model=str(build_tiny_vlm(size=size)))
     oracles = {it.id: oracle_needs_high_res(it, readers) for it in items}
     rows = []
@@ -139,31 +185,47 @@ def run_bench(out_dir: str | Path = "benchmarks/results", media_dir: str | Path 
             if label == "full_res" and full_res == "estimate":
                 rows += [full_res_row(it, readers) for it in subset]
                 continue
-            qa = QA.offline(pipe, size=size, overrides=overrides,
-                            type_overrides={"vlm_answer": vlm_params}).setup()
+            qa = QA.offline(
+                pipe, size=size, overrides=overrides, type_overrides={"vlm_answer": vlm_params}
+            ).setup()
             for it in tqdm(subset, desc=f"{media}/{label}", disable=not progress):
                 row, _ = ask_cold_then_warm(qa, it, label, readers, oracles[it.id])
                 rows.append(row)
     summary, per_genre = summarize(rows), summarize_genres(rows)
     gpu = torch.cuda.is_available()
-    device = torch.cuda.get_device_name() if gpu else \
-        f"cpu ({platform.processor() or platform.machine()})"
+    device = (
+        torch.cuda.get_device_name()
+        if gpu
+        else f"cpu ({platform.processor() or platform.machine()})"
+    )
     picked = f"_{'+'.join(sorted(set(genres)))}" if genres else ""
     tag = f"cascade_{split}{'_quick' if quick else ''}{picked}_{'gpu' if gpu else 'cpu'}"
-    result = {"split": split, "quick": quick, "limit": limit, "genres": sorted(per_genre),
-              "full_res": full_res, "device": device,
-              "vlm": f"random-weight tiny Qwen2-VL ({size})", "clip": "random-init ViT-B-32",
-              "ocr": "RapidOCR PP-OCR (real)", "detector": "YOLO11n ONNX (real)",
-              "max_new_tokens": max_new_tokens,
-              "note": "VLM and CLIP weights are random: costs are real, VLM answers are not. "
-                      "Evidence recall = real OCR reads the gold answer in the pixels sent to the "
-                      "VLM at the size sent (the cascade's is measured on its [hint] variant). "
-                      "A tool answer counts as exact only when it is the gold span itself. "
-                      "Seconds and FLOPs are cold (caches emptied per question, FLOPs as "
-                      "computed); warm_* re-asks with every cache hot. Seconds were measured on a "
-                      "shared CPU: noisy.",
-              "by_genre": per_genre, "summary": summary, "ratios": ratios(summary), "rows": rows}
-    (out_dir / f"{tag}.json").write_text(json.dumps(result, indent=1, default=str,
-                                                    ensure_ascii=False))
+    result = {
+        "split": split,
+        "quick": quick,
+        "limit": limit,
+        "genres": sorted(per_genre),
+        "full_res": full_res,
+        "device": device,
+        "vlm": f"random-weight tiny Qwen2-VL ({size})",
+        "clip": "random-init ViT-B-32",
+        "ocr": "RapidOCR PP-OCR (real)",
+        "detector": "YOLO11n ONNX (real)",
+        "max_new_tokens": max_new_tokens,
+        "note": "VLM and CLIP weights are random: costs are real, VLM answers are not. "
+        "Evidence recall = real OCR reads the gold answer in the pixels sent to the "
+        "VLM at the size sent (the cascade's is measured on its [hint] variant). "
+        "A tool answer counts as exact only when it is the gold span itself. "
+        "Seconds and FLOPs are cold (caches emptied per question, FLOPs as "
+        "computed); warm_* re-asks with every cache hot. Seconds were measured on a "
+        "shared CPU: noisy.",
+        "by_genre": per_genre,
+        "summary": summary,
+        "ratios": ratios(summary),
+        "rows": rows,
+    }
+    (out_dir / f"{tag}.json").write_text(
+        json.dumps(result, indent=1, default=str, ensure_ascii=False)
+    )
     plot_genres(per_genre, out_dir / f"{tag}.png", split)
     return result

@@ -4,6 +4,7 @@
 Answers are known because we put them there. Everything is generated offline from what installs
 with the package (and a CJK font for the Chinese genres), and reused when already there: a
 genre is rebuilt only when its cache is of another `FORMAT` or a media file is missing."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,9 @@ def _check_genres(genres) -> tuple[str, ...]:
         return tuple(GENRES)
     unknown = [g for g in genres if g not in GENRES]
     if unknown:
-        raise ValueError(f"unknown genre(s) {', '.join(unknown)}: expected some of "
-                         f"{', '.join(GENRES)}")
+        raise ValueError(
+            f"unknown genre(s) {', '.join(unknown)}: expected some of {', '.join(GENRES)}"
+        )
     return tuple(g for g in GENRES if g in genres)
 
 
@@ -50,14 +52,22 @@ def build_genre(folder: str | Path, split: str, genre: str, quick: bool = False)
     # each genre draws from its own stream: a genre's items do not depend on which others are built
     rng = random.Random(f"{spec.seed}/{genre}")
     items = make(Ctx(out, spec, split, genre, rng, few if quick else full))
-    index.write_text(json.dumps({"format": FORMAT, "items": [it.to_dict() for it in items]},
-                                indent=1, ensure_ascii=False))
+    index.write_text(
+        json.dumps(
+            {"format": FORMAT, "items": [it.to_dict() for it in items]},
+            indent=1,
+            ensure_ascii=False,
+        )
+    )
     return items
 
 
-def build_eval_set(folder: str | Path, split: str = "test", quick: bool = False,
-                   genres=None) -> list[EvalItem]:
+def build_eval_set(
+    folder: str | Path, split: str = "test", quick: bool = False, genres=None
+) -> list[EvalItem]:
     """Write (or reuse) one split's media under `folder/<split>[-quick]`; return its questions,
     genre by genre. `quick` makes 1-3 units per genre; `genres` picks some genres only."""
     spec_for(split)
-    return [it for genre in _check_genres(genres) for it in build_genre(folder, split, genre, quick)]
+    return [
+        it for genre in _check_genres(genres) for it in build_genre(folder, split, genre, quick)
+    ]

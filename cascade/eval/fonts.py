@@ -1,6 +1,7 @@
 """Fonts for generated media: matplotlib's bundled DejaVu / STIX / Computer Modern files (present
 wherever matplotlib is) and, for Chinese, a CJK font installed on the system (WenQuanYi: Debian's
 `fonts-wqy-microhei` and `fonts-wqy-zenhei`, two designs so the two splits render Chinese apart)."""
+
 from __future__ import annotations
 
 import functools
@@ -37,8 +38,11 @@ def font_file(name: str) -> str:
         return str(bundled)
     if name in _system_fonts():
         return _system_fonts()[name]
-    hint = (f"install Debian's {CJK_PACKAGES[name]}" if name in CJK_PACKAGES
-            else "it is neither bundled with matplotlib nor installed on the system")
+    hint = (
+        f"install Debian's {CJK_PACKAGES[name]}"
+        if name in CJK_PACKAGES
+        else "it is neither bundled with matplotlib nor installed on the system"
+    )
     raise FontMissing(f"font '{name}' not found: {hint}")
 
 

@@ -10,6 +10,7 @@ Two comparisons, on purpose different:
   removing whitespace and the punctuation / currency signs around it, nothing else: "Tuesday" for
   "Tuesday", not the sentence holding it; "$12.50" for "12.50", not "1250".
 """
+
 from __future__ import annotations
 
 import unicodedata
@@ -35,6 +36,7 @@ def _edge(ch: str) -> bool:
 def same_span(answer: str, gold: str) -> bool:
     """Is `answer` exactly the gold span (up to case, width, spaces and the punctuation or
     currency sign around it)?"""
+
     def canon(text: str) -> str:
         text = unicodedata.normalize("NFKC", text).translate(_DASHES).casefold()
         text = "".join(text.split())
@@ -44,6 +46,7 @@ def same_span(answer: str, gold: str) -> bool:
         while end > start and _edge(text[end - 1]):
             end -= 1
         return text[start:end]
+
     return bool(canon(gold)) and canon(answer) == canon(gold)
 
 
@@ -76,10 +79,13 @@ class Readers:
         self.vlm = load_family(model, ImageLimits())
         self.full_res = load_family(model, ImageLimits(resolution="full"))
 
-        self.ocrs = [get_stage_class("ocr")({"det_limit_side_len": s, "min_confidence": 0.3})
-                     for s in self.det_sides]
-        self.small_ocr = get_stage_class("ocr")({"det_limit_side_len": self.small_side,
-                                                 "det_limit_type": "min", "min_confidence": 0.3})
+        self.ocrs = [
+            get_stage_class("ocr")({"det_limit_side_len": s, "min_confidence": 0.3})
+            for s in self.det_sides
+        ]
+        self.small_ocr = get_stage_class("ocr")(
+            {"det_limit_side_len": self.small_side, "det_limit_type": "min", "min_confidence": 0.3}
+        )
         self.detect = get_stage_class("detect")()
 
     def texts(self, image: Image, family=None):
@@ -105,8 +111,9 @@ class Readers:
     def reads(self, images: list[Image], gold: str, family=None) -> bool:
         """Is `gold` readable in one of `images`?"""
         want = normalize(gold)
-        return bool(want) and any(want in normalize(text) for im in images
-                                  for text in self.texts(im, family))
+        return bool(want) and any(
+            want in normalize(text) for im in images for text in self.texts(im, family)
+        )
 
     def count(self, images: list[Image], label: str = "person") -> int:
         counts = [self.detect(images=[im]).counts.get(label, 0) for im in images]
@@ -142,9 +149,11 @@ def oracle_needs_high_res(item: EvalItem, readers: Readers, thumb: int = 224) ->
 
 def evidence_order(item: EvalItem, images: list[Image]) -> list[Image]:
     """Images that show the answer's frame first (judging stops at the first that reads it)."""
+
     def first(im: Image) -> bool:
         t = getattr(im, "timestamp", None)
         if item.media_kind == "video" and t is not None and item.times:
             return min(item.times) - 0.05 <= t <= max(item.times) + 0.05
         return im.media_index in item.frames
+
     return sorted(images, key=lambda im: not first(im))

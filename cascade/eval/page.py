@@ -1,5 +1,6 @@
 """Printed pages laid out top to bottom (titles, headings, wrapped paragraphs, tables, code), that
 remember where every marked span landed, so a question's gold answer comes with its box."""
+
 from __future__ import annotations
 
 import re
@@ -27,8 +28,14 @@ class Page:
     """A page of `width` px drawn onto a tall canvas and cut to its content by `render()`.
     `marks` maps each span asked to be marked to its box in page pixels."""
 
-    def __init__(self, width: int, margin: int = 48, paper: RGB = (255, 255, 255),
-                 ink: RGB = (20, 20, 20), max_height: int = 5000):
+    def __init__(
+        self,
+        width: int,
+        margin: int = 48,
+        paper: RGB = (255, 255, 255),
+        ink: RGB = (20, 20, 20),
+        max_height: int = 5000,
+    ):
         from PIL import Image as PILImage, ImageDraw
 
         self.width, self.margin, self.paper, self.ink = width, margin, paper, ink
@@ -63,16 +70,25 @@ class Page:
                     break
                 cx += self.draw.textlength(run.text, font=font)
 
-    def runs(self, runs: list[Run], x: float | None = None, align: str = "left",
-             line_height: float = 1.5, marks=()) -> Box:
+    def runs(
+        self,
+        runs: list[Run],
+        x: float | None = None,
+        align: str = "left",
+        line_height: float = 1.5,
+        marks=(),
+    ) -> Box:
         """One line made of `runs`, at `x` (default the left margin) or aligned in the margins."""
         size = max(r.size for r in runs)
         self._check_room(size * line_height)
         widths = [self.draw.textlength(r.text, font=load_font(r.font, r.size)) for r in runs]
         total = sum(widths)
         if x is None:
-            x = {"left": self.margin, "center": (self.width - total) / 2,
-                 "right": self.width - self.margin - total}[align]
+            x = {
+                "left": self.margin,
+                "center": (self.width - total) / 2,
+                "right": self.width - self.margin - total,
+            }[align]
         y = self.y  # runs share a top line
         cx = x
         for run, w in zip(runs, widths):
@@ -83,13 +99,33 @@ class Page:
         self.y += int(size * line_height)
         return box
 
-    def text(self, text: str, font: str, size: int, align: str = "left", fill: RGB | None = None,
-             line_height: float = 1.5, marks=()) -> Box:
-        return self.runs([Run(text, font, size, fill or self.ink)], align=align,
-                         line_height=line_height, marks=marks)
+    def text(
+        self,
+        text: str,
+        font: str,
+        size: int,
+        align: str = "left",
+        fill: RGB | None = None,
+        line_height: float = 1.5,
+        marks=(),
+    ) -> Box:
+        return self.runs(
+            [Run(text, font, size, fill or self.ink)],
+            align=align,
+            line_height=line_height,
+            marks=marks,
+        )
 
-    def paragraph(self, text: str, font: str, size: int, keep=(), marks=(), indent: int = 0,
-                  line_height: float = 1.45) -> None:
+    def paragraph(
+        self,
+        text: str,
+        font: str,
+        size: int,
+        keep=(),
+        marks=(),
+        indent: int = 0,
+        line_height: float = 1.45,
+    ) -> None:
         """`text` wrapped to the page width at spaces; the spans in `keep` and `marks` are never
         broken across lines."""
         nbsp = "\u00a0"
@@ -107,24 +143,39 @@ class Page:
         lines.append(line)
         for line in lines:
             line = line.replace(nbsp, " ")
-            self.runs([Run(line, font, size, self.ink)], x=self.margin + indent,
-                      line_height=line_height, marks=[m for m in marks if m in line])
+            self.runs(
+                [Run(line, font, size, self.ink)],
+                x=self.margin + indent,
+                line_height=line_height,
+                marks=[m for m in marks if m in line],
+            )
 
     def rule(self, fill: RGB = (120, 120, 120), width: int = 2) -> None:
-        self.draw.line([(self.margin, self.y), (self.width - self.margin, self.y)], fill=fill,
-                       width=width)
+        self.draw.line(
+            [(self.margin, self.y), (self.width - self.margin, self.y)], fill=fill, width=width
+        )
         self.y += 3 * width
 
-    def table(self, header: list[str], rows: list[list[str]], font: str, bold: str, size: int,
-              style: str = "grid") -> dict[tuple[int, int], Box]:
+    def table(
+        self,
+        header: list[str],
+        rows: list[list[str]],
+        font: str,
+        bold: str,
+        size: int,
+        style: str = "grid",
+    ) -> dict[tuple[int, int], Box]:
         """A table with a bold header row; `style` 'grid' (every rule), 'lines' (rules between
         rows only) or 'zebra' (shaded alternate rows, no rules). Numbers are right-aligned.
         Returns the box of each body cell's text by (row, column)."""
         f, fb = load_font(font, size), load_font(bold, size)
         pad = size // 2 + 4
         cols = list(zip(header, *rows))
-        widths = [max(self.draw.textlength(c, font=fb if i == 0 else f) for i, c in enumerate(col))
-                  + 2 * pad for col in cols]
+        widths = [
+            max(self.draw.textlength(c, font=fb if i == 0 else f) for i, c in enumerate(col))
+            + 2 * pad
+            for col in cols
+        ]
         if sum(widths) > self.inner:
             raise ValueError(f"table is {sum(widths):.0f} px wide; the page has {self.inner}")
         row_h = int(size * 2.0)

@@ -1,5 +1,6 @@
 """A printed page as a phone photographs it: lying at an angle on a real photo, in perspective,
 with less contrast than the print, uneven light, a little blur, saved as a JPEG."""
+
 from __future__ import annotations
 
 import random
@@ -21,8 +22,15 @@ class Photographed:
 
     def box(self, page_box: Box) -> tuple[int, int, int, int]:
         """The bounding box in photo pixels of a box in page pixels."""
-        corners = np.array([[page_box.x0, page_box.y0], [page_box.x1, page_box.y0],
-                            [page_box.x1, page_box.y1], [page_box.x0, page_box.y1]], float)
+        corners = np.array(
+            [
+                [page_box.x0, page_box.y0],
+                [page_box.x1, page_box.y0],
+                [page_box.x1, page_box.y1],
+                [page_box.x0, page_box.y1],
+            ],
+            float,
+        )
         mapped = self.to_photo(corners)
         x0, y0 = np.floor(mapped.min(0)).astype(int)
         x1, y1 = np.ceil(mapped.max(0)).astype(int)
@@ -38,8 +46,14 @@ def _homography(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     return np.append(np.linalg.solve(np.array(rows), np.array(rhs)), 1.0).reshape(3, 3)
 
 
-def photograph(page: np.ndarray, background: str, path: str | Path, rng: random.Random,
-               photo_width: int, page_fraction: float) -> Photographed:
+def photograph(
+    page: np.ndarray,
+    background: str,
+    path: str | Path,
+    rng: random.Random,
+    photo_width: int,
+    page_fraction: float,
+) -> Photographed:
     """Lay `page` (uint8 HxWx3) on the photo `background` resized to `photo_width`: the page takes
     about `page_fraction` of the photo's width, turned up to ~10 degrees, with its corners moved
     in perspective; ink and paper pulled together (lower contrast), a light gradient and a slight
@@ -49,8 +63,9 @@ def photograph(page: np.ndarray, background: str, path: str | Path, rng: random.
 
     bg = PILImage.fromarray(photo(background))
     scale = photo_width / bg.width
-    bg = bg.resize((photo_width, max(int(bg.height * scale), int(photo_width * 0.62))),
-                   PILImage.BICUBIC)
+    bg = bg.resize(
+        (photo_width, max(int(bg.height * scale), int(photo_width * 0.62))), PILImage.BICUBIC
+    )
     W, H = bg.size
     ph, pw = page.shape[:2]
     target_w = page_fraction * W
@@ -66,7 +81,9 @@ def photograph(page: np.ndarray, background: str, path: str | Path, rng: random.
     left, right = (0, 1) if rng.random() < 0.5 else (3, 2)
     quad[left, 0] += far
     quad[right, 0] -= far
-    quad += np.array([[rng.uniform(-0.02, 0.02) * w, rng.uniform(-0.02, 0.02) * h] for _ in range(4)])
+    quad += np.array(
+        [[rng.uniform(-0.02, 0.02) * w, rng.uniform(-0.02, 0.02) * h] for _ in range(4)]
+    )
     quad = quad @ rot.T + np.array([cx, cy])
     src = np.array([[0, 0], [pw, 0], [pw, ph], [0, ph]], float)
     tform = ProjectiveTransform(matrix=_homography(src, quad))

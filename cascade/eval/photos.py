@@ -1,6 +1,7 @@
 """Real photos and footage that install with packages: scikit-image's sample photos, ultralytics'
 `bus.jpg` / `zidane.jpg`, gradio's sample images and clips. Tests, the evaluation splits and the
 demos all make their media from these, offline."""
+
 from __future__ import annotations
 
 import importlib.util

@@ -1,5 +1,6 @@
 """Videos with known ground truth, written with PyAV: real footage (gradio's clips, slow pans over
 real photos) with overlays shown at known times, and the small sign video the tests share."""
+
 from __future__ import annotations
 
 import bisect
@@ -37,11 +38,19 @@ class SignVideoTruth:
         return index / self.fps
 
 
-def make_sign_video(path: str | Path, *, width: int = 640, height: int = 480, fps: int = 10,
-                    frames_per_scene: int = 20, sign_text: str = "OPEN 24 HOURS",
-                    sign_frames: tuple[int, ...] | range = range(44, 52), sign_font_size: int = 44,
-                    gop: int = 10, scenes: tuple[str, ...] = ("astronaut", "coffee", "chelsea",
-                                                              "bus")) -> SignVideoTruth:
+def make_sign_video(
+    path: str | Path,
+    *,
+    width: int = 640,
+    height: int = 480,
+    fps: int = 10,
+    frames_per_scene: int = 20,
+    sign_text: str = "OPEN 24 HOURS",
+    sign_frames: tuple[int, ...] | range = range(44, 52),
+    sign_font_size: int = 44,
+    gop: int = 10,
+    scenes: tuple[str, ...] = ("astronaut", "coffee", "chelsea", "bus"),
+) -> SignVideoTruth:
     """Write an H.264 MP4: each scene photo for `frames_per_scene` frames with a slow pan, and a
     white sign reading `sign_text` pasted on the frames in `sign_frames`; keyframe every `gop`.
     Returns the ground truth (which frames show the sign, its box, the keyframes)."""
@@ -61,17 +70,24 @@ def make_sign_video(path: str | Path, *, width: int = 640, height: int = 480, fp
     try:
         stream = container.add_stream("libx264", rate=fps)
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        stream.options = {"g": str(gop), "keyint_min": str(gop), "sc_threshold": "0",
-                          "bf": "0", "preset": "veryfast", "crf": "18"}
+        stream.options = {
+            "g": str(gop),
+            "keyint_min": str(gop),
+            "sc_threshold": "0",
+            "bf": "0",
+            "preset": "veryfast",
+            "crf": "18",
+        }
         n = 0
         for name in scenes:
-            big = np.asarray(PILImage.fromarray(photos[name]).resize((width + pan, height),
-                                                                     PILImage.BICUBIC))
+            big = np.asarray(
+                PILImage.fromarray(photos[name]).resize((width + pan, height), PILImage.BICUBIC)
+            )
             for k in range(frames_per_scene):
-                arr = np.ascontiguousarray(big[:, k:k + width])
+                arr = np.ascontiguousarray(big[:, k : k + width])
                 if n in sign_set:
                     arr = arr.copy()
-                    arr[sy:sy + sh, sx:sx + sw] = sign
+                    arr[sy : sy + sh, sx : sx + sw] = sign
                 for packet in stream.encode(av.VideoFrame.from_ndarray(arr, format="rgb24")):
                     container.mux(packet)
                 frame_scenes.append(name)
@@ -80,9 +96,19 @@ def make_sign_video(path: str | Path, *, width: int = 640, height: int = 480, fp
             container.mux(packet)
     finally:
         container.close()
-    return SignVideoTruth(path, width, height, float(fps), n, gop, tuple(frame_scenes), sign_text,
-                          tuple(sorted(i for i in sign_set if i < n)), sign_box,
-                          tuple(range(0, n, gop)))
+    return SignVideoTruth(
+        path,
+        width,
+        height,
+        float(fps),
+        n,
+        gop,
+        tuple(frame_scenes),
+        sign_text,
+        tuple(sorted(i for i in sign_set if i < n)),
+        sign_box,
+        tuple(range(0, n, gop)),
+    )
 
 
 def _clip_frames(path: str, n: int, fps: float, start: float):
@@ -108,8 +134,9 @@ def _clip_frames(path: str, n: int, fps: float, start: float):
         yield kept[decoded[max(0, bisect.bisect_right(decoded, k) - 1)]]
 
 
-def footage_frames(source: str, width: int, height: int, seconds: float, fps: float,
-                   start: float = 0.0):
+def footage_frames(
+    source: str, width: int, height: int, seconds: float, fps: float, start: float = 0.0
+):
     """Frames (uint8 RGB, width x height) of real footage: 'clip:<gradio video>' decoded from
     `start` and looped, 'pan:<photo>,<photo>,...' (a slow pan across each photo in turn) or
     'still:<photo>' (one photo, aspect kept, on black)."""
@@ -126,28 +153,41 @@ def footage_frames(source: str, width: int, height: int, seconds: float, fps: fl
         names = what.split(",")
         per = max(1, n // len(names))
         for k, name in enumerate(names):
-            big = np.asarray(PILImage.fromarray(photo(name)).resize(
-                (int(width * 1.15), height), PILImage.BICUBIC))
+            big = np.asarray(
+                PILImage.fromarray(photo(name)).resize(
+                    (int(width * 1.15), height), PILImage.BICUBIC
+                )
+            )
             count = per if k < len(names) - 1 else n - per * (len(names) - 1)
             for i in range(count):
                 x = int((big.shape[1] - width) * i / max(1, count - 1))
-                yield np.ascontiguousarray(big[:, x:x + width])
+                yield np.ascontiguousarray(big[:, x : x + width])
     elif kind == "still":  # a photo fitted into the frame (aspect kept), for counting / scenes
         pic = PILImage.fromarray(photo(what))
         pic.thumbnail((width, height), PILImage.BICUBIC)
         canvas = np.zeros((height, width, 3), np.uint8)
         y, x = (height - pic.height) // 2, (width - pic.width) // 2
-        canvas[y:y + pic.height, x:x + pic.width] = np.asarray(pic)
+        canvas[y : y + pic.height, x : x + pic.width] = np.asarray(pic)
         for _ in range(n):
             yield canvas
     else:
-        raise ValueError(f"footage source '{source}': expected 'clip:<name>', 'pan:<photos>' "
-                         "or 'still:<photo>'")
+        raise ValueError(
+            f"footage source '{source}': expected 'clip:<name>', 'pan:<photos>' or 'still:<photo>'"
+        )
 
 
-def make_overlay_video(path: str | Path, source: str, width: int, height: int, seconds: float,
-                       overlays: list[Overlay], fps: float = 10.0, start: float = 0.0,
-                       crf: int = 20, keyframe_s: float = 1.0) -> Path:
+def make_overlay_video(
+    path: str | Path,
+    source: str,
+    width: int,
+    height: int,
+    seconds: float,
+    overlays: list[Overlay],
+    fps: float = 10.0,
+    start: float = 0.0,
+    crf: int = 20,
+    keyframe_s: float = 1.0,
+) -> Path:
     """Write an H.264 MP4 of real footage (`footage_frames`) with `overlays` pasted while shown;
     a keyframe every `keyframe_s` seconds (long videos use sparse ones and a higher `crf`)."""
     import av
@@ -157,8 +197,12 @@ def make_overlay_video(path: str | Path, source: str, width: int, height: int, s
     try:
         stream = container.add_stream("libx264", rate=int(fps))
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        stream.options = {"g": str(max(1, int(fps * keyframe_s))), "bf": "0", "preset": "veryfast",
-                          "crf": str(crf)}
+        stream.options = {
+            "g": str(max(1, int(fps * keyframe_s))),
+            "bf": "0",
+            "preset": "veryfast",
+            "crf": str(crf),
+        }
         for i, arr in enumerate(footage_frames(source, width, height, seconds, fps, start)):
             t = i / fps
             arr = arr.copy()

@@ -17,6 +17,7 @@ evidence is sent rather than guessed). Measured, never guessed:
   text(s) that first appear earliest / latest, leaving out text shown all along (a caption on every
   frame).
 """
+
 from __future__ import annotations
 
 import colorsys
@@ -31,6 +32,7 @@ from .query import Query, has_cue
 from .textmatch import ABBREVIATED, COVERS, EXACT, FUZZY, key_match
 
 __all__ = ["Selection", "select", "plate_colour", "colour_name", "block_time"]
+
 
 @dataclass(frozen=True)
 class Selection:
@@ -82,8 +84,9 @@ def plate_colour(image: Image, block: TextBlock) -> tuple[str, float]:
     centres = np.stack([px[luma.argmin()], px[luma.argmax()]])
     for _ in range(8):
         assign = ((px[:, None, :] - centres[None]) ** 2).sum(-1).argmin(1)
-        centres = np.stack([px[assign == k].mean(0) if (assign == k).any() else centres[k]
-                            for k in (0, 1)])
+        centres = np.stack(
+            [px[assign == k].mean(0) if (assign == k).any() else centres[k] for k in (0, 1)]
+        )
     counts = np.bincount(assign, minlength=2)
     plate = int(counts.argmax())
     return colour_name(tuple(centres[plate])), float(counts[plate] / counts.sum())
@@ -101,35 +104,55 @@ def _by_colour(query: Query, blocks: list[TextBlock], frames: ByFrame) -> Select
         if owner is not None:
             named[b] = plate_colour(frames.images[owner], b)[0]
     if not named:
-        return Selection(tuple(blocks), (f"colour {query.colour}: no pixels to measure; "
-                                         f"all {len(blocks)} kept",), False)
+        return Selection(
+            tuple(blocks),
+            (f"colour {query.colour}: no pixels to measure; all {len(blocks)} kept",),
+            False,
+        )
     exact = [b for b in blocks if named.get(b) == query.colour]
     seen = ", ".join(sorted(set(named.values())))
     if exact:
-        return Selection(tuple(exact), (f"colour {query.colour}: {len(exact)} of {len(blocks)} "
-                                        f"text(s) on a {query.colour} plate (plates seen: {seen})",))
-    return Selection(tuple(blocks), (f"colour {query.colour}: no plate of that colour (seen: "
-                                     f"{seen}); all {len(blocks)} kept",), False)
+        return Selection(
+            tuple(exact),
+            (
+                f"colour {query.colour}: {len(exact)} of {len(blocks)} "
+                f"text(s) on a {query.colour} plate (plates seen: {seen})",
+            ),
+        )
+    return Selection(
+        tuple(blocks),
+        (f"colour {query.colour}: no plate of that colour (seen: {seen}); all {len(blocks)} kept",),
+        False,
+    )
 
 
 def _by_position(query: Query, blocks: list[TextBlock], frames: ByFrame) -> Selection:
     def score(b: TextBlock) -> float:
         size = frames.source_size(b.media_index, b.timestamp) or (b.box.x1, b.box.y1)
         cx, cy = (b.box.x0 + b.box.x1) / 2 / size[0], (b.box.y0 + b.box.y1) / 2 / size[1]
-        parts = {"left": 1 - cx, "right": cx, "top": 1 - cy, "bottom": cy,
-                 "centre": 1 - 2 * max(abs(cx - 0.5), abs(cy - 0.5))}
+        parts = {
+            "left": 1 - cx,
+            "right": cx,
+            "top": 1 - cy,
+            "bottom": cy,
+            "centre": 1 - 2 * max(abs(cx - 0.5), abs(cy - 0.5)),
+        }
         sides = query.position.split("-")
         return sum(parts[s] for s in sides) / len(sides)
 
     scores = {b: score(b) for b in blocks}
     best = max(scores.values())
     kept = [b for b in blocks if scores[b] >= best - 0.25]
-    return Selection(tuple(kept), (f"position {query.position}: {len(kept)} of {len(blocks)} "
-                                   "text(s) at that side",), len(kept) < len(blocks) or len(kept) == 1)
+    return Selection(
+        tuple(kept),
+        (f"position {query.position}: {len(kept)} of {len(blocks)} text(s) at that side",),
+        len(kept) < len(blocks) or len(kept) == 1,
+    )
 
 
-def _anchor(query: Query, blocks: list[TextBlock], detections: list[Detection],
-            frames: ByFrame) -> tuple[list[float], list[TextBlock], str]:
+def _anchor(
+    query: Query, blocks: list[TextBlock], detections: list[Detection], frames: ByFrame
+) -> tuple[list[float], list[TextBlock], str]:
     """(times the anchor is seen, its blocks, what it was taken to be)."""
     order = query.time_order
     if order.anchor_cues:
@@ -139,25 +162,44 @@ def _anchor(query: Query, blocks: list[TextBlock], detections: list[Detection],
     if order.anchor_label:
         seen = [d for d in detections if d.label == order.anchor_label]
         if seen:
-            times = sorted(d.timestamp if d.timestamp is not None else float(d.media_index)
-                           for d in seen)
+            times = sorted(
+                d.timestamp if d.timestamp is not None else float(d.media_index) for d in seen
+            )
             return times, [], f"{order.anchor_label} (detector)"
     if order.anchor_colour:
-        coloured = _by_colour(Query(query.question, query.language, query.intent, query.target,
-                                    colour=order.anchor_colour), blocks, frames)
+        coloured = _by_colour(
+            Query(
+                query.question,
+                query.language,
+                query.intent,
+                query.target,
+                colour=order.anchor_colour,
+            ),
+            blocks,
+            frames,
+        )
         if coloured.sure:
-            return sorted(block_time(b) for b in coloured.blocks), list(coloured.blocks), \
-                f"the {order.anchor_colour} text"
+            return (
+                sorted(block_time(b) for b in coloured.blocks),
+                list(coloured.blocks),
+                f"the {order.anchor_colour} text",
+            )
     if order.anchor_size and len(blocks) > 1:
         heights = np.array([b.line_height for b in blocks])
         pick = heights.max() if order.anchor_size == "big" else heights.min()
         others = heights[heights != pick]
         # only a size that stands out: the banner's text is clearly taller than the rest
-        if others.size and (pick >= 1.4 * np.median(others) if order.anchor_size == "big"
-                            else pick <= np.median(others) / 1.4):
+        if others.size and (
+            pick >= 1.4 * np.median(others)
+            if order.anchor_size == "big"
+            else pick <= np.median(others) / 1.4
+        ):
             sized = [b for b in blocks if abs(b.line_height - pick) <= 0.15 * pick]
-            return sorted(block_time(b) for b in sized), sized, \
-                f"the {'tallest' if order.anchor_size == 'big' else 'smallest'} text '{sized[0].text}'"
+            return (
+                sorted(block_time(b) for b in sized),
+                sized,
+                f"the {'tallest' if order.anchor_size == 'big' else 'smallest'} text '{sized[0].text}'",
+            )
     return [], [], ""
 
 
@@ -168,38 +210,60 @@ def _read_again(anchor: str, text: str) -> bool:
     return score in (EXACT, COVERS) or FUZZY <= score < ABBREVIATED
 
 
-def _by_time(query: Query, blocks: list[TextBlock], detections: list[Detection],
-             frames: ByFrame) -> Selection:
+def _by_time(
+    query: Query, blocks: list[TextBlock], detections: list[Detection], frames: ByFrame
+) -> Selection:
     order = query.time_order
     if order.relation in ("first", "last"):
         first_seen: dict[str, float] = {}
         for b in blocks:
-            first_seen[norm_text(b.text)] = min(first_seen.get(norm_text(b.text), np.inf),
-                                                block_time(b))
+            first_seen[norm_text(b.text)] = min(
+                first_seen.get(norm_text(b.text), np.inf), block_time(b)
+            )
         times = sorted({block_time(b) for b in blocks})
         shown = {k: sum(1 for b in blocks if norm_text(b.text) == k) for k in first_seen}
         moving = {k for k, n in shown.items() if n < 0.8 * len(times)} or set(first_seen)
         edge = (min if order.relation == "first" else max)(first_seen[k] for k in moving)
         keys = {k for k in moving if abs(first_seen[k] - edge) <= 1.0}
         kept = [b for b in blocks if norm_text(b.text) in keys]
-        return Selection(tuple(kept), (f"order {order.relation}: {len(keys)} text(s) first seen at "
-                                       f"{edge:.1f}",), len(keys) == 1)
+        return Selection(
+            tuple(kept),
+            (f"order {order.relation}: {len(keys)} text(s) first seen at {edge:.1f}",),
+            len(keys) == 1,
+        )
     times, anchors, what = _anchor(query, blocks, detections, frames)
     if not times:
-        return Selection(tuple(blocks), (f"order {order.describe()}: the anchor was not found; "
-                                         f"all {len(blocks)} text(s) kept",), False)
+        return Selection(
+            tuple(blocks),
+            (
+                f"order {order.describe()}: the anchor was not found; "
+                f"all {len(blocks)} text(s) kept",
+            ),
+            False,
+        )
     start = times[0]
     rest = [b for b in blocks if not any(_read_again(a.text, b.text) for a in anchors)]
     window = (start, np.inf) if order.relation == "after" else (-np.inf, start)
     kept = [b for b in rest if window[0] < block_time(b) < window[1]]
     n = len({norm_text(b.text) for b in kept})
-    return Selection(tuple(kept), (f"order {order.describe()}: anchor {what} first seen at "
-                                   f"{start:.1f}; {n} other text(s) {order.relation} it",),
-                     n == 1, tuple(anchors), window)
+    return Selection(
+        tuple(kept),
+        (
+            f"order {order.describe()}: anchor {what} first seen at "
+            f"{start:.1f}; {n} other text(s) {order.relation} it",
+        ),
+        n == 1,
+        tuple(anchors),
+        window,
+    )
 
 
-def select(query: Query, blocks: list[TextBlock], images: list[Image] | ByFrame | None = None,
-           detections: list[Detection] | None = None) -> Selection:
+def select(
+    query: Query,
+    blocks: list[TextBlock],
+    images: list[Image] | ByFrame | None = None,
+    detections: list[Detection] | None = None,
+) -> Selection:
     """The blocks that have the query's colour, position and time order (each measured, see the
     module docstring). Without such attributes every block is kept, and that is sure."""
     frames = images if isinstance(images, ByFrame) else ByFrame(images)

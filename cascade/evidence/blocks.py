@@ -6,6 +6,7 @@ not a box the size of the frame, laid out like a sign (a short block of adjacent
 sit next to each other are one block (a two-line sign, a key and its value on one row), so a crop
 or an answer never keeps half of it. (The question's cues and what they match: `query.has_cue`.)
 """
+
 from __future__ import annotations
 
 import re
@@ -15,9 +16,17 @@ from dataclasses import dataclass
 from cascade.artifacts import Box, Detection, Image, OcrLine
 from cascade.artifacts import frame_key, same_time
 
-__all__ = ["ByFrame", "TextBlock", "text_blocks", "salience", "implausible", "frame_size_of",
-           "named_detections", "norm_text", "reading_chars"]
-
+__all__ = [
+    "ByFrame",
+    "TextBlock",
+    "text_blocks",
+    "salience",
+    "implausible",
+    "frame_size_of",
+    "named_detections",
+    "norm_text",
+    "reading_chars",
+]
 
 
 def norm_text(text: str) -> str:
@@ -78,16 +87,18 @@ class ByFrame:
         self._media: dict[int, list[int]] = {}
         for i, im in enumerate(self.images):
             self._media.setdefault(im.media_index, []).append(i)
-            self._timed.setdefault(frame_key(im.media_index, getattr(im, "timestamp", None)),
-                                   []).append(i)
+            self._timed.setdefault(
+                frame_key(im.media_index, getattr(im, "timestamp", None)), []
+            ).append(i)
 
     def of(self, media_index: int, timestamp: float | None) -> list[int]:
         """Indices (in order) of the images that are `is_from(media_index, timestamp)`."""
         if timestamp is None:
             return self._media.get(media_index, [])
         m, k = frame_key(media_index, timestamp)
-        near = self._timed.get((m, None), []) + [i for d in (-1, 0, 1)
-                                                  for i in self._timed.get((m, k + d), [])]
+        near = self._timed.get((m, None), []) + [
+            i for d in (-1, 0, 1) for i in self._timed.get((m, k + d), [])
+        ]
         return sorted(i for i in near if self.images[i].is_from(media_index, timestamp))
 
     def owner(self, box: Box, media_index: int, timestamp: float | None) -> int | None:
@@ -114,8 +125,12 @@ def text_blocks(lines: list[OcrLine]) -> list[TextBlock]:
         if not line.text.strip():
             continue
         groups = frames.setdefault(frame_key(line.media_index, line.timestamp), [])
-        joined = [g for g in groups if same_time(g[0].timestamp, line.timestamp)
-                  and any(_adjacent(line.box, o.box) for o in g)]
+        joined = [
+            g
+            for g in groups
+            if same_time(g[0].timestamp, line.timestamp)
+            and any(_adjacent(line.box, o.box) for o in g)
+        ]
         merged = [line] + [o for g in joined for o in g]
         groups[:] = [g for g in groups if not any(g is j for j in joined)] + [merged]
     blocks = []
@@ -128,8 +143,9 @@ def text_blocks(lines: list[OcrLine]) -> list[TextBlock]:
     return sorted(blocks, key=lambda b: (b.media_index, b.timestamp or 0.0, b.box.y0, b.box.x0))
 
 
-def frame_size_of(images: list[Image] | ByFrame | None, media_index: int,
-                  timestamp: float | None) -> tuple[int, int] | None:
+def frame_size_of(
+    images: list[Image] | ByFrame | None, media_index: int, timestamp: float | None
+) -> tuple[int, int] | None:
     """(width, height) of the source of the image a finding belongs to, if known."""
     lookup = images if isinstance(images, ByFrame) else ByFrame(images)
     return lookup.source_size(media_index, timestamp)
@@ -156,8 +172,13 @@ def _latin_share(text: str) -> float:
     return sum("LATIN" in unicodedata.name(ch, "") for ch in letters) / len(letters)
 
 
-def implausible(block: TextBlock, language: str, frame: tuple[int, int] | None,
-                min_confidence: float = 0.8, min_chars: int = 2) -> str | None:
+def implausible(
+    block: TextBlock,
+    language: str,
+    frame: tuple[int, int] | None,
+    min_confidence: float = 0.8,
+    min_chars: int = 2,
+) -> str | None:
     """Why `block` cannot be an answer read off the image, or None when it can: too short, a
     script other than the question's (`language` 'en': Latin only; 'zh': Chinese or Latin), a
     box covering (nearly) the whole frame, low confidence."""

@@ -6,6 +6,7 @@ caller that sends crops sends them all). `answer_span` is the tool's side: one d
 the exact span of the answer type inside it (`spans.exact_span`), or None with the reason
 (precision first: several candidates, or no single span of that type, abstain).
 """
+
 from __future__ import annotations
 
 import re
@@ -22,9 +23,18 @@ from .structure import Located
 __all__ = ["located_for", "answer_span", "SPAN_KINDS"]
 
 # Query answer types -> span kinds (`spans.KINDS`); a whole heading or title is `text`.
-SPAN_KINDS = {"day": "weekday", "date": "date", "time": "time", "when": "when",
-              "amount": "amount", "id": "id", "identifier": "identifier", "number": "number",
-              "cell": "cell", "text": "text"}
+SPAN_KINDS = {
+    "day": "weekday",
+    "date": "date",
+    "time": "time",
+    "when": "when",
+    "amount": "amount",
+    "id": "id",
+    "identifier": "identifier",
+    "number": "number",
+    "cell": "cell",
+    "text": "text",
+}
 
 
 def _phrase(query: Query) -> str:
@@ -35,8 +45,9 @@ def _phrase(query: Query) -> str:
     return " ".join(dict.fromkeys(w for w in words if singular(w.lower()) in query.cues))
 
 
-def located_for(query: Query, lines: Sequence[OcrLine],
-                regions: Sequence[LayoutRegion] = ()) -> tuple[list[Located], str]:
+def located_for(
+    query: Query, lines: Sequence[OcrLine], regions: Sequence[LayoutRegion] = ()
+) -> tuple[list[Located], str]:
     """(the regions that may hold the answer, best first; what was looked for). Empty when the
     target is not a document's, or nothing fits."""
     lines, regions = list(lines), list(regions)
@@ -47,7 +58,9 @@ def located_for(query: Query, lines: Sequence[OcrLine],
         titles = list(headings.document_title(lines, regions))
         if titles:
             return titles, "title candidates"
-        return _tallest_lines(lines, regions), "no heading structure (a page at an angle?): the tallest lines"
+        return _tallest_lines(
+            lines, regions
+        ), "no heading structure (a page at an angle?): the tallest lines"
     if target == "heading":
         if query.section_number:
             found = headings.section_heading(lines, regions, number=query.section_number)
@@ -56,23 +69,29 @@ def located_for(query: Query, lines: Sequence[OcrLine],
             found = headings.section_heading(lines, regions, topic=query.section_name)
             what = f"heading of the section about '{query.section_name}'"
         elif (order := query.time_order) and order.relation in ("after", "before") and order.anchor:
-            found = headings.heading_beside(lines, regions, topic=order.anchor, relation=order.relation)
+            found = headings.heading_beside(
+                lines, regions, topic=order.anchor, relation=order.relation
+            )
             what = f"heading of the section {order.relation} '{order.anchor}'"
         else:
             found, what = [], "section heading"
         if found:
             return list(found), what
         # not found: every heading is a lead for the VLM, never a tool's answer (`answer_span`)
-        return ([replace(h, kind="any heading") for h in headings.headings(lines, regions)],
-                f"{what}: not found, every heading")
+        return (
+            [replace(h, kind="any heading") for h in headings.headings(lines, regions)],
+            f"{what}: not found, every heading",
+        )
     found: list[Located] = []
     what = []
     if query.row_key and query.column_key:
-        cells = tables.table_cell(lines, regions, row_key=query.row_key,
-                                  column_key=query.column_key)
+        cells = tables.table_cell(
+            lines, regions, row_key=query.row_key, column_key=query.column_key
+        )
         found += cells
-        what.append(f"cell {query.row_key!r} x {query.column_key!r}" + ("" if cells else
-                                                                        ": no such cell"))
+        what.append(
+            f"cell {query.row_key!r} x {query.column_key!r}" + ("" if cells else ": no such cell")
+        )
     # keys the question did not name as such, or named in words no table holds (a key read
     # wrongly out of the question): the question's own words against the tables' keys
     if target in ("table_cell", "paragraph_fact") and not found:
@@ -81,8 +100,10 @@ def located_for(query: Query, lines: Sequence[OcrLine],
         what.append(f"cells whose row and column keys hold the question's words: {len(cells)}")
     if target == "paragraph_fact" and query.cues and not found:  # a cell fits: no sentence
         kinds = _answer_kinds(query)
-        sentences = [_with_value(f, lines, kinds) for f in
-                     paragraphs.sentence_with(lines, regions, phrase=_phrase(query), kinds=kinds)]
+        sentences = [
+            _with_value(f, lines, kinds)
+            for f in paragraphs.sentence_with(lines, regions, phrase=_phrase(query), kinds=kinds)
+        ]
         found += sentences
         what.append(f"sentence holding '{_phrase(query)}'" + ("" if sentences else ": none"))
     if target == "code_identifier":
@@ -103,19 +124,31 @@ def _answer_kinds(query: Query) -> tuple[str, ...]:
 def _with_value(found: Located, lines: Sequence[OcrLine], kinds: Sequence[str]) -> Located:
     """A short line that holds the question's words but no answer is a form's label ("联系电话",
     "Seat"): it comes with the nearest line to its right on its row, its value."""
-    if len(found.boxes) != 1 or structure.text_length(found.text, cjk_weight=0.5) > 4 or any(
-            spans.candidates(found.text, k) for k in kinds):
+    if (
+        len(found.boxes) != 1
+        or structure.text_length(found.text, cjk_weight=0.5) > 4
+        or any(spans.candidates(found.text, k) for k in kinds)
+    ):
         return found
     box = found.boxes[0]
-    row = [ln for ln in lines
-           if (ln.media_index, ln.timestamp) == (found.media_index, found.timestamp)
-           and box.x1 - 0.25 * box.height <= ln.box.x0 <= box.x1 + 10 * box.height
-           and min(ln.box.y1, box.y1) - max(ln.box.y0, box.y0) >= 0.5 * min(ln.box.height, box.height)]
+    row = [
+        ln
+        for ln in lines
+        if (ln.media_index, ln.timestamp) == (found.media_index, found.timestamp)
+        and box.x1 - 0.25 * box.height <= ln.box.x0 <= box.x1 + 10 * box.height
+        and min(ln.box.y1, box.y1) - max(ln.box.y0, box.y0) >= 0.5 * min(ln.box.height, box.height)
+    ]
     if not row:
         return found
     value = min(row, key=lambda ln: ln.box.x0)
-    return Located(f"{found.text} {value.text}", found.kind, (box, value.box), found.media_index,
-                   found.timestamp, found.score)
+    return Located(
+        f"{found.text} {value.text}",
+        found.kind,
+        (box, value.box),
+        found.media_index,
+        found.timestamp,
+        found.score,
+    )
 
 
 def _tallest_lines(lines: list[OcrLine], regions: list[LayoutRegion]) -> list[Located]:
@@ -128,25 +161,50 @@ def _tallest_lines(lines: list[OcrLine], regions: list[LayoutRegion]) -> list[Lo
     for page in structure.pages(lines, regions):
         short = [ln for ln in page.lines if 1 <= structure.text_length(ln.text) <= 8]
         # a line with text right under it, not a photo's own big word beside the page
-        short = [ln for ln in short if headings.heads_text(page, ln.box)
-                 and not headings.off_page(page, ln)] or short
+        short = [
+            ln
+            for ln in short
+            if headings.heads_text(page, ln.box) and not headings.off_page(page, ln)
+        ] or short
         tall = sorted(short, key=lambda ln: -ln.box.height)
         top = tall[0].box.height if tall else 0
-        out += [Located(ln.text, "tall line", (ln.box,), page.media_index, page.timestamp,
-                        ln.box.height / top) for ln in tall[:3] if ln.box.height >= 0.8 * top]
+        out += [
+            Located(
+                ln.text,
+                "tall line",
+                (ln.box,),
+                page.media_index,
+                page.timestamp,
+                ln.box.height / top,
+            )
+            for ln in tall[:3]
+            if ln.box.height >= 0.8 * top
+        ]
     return out
 
 
 def _word_runs(query: Query) -> list[str]:
     """Phrases of 1-3 consecutive cue words, in the question's order ("When does Express 12 leave
     Leeds?" -> 'express', 'express 12', '12', '12 leave', 'leeds' ...)."""
-    tokens = [t for t in (singular(w.lower()) for w in re.findall(r"[^\W_]+", query.question))
-              if t in query.cues] if query.language != "zh" else list(query.cues)
-    return list(dict.fromkeys(" ".join(tokens[i:i + n]) for n in (1, 2, 3)
-                              for i in range(len(tokens) - n + 1)))
+    tokens = (
+        [
+            t
+            for t in (singular(w.lower()) for w in re.findall(r"[^\W_]+", query.question))
+            if t in query.cues
+        ]
+        if query.language != "zh"
+        else list(query.cues)
+    )
+    return list(
+        dict.fromkeys(
+            " ".join(tokens[i : i + n]) for n in (1, 2, 3) for i in range(len(tokens) - n + 1)
+        )
+    )
 
 
-def _cells_by_words(query: Query, lines: list[OcrLine], regions: list[LayoutRegion]) -> list[Located]:
+def _cells_by_words(
+    query: Query, lines: list[OcrLine], regions: list[LayoutRegion]
+) -> list[Located]:
     """Cells whose row key and column key both hold words of the question, when the question
     does not name them as such ("When does Express 12 leave Leeds?"): the pairs of phrases that
     cover the most question words, every cell they fit (recall first)."""
@@ -177,7 +235,8 @@ def answer_span(query: Query, found: Sequence[Located]) -> tuple[str | None, str
     texts = {norm_text(f.text): f for f in found}
     if len(texts) > 1:
         return None, f"{len(texts)} different candidates: " + ", ".join(
-            f"'{f.text}'" for f in list(texts.values())[:4])
+            f"'{f.text}'" for f in list(texts.values())[:4]
+        )
     best = next(iter(texts.values()))
     if best.kind == "tall line":  # a guess at where a title is: a lead for the VLM only
         return None, f"no title structure; the tallest line '{best.text}' is only a lead"
@@ -186,13 +245,19 @@ def answer_span(query: Query, found: Sequence[Located]) -> tuple[str | None, str
     if best.kind == "any heading":
         return None, f"the section asked for was not found; '{best.text}' is only a lead"
     if best.kind == "sentence" and best.score < 1.0:  # the tool needs every word of the question
-        return None, f"the sentence '{best.text}' holds only {best.score:.0%} of the question's words"
+        return (
+            None,
+            f"the sentence '{best.text}' holds only {best.score:.0%} of the question's words",
+        )
     if query.target == "heading" and getattr(best, "name", ""):
         return best.name.strip(), "one heading (its name, without the number)"
     kind = SPAN_KINDS.get(query.answer_type)
-    if best.kind == "cell" and (kind in ("amount", "number", "id", "date", "time")
-                                and not re.search(r"\d", best.text)
-                                or kind == "weekday" and not spans.candidates(best.text, kind)):
+    if best.kind == "cell" and (
+        kind in ("amount", "number", "id", "date", "time")
+        and not re.search(r"\d", best.text)
+        or kind == "weekday"
+        and not spans.candidates(best.text, kind)
+    ):
         # a fact question's words matched a cell ("how much will it cost?"): it must hold a
         # value of the kind (a figure for an amount, a day for 'which day')
         return None, f"the cell '{best.text}' holds no {query.answer_type}"

@@ -7,6 +7,7 @@ starts with a section number (`numbering`), its letters are larger than the page
 a sentence. Lines in a table, a page header or footer are not headings. The document title is the heading that is
 not numbered, largest and nearest the top; when two are about as likely, both are returned.
 """
+
 from __future__ import annotations
 
 import re
@@ -19,8 +20,15 @@ from .numbering import SectionNumber, parse_number, split_numbering
 from .structure import Located, Page, overlap_fraction, pages, text_length, text_size, union_box
 from .textmatch import cjk_coverage, key_match, normalize, phrase_score
 
-__all__ = ["Heading", "headings", "document_title", "section_heading", "heading_lines", "heads_text",
-           "off_page"]
+__all__ = [
+    "Heading",
+    "headings",
+    "document_title",
+    "section_heading",
+    "heading_lines",
+    "heads_text",
+    "off_page",
+]
 
 NOT_HEADINGS = ("table", "header", "footer", "equation", "reference")
 MIN_SCORE = 1.5  # least heading score (see `_heading_score`)
@@ -39,8 +47,13 @@ class Heading(Located):
 
 
 def _gap_above(page: Page, line: OcrLine) -> float:
-    above = [o.box.y1 for o in page.lines if o is not line and o.box.y1 <= line.box.y0 + 1
-             and min(o.box.x1, line.box.x1) > max(o.box.x0, line.box.x0)]
+    above = [
+        o.box.y1
+        for o in page.lines
+        if o is not line
+        and o.box.y1 <= line.box.y0 + 1
+        and min(o.box.x1, line.box.x1) > max(o.box.x0, line.box.x0)
+    ]
     return line.box.y0 - max(above) if above else float("inf")
 
 
@@ -48,8 +61,12 @@ def _shares_row(page: Page, line: OcrLine) -> bool:
     """Another line sits on its row close by (a table row, a key and its value), or two others do
     (a row of cells); a line in the next column of the page, a gutter away, does not count."""
     b = line.box
-    mates = [o for o in page.lines if o is not line and min(o.box.y1, b.y1) - max(o.box.y0, b.y0)
-             >= 0.5 * min(o.box.height, b.height)]
+    mates = [
+        o
+        for o in page.lines
+        if o is not line
+        and min(o.box.y1, b.y1) - max(o.box.y0, b.y0) >= 0.5 * min(o.box.height, b.height)
+    ]
     gutter = 4 * page.body_height
     return len(mates) >= 2 or any(max(o.box.x0 - b.x1, b.x0 - o.box.x1) < gutter for o in mates)
 
@@ -81,8 +98,10 @@ def _not_a_heading_place(page: Page, line: OcrLine) -> bool:
     (a column of body text it half takes for a reference list is still body text)."""
     veto = page.region_of(line, NOT_HEADINGS)
     return veto is not None and not any(
-        r.confidence > veto.confidence for r in page.regions
-        if r.label not in NOT_HEADINGS and overlap_fraction(line.box, r.box) >= 0.5)
+        r.confidence > veto.confidence
+        for r in page.regions
+        if r.label not in NOT_HEADINGS and overlap_fraction(line.box, r.box) >= 0.5
+    )
 
 
 def _peer_of(page: Page, line: OcrLine, heads: Sequence[_Head]) -> bool:
@@ -91,10 +110,15 @@ def _peer_of(page: Page, line: OcrLine, heads: Sequence[_Head]) -> bool:
     like a sentence. A document's headings share one style; the one the layout model and the
     size cues missed is still one of them."""
     size = text_size(line)
-    return (_short_line(line) and size >= 1.04 * page.body_size and not _shares_row(page, line)
-            and _gap_above(page, line) >= 0.4 * page.body_height and heads_text(page, line.box)
-            and not _not_a_heading_place(page, line)
-            and any(h.number is None and abs(h.size - size) <= 0.06 * h.size for h in heads))
+    return (
+        _short_line(line)
+        and size >= 1.04 * page.body_size
+        and not _shares_row(page, line)
+        and _gap_above(page, line) >= 0.4 * page.body_height
+        and heads_text(page, line.box)
+        and not _not_a_heading_place(page, line)
+        and any(h.number is None and abs(h.size - size) <= 0.06 * h.size for h in heads)
+    )
 
 
 @dataclass
@@ -116,14 +140,25 @@ class _Head:
 
     def emit(self, page: Page, kind: str, score: float) -> Heading:
         text = " ".join(ln.text.strip() for ln in self.lines)
-        return Heading(text, kind, page.source_boxes(self.lines), page.media_index,
-                       page.timestamp, score, self.number, self.name)
+        return Heading(
+            text,
+            kind,
+            page.source_boxes(self.lines),
+            page.media_index,
+            page.timestamp,
+            score,
+            self.number,
+            self.name,
+        )
 
 
 def _page_heads(page: Page) -> list[_Head]:
     scored = [(line, *_heading_score(page, line)) for line in page.lines]
-    sure = [_Head([line], score, number, name) for line, score, number, name in scored
-            if score >= MIN_SCORE]
+    sure = [
+        _Head([line], score, number, name)
+        for line, score, number, name in scored
+        if score >= MIN_SCORE
+    ]
     found: list[_Head] = []
     for line, score, number, name in scored:
         if score < MIN_SCORE and _peer_of(page, line, sure):
@@ -141,9 +176,14 @@ def _page_heads(page: Page) -> list[_Head]:
 
 def _continues(last: Box, b: Box) -> bool:
     """A heading wrapped onto a second line: right below, about as tall, starting near it."""
-    return 0 <= b.y0 - last.y1 <= 0.6 * last.height and 0.8 <= b.height / last.height <= 1.25 \
-        and (abs(b.x0 - last.x0) <= last.height or abs((b.x0 + b.x1) - (last.x0 + last.x1))
-             <= 2 * last.height)
+    return (
+        0 <= b.y0 - last.y1 <= 0.6 * last.height
+        and 0.8 <= b.height / last.height <= 1.25
+        and (
+            abs(b.x0 - last.x0) <= last.height
+            or abs((b.x0 + b.x1) - (last.x0 + last.x1)) <= 2 * last.height
+        )
+    )
 
 
 def heading_lines(page: Page) -> set[int]:
@@ -153,12 +193,14 @@ def heading_lines(page: Page) -> set[int]:
 
 def headings(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = ()) -> list[Heading]:
     """Every title and section heading, page by page, in reading order."""
-    return [h.emit(page, "heading", h.score)
-            for page in pages(lines, regions) for h in _page_heads(page)]
+    return [
+        h.emit(page, "heading", h.score)
+        for page in pages(lines, regions)
+        for h in _page_heads(page)
+    ]
 
 
-def document_title(lines: Iterable[OcrLine],
-                   regions: Iterable[LayoutRegion] = ()) -> list[Heading]:
+def document_title(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = ()) -> list[Heading]:
     """The document's title: the candidates within TITLE_MARGIN of the best, best first (one
     text per distinct title). A title is an unnumbered heading with text below it; larger and
     nearer the top is likelier. On a page of numbered sections whose title did not score as a
@@ -173,8 +215,11 @@ def document_title(lines: Iterable[OcrLine],
         top = min(h.box.y0 for h in heads)
         largest = max(h.size for h in heads)
         for h in heads:
-            if h.number is not None or not heads_text(page, h.box) or all(
-                    off_page(page, ln) for ln in h.lines):
+            if (
+                h.number is not None
+                or not heads_text(page, h.box)
+                or all(off_page(page, ln) for ln in h.lines)
+            ):
                 continue
             score = h.score + 2.0 * h.size / largest + (1.0 if h.box.y0 == top else 0.0)
             # its text again elsewhere on the page: a name that signs the page (an office's
@@ -186,8 +231,9 @@ def document_title(lines: Iterable[OcrLine],
 
 def _repeated(page: Page, head: _Head) -> bool:
     text = normalize(" ".join(ln.text for ln in head.lines))
-    return any(all(ln is not own for own in head.lines) and normalize(ln.text) == text
-               for ln in page.lines)
+    return any(
+        all(ln is not own for own in head.lines) and normalize(ln.text) == text for ln in page.lines
+    )
 
 
 def off_page(page: Page, line: OcrLine) -> bool:
@@ -204,29 +250,34 @@ def heads_text(page: Page, b: Box) -> bool:
     shop front) has the page's lines below it, but not right under it."""
     below = [ln for ln in page.lines if ln.box.y0 >= b.y1 - 1]
     under = [ln for ln in below if min(ln.box.x1, b.x1 + b.width) > max(ln.box.x0, b.x0 - b.width)]
-    return len(below) >= 2 and bool(under) and \
-        min(ln.box.y0 for ln in under) - b.y1 <= 3 * b.height
+    return len(below) >= 2 and bool(under) and min(ln.box.y0 for ln in under) - b.y1 <= 3 * b.height
 
 
 def _title_over_sections(page: Page, heads: list[_Head]) -> list[_Head]:
     numbered = [ln for ln in page.lines if _short_line(ln) and split_numbering(ln.text)]
-    if len(numbered) < 2 or any(h.number is None and h.box.y1 <= numbered[0].box.y0
-                                for h in heads):
+    if len(numbered) < 2 or any(h.number is None and h.box.y1 <= numbered[0].box.y0 for h in heads):
         return []
-    above = [ln for ln in page.lines if ln.box.y1 <= numbered[0].box.y0 + 1
-             and split_numbering(ln.text) is None and _short_line(ln)]
+    above = [
+        ln
+        for ln in page.lines
+        if ln.box.y1 <= numbered[0].box.y0 + 1
+        and split_numbering(ln.text) is None
+        and _short_line(ln)
+    ]
     if not above:
         return []
     # a letterhead or running header above the title is not it
-    line = max(above, key=lambda ln: (page.region_of(ln, ("header", "footer")) is None,
-                                      text_size(ln)))
+    line = max(
+        above, key=lambda ln: (page.region_of(ln, ("header", "footer")) is None, text_size(ln))
+    )
     return [_Head([line], MIN_SCORE, None, line.text.strip())]
 
 
 def _short_line(line: OcrLine) -> bool:
     """Short enough for a heading, and not ending like a sentence."""
-    return (0 < text_length(line.text, cjk_weight=0.5) <= MAX_WORDS
-            and not _SENTENCE_END.search(line.text.strip()))
+    return 0 < text_length(line.text, cjk_weight=0.5) <= MAX_WORDS and not _SENTENCE_END.search(
+        line.text.strip()
+    )
 
 
 def _best(found: Sequence[Heading], margin: float) -> list[Heading]:
@@ -250,9 +301,13 @@ def _as_number(number: int | str | Sequence[int]) -> SectionNumber | None:
     return tuple(int(n) for n in number)
 
 
-def section_heading(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (), *,
-                    number: int | str | Sequence[int] | None = None,
-                    topic: str | None = None) -> list[Heading]:
+def section_heading(
+    lines: Iterable[OcrLine],
+    regions: Iterable[LayoutRegion] = (),
+    *,
+    number: int | str | Sequence[int] | None = None,
+    topic: str | None = None,
+) -> list[Heading]:
     """The heading of section `number` (3, '3.2', 'III', '三', (3, 2)), or of the section about
     `topic`: the heading that names it, else the heading above the text that does. Several
     different texts mean several sections fit (a caller that must answer abstains)."""
@@ -267,8 +322,9 @@ def section_heading(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = 
                 if h.number == wanted:
                     named.append(h.emit(page, "heading", h.score))
                 continue
-            fit = max(key_match(topic, h.name), phrase_score(topic, h.name),
-                      cjk_coverage(topic, h.name))
+            fit = max(
+                key_match(topic, h.name), phrase_score(topic, h.name), cjk_coverage(topic, h.name)
+            )
             if fit >= 0.5:
                 named.append(h.emit(page, "heading", fit))
         if wanted is None:
@@ -278,8 +334,9 @@ def section_heading(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = 
     return _best(named or under, margin=0.0)
 
 
-def heading_beside(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (), *, topic: str,
-                   relation: str) -> list[Heading]:
+def heading_beside(
+    lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (), *, topic: str, relation: str
+) -> list[Heading]:
     """The section heading right after (relation 'after') or before ('before') the section
     about `topic`, in reading order ("which section comes after Parking Rules?"); the title is
     no section. [] when the topic's section is not found or has no neighbour there."""
@@ -289,7 +346,9 @@ def heading_beside(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (
     step = 1 if relation == "after" else -1
     out = []
     for named in section_heading(lines, regions, topic=topic):
-        at = next((i for i, h in enumerate(every) if (h.text, h.boxes) == (named.text, named.boxes)), None)
+        at = next(
+            (i for i, h in enumerate(every) if (h.text, h.boxes) == (named.text, named.boxes)), None
+        )
         if at is not None and 0 <= at + step < len(every):
             out.append(every[at + step])
     return out

@@ -11,6 +11,7 @@ the caller abstains rather than answer another number. A page photographed at an
 level first (`structure.pages`): turned, a value sits a row higher than its key, and an upright
 box around it overlaps the next key's row more than its own.
 """
+
 from __future__ import annotations
 
 import re
@@ -26,18 +27,24 @@ __all__ = ["KeyQuery", "key_query", "KeyValue", "read_key_value", "other_keys", 
 
 _MONTHS = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
 PATTERNS = {
-    "amount": re.compile(r"[$€£¥]?\s?\d{1,3}(?:[,\s]\d{3})*[.,]\d{2}(?!\d)|[$€£¥]?\s?\d+[.,]\d{2}(?!\d)"),
+    "amount": re.compile(
+        r"[$€£¥]?\s?\d{1,3}(?:[,\s]\d{3})*[.,]\d{2}(?!\d)|[$€£¥]?\s?\d+[.,]\d{2}(?!\d)"
+    ),
     # digits are bounded by non-digits, not \b: a Chinese key runs straight into its value
-    "date": re.compile(rf"(?<!\d)\d{{4}}-\d{{1,2}}-\d{{1,2}}(?!\d)|(?<!\d)\d{{1,2}}[/.]\d{{1,2}}[/.]"
-                       rf"\d{{2,4}}(?!\d)|(?<!\d)\d{{1,2}}\s+{_MONTHS}\s+\d{{4}}(?!\d)|"
-                       rf"\b{_MONTHS}\s+\d{{1,2}},?\s+\d{{4}}(?!\d)|\d{{4}}年\d{{1,2}}月\d{{1,2}}[日号]",
-                       re.I),
+    "date": re.compile(
+        rf"(?<!\d)\d{{4}}-\d{{1,2}}-\d{{1,2}}(?!\d)|(?<!\d)\d{{1,2}}[/.]\d{{1,2}}[/.]"
+        rf"\d{{2,4}}(?!\d)|(?<!\d)\d{{1,2}}\s+{_MONTHS}\s+\d{{4}}(?!\d)|"
+        rf"\b{_MONTHS}\s+\d{{1,2}},?\s+\d{{4}}(?!\d)|\d{{4}}年\d{{1,2}}月\d{{1,2}}[日号]",
+        re.I,
+    ),
     # an id may be printed in groups ("2231 9920 1184", "+1 555 201 3344", an IBAN): the whole run of
     # groups is the id, or a tool would answer its first group
-    "id": re.compile(r"(?<![A-Za-z0-9_.+])(?:\+\d{1,3}(?: \d{2,5})+"  # a phone number
-                     r"|[A-Z]{2}\d{2}(?: [A-Z0-9]{4}){2,}(?: [A-Z0-9]{1,3})?"  # an IBAN
-                     r"|(?=[A-Za-z0-9-]*\d)[A-Za-z]{0,6}-?\d[A-Za-z0-9-]{2,}(?: \d{3,5})*)"
-                     r"(?![A-Za-z0-9_.])"),
+    "id": re.compile(
+        r"(?<![A-Za-z0-9_.+])(?:\+\d{1,3}(?: \d{2,5})+"  # a phone number
+        r"|[A-Z]{2}\d{2}(?: [A-Z0-9]{4}){2,}(?: [A-Z0-9]{1,3})?"  # an IBAN
+        r"|(?=[A-Za-z0-9-]*\d)[A-Za-z]{0,6}-?\d[A-Za-z0-9-]{2,}(?: \d{3,5})*)"
+        r"(?![A-Za-z0-9_.])"
+    ),
 }
 
 
@@ -59,14 +66,19 @@ class KeyQuery:
 _KEYS = {
     "subtotal": (r"\bsub[\s-]?total\b|小计", None, "amount"),
     "tax": (r"\b(?:tax|vat|gst)\b|税额|税金|税", r"total|合计|总计|小计", "amount"),
-    "total": (r"\b(?:total|amount\s+(?:due|payable)|balance(?:\s+due)?|to\s+pay)\b|合计|总计|总额|总金额|总价|应付|实付|应收|"
-              r"实收|共计", r"\bsub|sub[\s-]?total|\btax|\bvat\b|\bgst\b|before|小计|税", "amount"),
+    "total": (
+        r"\b(?:total|amount\s+(?:due|payable)|balance(?:\s+due)?|to\s+pay)\b|合计|总计|总额|总金额|总价|应付|实付|应收|"
+        r"实收|共计",
+        r"\bsub|sub[\s-]?total|\btax|\bvat\b|\bgst\b|before|小计|税",
+        "amount",
+    ),
     "date": (r"\b(?:date|dated|issued)\b|日期", r"\bdue\b|到期", "date"),
     "number": (r"\b(?:number|no|num|id|ref|reference)\b\.?|#|号码|编号|单号|号", None, "id"),
 }
-_NOUN_WORDS = {noun: "|".join([key_noun_pattern(noun)] + [zh for zh, en in ZH_KEY_NOUNS.items()
-                                                          if en == noun])
-               for noun in KEY_NOUNS}
+_NOUN_WORDS = {
+    noun: "|".join([key_noun_pattern(noun)] + [zh for zh, en in ZH_KEY_NOUNS.items() if en == noun])
+    for noun in KEY_NOUNS
+}
 
 
 def key_query(query: Query) -> KeyQuery | None:
@@ -81,17 +93,30 @@ def key_query(query: Query) -> KeyQuery | None:
         # a field the page labels by its own name ('Seat', 'Gate', 'Phone'): only a key that
         # names it is ours (`_read_level`), never another number on the page
         noun = re.compile(key_noun_pattern(query.key_noun), re.I)
-        return KeyQuery(query.key, re.compile(rf"{key}|{noun.pattern}", re.I), None, value, noun,
-                        re.compile("|".join(f"(?:{w})" for w in _NOUN_WORDS.values()), re.I),
-                        named_field=True)
+        return KeyQuery(
+            query.key,
+            re.compile(rf"{key}|{noun.pattern}", re.I),
+            None,
+            value,
+            noun,
+            re.compile("|".join(f"(?:{w})" for w in _NOUN_WORDS.values()), re.I),
+            named_field=True,
+        )
     if query.key_noun in _NOUN_WORDS:
         noun = re.compile(_NOUN_WORDS[query.key_noun], re.I)
-        others = re.compile("|".join(f"(?:{w})" for n, w in _NOUN_WORDS.items()
-                                     if n != query.key_noun), re.I)
+        others = re.compile(
+            "|".join(f"(?:{w})" for n, w in _NOUN_WORDS.items() if n != query.key_noun), re.I
+        )
         if value == "id":  # "PO: 4500123", "Purchase Order: ...": the noun alone is the key
             key = rf"{key}|(?:{_NOUN_WORDS[query.key_noun]})(?=\s*[:#：])"
-    return KeyQuery(query.key, re.compile(key, re.I), re.compile(exclude, re.I) if exclude else None,
-                    value, noun, others)
+    return KeyQuery(
+        query.key,
+        re.compile(key, re.I),
+        re.compile(exclude, re.I) if exclude else None,
+        value,
+        noun,
+        others,
+    )
 
 
 @dataclass(frozen=True)
@@ -123,20 +148,31 @@ def _slack(key: OcrLine, value: OcrLine) -> float:
 
 def _value_for(key: OcrLine, match: re.Match, lines: list[OcrLine], kind: str):
     """The value after the key on its own line, else on its row to the right, else below it."""
-    found = _values(key.text[match.end():], kind)
+    found = _values(key.text[match.end() :], kind)
     if found:
         return found[0], key
     h = key.box.height
-    right = [l for l in lines if l is not key and _same_place(l, key)
-             and min(l.box.y1, key.box.y1) - max(l.box.y0, key.box.y0) >= 0.5 * min(h, l.box.height)
-             and l.box.x0 >= key.box.x1 - _slack(key, l)]
+    right = [
+        l
+        for l in lines
+        if l is not key
+        and _same_place(l, key)
+        and min(l.box.y1, key.box.y1) - max(l.box.y0, key.box.y0) >= 0.5 * min(h, l.box.height)
+        and l.box.x0 >= key.box.x1 - _slack(key, l)
+    ]
     for line in sorted(right, key=lambda l: l.box.x0):
         found = _values(line.text, kind)
         if found:
             return found[0], line
-    below = [l for l in lines if l is not key and _same_place(l, key)
-             and 0 <= l.box.y0 - key.box.y1 <= 1.5 * h
-             and min(l.box.x1, key.box.x1) - max(l.box.x0, key.box.x0) > 0.3 * min(l.box.width, key.box.width)]
+    below = [
+        l
+        for l in lines
+        if l is not key
+        and _same_place(l, key)
+        and 0 <= l.box.y0 - key.box.y1 <= 1.5 * h
+        and min(l.box.x1, key.box.x1) - max(l.box.x0, key.box.x0)
+        > 0.3 * min(l.box.width, key.box.width)
+    ]
     for line in sorted(below, key=lambda l: l.box.y0):
         found = _values(line.text, kind)
         if found:
@@ -152,8 +188,10 @@ def read_key_value(lines: list[OcrLine], query: KeyQuery) -> tuple[list[KeyValue
         level += page.lines
         source.update({id(ln): page.original(ln) for ln in page.lines})
     found, keys = _read_level(level, query)
-    return ([KeyValue(kv.value, source[id(kv.key_line)], source[id(kv.value_line)]) for kv in found],
-            [source[id(ln)] for ln in keys])
+    return (
+        [KeyValue(kv.value, source[id(kv.key_line)], source[id(kv.value_line)]) for kv in found],
+        [source[id(ln)] for ln in keys],
+    )
 
 
 def _read_level(lines: list[OcrLine], query: KeyQuery) -> tuple[list[KeyValue], list[OcrLine]]:
@@ -189,5 +227,7 @@ def other_keys(keys: list[OcrLine], query: KeyQuery) -> list[OcrLine]:
 def lone_value(lines: list[OcrLine], kind: str) -> tuple[str, OcrLine] | None:
     """The one value of a pattern on the page (and the line it is on), or None when there are
     none or several different ones."""
-    found = {re.sub(r"\W", "", v).upper(): (v, line) for line in lines for v in _values(line.text, kind)}
+    found = {
+        re.sub(r"\W", "", v).upper(): (v, line) for line in lines for v in _values(line.text, kind)
+    }
     return next(iter(found.values())) if len(found) == 1 else None

@@ -4,27 +4,68 @@
 A number is a tuple of ints: (3,) for '3.' / 'Section 3' / '第三章', (3, 2) for '3.2'. Chinese and
 Roman numerals and English number words up to ninety-nine are read; anything else is not a number.
 """
+
 from __future__ import annotations
 
 import re
 import unicodedata
 
-__all__ = ["SectionNumber", "split_numbering", "parse_number", "chinese_int", "roman_int",
-           "english_int"]
+__all__ = [
+    "SectionNumber",
+    "split_numbering",
+    "parse_number",
+    "chinese_int",
+    "roman_int",
+    "english_int",
+]
 
 SectionNumber = tuple[int, ...]
 
-_CN_DIGITS = {"〇": 0, "零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6,
-              "七": 7, "八": 8, "九": 9}
+_CN_DIGITS = {
+    "〇": 0,
+    "零": 0,
+    "一": 1,
+    "二": 2,
+    "两": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+    "七": 7,
+    "八": 8,
+    "九": 9,
+}
 _CN = "〇零一二三四五六七八九十百两"
-_EN_UNITS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen "
-             "fourteen fifteen sixteen seventeen eighteen nineteen").split()
-_EN_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70,
-            "eighty": 80, "ninety": 90}
-_ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6,
-             "seventh": 7, "eighth": 8, "ninth": 9, "tenth": 10}
-_SECTION_WORDS = (r"section|sect\.|sec\.|chapter|ch\.|part|article|art\.|clause|appendix|unit|"
-                  r"lesson|§")
+_EN_UNITS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen "
+    "fourteen fifteen sixteen seventeen eighteen nineteen"
+).split()
+_EN_TENS = {
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
+}
+_ORDINALS = {
+    "first": 1,
+    "second": 2,
+    "third": 3,
+    "fourth": 4,
+    "fifth": 5,
+    "sixth": 6,
+    "seventh": 7,
+    "eighth": 8,
+    "ninth": 9,
+    "tenth": 10,
+}
+_SECTION_WORDS = (
+    r"section|sect\.|sec\.|chapter|ch\.|part|article|art\.|clause|appendix|unit|"
+    r"lesson|§"
+)
 _EN_NUMBER = r"(?:[a-z]+-[a-z]+|[a-z]+)"  # three, twenty-one
 
 
@@ -88,8 +129,14 @@ _PATTERNS = [
     # 第三章 概述 / 第3节 / 第二部分
     (re.compile(rf"^第\s*([{_CN}\d]+)\s*[章节部篇条款卷编课回讲](?:分)?[\s:：、.]*(.*)$"), False),
     # Section 3: / Chapter III / Part Two - / § 4.1
-    (re.compile(rf"^(?:{_SECTION_WORDS})\s*(\d{{1,3}}(?:\.\d{{1,3}})*|[IVXLC]+|{_EN_NUMBER})"
-                rf"(?:[\s.:：)\-–—]+(.*))?$", re.I), False),
+    (
+        re.compile(
+            rf"^(?:{_SECTION_WORDS})\s*(\d{{1,3}}(?:\.\d{{1,3}})*|[IVXLC]+|{_EN_NUMBER})"
+            rf"(?:[\s.:：)\-–—]+(.*))?$",
+            re.I,
+        ),
+        False,
+    ),
     # （二）客流 / (2) Results / (iv) Scope
     (re.compile(rf"^[(（]\s*([{_CN}]+|\d{{1,3}}|[ivxlcIVXLC]+)\s*[)）]\s*(.*)$"), False),
     # 三、概述 / 3、结果

@@ -7,6 +7,7 @@ wants (a space between Latin words, nothing between CJK characters, a hyphenated
 together). Sentences end at . ! ? … and at the CJK 。！？; a '.' ends one only before a space and a
 capital, a digit or a CJK character, and not after a known abbreviation or a single initial.
 """
+
 from __future__ import annotations
 
 import re
@@ -23,8 +24,10 @@ from .textmatch import phrase_score
 __all__ = ["Paragraph", "paragraphs", "split_sentences", "sentence_with"]
 
 MIN_PHRASE_SCORE = 0.5  # least share of the phrase's content words a sentence must hold
-_ABBREVIATIONS = set("""mr mrs ms dr prof st no nos vs etc eg ie fig figs approx dept inc ltd co
-jr sr vol pp p ca cf al est min max jan feb mar apr jun jul aug sep sept oct nov dec""".split())
+_ABBREVIATIONS = set(
+    """mr mrs ms dr prof st no nos vs etc eg ie fig figs approx dept inc ltd co
+jr sr vol pp p ca cf al est min max jan feb mar apr jun jul aug sep sept oct nov dec""".split()
+)
 _CLOSERS = "\"'”’)]）】」』"
 
 
@@ -62,8 +65,11 @@ def _join(parts: Sequence[str]) -> tuple[str, tuple[int, ...]]:
 def _continues(above: OcrLine, line: OcrLine) -> bool:
     a, b = above.box, line.box
     gap = b.y0 - a.y1
-    return -0.3 * a.height <= gap <= 0.9 * a.height and 0.7 <= b.height / a.height <= 1.4 \
+    return (
+        -0.3 * a.height <= gap <= 0.9 * a.height
+        and 0.7 <= b.height / a.height <= 1.4
         and min(a.x1, b.x1) > max(a.x0, b.x0)
+    )
 
 
 def _other_paragraph(a: LayoutRegion | None, b: LayoutRegion | None) -> bool:
@@ -80,8 +86,13 @@ def _page_paragraphs(page: Page) -> list[Paragraph]:
             blocks.append([line])  # a heading or a table cell stands alone
             continue
         region = page.region_of(line, ["text"])
-        open_blocks = [b for b in blocks if id(b[-1]) not in heads and _continues(b[-1], line)
-                       and not _other_paragraph(region, page.region_of(b[-1], ["text"]))]
+        open_blocks = [
+            b
+            for b in blocks
+            if id(b[-1]) not in heads
+            and _continues(b[-1], line)
+            and not _other_paragraph(region, page.region_of(b[-1], ["text"]))
+        ]
         if open_blocks:
             max(open_blocks, key=lambda b: b[-1].box.y1).append(line)
         else:
@@ -89,20 +100,26 @@ def _page_paragraphs(page: Page) -> list[Paragraph]:
     out = []
     for block in blocks:
         text, starts = _join([ln.text for ln in block])
-        out.append(Paragraph(tuple(page.original(ln) for ln in block), text, starts,
-                             page.media_index, page.timestamp))
+        out.append(
+            Paragraph(
+                tuple(page.original(ln) for ln in block),
+                text,
+                starts,
+                page.media_index,
+                page.timestamp,
+            )
+        )
     return out
 
 
-def paragraphs(lines: Iterable[OcrLine],
-               regions: Iterable[LayoutRegion] = ()) -> list[Paragraph]:
+def paragraphs(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = ()) -> list[Paragraph]:
     """Every paragraph (and every heading, as a paragraph of its own) on every page."""
     return [p for page in pages(lines, regions) for p in _page_paragraphs(page)]
 
 
 def _ends_sentence(text: str, i: int) -> bool:
     """Does the '.' at text[i] end a sentence?"""
-    rest = text[i + 1:].lstrip(_CLOSERS)
+    rest = text[i + 1 :].lstrip(_CLOSERS)
     if rest and not rest[0].isspace():
         return False  # 3.5, e.g., www.site.com
     nxt = rest.lstrip()[:1]
@@ -140,8 +157,13 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def sentence_with(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (), *,
-                  phrase: str | Sequence[str], kinds: Sequence[str] = ()) -> list[Located]:
+def sentence_with(
+    lines: Iterable[OcrLine],
+    regions: Iterable[LayoutRegion] = (),
+    *,
+    phrase: str | Sequence[str],
+    kinds: Sequence[str] = (),
+) -> list[Located]:
     """The sentences holding the most of `phrase`'s content words (at least half), best first,
     each with the boxes of the lines it is written on. Several different texts mean several
     sentences fit equally well (a caller that must answer abstains); the same text several times
@@ -158,8 +180,11 @@ def sentence_with(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = ()
             score = phrase_score(phrase, para.text[s:e])
             if score >= MIN_PHRASE_SCORE:
                 boxes = tuple(ln.box for ln in para.lines_between(s, e))
-                found.append(Located(para.text[s:e], "sentence", boxes, para.media_index,
-                                     para.timestamp, score))
+                found.append(
+                    Located(
+                        para.text[s:e], "sentence", boxes, para.media_index, para.timestamp, score
+                    )
+                )
     best = max((f.score for f in found), default=0.0)
     top = [f for f in found if f.score >= best - 1e-9]
     typed = [f for f in found if any(spans.candidates(f.text, k) for k in kinds)]

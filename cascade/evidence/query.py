@@ -17,6 +17,7 @@ A `Query` says what the question asks for, so no stage re-derives it from the st
 
 `Query.describe()` is what the route reports: `table_cell row='Express 12' col='Dep.' answer=cell lang=en`.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,19 +28,53 @@ from typing import Literal
 from cascade.artifacts import Route
 
 
-__all__ = ["Query", "TimeOrder", "TARGETS", "TEXT_TARGETS", "DOCUMENT_TARGETS",
-           "ANSWER_TYPES", "cue_tokens", "has_cue", "singular", "language_of"]
+__all__ = [
+    "Query",
+    "TimeOrder",
+    "TARGETS",
+    "TEXT_TARGETS",
+    "DOCUMENT_TARGETS",
+    "ANSWER_TYPES",
+    "cue_tokens",
+    "has_cue",
+    "singular",
+    "language_of",
+]
 
-Target = Literal["sign", "title", "heading", "table_cell", "paragraph_fact", "code_identifier",
-                 "key_value", "object_count", "object", "scene"]
+Target = Literal[
+    "sign",
+    "title",
+    "heading",
+    "table_cell",
+    "paragraph_fact",
+    "code_identifier",
+    "key_value",
+    "object_count",
+    "object",
+    "scene",
+]
 TARGETS: tuple[str, ...] = Target.__args__
 # Targets whose answer is text read off the media; of those, the ones that live in a document.
-TEXT_TARGETS = frozenset({"sign", "title", "heading", "table_cell", "paragraph_fact",
-                          "code_identifier", "key_value"})
-DOCUMENT_TARGETS = frozenset({"title", "heading", "table_cell", "paragraph_fact",
-                              "code_identifier", "key_value"})
-AnswerType = Literal["day", "date", "time", "when", "amount", "id", "identifier", "number", "cell",
-                     "count", "text", "description"]
+TEXT_TARGETS = frozenset(
+    {"sign", "title", "heading", "table_cell", "paragraph_fact", "code_identifier", "key_value"}
+)
+DOCUMENT_TARGETS = frozenset(
+    {"title", "heading", "table_cell", "paragraph_fact", "code_identifier", "key_value"}
+)
+AnswerType = Literal[
+    "day",
+    "date",
+    "time",
+    "when",
+    "amount",
+    "id",
+    "identifier",
+    "number",
+    "cell",
+    "count",
+    "text",
+    "description",
+]
 ANSWER_TYPES: tuple[str, ...] = AnswerType.__args__
 
 _HAN = re.compile(r"[\u4e00-\u9fff]")
@@ -115,15 +150,21 @@ class Query:
 
     def describe(self) -> str:
         parts = [self.target]
-        for name, value in (("row", self.row_key), ("col", self.column_key),
-                            ("section", self.section_number or self.section_name),
-                            ("key", " ".join(filter(None, (self.key_noun, self.key))) or None),
-                            ("code", self.code_kind), ("label", self.label),
-                            ("colour", self.colour), ("position", self.position),
-                            ("size", self.size)):
+        for name, value in (
+            ("row", self.row_key),
+            ("col", self.column_key),
+            ("section", self.section_number or self.section_name),
+            ("key", " ".join(filter(None, (self.key_noun, self.key))) or None),
+            ("code", self.code_kind),
+            ("label", self.label),
+            ("colour", self.colour),
+            ("position", self.position),
+            ("size", self.size),
+        ):
             if value:
-                parts.append(f"{name}='{value}'" if name in ("row", "col", "section") else
-                             f"{name}={value}")
+                parts.append(
+                    f"{name}='{value}'" if name in ("row", "col", "section") else f"{name}={value}"
+                )
         if self.time_order:
             parts.append(f"order={self.time_order.describe()}")
         parts.append(f"answer={self.answer_type}")
@@ -134,8 +175,11 @@ class Query:
 
     def route(self) -> Route:
         """What was understood, for the answer's evidence routes."""
-        return Route("understood", f"understood: {self.describe()}",
-                     {f"intent_{k}": v for k, v in self.intent_scores})
+        return Route(
+            "understood",
+            f"understood: {self.describe()}",
+            {f"intent_{k}": v for k, v in self.intent_scores},
+        )
 
 
 def language_of(text: str) -> str:
@@ -156,7 +200,7 @@ def cue_tokens(text: str) -> set[str]:
         rest = _HAN.sub(" ", w).split()
         out |= {singular(r.lower()) for r in rest}
         for run in han:
-            out |= {run[i:i + 2] for i in range(len(run) - 1)} if len(run) > 1 else {run}
+            out |= {run[i : i + 2] for i in range(len(run) - 1)} if len(run) > 1 else {run}
     return out
 
 

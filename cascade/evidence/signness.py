@@ -13,6 +13,7 @@ into per-block weights for a question about a sign, relative to the most sign-li
 (the best weighs 1, the least 1/3), so it ranks and never removes: texts all alike (all on flat
 ground, or no pixels at hand) keep equal weights.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,8 +43,9 @@ def _plate(px: np.ndarray) -> tuple[np.ndarray, float]:
     assign = np.zeros(len(px), int)
     for _ in range(6):
         assign = ((px[:, None, :] - centres[None]) ** 2).sum(-1).argmin(1)
-        centres = np.stack([px[assign == k].mean(0) if (assign == k).any() else centres[k]
-                            for k in (0, 1)])
+        centres = np.stack(
+            [px[assign == k].mean(0) if (assign == k).any() else centres[k] for k in (0, 1)]
+        )
     plate = int(np.bincount(assign, minlength=2).argmax())
     mine = px[assign == plate]
     spread = float(np.sqrt(((mine - centres[plate]) ** 2).sum(-1)).mean()) if len(mine) else 0.0
@@ -53,10 +55,18 @@ def _plate(px: np.ndarray) -> tuple[np.ndarray, float]:
 def _ring(image: Image, box: Box, width: float) -> np.ndarray:
     """Pixels in a band `width` wide just outside `box` (clipped to the image)."""
     b = image.box
-    outer = Box(max(b.x0, box.x0 - width), max(b.y0, box.y0 - width),
-                min(b.x1, box.x1 + width), min(b.y1, box.y1 + width))
-    bands = [Box(outer.x0, outer.y0, outer.x1, box.y0), Box(outer.x0, box.y1, outer.x1, outer.y1),
-             Box(outer.x0, box.y0, box.x0, box.y1), Box(box.x1, box.y0, outer.x1, box.y1)]
+    outer = Box(
+        max(b.x0, box.x0 - width),
+        max(b.y0, box.y0 - width),
+        min(b.x1, box.x1 + width),
+        min(b.y1, box.y1 + width),
+    )
+    bands = [
+        Box(outer.x0, outer.y0, outer.x1, box.y0),
+        Box(outer.x0, box.y1, outer.x1, outer.y1),
+        Box(outer.x0, box.y0, box.x0, box.y1),
+        Box(box.x1, box.y0, outer.x1, box.y1),
+    ]
     parts = [_pixels(image, band) for band in bands if band.width >= 1 and band.height >= 1]
     return np.concatenate(parts) if parts else np.zeros((0, 3), np.float32)
 
@@ -80,16 +90,24 @@ def signness(image: Image, block: TextBlock, others: list[TextBlock] = ()) -> fl
     apart = float((np.sqrt(((ring - colour) ** 2).sum(-1)) > _OTHER).mean())
     uniform = float(np.exp(-spread / 40.0))
     reach = 2.0 * block.line_height
-    near = Box(block.box.x0 - reach, block.box.y0 - reach, block.box.x1 + reach,
-               block.box.y1 + reach)
-    crowd = sum(1 for o in others if o is not block and o.media_index == block.media_index
-                and o.timestamp == block.timestamp and o.box.intersects(near)
-                and not o.box.intersects(block.box))
+    near = Box(
+        block.box.x0 - reach, block.box.y0 - reach, block.box.x1 + reach, block.box.y1 + reach
+    )
+    crowd = sum(
+        1
+        for o in others
+        if o is not block
+        and o.media_index == block.media_index
+        and o.timestamp == block.timestamp
+        and o.box.intersects(near)
+        and not o.box.intersects(block.box)
+    )
     return apart * uniform / (1.0 + crowd)
 
 
-def sign_factors(blocks: list[TextBlock] | tuple[TextBlock, ...], frames: ByFrame
-                 ) -> tuple[dict[TextBlock, float], dict[TextBlock, float]]:
+def sign_factors(
+    blocks: list[TextBlock] | tuple[TextBlock, ...], frames: ByFrame
+) -> tuple[dict[TextBlock, float], dict[TextBlock, float]]:
     """(weight, signness) per block: weight (0.5 + s) / (0.5 + best s), so the most sign-like
     text read weighs 1 and the least 1/3; a block whose image is not at hand measures 0."""
     per_frame: dict[tuple, list[TextBlock]] = {}
@@ -98,7 +116,10 @@ def sign_factors(blocks: list[TextBlock] | tuple[TextBlock, ...], frames: ByFram
     measured = {}
     for b in blocks:
         owner = frames.owner(b.box, b.media_index, b.timestamp)
-        measured[b] = signness(frames.images[owner], b, per_frame[(b.media_index, b.timestamp)]) \
-            if owner is not None else 0.0
+        measured[b] = (
+            signness(frames.images[owner], b, per_frame[(b.media_index, b.timestamp)])
+            if owner is not None
+            else 0.0
+        )
     best = max(measured.values(), default=0.0)
     return {b: (0.5 + s) / (0.5 + best) for b, s in measured.items()}, measured

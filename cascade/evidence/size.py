@@ -12,6 +12,7 @@ of a similar size both fit (recall first: both are sent); a clearly larger capti
 half of the best's weight that `select_tiles` sends. Size ranks, it never removes: a caption the
 question did not mean is still evidence when nothing else was read.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -58,9 +59,12 @@ class SizeFit:
         return any(w >= 1.0 for w in sized.values()) and any(w < 0.5 for w in sized.values())
 
 
-def size_fit(size: str | None, blocks: list[TextBlock] | tuple[TextBlock, ...],
-             frames: ByFrame | None = None, strength: dict[TextBlock, float] | None = None
-             ) -> SizeFit:
+def size_fit(
+    size: str | None,
+    blocks: list[TextBlock] | tuple[TextBlock, ...],
+    frames: ByFrame | None = None,
+    strength: dict[TextBlock, float] | None = None,
+) -> SizeFit:
     """How each block fits `size` ('small' / 'big'; None: every block fits), relative to the
     others (see the module docstring). With `strength` (each block's salience), the smallest /
     largest is taken among the blocks at least half as strong as the strongest, so a couple of
@@ -82,15 +86,24 @@ def size_fit(size: str | None, blocks: list[TextBlock] | tuple[TextBlock, ...],
     others = len({b.text for b in blocks} - {b.text for b in fits})
     shown = f"{100 * ref:.1f} % of the frame's side" if relative else f"{ref:.0f} px"
     word = "smallest" if size == "small" else "largest"
-    reason = (f"size {size}: {len({b.text for b in fits})} text(s) printed {word} "
-              f"('{fits[0].text}', font {shown})"
-              + (f", first of {len({b.text for b in blocks})}; {others} other(s) ranked after"
-                 if others else ", none stands out by size"))
+    reason = (
+        f"size {size}: {len({b.text for b in fits})} text(s) printed {word} "
+        f"('{fits[0].text}', font {shown})"
+        + (
+            f", first of {len({b.text for b in blocks})}; {others} other(s) ranked after"
+            if others
+            else ", none stands out by size"
+        )
+    )
     return SizeFit(weights, reason)
 
 
-def text_fit(query, blocks: list[TextBlock] | tuple[TextBlock, ...], frames: ByFrame,
-             strength: dict[TextBlock, float] | None = None) -> SizeFit:
+def text_fit(
+    query,
+    blocks: list[TextBlock] | tuple[TextBlock, ...],
+    frames: ByFrame,
+    strength: dict[TextBlock, float] | None = None,
+) -> SizeFit:
     """The one place the texts read are ranked for what a `Query` says about them, for
     `retrieve`, `find_evidence` and `select_tiles` alike: the size it names (`size_fit`; none
     for a document target, where "small" is a word, not a print size) times, for a question
@@ -107,6 +120,8 @@ def text_fit(query, blocks: list[TextBlock] | tuple[TextBlock, ...], frames: ByF
     weights = {b: fit.of(b) * factors[b] for b in blocks}
     top = max(blocks, key=lambda b: (weights[b] * (strength or {}).get(b, 1.0), measured[b]))
     plain = sum(1 for b in blocks if measured[b] < 0.5 * measured[top])
-    why = (f"sign-ness: '{top.text}' stands on its own plate ({measured[top]:.2f}); {plain} "
-           f"text(s) printed on something else or among other texts ranked lower")
+    why = (
+        f"sign-ness: '{top.text}' stands on its own plate ({measured[top]:.2f}); {plain} "
+        f"text(s) printed on something else or among other texts ranked lower"
+    )
     return SizeFit(weights, "; ".join(filter(None, (fit.reason, why))), sized=fit.weights)

@@ -18,6 +18,7 @@ caller that sends crops sends them all.
 Lines and regions of several images or video frames may be mixed: `pages` splits them by
 (media index, timestamp) and each page is read on its own.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,8 +32,18 @@ import numpy as np
 
 from cascade.artifacts import Box, LayoutRegion, OcrLine, frame_key
 
-__all__ = ["Located", "Page", "pages", "page_skew", "reading_order", "union_box",
-           "overlap_fraction", "is_cjk", "text_length", "text_size"]
+__all__ = [
+    "Located",
+    "Page",
+    "pages",
+    "page_skew",
+    "reading_order",
+    "union_box",
+    "overlap_fraction",
+    "is_cjk",
+    "text_length",
+    "text_size",
+]
 
 
 @dataclass(frozen=True)
@@ -75,8 +86,14 @@ def overlap_fraction(inner: Box, outer: Box) -> float:
 def is_cjk(ch: str) -> bool:
     """A Han, kana or hangul character (scripts written without spaces between words)."""
     o = ord(ch)
-    return (0x4E00 <= o <= 0x9FFF or 0x3400 <= o <= 0x4DBF or 0x3040 <= o <= 0x30FF
-            or 0xAC00 <= o <= 0xD7AF or 0xF900 <= o <= 0xFAFF or 0x20000 <= o <= 0x2FA1F)
+    return (
+        0x4E00 <= o <= 0x9FFF
+        or 0x3400 <= o <= 0x4DBF
+        or 0x3040 <= o <= 0x30FF
+        or 0xAC00 <= o <= 0xD7AF
+        or 0xF900 <= o <= 0xFAFF
+        or 0x20000 <= o <= 0x2FA1F
+    )
 
 
 def _advance(ch: str) -> float:
@@ -138,8 +155,9 @@ class Page:
     def source_boxes(self, lines: Iterable[OcrLine]) -> tuple[Box, ...]:
         return tuple(self.original(ln).box for ln in lines)
 
-    def region_of(self, line: OcrLine, labels: Sequence[str] | None = None,
-                  min_overlap: float = 0.5) -> LayoutRegion | None:
+    def region_of(
+        self, line: OcrLine, labels: Sequence[str] | None = None, min_overlap: float = 0.5
+    ) -> LayoutRegion | None:
         """The layout region (of one of `labels`) holding most of the line, if it holds at least
         `min_overlap` of it."""
         best, best_frac = None, min_overlap
@@ -206,8 +224,9 @@ def _level(lines: list[OcrLine], regions: list[LayoutRegion], skew: float):
         w = max((b.width * c - b.height * s) / det, 0.5 * b.width)
         h = max((b.height * c - b.width * s) / det, 0.25 * b.height)
         x, y = turn((b.x0 + b.x1) / 2, (b.y0 + b.y1) / 2)
-        level = dataclasses.replace(ln, box=Box(x - w / 2, y - h / 2, x + w / 2, y + h / 2),
-                                    angle=ln.angle - skew)
+        level = dataclasses.replace(
+            ln, box=Box(x - w / 2, y - h / 2, x + w / 2, y + h / 2), angle=ln.angle - skew
+        )
         level_lines.append(level)
         originals[id(level)] = ln
     level_regions = []
@@ -226,8 +245,10 @@ def pages(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = ()) -> lis
     def group_of(media_index: int, timestamp: float | None):
         key = frame_key(media_index, timestamp)
         if key not in groups and key[1] is not None:  # same frame, neighbouring bucket
-            key = next((k for k in ((media_index, key[1] - 1), (media_index, key[1] + 1))
-                        if k in groups), key)
+            key = next(
+                (k for k in ((media_index, key[1] - 1), (media_index, key[1] + 1)) if k in groups),
+                key,
+            )
         return groups.setdefault(key, ([], []))
 
     for ln in lines:

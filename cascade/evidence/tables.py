@@ -11,6 +11,7 @@ is mostly words, not numbers; a lone line over the cells is the table's caption,
 fits. `cells_named_in(question)` serves questions whose keys were not picked out: the cells whose
 row and column keys the question names in full.
 """
+
 from __future__ import annotations
 
 import re
@@ -75,13 +76,19 @@ class Table:
         """(score, index) of the rows (along='row': cells of the key column) or columns
         (along='column': cells of the header row) that `key` names, best tier only."""
         if along == "row":
-            texts = [(r, self.text(r, self.key_column)) for r in range(self.n_rows)
-                     if r != self.header_row]
+            texts = [
+                (r, self.text(r, self.key_column))
+                for r in range(self.n_rows)
+                if r != self.header_row
+            ]
         elif self.header_row is None:
             return []
         else:
-            texts = [(c, self.text(self.header_row, c)) for c in range(self.n_columns)
-                     if c != self.key_column]
+            texts = [
+                (c, self.text(self.header_row, c))
+                for c in range(self.n_columns)
+                if c != self.key_column
+            ]
         scored = [(key_match(key, t), i) for i, t in texts]
         best = max((s for s, _ in scored), default=0.0)
         if best < MIN_KEY_MATCH:
@@ -115,17 +122,27 @@ class Table:
         """The cells whose row key and column key the question both names in full ('When does
         Train 107 leave Mill Lane?': row 'Train 107' x column 'Mill Lane'), for questions whose
         keys were not picked out; the most specific keys win, several cells may remain."""
-        rows = [(named_in(self.text(r, self.key_column), question), r)
-                for r in range(self.n_rows) if r != self.header_row]
+        rows = [
+            (named_in(self.text(r, self.key_column), question), r)
+            for r in range(self.n_rows)
+            if r != self.header_row
+        ]
         if self.header_row is not None:
-            columns = [(named_in(self.text(self.header_row, c), question), c)
-                       for c in range(self.n_columns) if c != self.key_column]
+            columns = [
+                (named_in(self.text(self.header_row, c), question), c)
+                for c in range(self.n_columns)
+                if c != self.key_column
+            ]
         else:
             values = [c for c in range(self.n_columns) if c != self.key_column]
             columns = [(1, values[0])] if len(values) == 1 else []
         rows, columns = _most_named(rows), _most_named(columns)
-        return [cell for _, r in rows for _, c in columns
-                if (cell := self._cell(r, c, CONTAINED)) is not None]
+        return [
+            cell
+            for _, r in rows
+            for _, c in columns
+            if (cell := self._cell(r, c, CONTAINED)) is not None
+        ]
 
     def cell(self, row_key: str, column_key: str | None = None) -> Cell | None:
         """The one cell at row_key x column_key; None when none or several fit (abstain)."""
@@ -139,10 +156,18 @@ class Table:
         keys = [self.cell_box(row, self.key_column)]
         if self.header_row is not None:
             keys.append(self.cell_box(self.header_row, column))
-        return Cell(self.text(row, column), "cell", (box, *[b for b in keys if b is not None]),
-                    self.media_index, self.timestamp, score, row, column,
-                    self.text(row, self.key_column),
-                    self.text(self.header_row, column) if self.header_row is not None else "")
+        return Cell(
+            self.text(row, column),
+            "cell",
+            (box, *[b for b in keys if b is not None]),
+            self.media_index,
+            self.timestamp,
+            score,
+            row,
+            column,
+            self.text(row, self.key_column),
+            self.text(self.header_row, column) if self.header_row is not None else "",
+        )
 
 
 def _most_named(scored: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -183,6 +208,7 @@ def _columns(rows: list[list[OcrLine]]) -> list[tuple[float, float]]:
 def _column_of(line: OcrLine, columns: list[tuple[float, float]]) -> int:
     def overlap(c):
         return min(line.box.x1, c[1]) - max(line.box.x0, c[0])
+
     best = max(range(len(columns)), key=lambda i: overlap(columns[i]))
     if overlap(columns[best]) > 0:
         return best
@@ -206,8 +232,9 @@ def _build(rows: list[list[OcrLine]], page: Page) -> Table | None:
     frozen = tuple(tuple(tuple(page.original(ln) for ln in cell) for cell in row) for row in grid)
     box = union_box(ln.box for row in frozen for cell in row for ln in cell)
     table = Table(frozen, box, page.media_index, page.timestamp)
-    return Table(frozen, box, page.media_index, page.timestamp, _header_row(table),
-                 _key_column(table))
+    return Table(
+        frozen, box, page.media_index, page.timestamp, _header_row(table), _key_column(table)
+    )
 
 
 def _numeric_share(texts: list[str]) -> float:
@@ -241,8 +268,12 @@ def _aligned_runs(page: Page) -> list[list[list[OcrLine]]]:
             if runs and runs[-1]:
                 runs.append([])
             continue
-        if runs and runs[-1] and _lines_up(runs[-1], row) and \
-                row[0].box.y0 - runs[-1][-1][0].box.y1 <= 2.0 * row[0].box.height:
+        if (
+            runs
+            and runs[-1]
+            and _lines_up(runs[-1], row)
+            and row[0].box.y0 - runs[-1][-1][0].box.y1 <= 2.0 * row[0].box.height
+        ):
             runs[-1].append(row)
         else:
             runs.append([row])
@@ -267,8 +298,9 @@ def _page_tables(page: Page) -> list[Table]:
         table = _build(rows, page) if rows else None
         if table is not None:
             out.append(table)
-    rest = Page(page.media_index, page.timestamp,
-                tuple(ln for ln in page.lines if id(ln) not in used))
+    rest = Page(
+        page.media_index, page.timestamp, tuple(ln for ln in page.lines if id(ln) not in used)
+    )
     out += [t for run in _aligned_runs(rest) if (t := _build(run, page)) is not None]
     return out
 
@@ -278,8 +310,13 @@ def tables(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = ()) -> li
     return [t for page in pages(lines, regions) for t in _page_tables(page)]
 
 
-def table_cell(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (), *,
-               row_key: str, column_key: str | None = None) -> list[Cell]:
+def table_cell(
+    lines: Iterable[OcrLine],
+    regions: Iterable[LayoutRegion] = (),
+    *,
+    row_key: str,
+    column_key: str | None = None,
+) -> list[Cell]:
     """The cells at row_key x column_key in every table, best match first. One cell (or several
     with the same text: one table seen in several frames) means the reading is sure; several
     texts, that the keys fit more than one cell: abstain, and send them all."""
@@ -288,8 +325,9 @@ def table_cell(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (), *
     return sorted((c for c in found if c.score >= best - 1e-9), key=lambda c: -c.score)
 
 
-def cells_named_in(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (), *,
-                   question: str) -> list[Cell]:
+def cells_named_in(
+    lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (), *, question: str
+) -> list[Cell]:
     """The cells of every table whose row and column keys the question names in full
     (`Table.cells_named_in`); one text means sure, several abstain (send them all)."""
     return [c for t in tables(lines, regions) for c in t.cells_named_in(question)]

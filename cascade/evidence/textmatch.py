@@ -5,6 +5,7 @@ letter now and then, but **exactly about digits**: "Line 2" never matches "Line 
 "2023" never matches "2024". Words match across scripts the same way: a Latin word is a run of
 letters/digits, Chinese (any CJK) text is compared by character bigrams, since it has no spaces.
 """
+
 from __future__ import annotations
 
 import re
@@ -13,9 +14,21 @@ from difflib import SequenceMatcher
 
 from .structure import is_cjk
 
-__all__ = ["normalize", "words", "digit_runs", "key_match", "phrase_score", "cjk_coverage",
-           "content_words", "named_in",
-           "EXACT", "CONTAINED", "COVERS", "ABBREVIATED", "FUZZY"]
+__all__ = [
+    "normalize",
+    "words",
+    "digit_runs",
+    "key_match",
+    "phrase_score",
+    "cjk_coverage",
+    "content_words",
+    "named_in",
+    "EXACT",
+    "CONTAINED",
+    "COVERS",
+    "ABBREVIATED",
+    "FUZZY",
+]
 
 # key_match tiers, best first: a better tier always outranks a worse one.
 EXACT = 1.0  # the normalised texts are equal
@@ -26,12 +39,16 @@ FUZZY = 0.6  # similar letters (difflib ratio >= FUZZY_MIN: OCR misread one): 0.
 FUZZY_MIN = 0.8
 
 # Function words never carry what a phrase is about; a phrase made only of them matches nothing.
-_STOP = set("""a an the of to in on at by for from with and or as is are was were be been will
+_STOP = set(
+    """a an the of to in on at by for from with and or as is are was were be been will
 would shall should can could may might do does did has have had it its this that these those
 which what who whom whose when where why how there their they them he she his her we our you your
-not no into onto over under than then so such about after before during""".split())
+not no into onto over under than then so such about after before during""".split()
+)
 _WORD = re.compile(r"[^\W_]+")
-_BRACKETED = re.compile(r"[(（\[][^)）\]]*[)）\]]")  # a unit in brackets: 'Weight (kg)', '二等座（元）'
+_BRACKETED = re.compile(
+    r"[(（\[][^)）\]]*[)）\]]"
+)  # a unit in brackets: 'Weight (kg)', '二等座（元）'
 
 
 def normalize(text: str) -> str:
@@ -55,7 +72,7 @@ def words(text: str) -> list[str]:
                 run += ch
                 continue
             if run:
-                out += [run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)]
+                out += [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
                 run = ""
         latin = "".join(" " if is_cjk(ch) else ch for ch in token).split()
         out += latin
@@ -92,18 +109,21 @@ def key_match(key: str, text: str) -> float:
     kw, tw = words(k), words(t)
     # CJK has no word breaks: a CJK key is contained when it is a substring
     cjk = any(is_cjk(ch) for ch in k + t)
-    if (_contains(tw, kw) or cjk and k.replace(" ", "") in t.replace(" ", "")) \
-            and _in_order(kd, td):
+    if (_contains(tw, kw) or cjk and k.replace(" ", "") in t.replace(" ", "")) and _in_order(
+        kd, td
+    ):
         return CONTAINED
     if kd != td:
         return 0.0
     # a header's unit in brackets is not its name: '二等座票价' covers '二等座（元）'
     bare = normalize(_BRACKETED.sub(" ", text)).replace(" ", "")
-    if any(not w.isdigit() for w in tw) and \
-            (_contains(kw, tw) or cjk and bare and bare in k.replace(" ", "")):
+    if any(not w.isdigit() for w in tw) and (
+        _contains(kw, tw) or cjk and bare and bare in k.replace(" ", "")
+    ):
         return COVERS
-    if all(any(h.startswith(w) for h in tw) for w in kw if not w.isdigit()) and \
-            all(len(w) >= 3 or w.isdigit() for w in kw):
+    if all(any(h.startswith(w) for h in tw) for w in kw if not w.isdigit()) and all(
+        len(w) >= 3 or w.isdigit() for w in kw
+    ):
         return ABBREVIATED
     ratio = SequenceMatcher(None, k, t, autojunk=False).ratio()
     return FUZZY + 0.1 * (ratio - FUZZY_MIN) / (1 - FUZZY_MIN) if ratio >= FUZZY_MIN else 0.0
@@ -157,6 +177,10 @@ def cjk_coverage(phrase: str, text: str) -> float:
     if not at:
         return 0.0
     pairs = set(words(text))
-    covered = {j for i in at if i + 1 < len(phrase) and is_cjk(phrase[i + 1])
-               and phrase[i:i + 2] in pairs for j in (i, i + 1)}
+    covered = {
+        j
+        for i in at
+        if i + 1 < len(phrase) and is_cjk(phrase[i + 1]) and phrase[i : i + 2] in pairs
+        for j in (i, i + 1)
+    }
     return len(covered) / len(at)

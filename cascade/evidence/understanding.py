@@ -4,6 +4,7 @@ The language decides the reader (`english`, `chinese`: exact rules from `lexicon
 sentence-embedding zero-shot scorer (`IntentScorer`) adds intent scores for English wording the
 rules miss. What a `Query` holds is documented in `query`.
 """
+
 from __future__ import annotations
 
 import unicodedata
@@ -30,8 +31,23 @@ def understand(question: str, scorer: IntentScorer | None = None) -> Query:
         intent = scorer(text) if scorer is not None and lang == "en" else rule_intent(text)
         found = read_english(text, intent)
     target = found["target"]
-    top = ("read" if target in TEXT_TARGETS else "count" if target == "object_count"
-           else "detail" if target == "object" else intent.top if intent.top != "read" else "scene")
+    top = (
+        "read"
+        if target in TEXT_TARGETS
+        else "count"
+        if target == "object_count"
+        else "detail"
+        if target == "object"
+        else intent.top
+        if intent.top != "read"
+        else "scene"
+    )
     matched = tuple(dict.fromkeys((*intent.matched, target)))
-    return Query(question=text, language=lang, intent=top, matched=matched,
-                 intent_scores=tuple((k, float(intent.scores[k])) for k in INTENTS), **found)
+    return Query(
+        question=text,
+        language=lang,
+        intent=top,
+        matched=matched,
+        intent_scores=tuple((k, float(intent.scores[k])) for k in INTENTS),
+        **found,
+    )

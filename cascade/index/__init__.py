@@ -5,11 +5,20 @@ The pipeline's `index:` setting (`IndexSpec`) turns it on for every stage at onc
 asks the pipeline's `VideoIndex` for its store. A later question, in this process or another,
 reads the saved work instead of decoding, embedding and running the models again.
 """
+
 from .files import read_json, write_atomic, write_json
 from .frames import FrameStore
 from .results import SavedResults
 from .vectors import SavedVectors
 from .videoindex import IndexSpec, VideoIndex
 
-__all__ = ["IndexSpec", "VideoIndex", "FrameStore", "SavedVectors", "SavedResults",
-           "write_atomic", "write_json", "read_json"]
+__all__ = [
+    "IndexSpec",
+    "VideoIndex",
+    "FrameStore",
+    "SavedVectors",
+    "SavedResults",
+    "write_atomic",
+    "write_json",
+    "read_json",
+]

@@ -1,5 +1,6 @@
 """The one safe writer of the index: a file is written beside itself and renamed into place, so a
 crash or a concurrent writer never leaves a half-written file that looks complete."""
+
 from __future__ import annotations
 
 import json

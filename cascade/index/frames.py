@@ -7,6 +7,7 @@ content-keyed caches (CLIP vectors, OCR and detection results) look frames up by
 saves re-reading and re-hashing every frame on every question. The key covers the video's size and
 modification time, so an edited video is sampled again.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,10 +30,14 @@ class FrameStore:
     def __init__(self, folder: Path, video: Path, settings: dict[str, Any]):
         st = video.stat()
         self.video = video
-        key = content_hash({"format": FORMAT, "video": [str(video.resolve()), st.st_size,
-                                                        st.st_mtime_ns],
-                            "settings": {k: str(v) for k, v in sorted(settings.items())}},
-                           key="frame_store")
+        key = content_hash(
+            {
+                "format": FORMAT,
+                "video": [str(video.resolve()), st.st_size, st.st_mtime_ns],
+                "settings": {k: str(v) for k, v in sorted(settings.items())},
+            },
+            key="frame_store",
+        )
         self.pixels_path = folder / f"frames-{key[:16]}.npy"
         self.meta_path = folder / f"frames-{key[:16]}.json"
 
@@ -43,14 +48,23 @@ class FrameStore:
             pixels = np.load(self.pixels_path, mmap_mode="r")
         except (OSError, ValueError):
             return None
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT \
-                or len(pixels) != len(meta["frames"]):
+        if (
+            not isinstance(meta, dict)
+            or meta.get("format") != FORMAT
+            or len(pixels) != len(meta["frames"])
+        ):
             return None
         w, h = meta["source_size"]
         frames = []
         for px, f in zip(pixels, meta["frames"]):
-            frame = Frame(px, source=str(self.video), box=Box(0, 0, w, h), source_size=(w, h),
-                          timestamp=f["timestamp"], index=f["index"])
+            frame = Frame(
+                px,
+                source=str(self.video),
+                box=Box(0, 0, w, h),
+                source_size=(w, h),
+                timestamp=f["timestamp"],
+                index=f["index"],
+            )
             # Image._hash is a cached property of the pixels: the hash saved with these very
             # pixels, so looking the frame up in content-keyed caches reads nothing from disk.
             frame.__dict__["_hash"] = f["hash"]
@@ -60,8 +74,13 @@ class FrameStore:
     def save(self, frames: list[Frame]) -> None:
         """Write the set (pixels first, then the metadata that makes it count), each file
         atomically: a crash never leaves a set that looks complete."""
-        meta = {"format": FORMAT, "source_size": list(frames[0].source_size),
-                "frames": [{"timestamp": f.timestamp, "index": f.index,
-                            "hash": f.__content_hash__()} for f in frames]}
+        meta = {
+            "format": FORMAT,
+            "source_size": list(frames[0].source_size),
+            "frames": [
+                {"timestamp": f.timestamp, "index": f.index, "hash": f.__content_hash__()}
+                for f in frames
+            ],
+        }
         write_atomic(self.pixels_path, lambda fh: np.save(fh, np.stack([f.pixels for f in frames])))
         write_json(self.meta_path, meta)

@@ -6,6 +6,7 @@ One JSON file per stage configuration in the video's index folder (`VideoIndex.f
 boxes in the frame's own pixels (extras: an OCR line's angle), exactly what the stage keeps in
 its in-memory result cache. Plain JSON: a saved index is data, never code.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,8 +36,10 @@ class SavedResults:
         data = read_json(self.path)
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             return {}
-        return {k: [(a, float(c), Box(*b), *rest) for a, c, b, *rest in v]
-                for k, v in data["results"].items()}
+        return {
+            k: [(a, float(c), Box(*b), *rest) for a, c, b, *rest in v]
+            for k, v in data["results"].items()
+        }
 
     def _version(self, cache: LRUCache) -> tuple | None:
         try:  # the cache's id: each stage configuration has its own cache to fill
@@ -64,8 +67,12 @@ class SavedResults:
         if not results or (known is not None and known.issuperset(results)):
             return
         merged = {**self._read(), **results}
-        body = {"format": FORMAT, "results": {
-            k: [[a, c, [b.x0, b.y0, b.x1, b.y1], *rest] for a, c, b, *rest in v]
-            for k, v in merged.items()}}
+        body = {
+            "format": FORMAT,
+            "results": {
+                k: [[a, c, [b.x0, b.y0, b.x1, b.y1], *rest] for a, c, b, *rest in v]
+                for k, v in merged.items()
+            },
+        }
         write_json(self.path, body)
         _SEEDED.put(self._version(cache), frozenset(merged))

@@ -7,6 +7,7 @@ searches rebuild from the vectors) and `meta.json` (the embedding model, each ve
 the set's key, timestamps, index kind, count), written last: a folder whose meta is missing or
 does not match its vectors counts as no index. No pickles anywhere.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -7,6 +7,7 @@ A `VideoIndex` is handed to every stage of a pipeline (`Stage.video_index`), as 
 models are; the stages that index a video (`video_frames`, `clip_embed`, `retrieve`, `ocr`, `detect`)
 ask it for their store, which is None when the pipeline keeps no index.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,8 +28,11 @@ class IndexSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    folder: str | None = Field(None, description="where the indexes go, one subfolder per video "
-                               "(default: next to each video, <video>.cascade-index/)")
+    folder: str | None = Field(
+        None,
+        description="where the indexes go, one subfolder per video "
+        "(default: next to each video, <video>.cascade-index/)",
+    )
 
 
 class VideoIndex:
@@ -69,8 +73,11 @@ class VideoIndex:
     def frames(self, video: Any, settings: dict[str, Any]) -> FrameStore | None:
         """The saved frame set of `video` sampled with `settings`."""
         folder = self.folder_for(video)
-        return None if folder is None else FrameStore(folder, Path(getattr(video, "path", video)),
-                                                      settings)
+        return (
+            None
+            if folder is None
+            else FrameStore(folder, Path(getattr(video, "path", video)), settings)
+        )
 
     def vectors(self, video: Any) -> SavedVectors | None:
         """The saved CLIP vectors and index of `video`."""

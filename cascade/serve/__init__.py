@@ -6,6 +6,7 @@ without loading FastAPI or Gradio):
     from cascade.serve import ServeConfig, create_app
     app = create_app(ServeConfig(tiny=True), demo=True)
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -6,6 +6,7 @@ the queue full is refused (429 with a `Retry-After` estimated from recent run ti
 is cancelled (its client went away, its deadline passed) leaves the queue without taking a slot.
 Used from one asyncio event loop; a slot held by work in a thread is released through the loop.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -19,8 +20,10 @@ class QueueFull(Exception):
     """Every slot is taken and the wait queue is full; `retry_after` is a whole number of seconds."""
 
     def __init__(self, running: int, queued: int, retry_after: int):
-        super().__init__(f"server busy: {running} requests running and {queued} waiting (the "
-                         "limits of --max-concurrent and --max-queue); retry shortly")
+        super().__init__(
+            f"server busy: {running} requests running and {queued} waiting (the "
+            "limits of --max-concurrent and --max-queue); retry shortly"
+        )
         self.retry_after = retry_after
 
 
@@ -41,8 +44,9 @@ class Admission:
         queue is full; cancelling the caller leaves the queue cleanly."""
         if self._sem.locked() and self.waiting >= self.queue_limit:
             ahead = self.running + self.waiting
-            raise QueueFull(self.running, self.waiting,
-                            max(1, math.ceil(self._mean_s * ahead / self.limit)))
+            raise QueueFull(
+                self.running, self.waiting, max(1, math.ceil(self._mean_s * ahead / self.limit))
+            )
         self.waiting += 1
         t0 = time.monotonic()
         try:

@@ -5,6 +5,7 @@ completed with the full-resolution baseline; nothing here recomputes it. A tool 
 the sign, the detector counted) spent no VLM tokens: its bill is zeros against the baseline, which
 is the point.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -55,9 +56,12 @@ def openai_usage(answer: Answer) -> dict[str, Any]:
     """OpenAI `usage`: prompt = visual + text tokens the VLM prefilled (cached ones counted in
     `prompt_tokens_details.cached_tokens`); 0 for a tool answer."""
     b = answer.bill
-    return {"prompt_tokens": b.input_tokens, "completion_tokens": b.generated_tokens,
-            "total_tokens": b.input_tokens + b.generated_tokens,
-            "prompt_tokens_details": {"cached_tokens": b.cached_tokens}}
+    return {
+        "prompt_tokens": b.input_tokens,
+        "completion_tokens": b.generated_tokens,
+        "total_tokens": b.input_tokens + b.generated_tokens,
+        "prompt_tokens_details": {"cached_tokens": b.cached_tokens},
+    }
 
 
 def cache_events(answer: Answer) -> dict[str, tuple[int, int]]:

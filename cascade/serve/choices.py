@@ -6,6 +6,7 @@ every choice, so a request for n = 3 gets three identical choices, each `finish_
 with `logprobs: true` their `logprobs` is `{"content": null}` (no token was sampled, so there are
 no log-probabilities to report).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -33,6 +34,12 @@ def logprobs_body(completion: Completion, asked: bool) -> dict[str, Any] | None:
 
 def message_choices(answer: Answer, n: int, logprobs: bool) -> list[dict[str, Any]]:
     """The `choices` of a (non-streamed) chat completion."""
-    return [{"index": i, "message": {"role": "assistant", "content": c.text},
-             "logprobs": logprobs_body(c, logprobs), "finish_reason": c.finish_reason}
-            for i, c in enumerate(completions_of(answer, n))]
+    return [
+        {
+            "index": i,
+            "message": {"role": "assistant", "content": c.text},
+            "logprobs": logprobs_body(c, logprobs),
+            "finish_reason": c.finish_reason,
+        }
+        for i, c in enumerate(completions_of(answer, n))
+    ]

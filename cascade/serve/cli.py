@@ -1,4 +1,5 @@
 """`cascade serve` and `cascade demo`: argparse only here, so `cascade --help` stays fast."""
+
 from __future__ import annotations
 
 import argparse
@@ -8,8 +9,10 @@ from .config import add_flags, from_args
 
 __all__ = ["add_serve_commands"]
 
-TINY_NOTE = ("note: --tiny uses a random-weight tiny Qwen2-VL: VLM answers are random text; OCR/"
-             "detector answers, the evidence and the bill (tokens, FLOPs, time) are real")
+TINY_NOTE = (
+    "note: --tiny uses a random-weight tiny Qwen2-VL: VLM answers are random text; OCR/"
+    "detector answers, the evidence and the bill (tokens, FLOPs, time) are real"
+)
 
 
 def _common(p: argparse.ArgumentParser, port: int) -> None:
@@ -21,7 +24,9 @@ def _common(p: argparse.ArgumentParser, port: int) -> None:
 def _run(args: argparse.Namespace, demo: bool) -> int:
     if getattr(args, "ray", False):
         if args.demo:
-            print("cascade serve --ray: the demo is not served on Ray; drop --demo", file=sys.stderr)
+            print(
+                "cascade serve --ray: the demo is not served on Ray; drop --demo", file=sys.stderr
+            )
             return 2
         config = from_args(args)
         if config.random_weights:
@@ -45,17 +50,23 @@ def _run(args: argparse.Namespace, demo: bool) -> int:
 
     check_pipelines(m.qa.pipeline for m in app.state.engine.models.values())
     where = f"http://{args.host}:{args.port}"
-    print(f"serving {', '.join(app.state.engine.models)} at {where}/v1"
-          + (f"; demo at {where}/demo/" if demo or args.demo else ""), file=sys.stderr)
+    print(
+        f"serving {', '.join(app.state.engine.models)} at {where}/v1"
+        + (f"; demo at {where}/demo/" if demo or args.demo else ""),
+        file=sys.stderr,
+    )
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
 
 
 def add_serve_commands(sub) -> None:
-    p = sub.add_parser("serve", help="OpenAI-compatible HTTP server over the pipelines",
-                       description="Serve POST /v1/chat/completions (model = cascade/<pipeline>), "
-                       "GET /v1/models, /health (readiness), /health/live, /metrics and "
-                       "/openapi.json (the contract).")
+    p = sub.add_parser(
+        "serve",
+        help="OpenAI-compatible HTTP server over the pipelines",
+        description="Serve POST /v1/chat/completions (model = cascade/<pipeline>), "
+        "GET /v1/models, /health (readiness), /health/live, /metrics and "
+        "/openapi.json (the contract).",
+    )
     _common(p, 8000)
     p.add_argument("--demo", action="store_true", help="also mount the web demo at /demo")
     from .ray.cli import add_deploy_command, add_ray_flags  # argparse only
@@ -63,9 +74,12 @@ def add_serve_commands(sub) -> None:
     add_ray_flags(p)
     p.set_defaults(func=lambda a: _run(a, demo=False))
 
-    p = sub.add_parser("demo", help="web demo (Gradio) on the same server",
-                       description="Upload a video or images, ask, see the answer with its "
-                       "evidence and bill. Without --model it uses --tiny.")
+    p = sub.add_parser(
+        "demo",
+        help="web demo (Gradio) on the same server",
+        description="Upload a video or images, ask, see the answer with its "
+        "evidence and bill. Without --model it uses --tiny.",
+    )
     _common(p, 7860)
     p.set_defaults(func=lambda a: _run(a, demo=True), demo=True)
 

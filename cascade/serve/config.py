@@ -7,6 +7,7 @@
 `from_args` reads them back, so no default or flag list is written twice (the Ray layout,
 `cascade.serve.ray.options.RayOptions`, is a settings model of the same kind: `CASCADE_RAY_*`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,15 +59,17 @@ def _mm_limits(text: str) -> dict[str, int]:
         except json.JSONDecodeError as e:
             raise CascadeError(f"--limit-mm-per-prompt: not valid JSON ({e})") from None
         if not isinstance(limits, dict):
-            raise CascadeError("--limit-mm-per-prompt: expected a JSON object such as "
-                               '\'{"image": 4, "video": 1}\'')
+            raise CascadeError(
+                '--limit-mm-per-prompt: expected a JSON object such as \'{"image": 4, "video": 1}\''
+            )
         return limits
     limits = {}
     for item in filter(None, (i.strip() for i in text.split(","))):
         kind, eq, count = item.partition("=")
         if not eq or not count.strip().isdigit():
-            raise CascadeError(f"--limit-mm-per-prompt '{item}': expected MODALITY=COUNT, e.g. "
-                               "image=4,video=1")
+            raise CascadeError(
+                f"--limit-mm-per-prompt '{item}': expected MODALITY=COUNT, e.g. image=4,video=1"
+            )
         limits[kind.strip()] = int(count)
     return limits
 
@@ -88,80 +91,176 @@ class ServeConfig(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
 
-    model: Annotated[str | None, Flag(
-        "VLM for every vlm_answer stage: hub id or local folder ('tiny' = --tiny); default: "
-        "each pipeline's own", exclusive="model")] = None
-    tiny: Annotated[bool, Flag(
-        "random-weight tiny Qwen2-VL and random CLIP: runs offline; VLM answers are random text, "
-        "tool answers/evidence/bill real", action="store_true", exclusive="model")] = False
-    device: Annotated[str | None, Flag(
-        "cpu, cuda, cuda:1 ... for every stage that has a device")] = None
-    max_num_seqs: Annotated[int | None, Flag(
-        "continuous batching: the most completions the in-process VLM decodes in one step "
-        "(vLLM's --max-num-seqs; 1 decodes one request at a time; default: the model's "
-        "declaration, 32)", type=int)] = Field(None, ge=1)
-    pipelines: Annotated[dict[str, str], Flag(
-        "also serve a YAML pipeline as model cascade/NAME (repeatable)", name="--pipeline",
-        action="append", metavar="NAME=YAML", to_setting=_pipelines)] = Field(default_factory=dict)
-    shipped: Annotated[bool, Flag(
-        "serve only --pipeline pipelines (default: every shipped pipeline that answers "
-        "questions too)", name="--no-shipped", action="store_false")] = True
-    media_root: Annotated[Path | None, Flag(
-        "folder file:// URLs may read from (default: file URLs refused)", type=Path)] = None
-    upload_dir: Annotated[Path | None, Flag(
-        "where uploaded videos live while a request uses them; deleted after (default: a "
-        "private temporary folder)", type=Path)] = None
-    max_upload_bytes: Annotated[int, Flag(
-        "largest media upload (MiB)", name="--max-upload-mb", type=float,
-        metavar="MIB", to_setting=lambda mb: int(mb * _MIB), shown=lambda b: b / _MIB,
-        env_unit="bytes")] = 64 * _MIB
-    max_frames: Annotated[int, Flag(
-        "most frames in a video / images in a request", type=int)] = 3000
+    model: Annotated[
+        str | None,
+        Flag(
+            "VLM for every vlm_answer stage: hub id or local folder ('tiny' = --tiny); default: "
+            "each pipeline's own",
+            exclusive="model",
+        ),
+    ] = None
+    tiny: Annotated[
+        bool,
+        Flag(
+            "random-weight tiny Qwen2-VL and random CLIP: runs offline; VLM answers are random text, "
+            "tool answers/evidence/bill real",
+            action="store_true",
+            exclusive="model",
+        ),
+    ] = False
+    device: Annotated[
+        str | None, Flag("cpu, cuda, cuda:1 ... for every stage that has a device")
+    ] = None
+    max_num_seqs: Annotated[
+        int | None,
+        Flag(
+            "continuous batching: the most completions the in-process VLM decodes in one step "
+            "(vLLM's --max-num-seqs; 1 decodes one request at a time; default: the model's "
+            "declaration, 32)",
+            type=int,
+        ),
+    ] = Field(None, ge=1)
+    pipelines: Annotated[
+        dict[str, str],
+        Flag(
+            "also serve a YAML pipeline as model cascade/NAME (repeatable)",
+            name="--pipeline",
+            action="append",
+            metavar="NAME=YAML",
+            to_setting=_pipelines,
+        ),
+    ] = Field(default_factory=dict)
+    shipped: Annotated[
+        bool,
+        Flag(
+            "serve only --pipeline pipelines (default: every shipped pipeline that answers "
+            "questions too)",
+            name="--no-shipped",
+            action="store_false",
+        ),
+    ] = True
+    media_root: Annotated[
+        Path | None,
+        Flag("folder file:// URLs may read from (default: file URLs refused)", type=Path),
+    ] = None
+    upload_dir: Annotated[
+        Path | None,
+        Flag(
+            "where uploaded videos live while a request uses them; deleted after (default: a "
+            "private temporary folder)",
+            type=Path,
+        ),
+    ] = None
+    max_upload_bytes: Annotated[
+        int,
+        Flag(
+            "largest media upload (MiB)",
+            name="--max-upload-mb",
+            type=float,
+            metavar="MIB",
+            to_setting=lambda mb: int(mb * _MIB),
+            shown=lambda b: b / _MIB,
+            env_unit="bytes",
+        ),
+    ] = 64 * _MIB
+    max_frames: Annotated[int, Flag("most frames in a video / images in a request", type=int)] = (
+        3000
+    )
     max_pixels: Annotated[int, Flag("most pixels per image/frame", type=int)] = 4096 * 4096
-    max_total_pixels: Annotated[int, Flag(
-        "most pixels one request may make the server decode: every image's and every video "
-        "frame's width x height, summed (413 beyond)", type=int)] = 1 << 31
-    pdf_dpi: Annotated[float, Flag(
-        "resolution PDF pages (file content parts) are rendered at", type=float,
-        metavar="DPI")] = Field(DEFAULT_DPI, gt=0, le=1200)
-    max_pdf_pages: Annotated[int, Flag(
-        "most pages in one PDF document (413 beyond)", type=int)] = Field(MAX_PAGES, ge=1)
-    media_cache_bytes: Annotated[int, Flag(
-        "media kept by their content part's uuid, so a later request may send the uuid alone "
-        "(MiB; least recently used out first; 0: uuids are not kept)", name="--media-cache-mb",
-        type=float, metavar="MIB", to_setting=lambda mb: int(mb * _MIB), shown=lambda b: b / _MIB,
-        env_unit="bytes")] = Field(256 * _MIB, ge=0)
-    limit_mm_per_prompt: Annotated[dict[str, int], Flag(
-        "most media parts of each modality in one request, as vLLM takes it: image=4,video=1 "
-        "(or JSON '{\"image\": 4}'); file counts PDF documents; 400 past it (default: no "
-        "limit but --max-frames)", metavar="LIMITS", type=str,
-        to_setting=_mm_limits)] = Field(default_factory=dict)
-    request_timeout_s: Annotated[float, Flag(
-        "seconds before a request gets 504 (queue included)", name="--timeout",
-        type=float)] = 300.0
-    upload_timeout_s: Annotated[float, Flag(
-        "seconds for a request body to arrive; a slower upload gets 408", name="--upload-timeout",
-        type=float)] = 60.0
-    send_timeout_s: Annotated[float, Flag(
-        "seconds a streamed chunk may wait for its client to read; then the stream is dropped "
-        "and its decode cancelled", name="--send-timeout", type=float)] = 30.0
-    max_concurrent: Annotated[int, Flag(
-        "requests in progress at once (running, or waiting for their pipeline); more wait in "
-        "the queue", type=int)] = 8
-    max_queue: Annotated[int, Flag(
-        "requests waiting for a slot (in arrival order); more get 429 + Retry-After",
-        type=int)] = 64
-    workers: Annotated[int, Flag(
-        "threads running pipelines; runs overlap and the VLM decodes them in one batch, so "
-        "keep it >= --max-concurrent", type=int)] = 8
+    max_total_pixels: Annotated[
+        int,
+        Flag(
+            "most pixels one request may make the server decode: every image's and every video "
+            "frame's width x height, summed (413 beyond)",
+            type=int,
+        ),
+    ] = 1 << 31
+    pdf_dpi: Annotated[
+        float,
+        Flag(
+            "resolution PDF pages (file content parts) are rendered at", type=float, metavar="DPI"
+        ),
+    ] = Field(DEFAULT_DPI, gt=0, le=1200)
+    max_pdf_pages: Annotated[int, Flag("most pages in one PDF document (413 beyond)", type=int)] = (
+        Field(MAX_PAGES, ge=1)
+    )
+    media_cache_bytes: Annotated[
+        int,
+        Flag(
+            "media kept by their content part's uuid, so a later request may send the uuid alone "
+            "(MiB; least recently used out first; 0: uuids are not kept)",
+            name="--media-cache-mb",
+            type=float,
+            metavar="MIB",
+            to_setting=lambda mb: int(mb * _MIB),
+            shown=lambda b: b / _MIB,
+            env_unit="bytes",
+        ),
+    ] = Field(256 * _MIB, ge=0)
+    limit_mm_per_prompt: Annotated[
+        dict[str, int],
+        Flag(
+            "most media parts of each modality in one request, as vLLM takes it: image=4,video=1 "
+            "(or JSON '{\"image\": 4}'); file counts PDF documents; 400 past it (default: no "
+            "limit but --max-frames)",
+            metavar="LIMITS",
+            type=str,
+            to_setting=_mm_limits,
+        ),
+    ] = Field(default_factory=dict)
+    request_timeout_s: Annotated[
+        float,
+        Flag("seconds before a request gets 504 (queue included)", name="--timeout", type=float),
+    ] = 300.0
+    upload_timeout_s: Annotated[
+        float,
+        Flag(
+            "seconds for a request body to arrive; a slower upload gets 408",
+            name="--upload-timeout",
+            type=float,
+        ),
+    ] = 60.0
+    send_timeout_s: Annotated[
+        float,
+        Flag(
+            "seconds a streamed chunk may wait for its client to read; then the stream is dropped "
+            "and its decode cancelled",
+            name="--send-timeout",
+            type=float,
+        ),
+    ] = 30.0
+    max_concurrent: Annotated[
+        int,
+        Flag(
+            "requests in progress at once (running, or waiting for their pipeline); more wait in "
+            "the queue",
+            type=int,
+        ),
+    ] = 8
+    max_queue: Annotated[
+        int,
+        Flag(
+            "requests waiting for a slot (in arrival order); more get 429 + Retry-After", type=int
+        ),
+    ] = 64
+    workers: Annotated[
+        int,
+        Flag(
+            "threads running pipelines; runs overlap and the VLM decodes them in one batch, so "
+            "keep it >= --max-concurrent",
+            type=int,
+        ),
+    ] = 8
 
     @field_validator("limit_mm_per_prompt")
     @classmethod
     def _known_modalities(cls, limits: dict[str, int]) -> dict[str, int]:
         for kind, count in limits.items():
             if kind not in MODALITIES:
-                raise ValueError(f"unknown modality {kind!r}{did_you_mean(kind, MODALITIES)}; "
-                                 f"expected {', '.join(MODALITIES)}")
+                raise ValueError(
+                    f"unknown modality {kind!r}{did_you_mean(kind, MODALITIES)}; "
+                    f"expected {', '.join(MODALITIES)}"
+                )
             if count < 0:
                 raise ValueError(f"{kind}={count}: a count is 0 or more")
         return limits
@@ -181,12 +280,17 @@ class ServeConfig(BaseSettings):
 
 def _flags(settings: type[BaseSettings]) -> dict[str, Flag]:
     """The fields of `settings` that have a flag, and their `Flag`."""
-    return {name: flag for name, field in settings.model_fields.items()
-            for flag in field.metadata if isinstance(flag, Flag)}
+    return {
+        name: flag
+        for name, field in settings.model_fields.items()
+        for flag in field.metadata
+        if isinstance(flag, Flag)
+    }
 
 
-def add_flags(parser: Any, settings: type[BaseSettings] = ServeConfig,
-              exclude: frozenset[str] = frozenset()) -> None:
+def add_flags(
+    parser: Any, settings: type[BaseSettings] = ServeConfig, exclude: frozenset[str] = frozenset()
+) -> None:
     """The flags of `settings` (a parser or an argument group), but those of the `exclude`
     fields. A flag left out is absent from the parsed args (argparse's SUPPRESS), so the
     environment or the field's default decides it."""
@@ -206,8 +310,11 @@ def add_flags(parser: Any, settings: type[BaseSettings] = ServeConfig,
         said = f"env {prefix}{name.upper()}" + (f", in {flag.env_unit}" if flag.env_unit else "")
         if not flag.action and default is not None:
             said = f"default {flag.shown(default) if flag.shown else default}; {said}"
-        kw: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS,
-                              "help": f"{flag.help} ({said})"}
+        kw: dict[str, Any] = {
+            "dest": name,
+            "default": argparse.SUPPRESS,
+            "help": f"{flag.help} ({said})",
+        }
         if flag.action:
             kw["action"] = flag.action
         else:
@@ -219,8 +326,11 @@ def add_flags(parser: Any, settings: type[BaseSettings] = ServeConfig,
         target.add_argument(option, **kw)
 
 
-def from_args(args: argparse.Namespace, settings: type[S] = ServeConfig,  # type: ignore[assignment]
-              **override: Any) -> S:
+def from_args(
+    args: argparse.Namespace,
+    settings: type[S] = ServeConfig,  # type: ignore[assignment]
+    **override: Any,
+) -> S:
     """The settings the parsed flags, the environment and the defaults give (`override` last)."""
     given = {}
     for name, flag in _flags(settings).items():
@@ -230,6 +340,8 @@ def from_args(args: argparse.Namespace, settings: type[S] = ServeConfig,  # type
     try:
         return settings(**given | override)
     except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+        problems = "; ".join(
+            f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()
+        )
         prefix = settings.model_config.get("env_prefix", "")
         raise CascadeError(f"server settings (flags or {prefix}* variables): {problems}") from None

@@ -10,6 +10,7 @@ said in the answer panel, in words. The demo reads only files uploaded to it and
 examples (`DemoFiles`, `blocked_paths`): a client naming any other server path in a Gradio
 `FileData` is refused before anything is read.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,13 +23,21 @@ from .demo_choice import choose_pipeline, mismatch
 from .engine import Engine
 from .errors import APIError
 from .media import PixelBudget, media_from_file
-from .render import (bill_figure, bill_markdown, evidence_gallery, overview, route_markdown,
-                     tools_markdown)
+from .render import (
+    bill_figure,
+    bill_markdown,
+    evidence_gallery,
+    overview,
+    route_markdown,
+    tools_markdown,
+)
 
 __all__ = ["build_demo", "mount_demo", "demo_examples", "blocked_paths", "DemoFiles", "DEMO_CSS"]
 
-DEMO_CSS = ("#answer {font-size: 1.15em} .tiny-note {background: #fff3bf; padding: 6px 10px} "
-            ".demo-error {border-left: 4px solid #e8590c; padding: 4px 12px; background: #fff4e6}")
+DEMO_CSS = (
+    "#answer {font-size: 1.15em} .tiny-note {background: #fff3bf; padding: 6px 10px} "
+    ".demo-error {border-left: 4px solid #e8590c; padding: 4px 12px; background: #fff4e6}"
+)
 RECEIPT = "CORNER CAFE\nLatte        4.50\nBagel        3.25\nTOTAL        7.75"
 
 
@@ -83,8 +92,9 @@ class DemoFiles:
         from gradio.utils import get_upload_folder
 
         self.blocks = blocks
-        self.examples = {Path(save_file_to_cache(p, get_upload_folder())).resolve()
-                         for p in examples}
+        self.examples = {
+            Path(save_file_to_cache(p, get_upload_folder())).resolve() for p in examples
+        }
 
     def received(self, value: Any) -> list[Path]:
         items = value if isinstance(value, (list, tuple)) else [value] if value else []
@@ -93,8 +103,9 @@ class DemoFiles:
         for v in items:
             path = Path(str(getattr(v, "name", None) or v)).resolve()
             if path not in uploaded or not path.is_file():
-                raise APIError(400, "only files uploaded to this demo can be read",
-                               code="not_uploaded")
+                raise APIError(
+                    400, "only files uploaded to this demo can be read", code="not_uploaded"
+                )
             out.append(path)
         return out
 
@@ -108,8 +119,13 @@ def blocked_paths(engine: Engine, examples_folder: Path) -> list[str]:
     from gradio.utils import get_upload_folder
 
     gradio_uploads = Path(get_upload_folder()).resolve()
-    folders = [Path.cwd(), Path.home(), examples_folder, engine.config.media_root,
-               engine.uploads.folder]
+    folders = [
+        Path.cwd(),
+        Path.home(),
+        examples_folder,
+        engine.config.media_root,
+        engine.uploads.folder,
+    ]
     out = []
     for folder in folders:
         if folder is None:
@@ -142,8 +158,12 @@ def _cache_markdown(turn: int, answer) -> str:
         return f"**Turn {turn}.** No cache lookups reported by this pipeline."
     parts = []
     for name, (hits, lookups) in sorted(events.items()):
-        label = {"kv_prefix": "VLM KV prefix", "embed": "CLIP embeddings", "ocr": "OCR",
-                 "detect": "detections"}.get(name, name)
+        label = {
+            "kv_prefix": "VLM KV prefix",
+            "embed": "CLIP embeddings",
+            "ocr": "OCR",
+            "detect": "detections",
+        }.get(name, name)
         parts.append(f"{label} {'**hit**' if hits == lookups else f'{hits}/{lookups} hits'}")
     return f"**Turn {turn}** of this session: " + ", ".join(parts)
 
@@ -161,13 +181,17 @@ def build_demo(engine: Engine, examples_folder: Path | None = None):
 
     models = list(engine.models)
     takes = {m: set(s.media_types.values()) for m, s in engine.models.items()}
-    default = next((m for m in ("cascade/video_qa", "cascade/multi_image_qa") if m in models), models[0])
+    default = next(
+        (m for m in ("cascade/video_qa", "cascade/multi_image_qa") if m in models), models[0]
+    )
     tiny = engine.config.random_weights
     rates: dict[str, float] = {}  # model -> FLOP/s its VLM reached, for tool answers' baselines
 
     def ask(files: Any, question: str, model: str, state: dict | None):
         if not files:
-            return _failed("Upload a video, one or more images or a PDF first (or click an example).", state)
+            return _failed(
+                "Upload a video, one or more images or a PDF first (or click an example).", state
+            )
         if not question or not question.strip():
             return _failed("Type a question.", state)
         try:
@@ -194,10 +218,17 @@ def build_demo(engine: Engine, examples_folder: Path | None = None):
         text = answer.text or "_(empty answer)_"
         if tiny and answer.produced_by == "vlm":
             text += "\n\n<small>(random-weight tiny VLM: this text is noise)</small>"
-        return (f"### {text}", route_markdown(ev, answer.produced_by),
-                _cache_markdown(len(state["turns"]), answer), evidence_gallery(ev, names),
-                overview(ev, sources, names=names), bill_figure(bill), bill_markdown(bill),
-                tools_markdown(ev, names=names), state)
+        return (
+            f"### {text}",
+            route_markdown(ev, answer.produced_by),
+            _cache_markdown(len(state["turns"]), answer),
+            evidence_gallery(ev, names),
+            overview(ev, sources, names=names),
+            bill_figure(bill),
+            bill_markdown(bill),
+            tools_markdown(ev, names=names),
+            state,
+        )
 
     def pick(files: Any, current: str):
         """An upload picks the pipeline that fits it (the user may change it afterwards)."""
@@ -208,33 +239,48 @@ def build_demo(engine: Engine, examples_folder: Path | None = None):
         chosen, what = choose_pipeline(paths, takes)
         if chosen is None:
             return current, ""
-        note = (f"Pipeline chosen for {what}: **{chosen.removeprefix('cascade/')}**. "
-                "Change it above to use another.")
+        note = (
+            f"Pipeline chosen for {what}: **{chosen.removeprefix('cascade/')}**. "
+            "Change it above to use another."
+        )
         return chosen, note
 
     with gr.Blocks(title="vlm-cascade demo") as demo:
-        gr.Markdown("# vlm-cascade\nLook cheaply first, then send the VLM only the pixels the "
-                    "question needs. Every answer shows its evidence and its bill against the "
-                    "full-resolution baseline.")
+        gr.Markdown(
+            "# vlm-cascade\nLook cheaply first, then send the VLM only the pixels the "
+            "question needs. Every answer shows its evidence and its bill against the "
+            "full-resolution baseline."
+        )
         if tiny:
-            gr.Markdown("**Offline mode (`--tiny`)**: the VLM is a tiny Qwen2-VL with *random "
-                        "weights* and CLIP is randomly initialised, so VLM answers are random text. "
-                        "OCR and detector answers are real models, and the evidence and the bill "
-                        "(visual tokens, FLOPs, time) are real for the architecture.",
-                        elem_classes=["tiny-note"])
+            gr.Markdown(
+                "**Offline mode (`--tiny`)**: the VLM is a tiny Qwen2-VL with *random "
+                "weights* and CLIP is randomly initialised, so VLM answers are random text. "
+                "OCR and detector answers are real models, and the evidence and the bill "
+                "(visual tokens, FLOPs, time) are real for the architecture.",
+                elem_classes=["tiny-note"],
+            )
         state = gr.State(None)
         with gr.Row():
             with gr.Column(scale=1):
-                files = gr.File(label="Video, images or a PDF", file_count="multiple",
-                                file_types=["image", "video", ".pdf"], elem_id="media-input")
+                files = gr.File(
+                    label="Video, images or a PDF",
+                    file_count="multiple",
+                    file_types=["image", "video", ".pdf"],
+                    elem_id="media-input",
+                )
                 model = gr.Dropdown(models, value=default, label="Pipeline", elem_id="pipeline")
                 chosen_note = gr.Markdown(elem_id="pipeline-note")
-                question = gr.Textbox(label="Question", placeholder="What does the sign say?",
-                                      elem_id="question")
+                question = gr.Textbox(
+                    label="Question", placeholder="What does the sign say?", elem_id="question"
+                )
                 button = gr.Button("Ask", variant="primary", elem_id="ask")
                 rows = demo_examples(models, examples_folder)
-                gr.Examples(rows, inputs=[files, question, model],
-                            label="Examples (generated offline)", elem_id="examples")
+                gr.Examples(
+                    rows,
+                    inputs=[files, question, model],
+                    label="Examples (generated offline)",
+                    elem_id="examples",
+                )
             with gr.Column(scale=2):
                 answer = gr.Markdown(elem_id="answer")
                 route = gr.Markdown(elem_id="route")
@@ -242,12 +288,23 @@ def build_demo(engine: Engine, examples_folder: Path | None = None):
                 # "contain", not Gradio's default "cover": a receipt must show whole, not as a
                 # zoomed strip of its heading. Gallery cells are square, so a fixed column count
                 # with a height above one cell keeps a row whole; a click opens the full image.
-                where = gr.Gallery(label="Where it looked: high-res tiles (orange), OCR (blue), "
-                                   "detections (red); click to zoom", columns=2, fit_columns=False,
-                                   height=440, object_fit="contain", elem_id="overview")
-                gallery = gr.Gallery(label="Evidence: what the VLM saw (time, tile, score); "
-                                     "click to zoom", columns=4, fit_columns=False, height=250,
-                                     object_fit="contain", elem_id="evidence-gallery")
+                where = gr.Gallery(
+                    label="Where it looked: high-res tiles (orange), OCR (blue), "
+                    "detections (red); click to zoom",
+                    columns=2,
+                    fit_columns=False,
+                    height=440,
+                    object_fit="contain",
+                    elem_id="overview",
+                )
+                gallery = gr.Gallery(
+                    label="Evidence: what the VLM saw (time, tile, score); click to zoom",
+                    columns=4,
+                    fit_columns=False,
+                    height=250,
+                    object_fit="contain",
+                    elem_id="evidence-gallery",
+                )
                 gr.Markdown("#### The bill: this answer vs the full-resolution baseline")
                 plot = gr.Plot(show_label=False, elem_id="bill-plot")
                 table = gr.Markdown(elem_id="bill-table")
@@ -272,6 +329,13 @@ def mount_demo(app, engine: Engine, path: str = "/demo") -> None:
 
     folder = _examples_dir()
     demo = build_demo(engine, folder)
-    gr.mount_gradio_app(app, demo, path=path, css=DEMO_CSS, allowed_paths=[],
-                        blocked_paths=blocked_paths(engine, folder), show_error=False,
-                        max_file_size=engine.config.max_upload_bytes)
+    gr.mount_gradio_app(
+        app,
+        demo,
+        path=path,
+        css=DEMO_CSS,
+        allowed_paths=[],
+        blocked_paths=blocked_paths(engine, folder),
+        show_error=False,
+        max_file_size=engine.config.max_upload_bytes,
+    )

@@ -6,6 +6,7 @@ to multi_image_qa. Where those exact pipelines are not served (a server with its
 `--pipeline`s), the first served one that takes that kind of media. Plain functions: the demo
 calls them, the tests call them.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,7 +21,7 @@ _VIDEO_TYPES, _IMAGE_TYPES = {"video", "path"}, {"images", "image", "path"}
 
 
 def media_kind(path: str | Path) -> str:
-    """"video", "pdf" or "image", from the file name."""
+    """ "video", "pdf" or "image", from the file name."""
     suffix = Path(path).suffix.lower()
     return "video" if suffix in VIDEO_SUFFIXES else "pdf" if suffix == ".pdf" else "image"
 
@@ -65,8 +66,9 @@ def choose_pipeline(paths: list[str | Path], models: dict[str, set[str]]) -> tup
     return many or _first(models, "cascade/multi_image_qa", _IMAGE_TYPES), what
 
 
-def mismatch(paths: list[str | Path], model: str, types: set[str],
-             models: dict[str, set[str]]) -> str | None:
+def mismatch(
+    paths: list[str | Path], model: str, types: set[str], models: dict[str, set[str]]
+) -> str | None:
     """Why `model` cannot answer about these files, in plain words with what to do; None if it
     can. (The server's own checks say the same in API terms.)"""
     kinds = [media_kind(p) for p in paths]
@@ -78,10 +80,19 @@ def mismatch(paths: list[str | Path], model: str, types: set[str],
     if "video" in kinds and not types & _VIDEO_TYPES:
         return f"The **{name}** pipeline reads images, and you uploaded a video.{advice}"
     if "video" not in kinds and not types & _IMAGE_TYPES:
-        what = ("a PDF" if kinds == ["pdf"] else "an image" if len(paths) == 1
-                else f"{len(paths)} files" if "pdf" in kinds else f"{len(paths)} images")
+        what = (
+            "a PDF"
+            if kinds == ["pdf"]
+            else "an image"
+            if len(paths) == 1
+            else f"{len(paths)} files"
+            if "pdf" in kinds
+            else f"{len(paths)} images"
+        )
         return f"The **{name}** pipeline answers about a video, and you uploaded {what}.{advice}"
     if len(paths) > 1 and "images" not in types:
-        return (f"The **{name}** pipeline reads one image at a time, and you uploaded "
-                f"{len(paths)}.{advice or ' Upload one, or choose a pipeline for several images.'}")
+        return (
+            f"The **{name}** pipeline reads one image at a time, and you uploaded "
+            f"{len(paths)}.{advice or ' Upload one, or choose a pipeline for several images.'}"
+        )
     return None

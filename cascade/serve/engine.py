@@ -23,6 +23,7 @@ from the thread that decodes (the model's batch loop) with each `TokenEvent` of 
 `max_new_tokens`, `history` and `sampling` inputs; a pipeline without them refuses such a request
 (400) rather than ignore it.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -72,8 +73,9 @@ class _CancelHook:
     overlap each watch their own request."""
 
     def __init__(self) -> None:
-        self._event: contextvars.ContextVar[threading.Event | None] = \
-            contextvars.ContextVar("cascade_cancel", default=None)
+        self._event: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+            "cascade_cancel", default=None
+        )
 
     @contextmanager
     def watching(self, event: threading.Event | None) -> Iterator[None]:
@@ -116,8 +118,13 @@ class Engine:
     `load_models=False` (readiness then comes from probes) and `executor` (a
     `cascade.runner.StageExecutor` every served pipeline runs its stages through)."""
 
-    def __init__(self, config: ServeConfig, *, load_models: bool = True,
-                 executor: StageExecutor | None = None):
+    def __init__(
+        self,
+        config: ServeConfig,
+        *,
+        load_models: bool = True,
+        executor: StageExecutor | None = None,
+    ):
         from ..api import QA
 
         self.config = config
@@ -131,56 +138,79 @@ class Engine:
         self.skipped: dict[str, str] = {}  # shipped pipelines that cannot answer questions, and why
         for name, source in sources.items():
             try:
-                options = ({} if config.max_num_seqs is None
-                           else {"max_num_seqs": config.max_num_seqs})
+                options = (
+                    {} if config.max_num_seqs is None else {"max_num_seqs": config.max_num_seqs}
+                )
                 if config.random_weights:
                     qa = QA.offline(source, device=config.device, model_options=options)
                 else:
-                    qa = QA(source, model=config.model, device=config.device,
-                            model_options=options)
+                    qa = QA(source, model=config.model, device=config.device, model_options=options)
             except CascadeError as e:
                 if name in config.pipelines:
                     raise  # a pipeline the user asked for must load
                 self.skipped[name] = str(e)
                 continue
             spec = qa.pipeline.spec
-            served = ServedModel(PREFIX + name, str(source), qa,
-                                 {n: spec.inputs[n].type for n in qa.media_inputs},
-                                 " ".join(spec.description.split()))
+            served = ServedModel(
+                PREFIX + name,
+                str(source),
+                qa,
+                {n: spec.inputs[n].type for n in qa.media_inputs},
+                " ".join(spec.description.split()),
+            )
             qa.pipeline.hooks.append(self._cancel)
             qa.pipeline.executor = executor
             self.models[served.id] = served
         if not self.models:
-            raise InputError("no servable pipeline: a pipeline needs a 'question' input, a media "
-                             "input (video/images/image/page) and an 'answer' output"
-                             + "".join(f"\n  {n}: {why}" for n, why in self.skipped.items()))
-        self.executor = ThreadPoolExecutor(max_workers=max(1, config.workers),
-                                           thread_name_prefix="cascade-serve")
+            raise InputError(
+                "no servable pipeline: a pipeline needs a 'question' input, a media "
+                "input (video/images/image/page) and an 'answer' output"
+                + "".join(f"\n  {n}: {why}" for n, why in self.skipped.items())
+            )
+        self.executor = ThreadPoolExecutor(
+            max_workers=max(1, config.workers), thread_name_prefix="cascade-serve"
+        )
         self.uploads = Uploads(config.upload_dir)
         self.media_ids = MediaIds(config.media_cache_bytes)
         self._admission: Admission | None = None  # made on the serving event loop
         self._admission_loop: asyncio.AbstractEventLoop | None = None
-        self.metrics.gauge("cascade_requests_running", "Chat requests holding a slot "
-                           "(--max-concurrent).", lambda: self.busy)
-        self.metrics.gauge("cascade_requests_queued", "Chat requests waiting for a slot "
-                           "(--max-queue).", lambda: self.queued)
+        self.metrics.gauge(
+            "cascade_requests_running",
+            "Chat requests holding a slot (--max-concurrent).",
+            lambda: self.busy,
+        )
+        self.metrics.gauge(
+            "cascade_requests_queued",
+            "Chat requests waiting for a slot (--max-queue).",
+            lambda: self.queued,
+        )
         self.readiness = Readiness(self.models, loaded=not load_models)
-        self.metrics.gauge("cascade_ready", "1 when every served pipeline can answer (GET "
-                           "/health), else 0.", lambda: float(self.readiness.check()[0]))
+        self.metrics.gauge(
+            "cascade_ready",
+            "1 when every served pipeline can answer (GET /health), else 0.",
+            lambda: float(self.readiness.check()[0]),
+        )
 
     def load_models(self) -> None:
         """Load every served pipeline's models in a background thread (a request that arrives
         meanwhile waits for the stages it needs: each stage sets up once, under its own lock)."""
-        self.readiness.load({m: s.qa.setup for m, s in self.models.items()},
-                            describe=lambda e: scrub(str(e), self._labels([]))[:300])
+        self.readiness.load(
+            {m: s.qa.setup for m, s in self.models.items()},
+            describe=lambda e: scrub(str(e), self._labels([]))[:300],
+        )
 
     # -- lookup and checks ----------------------------------------------------------------------
     def get(self, model: str) -> ServedModel:
         name = model if model.startswith(PREFIX) else PREFIX + model
         if name not in self.models:
             shown = model if len(model) <= 80 else model[:77] + "..."
-            raise APIError(404, f"model '{shown}' does not exist{did_you_mean(name, self.models)}; "
-                           f"served: {', '.join(self.models)}", code="model_not_found", param="model")
+            raise APIError(
+                404,
+                f"model '{shown}' does not exist{did_you_mean(name, self.models)}; "
+                f"served: {', '.join(self.models)}",
+                code="model_not_found",
+                param="model",
+            )
         return self.models[name]
 
     def check_media(self, served: ServedModel, kinds: list[str], labels: list[str]) -> None:
@@ -190,71 +220,123 @@ class Engine:
         takes_images = bool(types & {"images", "image", "path"})
         takes_many = "images" in types
         if not kinds:
-            want = " or ".join((["a video_url part"] if takes_video else [])
-                               + (["image_url parts (or a PDF in a file part)"] if takes_images
-                                  else []))
-            raise APIError(400, f"model '{mid}' needs media: send {want} in a user message",
-                           code="missing_media", param="messages")
+            want = " or ".join(
+                (["a video_url part"] if takes_video else [])
+                + (["image_url parts (or a PDF in a file part)"] if takes_images else [])
+            )
+            raise APIError(
+                400,
+                f"model '{mid}' needs media: send {want} in a user message",
+                code="missing_media",
+                param="messages",
+            )
         if len(set(kinds)) > 1:
-            raise APIError(400, f"model '{mid}' takes a video or images, not both in one "
-                           "conversation", code="wrong_media", param="messages")
+            raise APIError(
+                400,
+                f"model '{mid}' takes a video or images, not both in one conversation",
+                code="wrong_media",
+                param="messages",
+            )
         if kinds[0] == "video" and not takes_video:
-            raise APIError(400, f"model '{mid}' takes images (image_url parts), not video; for "
-                           "videos use a video pipeline", code="wrong_media", param="messages")
+            raise APIError(
+                400,
+                f"model '{mid}' takes images (image_url parts), not video; for "
+                "videos use a video pipeline",
+                code="wrong_media",
+                param="messages",
+            )
         if kinds[0] == "image" and not takes_images:
-            raise APIError(400, f"model '{mid}' answers about one video (a video_url part), not "
-                           "images", code="wrong_media", param="messages")
+            raise APIError(
+                400,
+                f"model '{mid}' answers about one video (a video_url part), not images",
+                code="wrong_media",
+                param="messages",
+            )
         if len(kinds) > 1 and (kinds[0] == "video" or not takes_many):
             what = "video" if kinds[0] == "video" else "image"
-            raise APIError(400, f"model '{mid}' answers about one {what}, and this conversation "
-                           f"has {len(kinds)} different ones ({', '.join(labels)}); ask about "
-                           f"each {what} in its own conversation", code=f"too_many_{what}s",
-                           param=labels[-1])
+            raise APIError(
+                400,
+                f"model '{mid}' answers about one {what}, and this conversation "
+                f"has {len(kinds)} different ones ({', '.join(labels)}); ask about "
+                f"each {what} in its own conversation",
+                code=f"too_many_{what}s",
+                param=labels[-1],
+            )
         if len(kinds) > self.config.max_frames:
-            raise APIError(413, f"{len(kinds)} images in one request, over this server's limit of "
-                           f"{self.config.max_frames}", code="too_many_images", param="messages")
+            raise APIError(
+                413,
+                f"{len(kinds)} images in one request, over this server's limit of "
+                f"{self.config.max_frames}",
+                code="too_many_images",
+                param="messages",
+            )
 
     def check_request(self, req: ChatRequest, served: ServedModel) -> None:
         """Everything that can be refused before the request queues."""
-        check_limits([m.kind for m in req.media], [m.param for m in req.media],
-                     self.config.limit_mm_per_prompt)
+        check_limits(
+            [m.kind for m in req.media],
+            [m.param for m in req.media],
+            self.config.limit_mm_per_prompt,
+        )
         # A PDF's pages are images; how many is known once it is opened (`answer` checks again).
-        self.check_media(served, ["image" if m.kind == "file" else m.kind for m in req.media],
-                         [m.param for m in req.media])
+        self.check_media(
+            served,
+            ["image" if m.kind == "file" else m.kind for m in req.media],
+            [m.param for m in req.media],
+        )
         self.stage_params(req, served)
         for m in req.media:  # a uuid sent alone must name kept media: refused before it queues
             if m.url is None and m.uuid is not None:
                 self.media_ids.resolve(m.uuid, m.kind, None, m.param)
         inputs = served.qa.pipeline.spec.inputs
         if req.max_tokens is not None and "max_new_tokens" not in inputs:
-            raise APIError(400, f"'max_tokens' cannot be honoured by '{served.id}': its pipeline "
-                           "has no max_new_tokens input (its VLM stage's param sets the answer "
-                           "length); leave max_tokens out", code="unsupported_parameter",
-                           param="max_tokens")
+            raise APIError(
+                400,
+                f"'max_tokens' cannot be honoured by '{served.id}': its pipeline "
+                "has no max_new_tokens input (its VLM stage's param sets the answer "
+                "length); leave max_tokens out",
+                code="unsupported_parameter",
+                param="max_tokens",
+            )
         if req.sampling is not None and "sampling" not in inputs:
             field = req.sampling_fields[0]
-            raise APIError(400, f"'{field}' cannot be honoured by '{served.id}': its pipeline has "
-                           "no sampling input (its VLM stage's `sampling` param sets how it "
-                           "decodes); leave the sampling fields out", code="unsupported_parameter",
-                           param=field)
+            raise APIError(
+                400,
+                f"'{field}' cannot be honoured by '{served.id}': its pipeline has "
+                "no sampling input (its VLM stage's `sampling` param sets how it "
+                "decodes); leave the sampling fields out",
+                code="unsupported_parameter",
+                param=field,
+            )
         if req.history and "history" not in inputs:
-            raise APIError(400, f"'{served.id}' cannot put earlier turns into its prompt: its "
-                           "pipeline has no history input; send only the question (one user "
-                           "message, media included)", code="unsupported_parameter",
-                           param="messages")
+            raise APIError(
+                400,
+                f"'{served.id}' cannot put earlier turns into its prompt: its "
+                "pipeline has no history input; send only the question (one user "
+                "message, media included)",
+                code="unsupported_parameter",
+                param="messages",
+            )
 
     def stage_params(self, req: ChatRequest, served: ServedModel) -> dict[Any, Any]:
         """The request's `mm_processor_kwargs` as {stage: params for this run} (400s naming
         the key). A stage run elsewhere (a Ray replica) cannot take them per request."""
         pipeline = served.qa.pipeline
         params = stage_params_of(req.mm_processor_kwargs, pipeline.stages, served.id)
-        remote = [st.name for st in params
-                  if pipeline.executor is not None and pipeline.executor.handles(st)]
+        remote = [
+            st.name
+            for st in params
+            if pipeline.executor is not None and pipeline.executor.handles(st)
+        ]
         if remote:
-            raise APIError(400, f"mm_processor_kwargs cannot be honoured by '{served.id}' here: "
-                           f"its stage {remote[0]!r} runs in a Ray replica, which takes no "
-                           "per-request params", code="unsupported_parameter",
-                           param="mm_processor_kwargs")
+            raise APIError(
+                400,
+                f"mm_processor_kwargs cannot be honoured by '{served.id}' here: "
+                f"its stage {remote[0]!r} runs in a Ray replica, which takes no "
+                "per-request params",
+                code="unsupported_parameter",
+                param="mm_processor_kwargs",
+            )
         return params
 
     # -- work ---------------------------------------------------------------------------------
@@ -278,12 +360,20 @@ class Engine:
             labels[Path(self.config.media_root).resolve()] = "<media-root>"
         return labels
 
-    def answer(self, served: ServedModel, media: list[Media], question: str,
-               max_tokens: int | None = None, cancel: threading.Event | None = None,
-               arrived: float | None = None, *, history: Sequence[tuple[str, str]] = (),
-               sampling: SamplingParams | None = None,
-               on_token: Callable[[Any], Any] | None = None,
-               stage_params: Mapping[Any, Any] | None = None) -> Answer:
+    def answer(
+        self,
+        served: ServedModel,
+        media: list[Media],
+        question: str,
+        max_tokens: int | None = None,
+        cancel: threading.Event | None = None,
+        arrived: float | None = None,
+        *,
+        history: Sequence[tuple[str, str]] = (),
+        sampling: SamplingParams | None = None,
+        on_token: Callable[[Any], Any] | None = None,
+        stage_params: Mapping[Any, Any] | None = None,
+    ) -> Answer:
         """Run the pipeline (blocking); failures become APIErrors whose messages name request
         fields, not server paths. `arrived` (monotonic) is when the request came in: the time
         until the pipeline starts is recorded as queue wait. `on_token` gets the answer's tokens
@@ -305,14 +395,20 @@ class Engine:
         try:
             with ExitStack() as stack:
                 if arrived is not None:
-                    self.metrics.observe("cascade_queue_wait_seconds", (served.id,),
-                                         time.monotonic() - arrived)
+                    self.metrics.observe(
+                        "cascade_queue_wait_seconds", (served.id,), time.monotonic() - arrived
+                    )
                 if cancel is not None and cancel.is_set():
                     raise RequestCancelled("cancelled before it started")
                 value = self.pipeline_input(served, media, stack)
                 with self._cancel.watching(cancel), run_params(stage_params or {}):
-                    answer = served.qa.ask(value, question, history=history, **extra,
-                                           on_token=token if on_token is not None else silent(token))
+                    answer = served.qa.ask(
+                        value,
+                        question,
+                        history=history,
+                        **extra,
+                        on_token=token if on_token is not None else silent(token),
+                    )
         except StageError as e:
             if isinstance(e.cause, RequestCancelled):
                 raise e.cause from None
@@ -329,8 +425,14 @@ class Engine:
         self.record_answer(served.id, answer)
         return answer
 
-    def run_request(self, req: ChatRequest, served: ServedModel, cancel: threading.Event,
-                    arrived: float, on_token: Callable[[Any], Any] | None = None) -> Answer:
+    def run_request(
+        self,
+        req: ChatRequest,
+        served: ServedModel,
+        cancel: threading.Event,
+        arrived: float,
+        on_token: Callable[[Any], Any] | None = None,
+    ) -> Answer:
         """Decode the request's media and answer it (blocking; runs in a worker thread). Video
         uploads live in temporary files for exactly as long as this call."""
         if cancel.is_set():
@@ -339,18 +441,33 @@ class Engine:
             budget = PixelBudget(self.config.max_total_pixels)
             media: list[Media] = []
             for m in req.media:
-                sent = None if m.url is None else read_part(m.kind, m.url, self.config, m.param,
-                                                            m.filename)
-                payload = sent if m.uuid is None else self.media_ids.resolve(
-                    m.uuid, m.kind, sent, m.param)
+                sent = (
+                    None
+                    if m.url is None
+                    else read_part(m.kind, m.url, self.config, m.param, m.filename)
+                )
+                payload = (
+                    sent
+                    if m.uuid is None
+                    else self.media_ids.resolve(m.uuid, m.kind, sent, m.param)
+                )
                 if m.filename and payload.filename != m.filename:
                     payload = replace(payload, filename=m.filename)  # a kept PDF, named anew
                 media += decode_part(payload, self.config, m.param, self.uploads, stack, budget)
                 if sent is not None and m.uuid is not None:  # kept once it decodes
                     self.media_ids.keep(m.uuid, sent)
-            return self.answer(served, media, req.question, req.max_tokens, cancel, arrived,
-                               history=req.history, sampling=req.sampling, on_token=on_token,
-                               stage_params=self.stage_params(req, served))
+            return self.answer(
+                served,
+                media,
+                req.question,
+                req.max_tokens,
+                cancel,
+                arrived,
+                history=req.history,
+                sampling=req.sampling,
+                on_token=on_token,
+                stage_params=self.stage_params(req, served),
+            )
 
     def _admission_now(self) -> Admission:
         loop = asyncio.get_running_loop()
@@ -359,8 +476,9 @@ class Engine:
             self._admission_loop = loop
         return self._admission
 
-    async def run_async(self, req: ChatRequest, served: ServedModel,
-                        on_token: Callable[[Any], Any] | None = None) -> Answer:
+    async def run_async(
+        self, req: ChatRequest, served: ServedModel, on_token: Callable[[Any], Any] | None = None
+    ) -> Answer:
         """Check, queue (429 when full), run on the pool, time out (504). Cancelling the caller
         (the client went away) cancels the request's work. `on_token` is called from the decoding
         thread with each token of the answer as the VLM generates it."""
@@ -370,15 +488,20 @@ class Engine:
         try:
             await asyncio.wait_for(admission.enter(), timeout)
         except QueueFull as e:
-            raise APIError(429, str(e), code="too_many_requests",
-                           headers={"Retry-After": str(e.retry_after)}) from None
+            raise APIError(
+                429, str(e), code="too_many_requests", headers={"Retry-After": str(e.retry_after)}
+            ) from None
         except asyncio.TimeoutError:
-            raise APIError(504, f"the request waited {timeout:g} s in the queue (--timeout) "
-                           "without a free slot", code="timeout") from None
+            raise APIError(
+                504,
+                f"the request waited {timeout:g} s in the queue (--timeout) without a free slot",
+                code="timeout",
+            ) from None
         started = time.monotonic()
         try:
             fut = asyncio.get_running_loop().run_in_executor(
-                self.executor, self.run_request, req, served, cancel, arrived, on_token)
+                self.executor, self.run_request, req, served, cancel, arrived, on_token
+            )
         except RuntimeError:  # pool shut down
             admission.leave(0.0)
             raise APIError(503, "server is shutting down", code="shutting_down") from None
@@ -390,13 +513,17 @@ class Engine:
 
         fut.add_done_callback(done)
         try:
-            return await asyncio.wait_for(asyncio.shield(fut),
-                                          max(0.0, timeout - (started - arrived)))
+            return await asyncio.wait_for(
+                asyncio.shield(fut), max(0.0, timeout - (started - arrived))
+            )
         except asyncio.TimeoutError:
             cancel.set()
-            raise APIError(504, f"the request did not finish within {timeout:g} s (--timeout); "
-                           "its pipeline stops before its next stage or token",
-                           code="timeout") from None
+            raise APIError(
+                504,
+                f"the request did not finish within {timeout:g} s (--timeout); "
+                "its pipeline stops before its next stage or token",
+                code="timeout",
+            ) from None
         except asyncio.CancelledError:
             cancel.set()
             raise

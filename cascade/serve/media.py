@@ -14,6 +14,7 @@ checked from each part's header before that part is decoded. A `file` part is a 
 charged to the pixel budget from its size before it is rendered (`cascade.pdf`, --pdf-dpi).
 Messages name the request field, never a server path.
 """
+
 from __future__ import annotations
 
 import base64
@@ -37,12 +38,28 @@ from .config import ServeConfig
 from .errors import APIError
 from .uploads import Uploads
 
-__all__ = ["Media", "Payload", "PixelBudget", "read_part", "decode_part", "load_media_url",
-           "media_from_file", "save_image", "scrub", "VIDEO_SUFFIXES"]
+__all__ = [
+    "Media",
+    "Payload",
+    "PixelBudget",
+    "read_part",
+    "decode_part",
+    "load_media_url",
+    "media_from_file",
+    "save_image",
+    "scrub",
+    "VIDEO_SUFFIXES",
+]
 
 VIDEO_SUFFIXES = {".mp4", ".mkv", ".webm", ".mov", ".avi", ".m4v", ".mpg", ".mpeg", ".ts", ".gif"}
-_MIME_SUFFIX = {"video/mp4": ".mp4", "video/webm": ".webm", "video/quicktime": ".mov",
-                "video/x-matroska": ".mkv", "video/x-msvideo": ".avi", "video/mpeg": ".mpg"}
+_MIME_SUFFIX = {
+    "video/mp4": ".mp4",
+    "video/webm": ".webm",
+    "video/quicktime": ".mov",
+    "video/x-matroska": ".mkv",
+    "video/x-msvideo": ".avi",
+    "video/mpeg": ".mpg",
+}
 
 
 @dataclass(frozen=True)
@@ -65,10 +82,14 @@ class PixelBudget:
 
     def take(self, pixels: int, what: str, param: str | None) -> None:
         if self.used + pixels > self.limit:
-            raise APIError(413, f"{what} brings this request to {self.used + pixels:,} pixels to "
-                           f"decode (images, and video frames x frame size), over this server's "
-                           f"limit of {self.limit:,} per request (--max-total-pixels)",
-                           code="too_many_pixels", param=param)
+            raise APIError(
+                413,
+                f"{what} brings this request to {self.used + pixels:,} pixels to "
+                f"decode (images, and video frames x frame size), over this server's "
+                f"limit of {self.limit:,} per request (--max-total-pixels)",
+                code="too_many_pixels",
+                param=param,
+            )
         self.used += pixels
 
 
@@ -82,9 +103,13 @@ def _hold(uploads: Uploads, name: str, data: bytes, stack: ExitStack, param: str
     except OSError as e:
         if e.errno not in _FULL_DISK:
             raise
-        raise APIError(507, f"{param or 'the upload'}: no space left on this server to hold the "
-                       f"upload ({len(data):,} bytes); retry later or send a smaller file",
-                       code="insufficient_storage", param=param) from None
+        raise APIError(
+            507,
+            f"{param or 'the upload'}: no space left on this server to hold the "
+            f"upload ({len(data):,} bytes); retry later or send a smaller file",
+            code="insufficient_storage",
+            param=param,
+        ) from None
 
 
 def scrub(message: str, labels: dict[Path, str]) -> str:
@@ -94,19 +119,28 @@ def scrub(message: str, labels: dict[Path, str]) -> str:
     return message
 
 
-def _too_large(what: str, got: int, limit: int, unit: str, code: str, param: str | None) -> APIError:
-    return APIError(413, f"{what} is {got:,} {unit}, over this server's limit of {limit:,} {unit}",
-                    code=code, param=param)
+def _too_large(
+    what: str, got: int, limit: int, unit: str, code: str, param: str | None
+) -> APIError:
+    return APIError(
+        413,
+        f"{what} is {got:,} {unit}, over this server's limit of {limit:,} {unit}",
+        code=code,
+        param=param,
+    )
 
 
 def _file_url(url: str, cfg: ServeConfig, param: str) -> Path:
     """The file a `file://` URL names, if it lies under the media root (symlinks resolved)."""
+
     def refuse(why: str, code: str = "file_url_not_allowed") -> APIError:
         return APIError(400, f"{param}: {why}", code=code, param=param)
 
     if cfg.media_root is None:
-        raise refuse("file:// URLs are disabled on this server; send a data: URL or start the "
-                     "server with --media-root DIR")
+        raise refuse(
+            "file:// URLs are disabled on this server; send a data: URL or start the "
+            "server with --media-root DIR"
+        )
     parsed = urlparse(url)
     if parsed.netloc not in ("", "localhost"):
         raise refuse("file URL must name a local path, not a host")
@@ -118,8 +152,10 @@ def _file_url(url: str, cfg: ServeConfig, param: str) -> Path:
         inside = path.is_relative_to(Path(cfg.media_root).resolve())
         found = inside and path.is_file()
     except (OSError, ValueError) as e:  # a name too long for the file system, and the like
-        raise refuse(f"not a usable file path ({getattr(e, 'strerror', None) or type(e).__name__})",
-                     "invalid_url") from None
+        raise refuse(
+            f"not a usable file path ({getattr(e, 'strerror', None) or type(e).__name__})",
+            "invalid_url",
+        ) from None
     if not inside:
         raise refuse("file URL is outside this server's media root (--media-root)")
     if not found:
@@ -133,35 +169,51 @@ def _read_url(url: str, cfg: ServeConfig, param: str) -> tuple[bytes, Path | Non
     if scheme == "data":
         head, comma, payload = url[5:].partition(",")
         if not comma or not head.lower().endswith(";base64"):
-            raise APIError(400, f"{param}: data URLs must be base64 ('data:<mime>;base64,<data>')",
-                           code="invalid_url", param=param)
+            raise APIError(
+                400,
+                f"{param}: data URLs must be base64 ('data:<mime>;base64,<data>')",
+                code="invalid_url",
+                param=param,
+            )
         approx = len(payload) * 3 // 4
         if approx > cfg.max_upload_bytes:
-            raise _too_large(f"{param} upload", approx, cfg.max_upload_bytes, "bytes",
-                             "upload_too_large", param)
+            raise _too_large(
+                f"{param} upload", approx, cfg.max_upload_bytes, "bytes", "upload_too_large", param
+            )
         try:
             data = base64.b64decode(payload, validate=True)
         except (binascii.Error, ValueError):
-            raise APIError(400, f"{param}: data URL is not valid base64", code="invalid_url",
-                           param=param) from None
+            raise APIError(
+                400, f"{param}: data URL is not valid base64", code="invalid_url", param=param
+            ) from None
         return data, None, head[: -len(";base64")].lower()
     if scheme == "file":
         path = _file_url(url, cfg, param)
         size = path.stat().st_size
         if size > cfg.max_upload_bytes:
-            raise _too_large(f"{param} file", size, cfg.max_upload_bytes, "bytes",
-                             "upload_too_large", param)
+            raise _too_large(
+                f"{param} file", size, cfg.max_upload_bytes, "bytes", "upload_too_large", param
+            )
         return path.read_bytes(), path, ""
     if scheme in ("http", "https"):
-        raise APIError(400, f"{param}: this server does not fetch remote URLs; send the media as a "
-                       "data: URL (base64) or a file:// URL under --media-root", code="invalid_url",
-                       param=param)
-    raise APIError(400, f"{param}: unsupported URL scheme {scheme[:16]!r}; use data: or file://",
-                   code="invalid_url", param=param)
+        raise APIError(
+            400,
+            f"{param}: this server does not fetch remote URLs; send the media as a "
+            "data: URL (base64) or a file:// URL under --media-root",
+            code="invalid_url",
+            param=param,
+        )
+    raise APIError(
+        400,
+        f"{param}: unsupported URL scheme {scheme[:16]!r}; use data: or file://",
+        code="invalid_url",
+        param=param,
+    )
 
 
-def _decode_image(source: bytes | Path, cfg: ServeConfig, param: str,
-                  budget: PixelBudget | None = None) -> np.ndarray:
+def _decode_image(
+    source: bytes | Path, cfg: ServeConfig, param: str, budget: PixelBudget | None = None
+) -> np.ndarray:
     if budget is not None:
         size = image_size(source if isinstance(source, bytes) else source.read_bytes())
         if size is not None and size[0] * size[1] <= cfg.max_pixels:  # else: its own 413 below
@@ -174,24 +226,39 @@ def _decode_image(source: bytes | Path, cfg: ServeConfig, param: str,
         raise APIError(400, str(e), code="invalid_image", param=param) from None
 
 
-def _probe_video(path: Path, cfg: ServeConfig, param: str,
-                 budget: PixelBudget | None = None) -> None:
+def _probe_video(
+    path: Path, cfg: ServeConfig, param: str, budget: PixelBudget | None = None
+) -> None:
     from ..media import VideoSource
 
     try:
         info = VideoSource(path, max_side=1 << 20).info
     except Exception as e:  # noqa: BLE001  InputError, and PyAV's own types on odd files
-        raise APIError(400, f"{param}: not a readable video ({scrub(str(e), {path: param})})",
-                       code="invalid_video", param=param) from None
+        raise APIError(
+            400,
+            f"{param}: not a readable video ({scrub(str(e), {path: param})})",
+            code="invalid_video",
+            param=param,
+        ) from None
     if info.width * info.height > cfg.max_pixels:
-        raise _too_large(f"{param} video frame ({info.width}x{info.height})",
-                         info.width * info.height, cfg.max_pixels, "pixels", "video_too_large", param)
+        raise _too_large(
+            f"{param} video frame ({info.width}x{info.height})",
+            info.width * info.height,
+            cfg.max_pixels,
+            "pixels",
+            "video_too_large",
+            param,
+        )
     if info.frames > cfg.max_frames:
-        raise _too_large(f"{param} video", info.frames, cfg.max_frames, "frames",
-                         "video_too_long", param)
+        raise _too_large(
+            f"{param} video", info.frames, cfg.max_frames, "frames", "video_too_long", param
+        )
     if budget is not None:
-        budget.take(info.width * info.height * info.frames,
-                    f"{param} ({info.frames} frames of {info.width}x{info.height})", param)
+        budget.take(
+            info.width * info.height * info.frames,
+            f"{param} ({info.frames} frames of {info.width}x{info.height})",
+            param,
+        )
 
 
 @dataclass(frozen=True)
@@ -206,8 +273,13 @@ class Payload:
     filename: str | None = None  # a file part's name, for the evidence
 
 
-def read_part(kind: Literal["image", "video", "file"], url: str, cfg: ServeConfig, param: str,
-              filename: str | None = None) -> Payload:
+def read_part(
+    kind: Literal["image", "video", "file"],
+    url: str,
+    cfg: ServeConfig,
+    param: str,
+    filename: str | None = None,
+) -> Payload:
     """The bytes of one media part (size checked, nothing decoded; raises `APIError`). A file
     part's `file_data` may also be bare base64, as some OpenAI clients send it."""
     if kind == "file" and ":" not in url[:16]:  # no scheme: base64 has no colon
@@ -216,35 +288,62 @@ def read_part(kind: Literal["image", "video", "file"], url: str, cfg: ServeConfi
     return Payload(kind, data, hashlib.sha256(data).hexdigest(), path, mime, filename)
 
 
-def decode_part(payload: Payload, cfg: ServeConfig, param: str, uploads: Uploads,
-                stack: ExitStack, budget: PixelBudget | None = None) -> list[Media]:
+def decode_part(
+    payload: Payload,
+    cfg: ServeConfig,
+    param: str,
+    uploads: Uploads,
+    stack: ExitStack,
+    budget: PixelBudget | None = None,
+) -> list[Media]:
     """Check and decode one part's bytes: an image, a video (its upload held on `stack` as a
     temporary file, gone when the request's stack closes), or a PDF's pages. `budget`: the
     request's pixel budget, shared by its parts."""
     if payload.kind == "image":
-        return [Media("image", payload.digest, param, path=payload.path,
-                      pixels=_decode_image(payload.data, cfg, param, budget))]
+        return [
+            Media(
+                "image",
+                payload.digest,
+                param,
+                path=payload.path,
+                pixels=_decode_image(payload.data, cfg, param, budget),
+            )
+        ]
     if payload.kind == "file":
         return _document(payload, cfg, param, budget)
-    path = payload.path or _hold(uploads, payload.digest + _MIME_SUFFIX.get(payload.mime, ".mp4"),
-                                 payload.data, stack, param)
+    path = payload.path or _hold(
+        uploads, payload.digest + _MIME_SUFFIX.get(payload.mime, ".mp4"), payload.data, stack, param
+    )
     _probe_video(path, cfg, param, budget)
     return [Media("video", payload.digest, param, path=path)]
 
 
-def load_media_url(kind: Literal["image", "video"], url: str, cfg: ServeConfig, param: str,
-                   uploads: Uploads, stack: ExitStack, budget: PixelBudget | None = None) -> Media:
+def load_media_url(
+    kind: Literal["image", "video"],
+    url: str,
+    cfg: ServeConfig,
+    param: str,
+    uploads: Uploads,
+    stack: ExitStack,
+    budget: PixelBudget | None = None,
+) -> Media:
     """`read_part` then `decode_part` for one image or video part."""
     return decode_part(read_part(kind, url, cfg, param), cfg, param, uploads, stack, budget)[0]
 
 
-def _document(payload: Payload, cfg: ServeConfig, param: str,
-              budget: PixelBudget | None) -> list[Media]:
+def _document(
+    payload: Payload, cfg: ServeConfig, param: str, budget: PixelBudget | None
+) -> list[Media]:
     """A PDF as one image `Media` per page, labelled "<param> (<filename>) page <n>" (the
     evidence's name for the page)."""
     if not is_pdf(payload.data):
-        raise APIError(400, f"{param}: not a PDF document (no %PDF- header); file parts take "
-                       "PDFs, images go in image_url parts", code="invalid_file", param=param)
+        raise APIError(
+            400,
+            f"{param}: not a PDF document (no %PDF- header); file parts take "
+            "PDFs, images go in image_url parts",
+            code="invalid_file",
+            param=param,
+        )
     name = f"{param} ({payload.filename[:80]})" if payload.filename else param
 
     def charge(page: int, width: int, height: int) -> None:
@@ -252,19 +351,33 @@ def _document(payload: Payload, cfg: ServeConfig, param: str,
             budget.take(width * height, f"{param} page {page} ({width}x{height})", param)
 
     try:
-        pages = render_pdf(payload.data, name=name, dpi=cfg.pdf_dpi, max_pages=cfg.max_pdf_pages,
-                           max_pixels=cfg.max_pixels, before_page=charge)
+        pages = render_pdf(
+            payload.data,
+            name=name,
+            dpi=cfg.pdf_dpi,
+            max_pages=cfg.max_pdf_pages,
+            max_pixels=cfg.max_pixels,
+            before_page=charge,
+        )
     except PdfTooLong as e:
-        raise APIError(413, f"{param}: the PDF has {e.pages:,} pages, over this server's limit "
-                       f"of {e.limit:,} pages per document (--max-pdf-pages); send the pages the "
-                       "question is about", code="too_many_pages", param=param) from None
+        raise APIError(
+            413,
+            f"{param}: the PDF has {e.pages:,} pages, over this server's limit "
+            f"of {e.limit:,} pages per document (--max-pdf-pages); send the pages the "
+            "question is about",
+            code="too_many_pages",
+            param=param,
+        ) from None
     except ImageTooLarge as e:
-        raise APIError(413, f"{e} (--max-pixels; or a lower --pdf-dpi)", code="image_too_large",
-                       param=param) from None
+        raise APIError(
+            413, f"{e} (--max-pixels; or a lower --pdf-dpi)", code="image_too_large", param=param
+        ) from None
     except InputError as e:
         raise APIError(400, str(e), code="invalid_file", param=param) from None
-    return [Media("image", f"{payload.digest}-page{n}", page.source, pixels=page.pixels)
-            for n, page in enumerate(pages, 1)]
+    return [
+        Media("image", f"{payload.digest}-page{n}", page.source, pixels=page.pixels)
+        for n, page in enumerate(pages, 1)
+    ]
 
 
 def save_image(media: Media, uploads: Uploads, stack: ExitStack) -> Path:
@@ -276,14 +389,16 @@ def save_image(media: Media, uploads: Uploads, stack: ExitStack) -> Path:
     return _hold(uploads, media.digest + ".png", buf.getvalue(), stack, media.label)
 
 
-def media_from_file(path: str | Path, cfg: ServeConfig, label: str,
-                    budget: PixelBudget | None = None) -> list[Media]:
+def media_from_file(
+    path: str | Path, cfg: ServeConfig, label: str, budget: PixelBudget | None = None
+) -> list[Media]:
     """A local file the caller has vetted (demo uploads), by suffix: a video, a PDF's pages (each
     an image, capped and charged like a `file` part's), else an image."""
     p = Path(path)
     if p.stat().st_size > cfg.max_upload_bytes:
-        raise _too_large(f"'{label}'", p.stat().st_size, cfg.max_upload_bytes, "bytes",
-                         "upload_too_large", None)
+        raise _too_large(
+            f"'{label}'", p.stat().st_size, cfg.max_upload_bytes, "bytes", "upload_too_large", None
+        )
     data = p.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     if p.suffix.lower() in VIDEO_SUFFIXES:

@@ -12,6 +12,7 @@ request's own limits, and the content-keyed caches behind the pipelines (OCR, CL
 KV prefix) still see the same pixels, so the work done for them is reused as it is for media
 sent in full.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -43,18 +44,32 @@ class MediaIds:
         shown = repr(uuid if len(uuid) <= 60 else uuid[:57] + "...")
         if sent is not None:
             if kept is not None and kept.digest != sent.digest:
-                raise APIError(400, f"{param}: uuid {shown} already names other media on this "
-                               "server (sent earlier with different bytes); give new media a "
-                               "new uuid", code="uuid_conflict", param=f"{param}.uuid")
+                raise APIError(
+                    400,
+                    f"{param}: uuid {shown} already names other media on this "
+                    "server (sent earlier with different bytes); give new media a "
+                    "new uuid",
+                    code="uuid_conflict",
+                    param=f"{param}.uuid",
+                )
             return sent
         if kept is None:
-            raise APIError(400, f"{param}: no media with uuid {shown} on this server (never "
-                           "sent, or evicted from its media cache); resend the media with its "
-                           "uuid", code="media_not_cached", param=param)
+            raise APIError(
+                400,
+                f"{param}: no media with uuid {shown} on this server (never "
+                "sent, or evicted from its media cache); resend the media with its "
+                "uuid",
+                code="media_not_cached",
+                param=param,
+            )
         if kept.kind != kind:
-            raise APIError(400, f"{param}: uuid {shown} names the media of {_a(kept.kind)} "
-                           f"part, and this part is {_a(kind)} part", code="uuid_kind_mismatch",
-                           param=f"{param}.uuid")
+            raise APIError(
+                400,
+                f"{param}: uuid {shown} names the media of {_a(kept.kind)} "
+                f"part, and this part is {_a(kind)} part",
+                code="uuid_kind_mismatch",
+                param=f"{param}.uuid",
+            )
         return kept
 
     def keep(self, uuid: str, payload: Payload) -> None:

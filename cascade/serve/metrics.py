@@ -6,12 +6,19 @@ custom collectors for figures kept elsewhere (the cache hit ratio, derived from 
 counters; on Ray, the replicas' own reports, `add_collector`). Thread-safe. Labels are only
 server-chosen values (served model ids, status codes, cache names), never raw request strings.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram,
-                               generate_latest)
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -21,27 +28,35 @@ LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 CONTENT_TYPE = CONTENT_TYPE_LATEST  # Prometheus text exposition format
 
 _COUNTERS = {
-    "cascade_requests_total": ("Chat completion requests by model and HTTP status (499: the "
-                               "client went away).", ("model", "status")),
+    "cascade_requests_total": (
+        "Chat completion requests by model and HTTP status (499: the client went away).",
+        ("model", "status"),
+    ),
     "cascade_visual_tokens_total": ("Visual tokens the VLM prefilled.", ("model",)),
-    "cascade_baseline_visual_tokens_total": ("Visual tokens the full-resolution baseline would "
-                                             "have prefilled.", ("model",)),
+    "cascade_baseline_visual_tokens_total": (
+        "Visual tokens the full-resolution baseline would have prefilled.",
+        ("model",),
+    ),
     "cascade_vision_flops_total": ("Cost-model vision-tower FLOPs of the answers.", ("model",)),
     "cascade_prefill_flops_total": ("Cost-model LLM prefill FLOPs of the answers.", ("model",)),
     "cascade_decode_flops_total": ("Cost-model LLM decode FLOPs of the answers.", ("model",)),
-    "cascade_baseline_prefill_flops_total": ("Cost-model prefill FLOPs of the full-resolution "
-                                             "baseline.", ("model",)),
+    "cascade_baseline_prefill_flops_total": (
+        "Cost-model prefill FLOPs of the full-resolution baseline.",
+        ("model",),
+    ),
     "cascade_prompt_tokens_total": ("OpenAI prompt_tokens (visual + text) served.", ("model",)),
     "cascade_completion_tokens_total": ("OpenAI completion_tokens served.", ("model",)),
     "cascade_answers_total": ("Answers by producer (vlm or tool).", ("model", "produced_by")),
-    "cascade_cache_lookups_total": ("Cache lookups by cache (embed, ocr, detect, kv_prefix, ...).",
-                                    ("cache",)),
+    "cascade_cache_lookups_total": (
+        "Cache lookups by cache (embed, ocr, detect, kv_prefix, ...).",
+        ("cache",),
+    ),
     "cascade_cache_hits_total": ("Cache hits by cache.", ("cache",)),
 }
 _HISTOGRAMS = {
     "cascade_request_latency_seconds": "Chat completion latency (seconds) by model, queue included.",
     "cascade_queue_wait_seconds": "Seconds from a request's arrival until its pipeline started "
-                                  "(waiting for a slot, then for the pipeline) by model.",
+    "(waiting for a slot, then for the pipeline) by model.",
 }
 
 
@@ -53,12 +68,17 @@ class _CacheHitRatio(Collector):
 
     @staticmethod
     def _totals(counter: Counter) -> dict[str, float]:
-        return {s.labels["cache"]: s.value for m in counter.collect() for s in m.samples
-                if s.name.endswith("_total")}
+        return {
+            s.labels["cache"]: s.value
+            for m in counter.collect()
+            for s in m.samples
+            if s.name.endswith("_total")
+        }
 
     def collect(self) -> Iterable[Metric]:
-        ratio = GaugeMetricFamily("cascade_cache_hit_ratio", "Hits / lookups per cache since start.",
-                                  labels=["cache"])
+        ratio = GaugeMetricFamily(
+            "cascade_cache_hit_ratio", "Hits / lookups per cache since start.", labels=["cache"]
+        )
         hits = self._totals(self._hits)
         for cache, n in sorted(self._totals(self._lookups).items()):
             if n:
@@ -72,20 +92,36 @@ class Metrics:
 
     def __init__(self, buckets: tuple[float, ...] = LATENCY_BUCKETS):
         self.registry = CollectorRegistry()
-        self._counters = {name: Counter(name, help_, labels, registry=self.registry)
-                          for name, (help_, labels) in _COUNTERS.items()}
-        self._histograms = {name: Histogram(name, help_, ("model",), buckets=tuple(sorted(buckets)),
-                                            registry=self.registry)
-                            for name, help_ in _HISTOGRAMS.items()}
+        self._counters = {
+            name: Counter(name, help_, labels, registry=self.registry)
+            for name, (help_, labels) in _COUNTERS.items()
+        }
+        self._histograms = {
+            name: Histogram(
+                name, help_, ("model",), buckets=tuple(sorted(buckets)), registry=self.registry
+            )
+            for name, help_ in _HISTOGRAMS.items()
+        }
         # A gauge, not a counter: an answer that spent more visual tokens than its baseline (a
         # page read in native-size crops) lowers it.
-        self._saved = Gauge("cascade_visual_tokens_saved", "Baseline visual tokens minus visual "
-                            "tokens used, summed over the answers that have a baseline.",
-                            ("model",), registry=self.registry)
-        self._in_flight = Gauge("cascade_requests_in_flight", "Chat requests being processed "
-                                "(queued, running or being answered).", registry=self.registry)
-        self.registry.register(_CacheHitRatio(self._counters["cascade_cache_hits_total"],
-                                              self._counters["cascade_cache_lookups_total"]))
+        self._saved = Gauge(
+            "cascade_visual_tokens_saved",
+            "Baseline visual tokens minus visual "
+            "tokens used, summed over the answers that have a baseline.",
+            ("model",),
+            registry=self.registry,
+        )
+        self._in_flight = Gauge(
+            "cascade_requests_in_flight",
+            "Chat requests being processed (queued, running or being answered).",
+            registry=self.registry,
+        )
+        self.registry.register(
+            _CacheHitRatio(
+                self._counters["cascade_cache_hits_total"],
+                self._counters["cascade_cache_lookups_total"],
+            )
+        )
 
     def inc(self, name: str, labels: tuple[str, ...], value: float = 1.0) -> None:
         self._counters[name].labels(*labels).inc(value)

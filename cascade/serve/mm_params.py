@@ -14,6 +14,7 @@ A key is set on every stage of its type in the pipeline; a key the pipeline has 
 `mm_processor_kwargs.<key>` (an unknown key is refused by the request's schema, with a
 did-you-mean). Never a silent no-op.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -38,8 +39,7 @@ def _bad(key: str, why: str, code: str = "invalid_mm_processor_kwargs") -> APIEr
     return APIError(400, f"{param}: {why}", code=code, param=param)
 
 
-def stage_params_of(kwargs: dict[str, Any], stages: dict[str, Any],
-                    model: str) -> dict[Any, Any]:
+def stage_params_of(kwargs: dict[str, Any], stages: dict[str, Any], model: str) -> dict[Any, Any]:
     """{stage: its params for this request} from a request's `mm_processor_kwargs` (the keys
     set, already typed by `schema.MMProcessorKwargs`; raises `APIError(400)` naming the key).
     `stages`: the pipeline's stages by name."""
@@ -48,10 +48,18 @@ def stage_params_of(kwargs: dict[str, Any], stages: dict[str, Any],
         stage_type, param = MM_KEYS[key]
         targets = [st for st in stages.values() if st.type_name == stage_type]
         if not targets:
-            raise _bad(key, f"'{model}' has no {stage_type} stage for {key!r} to set (its "
-                       "pipeline " + ("samples no video frames" if stage_type == "video_frames"
-                                      else "sends no image to a VLM") + "); leave it out",
-                       "unsupported_parameter")
+            raise _bad(
+                key,
+                f"'{model}' has no {stage_type} stage for {key!r} to set (its "
+                "pipeline "
+                + (
+                    "samples no video frames"
+                    if stage_type == "video_frames"
+                    else "sends no image to a VLM"
+                )
+                + "); leave it out",
+                "unsupported_parameter",
+            )
         for st in targets:
             wanted.setdefault(st, {})[param] = value
             if key == "fps":  # a rate means sampling by rate, whatever the stage's mode
@@ -65,10 +73,12 @@ def stage_params_of(kwargs: dict[str, Any], stages: dict[str, Any],
             out[st] = type(st.params).model_validate({**st.params.model_dump(), **changes})
         except ValidationError as e:
             err = e.errors()[0]
-            key = next(k for k, (t, p) in MM_KEYS.items()
-                       if t == st.type_name and p == err["loc"][0])
-            raise _bad(key, f"{err['msg'].replace('Input should be', 'expected')}, got "
-                       f"{kwargs[key]!r:.40}") from None
+            key = next(
+                k for k, (t, p) in MM_KEYS.items() if t == st.type_name and p == err["loc"][0]
+            )
+            raise _bad(
+                key, f"{err['msg'].replace('Input should be', 'expected')}, got {kwargs[key]!r:.40}"
+            ) from None
     return out
 
 
@@ -79,6 +89,10 @@ def check_limits(kinds: list[str], params: list[str], limits: dict[str, int]) ->
         seen[kind] = seen.get(kind, 0) + 1
         limit = limits.get(kind)
         if limit is not None and seen[kind] > limit:
-            raise APIError(400, f"{param}: more than {limit} {kind} part(s) in one request, this "
-                           f"server's limit (--limit-mm-per-prompt {kind}={limit})",
-                           code="too_many_media", param=param)
+            raise APIError(
+                400,
+                f"{param}: more than {limit} {kind} part(s) in one request, this "
+                f"server's limit (--limit-mm-per-prompt {kind}={limit})",
+                code="too_many_media",
+                param=param,
+            )

@@ -6,6 +6,7 @@ JSON schema under `components/schemas` in one pass (so a model used by two respo
 schema), and narrows the request's `model` to the ids this server serves, so a generated client
 or a fuzzer knows them.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,8 +14,16 @@ from typing import Any
 from fastapi import FastAPI
 from pydantic.json_schema import models_json_schema
 
-from .responses import (STATUS, STREAM_SCHEMA, ChatCompletion, ChatCompletionChunk, ErrorResponse,
-                        Health, Liveness, ModelList)
+from .responses import (
+    STATUS,
+    STREAM_SCHEMA,
+    ChatCompletion,
+    ChatCompletionChunk,
+    ErrorResponse,
+    Health,
+    Liveness,
+    ModelList,
+)
 from .schema import ChatCompletionRequest
 
 __all__ = ["publish", "responses_for", "ref", "CHAT_BODY"]
@@ -28,8 +37,11 @@ def ref(model: type | str) -> dict[str, str]:
 
 
 def json_response(description: str, model: type, **extra: Any) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": ref(model)}},
-            **extra}
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": ref(model)}},
+        **extra,
+    }
 
 
 def responses_for(codes: list[int]) -> dict[int | str, dict[str, Any]]:
@@ -38,19 +50,30 @@ def responses_for(codes: list[int]) -> dict[int | str, dict[str, Any]]:
     for code in codes:
         extra: dict[str, Any] = {}
         if code == 429:
-            extra["headers"] = {"Retry-After": {"description": "seconds to wait before retrying",
-                                                "schema": {"type": "integer"}}}
+            extra["headers"] = {
+                "Retry-After": {
+                    "description": "seconds to wait before retrying",
+                    "schema": {"type": "integer"},
+                }
+            }
         out[code] = json_response(STATUS[code], ErrorResponse, **extra)
     return out
 
 
-CHAT_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {
-    "application/json": {"schema": ref(ChatCompletionRequest)}}}}
+CHAT_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": ref(ChatCompletionRequest)}},
+    }
+}
 
 CHAT_OK: dict[str, Any] = {
     "description": "the answer: a ChatCompletion, or with `stream: true` server-sent events",
-    "content": {"application/json": {"schema": ref(ChatCompletion)},
-                "text/event-stream": {"schema": STREAM_SCHEMA}}}
+    "content": {
+        "application/json": {"schema": ref(ChatCompletion)},
+        "text/event-stream": {"schema": STREAM_SCHEMA},
+    },
+}
 
 
 def _tiny_png() -> str:
@@ -74,11 +97,19 @@ def chat_examples(models: dict[str, set[str]]) -> dict[str, Any]:
     else:
         part = {"type": "video_url", "video_url": {"url": "data:video/mp4;base64,<the file>"}}
         model = next(iter(models))
-    body = {"model": model, "messages": [{"role": "user", "content": [
-        part, {"type": "text", "text": "What is in the picture?"}]}], "max_tokens": 8}
-    return {"image question": {"value": body},
-            "streamed, with usage": {"value": {**body, "stream": True,
-                                               "stream_options": {"include_usage": True}}}}
+    body = {
+        "model": model,
+        "messages": [
+            {"role": "user", "content": [part, {"type": "text", "text": "What is in the picture?"}]}
+        ],
+        "max_tokens": 8,
+    }
+    return {
+        "image question": {"value": body},
+        "streamed, with usage": {
+            "value": {**body, "stream": True, "stream_options": {"include_usage": True}}
+        },
+    }
 
 
 def publish(app: FastAPI, models: dict[str, set[str]]) -> None:
@@ -92,9 +123,10 @@ def publish(app: FastAPI, models: dict[str, set[str]]) -> None:
         schema = build()
         body = schema["paths"]["/v1/chat/completions"]["post"]["requestBody"]
         body["content"]["application/json"]["examples"] = chat_examples(models)
-        _, top = models_json_schema([(m, "serialization") for m in _RESPONSES]
-                                    + [(ChatCompletionRequest, "validation")],
-                                    ref_template=_REF)
+        _, top = models_json_schema(
+            [(m, "serialization") for m in _RESPONSES] + [(ChatCompletionRequest, "validation")],
+            ref_template=_REF,
+        )
         components = schema.setdefault("components", {}).setdefault("schemas", {})
         components.update(top.get("$defs", {}))
         components["ChatCompletionRequest"]["properties"]["model"]["enum"] = list(models)

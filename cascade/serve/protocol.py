@@ -25,6 +25,7 @@ history reaches the same content-keyed caches. A `file` part is a PDF whose page
 `mm_processor_kwargs` (typed by the schema) is passed on as the keys set: the engine maps them
 onto the pipeline's stages (`mm_params`).
 """
+
 from __future__ import annotations
 
 import re
@@ -36,12 +37,29 @@ from pydantic import BaseModel, ValidationError
 from ..decoding import SamplingParams
 from ..errors import did_you_mean
 from .errors import APIError
-from .schema import (ChatCompletionRequest, FilePart, FileRef, ImagePart, ImageURL, Message,
-                     MMProcessorKwargs, ResponseFormat, StreamOptions, TextPart, VideoPart,
-                     VideoURL)
+from .schema import (
+    ChatCompletionRequest,
+    FilePart,
+    FileRef,
+    ImagePart,
+    ImageURL,
+    Message,
+    MMProcessorKwargs,
+    ResponseFormat,
+    StreamOptions,
+    TextPart,
+    VideoPart,
+    VideoURL,
+)
 
-__all__ = ["ChatRequest", "MediaRef", "parse_chat_request", "json_number", "UNHONOURED",
-           "SAMPLING_FIELDS"]
+__all__ = [
+    "ChatRequest",
+    "MediaRef",
+    "parse_chat_request",
+    "json_number",
+    "UNHONOURED",
+    "SAMPLING_FIELDS",
+]
 
 
 @dataclass(frozen=True)
@@ -108,15 +126,26 @@ def _name(key: Any) -> str:
 # -- validation errors -> one 400 ----------------------------------------------------------------
 _OURS = {"invalid_text"}  # error types raised by the models' own validators: their code
 _FIELDS_OF: dict[str, type[BaseModel]] = {  # the object a key holds, for "unknown field" hints
-    "messages": Message, "image_url": ImageURL, "video_url": VideoURL,
-    "stream_options": StreamOptions, "response_format": ResponseFormat, "file": FileRef,
-    "mm_processor_kwargs": MMProcessorKwargs}
+    "messages": Message,
+    "image_url": ImageURL,
+    "video_url": VideoURL,
+    "stream_options": StreamOptions,
+    "response_format": ResponseFormat,
+    "file": FileRef,
+    "mm_processor_kwargs": MMProcessorKwargs,
+}
 _PARTS = {"text": TextPart, "image_url": ImagePart, "video_url": VideoPart, "file": FilePart}
 
 
-_PLAIN = [(re.compile(r"a valid dictionary( or (instance of \w+|object to extract fields from))?"),
-           "an object"), (re.compile(r"a valid (string|list|number)"), r"a \1"),
-          (re.compile("a valid integer"), "an integer"), (re.compile("a valid boolean"), "true or false")]
+_PLAIN = [
+    (
+        re.compile(r"a valid dictionary( or (instance of \w+|object to extract fields from))?"),
+        "an object",
+    ),
+    (re.compile(r"a valid (string|list|number)"), r"a \1"),
+    (re.compile("a valid integer"), "an integer"),
+    (re.compile("a valid boolean"), "true or false"),
+]
 
 
 def _plain(msg: str) -> str:
@@ -136,8 +165,12 @@ def _walk(body: Any, loc: tuple, kind: str) -> tuple[str, str, int, Any, Any, An
         last = i == len(loc) - 1
         if isinstance(key, int) and isinstance(cur, list) and 0 <= key < len(cur):
             step, nxt = f"[{key}]", cur[key]
-        elif (isinstance(key, str) and isinstance(cur, dict) and key in cur
-              and not (isinstance(prev, int) and cur.get("type") == key and not last)):
+        elif (
+            isinstance(key, str)
+            and isinstance(cur, dict)
+            and key in cur
+            and not (isinstance(prev, int) and cur.get("type") == key and not last)
+        ):
             step, nxt = (f".{_name(key)}" if param else _name(key)), cur[key]
         elif last and kind == "missing" and isinstance(cur, dict):
             step, nxt = (f".{_name(key)}" if param else _name(key)), None
@@ -158,8 +191,9 @@ def _allowed(parent_param: str, parent: Any) -> list[str]:
     return sorted(model.model_fields) if model is not None else []
 
 
-def _message(err: dict, param: str, parent_param: str, value: Any, parent: Any,
-             key: Any) -> APIError:
+def _message(
+    err: dict, param: str, parent_param: str, value: Any, parent: Any, key: Any
+) -> APIError:
     kind = err["type"]
     if kind == "extra_forbidden":
         name, hint = _short(key, 40), did_you_mean(str(key), _allowed(parent_param, parent))
@@ -168,8 +202,11 @@ def _message(err: dict, param: str, parent_param: str, value: Any, parent: Any,
         return _bad(f"{parent_param}: unknown field {name}{hint}", param)
     if kind in ("union_tag_invalid", "union_tag_not_found"):
         tags = err.get("ctx", {}).get("expected_tags", "'text', 'image_url', 'video_url', 'file'")
-        got = f"unsupported part type {_short(value.get('type'), 40)}" \
-            if isinstance(value, dict) and "type" in value else "each part needs a 'type'"
+        got = (
+            f"unsupported part type {_short(value.get('type'), 40)}"
+            if isinstance(value, dict) and "type" in value
+            else "each part needs a 'type'"
+        )
         return _bad(f"{param}.type: {got}; expected one of {tags}", f"{param}.type")
     if kind == "missing" and param == "model":
         return _bad("'model' is required: one of the ids GET /v1/models lists", "model")
@@ -189,10 +226,15 @@ def _error(body: Any, e: ValidationError) -> APIError:
     order = {k: i for i, k in enumerate(body)}
     errs = [err for err in e.errors() if err["loc"]]
     if not errs:
-        return _bad(f"the request body is not a valid chat completion request: {e.errors()[0]['msg']}")
+        return _bad(
+            f"the request body is not a valid chat completion request: {e.errors()[0]['msg']}"
+        )
     first = min(order.get(err["loc"][0], len(order)) for err in errs)
-    walked = [(err, *_walk(body, err["loc"], err["type"])) for err in errs
-              if order.get(err["loc"][0], len(order)) == first]
+    walked = [
+        (err, *_walk(body, err["loc"], err["type"]))
+        for err in errs
+        if order.get(err["loc"][0], len(order)) == first
+    ]
     deepest = max(w[3] for w in walked)
     tied = [w for w in walked if w[3] == deepest]
     ours = [w for w in tied if w[0]["type"] in _OURS]
@@ -209,33 +251,57 @@ UNHONOURED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "logit_bias": (lambda v: v == {}, "logit_bias is not supported"),
     "tools": (lambda v: v == [], "tool calling is not supported"),
     "tool_choice": (lambda v: v in ("none", "auto"), "tool calling is not supported"),
-    "media_io_kwargs": (lambda v: v == {}, "frame sampling and image sizes are set by the "
-                        "pipeline (its video_frames / thumbnails params), not per request"),
+    "media_io_kwargs": (
+        lambda v: v == {},
+        "frame sampling and image sizes are set by the "
+        "pipeline (its video_frames / thumbnails params), not per request",
+    ),
     "chat_template_kwargs": (lambda v: v == {}, "the pipeline builds the prompt"),
 }
 
 
 # Request fields -> `SamplingParams` fields (same names).
-SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "seed", "repetition_penalty",
-                   "presence_penalty", "frequency_penalty", "n", "stop", "stop_token_ids",
-                   "logprobs", "top_logprobs")
+SAMPLING_FIELDS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "seed",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "n",
+    "stop",
+    "stop_token_ids",
+    "logprobs",
+    "top_logprobs",
+)
 
 
-def _sampling(req: ChatCompletionRequest, body: dict[str, Any]) -> tuple[SamplingParams | None,
-                                                                         tuple[str, ...]]:
+def _sampling(
+    req: ChatCompletionRequest, body: dict[str, Any]
+) -> tuple[SamplingParams | None, tuple[str, ...]]:
     """The request's decoding settings from the sampling fields it set (null means unset; an
     empty stop string stops nothing)."""
-    given = {k: getattr(req, k) for k in body if k in SAMPLING_FIELDS and getattr(req, k) is not None}
+    given = {
+        k: getattr(req, k) for k in body if k in SAMPLING_FIELDS and getattr(req, k) is not None
+    }
     fmt = req.response_format
     if fmt is not None and fmt.type != "text":
         schema = fmt.json_schema.schema_ if fmt.json_schema is not None else None
         if fmt.type == "json_schema" and schema is None:
-            raise _bad("response_format.json_schema.schema: a json_schema response format needs "
-                       "its schema", "response_format.json_schema.schema", code="missing_schema")
+            raise _bad(
+                "response_format.json_schema.schema: a json_schema response format needs "
+                "its schema",
+                "response_format.json_schema.schema",
+                code="missing_schema",
+            )
         if schema is not None:
             _check_schema(schema)
-        given["response_format"] = {"type": fmt.type,
-                                    **({"schema": schema} if fmt.type == "json_schema" else {})}
+        given["response_format"] = {
+            "type": fmt.type,
+            **({"schema": schema} if fmt.type == "json_schema" else {}),
+        }
     if "stop" in given:
         stops = [given["stop"]] if isinstance(given["stop"], str) else given["stop"]
         given["stop"] = [s for s in stops if s]
@@ -261,8 +327,11 @@ def _check_schema(schema: dict[str, Any]) -> None:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as e:
         param = "response_format.json_schema.schema"
-        raise _bad(f"{param}: not a valid JSON Schema: {_short(e.message, 160)[1:-1]}", param,
-                   code="invalid_schema") from None
+        raise _bad(
+            f"{param}: not a valid JSON Schema: {_short(e.message, 160)[1:-1]}",
+            param,
+            code="invalid_schema",
+        ) from None
 
 
 def _check_honoured(req: ChatCompletionRequest, body: dict[str, Any]) -> None:
@@ -271,8 +340,11 @@ def _check_honoured(req: ChatCompletionRequest, body: dict[str, Any]) -> None:
         if key in UNHONOURED and value is not None:
             fine, why = UNHONOURED[key]
             if not fine(value):
-                raise _bad(f"'{key}' = {_short(body[key])} cannot be honoured: {why}", key,
-                           code="unsupported_parameter")
+                raise _bad(
+                    f"'{key}' = {_short(body[key])} cannot be honoured: {why}",
+                    key,
+                    code="unsupported_parameter",
+                )
 
 
 # -- the conversation ----------------------------------------------------------------------------
@@ -286,34 +358,59 @@ def _parts(msg: Message, param: str) -> tuple[list[str], list[MediaRef]]:
         if isinstance(part, TextPart):
             texts.append(part.text)
         elif isinstance(part, ImagePart):
-            media.append(_media("image", part.image_url and part.image_url.url, part.uuid,
-                                f"{param}.content[{j}]", "image_url"))
+            media.append(
+                _media(
+                    "image",
+                    part.image_url and part.image_url.url,
+                    part.uuid,
+                    f"{param}.content[{j}]",
+                    "image_url",
+                )
+            )
         elif isinstance(part, VideoPart):
-            media.append(_media("video", part.video_url and part.video_url.url, part.uuid,
-                                f"{param}.content[{j}]", "video_url"))
+            media.append(
+                _media(
+                    "video",
+                    part.video_url and part.video_url.url,
+                    part.uuid,
+                    f"{param}.content[{j}]",
+                    "video_url",
+                )
+            )
         else:
             media.append(_file(part, f"{param}.content[{j}]"))
     return texts, media
 
 
-def _media(kind: Literal["image", "video"], url: str | None, uuid: str | None, param: str,
-           field: str) -> MediaRef:
+def _media(
+    kind: Literal["image", "video"], url: str | None, uuid: str | None, param: str, field: str
+) -> MediaRef:
     if url is None and uuid is None:
-        raise _bad(f"{param}: {field} is null and there is no uuid; send the media (or the uuid "
-                   "of media sent earlier)", f"{param}.{field}", code="missing_media")
+        raise _bad(
+            f"{param}: {field} is null and there is no uuid; send the media (or the uuid "
+            "of media sent earlier)",
+            f"{param}.{field}",
+            code="missing_media",
+        )
     return MediaRef(kind, url, param, uuid=uuid)
 
 
 def _file(part: FilePart, param: str) -> MediaRef:
     ref = part.file or FileRef()
     if ref.file_id is not None:
-        raise _bad(f"{param}.file.file_id: this server has no Files API to look ids up in; send "
-                   "the PDF itself as file_data ('data:application/pdf;base64,...')",
-                   f"{param}.file.file_id", code="unsupported_parameter")
+        raise _bad(
+            f"{param}.file.file_id: this server has no Files API to look ids up in; send "
+            "the PDF itself as file_data ('data:application/pdf;base64,...')",
+            f"{param}.file.file_id",
+            code="unsupported_parameter",
+        )
     if ref.file_data is None and part.uuid is None:
-        raise _bad(f"{param}.file: file_data is required (the PDF, 'data:application/pdf;"
-                   "base64,...'), or a uuid of a file sent earlier", f"{param}.file.file_data",
-                   code="missing_media")
+        raise _bad(
+            f"{param}.file: file_data is required (the PDF, 'data:application/pdf;"
+            "base64,...'), or a uuid of a file sent earlier",
+            f"{param}.file.file_data",
+            code="missing_media",
+        )
     return MediaRef("file", ref.file_data, param, ref.filename, part.uuid)
 
 
@@ -342,16 +439,26 @@ def parse_chat_request(body: Any) -> ChatRequest:
                 elif m.url is not None and media[seen[m.key]].url is None:
                     media[seen[m.key]] = m  # the uuid's bytes came in a later part
     if not any(role == "user" for role, _, _ in said):
-        raise _bad("no user message: the question comes from the last user message", "messages",
-                   code="invalid_conversation")
+        raise _bad(
+            "no user message: the question comes from the last user message",
+            "messages",
+            code="invalid_conversation",
+        )
     history, question = _conversation(said)
     opts = req.stream_options
-    return ChatRequest(req.model, question, media, bool(req.stream),
-                       bool(opts and opts.include_usage),
-                       req.max_completion_tokens or req.max_tokens,
-                       sum(role == "user" for role, _, _ in said), history,
-                       req.mm_processor_kwargs.model_dump(exclude_none=True)
-                       if req.mm_processor_kwargs else {}, sampling, sampling_fields)
+    return ChatRequest(
+        req.model,
+        question,
+        media,
+        bool(req.stream),
+        bool(opts and opts.include_usage),
+        req.max_completion_tokens or req.max_tokens,
+        sum(role == "user" for role, _, _ in said),
+        history,
+        req.mm_processor_kwargs.model_dump(exclude_none=True) if req.mm_processor_kwargs else {},
+        sampling,
+        sampling_fields,
+    )
 
 
 def _conversation(said: list[tuple[str, str, str]]) -> tuple[list[tuple[str, str]], str]:
@@ -365,17 +472,27 @@ def _conversation(said: list[tuple[str, str, str]]) -> tuple[list[tuple[str, str
         else:
             groups.append((role, [text], param))
     if groups[0][0] == "assistant":
-        raise _bad(f"{groups[0][2]}: an assistant message must answer an earlier user message",
-                   groups[0][2], code="invalid_conversation")
+        raise _bad(
+            f"{groups[0][2]}: an assistant message must answer an earlier user message",
+            groups[0][2],
+            code="invalid_conversation",
+        )
     if groups[-1][0] == "assistant":
-        raise _bad(f"{groups[-1][2]}: the conversation must end with the user's question; "
-                   "continuing an assistant message is not supported", groups[-1][2],
-                   code="invalid_conversation")
+        raise _bad(
+            f"{groups[-1][2]}: the conversation must end with the user's question; "
+            "continuing an assistant message is not supported",
+            groups[-1][2],
+            code="invalid_conversation",
+        )
     joined = [("\n".join(t for t in texts if t), param) for _, texts, param in groups]
     for text, param in joined[:-1:2]:
         if not text:
-            raise _bad(f"{param}: this earlier user turn has no text; each question goes into "
-                       "the prompt as text", param, code="no_question")
+            raise _bad(
+                f"{param}: this earlier user turn has no text; each question goes into "
+                "the prompt as text",
+                param,
+                code="no_question",
+            )
     if not joined[-1][0]:
         raise _bad("no question: the last user message has no text", "messages", code="no_question")
     history = [(joined[k][0], joined[k + 1][0]) for k in range(0, len(joined) - 1, 2)]

@@ -9,6 +9,7 @@ means something; a pipeline is "loading", then "ready" or "failed: <why>" (a fai
 server not ready: it cannot answer). Probes: callables a deployment adds for what it depends on
 (on Ray Serve, a deployment with no running replica), asked on every /health.
 """
+
 from __future__ import annotations
 
 import logging
@@ -33,19 +34,22 @@ class Readiness:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def load(self, setups: dict[str, Callable[[], None]],
-             describe: Callable[[BaseException], str] = str) -> None:
+    def load(
+        self, setups: dict[str, Callable[[], None]], describe: Callable[[BaseException], str] = str
+    ) -> None:
         """Run each model's `setup` in one background thread (once; later calls do nothing).
         `describe` turns a failure into the words /health shows (no server paths)."""
         with self._lock:
             if self._thread is not None:
                 return
-            self._thread = threading.Thread(target=self._load, args=(setups, describe),
-                                            name="cascade-load-models", daemon=True)
+            self._thread = threading.Thread(
+                target=self._load, args=(setups, describe), name="cascade-load-models", daemon=True
+            )
             self._thread.start()
 
-    def _load(self, setups: dict[str, Callable[[], None]],
-              describe: Callable[[BaseException], str]) -> None:
+    def _load(
+        self, setups: dict[str, Callable[[], None]], describe: Callable[[BaseException], str]
+    ) -> None:
         for model, setup in setups.items():
             if self.states.get(model) != "loading":
                 continue
@@ -59,8 +63,11 @@ class Readiness:
     def check(self) -> tuple[bool, dict[str, Any]]:
         """(ready, fields for the /health body: status, waiting_for, models, probe fields).
         Probes may block (Ray's status call): call this off the event loop."""
-        waiting = [f"{m}: {'models loading' if s == 'loading' else s}"
-                   for m, s in self.states.items() if s != "ready"]
+        waiting = [
+            f"{m}: {'models loading' if s == 'loading' else s}"
+            for m, s in self.states.items()
+            if s != "ready"
+        ]
         extra: dict[str, Any] = {}
         for probe in self.probes:
             try:
@@ -72,5 +79,9 @@ class Readiness:
             waiting += pending
         failed = any(s.startswith("failed") for s in self.states.values())
         status = "ok" if not waiting else "failed" if failed else "starting"
-        return not waiting, {"status": status, "waiting_for": waiting, "models": dict(self.states),
-                             **extra}
+        return not waiting, {
+            "status": status,
+            "waiting_for": waiting,
+            "models": dict(self.states),
+            **extra,
+        }

@@ -6,6 +6,7 @@
   (orange), OCR lines (blue) and detections (red) drawn with their text/labels.
 - `bill_figure`: visual tokens, prefill FLOPs and time, cascade vs the full-resolution baseline.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -15,8 +16,18 @@ import numpy as np
 
 from ..artifacts import Box, Evidence, Image
 
-__all__ = ["evidence_gallery", "overview", "bill_figure", "bill_markdown", "route_markdown",
-           "tools_markdown", "place_of", "TILE_COLOR", "OCR_COLOR", "DET_COLOR"]
+__all__ = [
+    "evidence_gallery",
+    "overview",
+    "bill_figure",
+    "bill_markdown",
+    "route_markdown",
+    "tools_markdown",
+    "place_of",
+    "TILE_COLOR",
+    "OCR_COLOR",
+    "DET_COLOR",
+]
 
 TILE_COLOR, OCR_COLOR, DET_COLOR = (255, 140, 0), (30, 110, 255), (230, 30, 30)
 
@@ -78,8 +89,12 @@ def _draw_box(draw, box: Box, scale: float, color, label: str = "", width: int =
         draw.text((x0 + 2, ty), label, fill=(255, 255, 255))
 
 
-def overview(ev: Evidence, sources: dict[int, np.ndarray] | None = None, width: int = 480,
-             names: Mapping[int, str] | None = None) -> list[tuple[Any, str]]:
+def overview(
+    ev: Evidence,
+    sources: dict[int, np.ndarray] | None = None,
+    width: int = 480,
+    names: Mapping[int, str] | None = None,
+) -> list[tuple[Any, str]]:
     """One annotated picture per source frame/image the evidence touches, with a caption.
 
     sources: the original pixels by media index (images); without them the picture is built from
@@ -104,7 +119,9 @@ def overview(ev: Evidence, sources: dict[int, np.ndarray] | None = None, width: 
             continue
         scale = width / max(src_w, 1)
         size = (width, max(1, round(src_h * scale)))
-        canvas = base.resize(size) if base is not None else PILImage.new("RGB", size, (200, 200, 200))
+        canvas = (
+            base.resize(size) if base is not None else PILImage.new("RGB", size, (200, 200, 200))
+        )
         for im in sorted(g["images"], key=lambda i: -i.box.area):
             if base is None:  # paste what was seen where it sits in the source
                 b = im.box
@@ -118,8 +135,10 @@ def overview(ev: Evidence, sources: dict[int, np.ndarray] | None = None, width: 
             _draw_box(draw, line.box, scale, OCR_COLOR, line.text[:24])
         for det in g["dets"]:
             _draw_box(draw, det.box, scale, DET_COLOR, f"{det.label} {det.confidence:.2f}")
-        caption = (f"{_where(place, names)}: {len(tiles)} high-res tile(s), {len(g['ocr'])} OCR line(s), "
-                   f"{len(g['dets'])} detection(s)")
+        caption = (
+            f"{_where(place, names)}: {len(tiles)} high-res tile(s), {len(g['ocr'])} OCR line(s), "
+            f"{len(g['dets'])} detection(s)"
+        )
         out.append((canvas, caption))
     return out
 
@@ -145,20 +164,30 @@ def bill_figure(bill: dict[str, Any]):
     from matplotlib.figure import Figure  # no pyplot: leaves a notebook's backend alone
 
     base_s, estimated = _baseline_seconds(bill)
-    panels = [("visual tokens", bill.get("visual_tokens"), bill.get("baseline_visual_tokens"), False),
-              ("prefill FLOPs", bill.get("prefill_flops"), bill.get("baseline_prefill_flops"), False),
-              ("seconds", bill.get("seconds"), base_s, estimated)]
+    panels = [
+        ("visual tokens", bill.get("visual_tokens"), bill.get("baseline_visual_tokens"), False),
+        ("prefill FLOPs", bill.get("prefill_flops"), bill.get("baseline_prefill_flops"), False),
+        ("seconds", bill.get("seconds"), base_s, estimated),
+    ]
     fig = Figure(figsize=(7.5, 2.6), dpi=100)
     for i, (title, ours, base, est) in enumerate(panels):
         ax = fig.add_subplot(1, 3, i + 1)
         values = [float(ours or 0), float(base or 0)]
-        bars = ax.bar(["cascade", "full-res\n(est.)" if est else "full-res"], values,
-                      color=["#2b8a3e", "#adb5bd"])
+        bars = ax.bar(
+            ["cascade", "full-res\n(est.)" if est else "full-res"],
+            values,
+            color=["#2b8a3e", "#adb5bd"],
+        )
         if est:
             bars[1].set_hatch("//")
         for b, v, known in zip(bars, values, (True, base is not None)):
-            ax.annotate(_human(v) if known else "n/a", (b.get_x() + b.get_width() / 2, v),
-                        ha="center", va="bottom", fontsize=8)
+            ax.annotate(
+                _human(v) if known else "n/a",
+                (b.get_x() + b.get_width() / 2, v),
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
         ax.set_title(title, fontsize=9)
         ax.tick_params(labelsize=8)
         ax.set_yticks([])
@@ -173,10 +202,20 @@ def bill_markdown(bill: dict[str, Any]) -> str:
     def cell(v: Any) -> str:
         return "—" if v is None else _human(float(v))
 
-    rows = [("visual tokens", bill.get("visual_tokens"), bill.get("baseline_visual_tokens"),
-             bill.get("visual_token_savings")),
-            ("prefill FLOPs", bill.get("prefill_flops"), bill.get("baseline_prefill_flops"),
-             bill.get("prefill_savings"))]
+    rows = [
+        (
+            "visual tokens",
+            bill.get("visual_tokens"),
+            bill.get("baseline_visual_tokens"),
+            bill.get("visual_token_savings"),
+        ),
+        (
+            "prefill FLOPs",
+            bill.get("prefill_flops"),
+            bill.get("baseline_prefill_flops"),
+            bill.get("prefill_savings"),
+        ),
+    ]
     lines = ["| | cascade | full-res baseline | saving |", "|---|---:|---:|---:|"]
     for name, ours, base, saving in rows:
         if base and not ours:  # a tool answered: the VLM never ran
@@ -185,12 +224,16 @@ def bill_markdown(bill: dict[str, Any]) -> str:
             shown = "—" if not saving else f"{saving:.1f}x"
         lines.append(f"| {name} | {cell(ours)} | {cell(base)} | {shown} |")
     base_s, estimated = _baseline_seconds(bill)
-    lines.append(f"| seconds | {bill.get('seconds', 0):.2f} | "
-                 f"{'—' if base_s is None else f'{base_s:.2f}'}"
-                 f"{' (est.)' if base_s is not None and estimated else ''} | |")
+    lines.append(
+        f"| seconds | {bill.get('seconds', 0):.2f} | "
+        f"{'—' if base_s is None else f'{base_s:.2f}'}"
+        f"{' (est.)' if base_s is not None and estimated else ''} | |"
+    )
     if base_s is not None and estimated:
-        lines.append("\nFull-res seconds are estimated, not measured: this answer's time with its "
-                     "VLM time scaled by the baseline's FLOPs at the throughput the VLM reached.")
+        lines.append(
+            "\nFull-res seconds are estimated, not measured: this answer's time with its "
+            "VLM time scaled by the baseline's FLOPs at the throughput the VLM reached."
+        )
     return "\n".join(lines)
 
 
@@ -199,8 +242,10 @@ def route_markdown(ev: Evidence, produced_by: str) -> str:
     lines = [f"**Answered by {who}.**"]
     for r in ev.routes:
         scores = ", ".join(f"{k}={v:.3g}" for k, v in sorted(r.scores.items()))
-        lines.append(f"- route **{r.branch}**: {r.reason or '(no reason given)'}"
-                     + (f" ({scores})" if scores else ""))
+        lines.append(
+            f"- route **{r.branch}**: {r.reason or '(no reason given)'}"
+            + (f" ({scores})" if scores else "")
+        )
     if not ev.routes:
         lines.append("- no router in this pipeline")
     return "\n".join(lines)
@@ -209,9 +254,19 @@ def route_markdown(ev: Evidence, produced_by: str) -> str:
 def tools_markdown(ev: Evidence, limit: int = 12, names: Mapping[int, str] | None = None) -> str:
     lines = []
     if ev.ocr_lines:
-        lines.append("**OCR read:** " + "; ".join(
-            f"“{o.text}” ({o.confidence:.2f}, {_where(place_of(o), names)})" for o in ev.ocr_lines[:limit]))
+        lines.append(
+            "**OCR read:** "
+            + "; ".join(
+                f"“{o.text}” ({o.confidence:.2f}, {_where(place_of(o), names)})"
+                for o in ev.ocr_lines[:limit]
+            )
+        )
     if ev.detections:
-        lines.append("**Detected:** " + "; ".join(
-            f"{d.label} {d.confidence:.2f} ({_where(place_of(d), names)})" for d in ev.detections[:limit]))
+        lines.append(
+            "**Detected:** "
+            + "; ".join(
+                f"{d.label} {d.confidence:.2f} ({_where(place_of(d), names)})"
+                for d in ev.detections[:limit]
+            )
+        )
     return "\n\n".join(lines) or "_No OCR lines or detections in the evidence._"

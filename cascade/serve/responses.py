@@ -6,15 +6,31 @@ chunk of a stream) with who answered, the evidence, the bill against the full-re
 baseline, the trace and its warnings. Clients that do not know it ignore it (the `openai` package
 keeps it in `model_extra`).
 """
+
 from __future__ import annotations
 
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-__all__ = ["ChatCompletion", "ChatCompletionChunk", "Choice", "ChunkChoice", "Delta", "Usage",
-           "Bill", "CascadeExtra", "ModelCard", "ModelList", "ErrorBody", "ErrorResponse",
-           "Health", "Liveness", "STREAM_SCHEMA", "STATUS"]
+__all__ = [
+    "ChatCompletion",
+    "ChatCompletionChunk",
+    "Choice",
+    "ChunkChoice",
+    "Delta",
+    "Usage",
+    "Bill",
+    "CascadeExtra",
+    "ModelCard",
+    "ModelList",
+    "ErrorBody",
+    "ErrorResponse",
+    "Health",
+    "Liveness",
+    "STREAM_SCHEMA",
+    "STATUS",
+]
 
 
 class PromptTokensDetails(BaseModel):
@@ -52,35 +68,42 @@ class Bill(BaseModel):
     visual_token_savings: float | None = Field(None, description="baseline / used visual tokens")
     prefill_savings: float | None = Field(None, description="baseline / used prefill FLOPs")
     baseline_seconds_estimate: float | None = Field(
-        None, description="an estimate: this answer's time with its VLM time scaled by FLOPs")
+        None, description="an estimate: this answer's time with its VLM time scaled by FLOPs"
+    )
 
 
 class CascadeExtra(BaseModel):
     produced_by: Literal["vlm", "tool"]
-    evidence: dict[str, Any] = Field(description="images the VLM saw, OCR lines, detections, "
-                                     "routes and retrieval scores")
+    evidence: dict[str, Any] = Field(
+        description="images the VLM saw, OCR lines, detections, routes and retrieval scores"
+    )
     bill: Bill
-    warnings: list[str] = Field(description="e.g. a truncated video answered from the part "
-                                "that decodes")
+    warnings: list[str] = Field(
+        description="e.g. a truncated video answered from the part that decodes"
+    )
     trace: dict[str, Any] | None = Field(description="stages, their seconds and counters")
 
 
 class TopLogprob(BaseModel):
     token: str
     logprob: float
-    bytes: list[int] | None = Field(description="the token's UTF-8 bytes (a token may hold part "
-                                    "of a character)")
+    bytes: list[int] | None = Field(
+        description="the token's UTF-8 bytes (a token may hold part of a character)"
+    )
 
 
 class TokenLogprob(TopLogprob):
-    top_logprobs: list[TopLogprob] = Field(description="the `top_logprobs` most likely tokens at "
-                                           "this position")
+    top_logprobs: list[TopLogprob] = Field(
+        description="the `top_logprobs` most likely tokens at this position"
+    )
 
 
 class ChoiceLogprobs(BaseModel):
-    content: list[TokenLogprob] | None = Field(description="one entry per generated token (log p "
-                                               "under the model, raw logits); null for a tool "
-                                               "answer, which sampled no token")
+    content: list[TokenLogprob] | None = Field(
+        description="one entry per generated token (log p "
+        "under the model, raw logits); null for a tool "
+        "answer, which sampled no token"
+    )
 
 
 class AssistantMessage(BaseModel):
@@ -150,8 +173,9 @@ class ModelList(BaseModel):
 class ErrorBody(BaseModel):
     message: str = Field(description="what to change; names request fields, never server paths")
     type: str
-    param: str | None = Field(description="the request field at fault, e.g. "
-                              "`messages[0].content[1].image_url.url`")
+    param: str | None = Field(
+        description="the request field at fault, e.g. `messages[0].content[1].image_url.url`"
+    )
     code: str | None
 
 
@@ -165,17 +189,19 @@ class Health(BaseModel):
     """Readiness: 200 once every served pipeline can answer, 503 while something is starting."""
 
     status: Literal["ok", "starting", "failed"]
-    waiting_for: list[str] = Field(description="what is not ready yet (models loading, "
-                                   "deployments without a running replica), in words")
-    models: dict[str, str] = Field(description="served model id -> loading, ready or "
-                                   "failed: <why>")
+    waiting_for: list[str] = Field(
+        description="what is not ready yet (models loading, "
+        "deployments without a running replica), in words"
+    )
+    models: dict[str, str] = Field(description="served model id -> loading, ready or failed: <why>")
     busy: int
     queued: int
     max_concurrent: int
     max_queue: int
     random_weights: bool
-    replicas: dict[str, int] | None = Field(None, description="Ray Serve: running replicas per "
-                                            "deployment")
+    replicas: dict[str, int] | None = Field(
+        None, description="Ray Serve: running replicas per deployment"
+    )
 
 
 class Liveness(BaseModel):
@@ -187,20 +213,34 @@ class Liveness(BaseModel):
 # One event of a stream (OpenAPI 3.1 has a text/event-stream schema describe one event): its
 # `data` is a ChatCompletionChunk, an ErrorResponse (a failure after the first token), or [DONE].
 STREAM_SCHEMA: dict[str, Any] = {
-    "type": "object", "required": ["data"],
+    "type": "object",
+    "required": ["data"],
     "description": "one server-sent event (`data: <payload>`): ChatCompletionChunk payloads as "
     "the answer is generated, an ErrorResponse if the request fails after its first token, then "
     "the payload [DONE]",
-    "properties": {"data": {"anyOf": [
-        {"type": "string", "enum": ["[DONE]"]},
-        {"type": "string", "contentMediaType": "application/json", "contentSchema": {"anyOf": [
-            {"$ref": "#/components/schemas/ChatCompletionChunk"},
-            {"$ref": "#/components/schemas/ErrorResponse"}]}}]}}}
+    "properties": {
+        "data": {
+            "anyOf": [
+                {"type": "string", "enum": ["[DONE]"]},
+                {
+                    "type": "string",
+                    "contentMediaType": "application/json",
+                    "contentSchema": {
+                        "anyOf": [
+                            {"$ref": "#/components/schemas/ChatCompletionChunk"},
+                            {"$ref": "#/components/schemas/ErrorResponse"},
+                        ]
+                    },
+                },
+            ]
+        }
+    },
+}
 
 # Every status the chat endpoint answers, with when.
 STATUS: dict[int, str] = {
     400: "a client mistake: malformed JSON, a field of the wrong type or range, an unknown field, "
-         "a value the pipeline cannot honour, media it cannot use (`code` says which)",
+    "a value the pipeline cannot honour, media it cannot use (`code` says which)",
     404: "no such model (`model_not_found`)",
     408: "the request body did not arrive within --upload-timeout (`upload_timeout`)",
     413: "over a size limit: body, upload, pixels per image, total pixels, frames (`code`)",

@@ -13,6 +13,7 @@ A field the schema admits may still be refused by what the pipelines can do toda
 value is a 400 naming the field. The sampling fields are honoured (`protocol.SAMPLING_FIELDS`:
 they become the request's `cascade.decoding.SamplingParams`).
 """
+
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
@@ -22,8 +23,20 @@ from pydantic_core import PydanticCustomError
 
 from ..decoding import MAX_N
 
-__all__ = ["ChatCompletionRequest", "Message", "TextPart", "ImagePart", "VideoPart", "FilePart",
-           "ImageURL", "VideoURL", "FileRef", "StreamOptions", "ResponseFormat", "MMProcessorKwargs"]
+__all__ = [
+    "ChatCompletionRequest",
+    "Message",
+    "TextPart",
+    "ImagePart",
+    "VideoPart",
+    "FilePart",
+    "ImageURL",
+    "VideoURL",
+    "FileRef",
+    "StreamOptions",
+    "ResponseFormat",
+    "MMProcessorKwargs",
+]
 
 _STRICT = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
 
@@ -32,8 +45,11 @@ def _utf8(text: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:  # a lone surrogate from a "\ud800" JSON escape
-        raise PydanticCustomError("invalid_text", "not valid UTF-8 text (lone surrogate at "
-                                  "character {at})", {"at": e.start}) from None
+        raise PydanticCustomError(
+            "invalid_text",
+            "not valid UTF-8 text (lone surrogate at character {at})",
+            {"at": e.start},
+        ) from None
     return text
 
 
@@ -45,31 +61,43 @@ class _Strict(BaseModel):
 
 
 class ImageURL(_Strict):
-    url: Text = Field(min_length=1, json_schema_extra={"format": "uri"},
-                      description="`data:<mime>;base64,<data>`, or `file://<path>` under the "
-                      "server's --media-root (remote URLs are refused, never fetched)")
+    url: Text = Field(
+        min_length=1,
+        json_schema_extra={"format": "uri"},
+        description="`data:<mime>;base64,<data>`, or `file://<path>` under the "
+        "server's --media-root (remote URLs are refused, never fetched)",
+    )
     detail: Literal["auto", "low", "high"] | None = Field(
-        None, description="accepted for compatibility; the cascade chooses the resolution itself")
+        None, description="accepted for compatibility; the cascade chooses the resolution itself"
+    )
 
 
 class VideoURL(_Strict):
     """vLLM's video part: a whole video file (MP4, WebM, MKV, MOV ...), decoded with PyAV."""
 
-    url: Text = Field(min_length=1, json_schema_extra={"format": "uri"},
-                      description="`data:video/<type>;base64,<data>`, or `file://<path>` under "
-                      "the server's --media-root")
+    url: Text = Field(
+        min_length=1,
+        json_schema_extra={"format": "uri"},
+        description="`data:video/<type>;base64,<data>`, or `file://<path>` under "
+        "the server's --media-root",
+    )
 
 
 class FileRef(_Strict):
     """OpenAI's file part: a PDF document, its pages rendered and read like images."""
 
     file_data: Text | None = Field(
-        None, min_length=1, description="the PDF: `data:application/pdf;base64,<data>` (or the "
-        "bare base64), or `file://<path>` under the server's --media-root")
-    filename: Text | None = Field(None, max_length=255, description="shown in the evidence "
-                                  "with each page")
-    file_id: str | None = Field(None, description="refused: this server has no Files API; send "
-                                "file_data")
+        None,
+        min_length=1,
+        description="the PDF: `data:application/pdf;base64,<data>` (or the "
+        "bare base64), or `file://<path>` under the server's --media-root",
+    )
+    filename: Text | None = Field(
+        None, max_length=255, description="shown in the evidence with each page"
+    )
+    file_id: str | None = Field(
+        None, description="refused: this server has no Files API; send file_data"
+    )
 
 
 class TextPart(_Strict):
@@ -77,47 +105,66 @@ class TextPart(_Strict):
     text: Text
 
 
-MediaId = Annotated[Text, Field(min_length=1, max_length=256, description=(
-    "vLLM's media id: the server keeps the media under it (byte-bounded LRU, --media-cache-mb); "
-    "a later part may send the uuid with the media null. Unknown uuid: 400, resend the media"))]
+MediaId = Annotated[
+    Text,
+    Field(
+        min_length=1,
+        max_length=256,
+        description=(
+            "vLLM's media id: the server keeps the media under it (byte-bounded LRU, --media-cache-mb); "
+            "a later part may send the uuid with the media null. Unknown uuid: 400, resend the media"
+        ),
+    ),
+]
 
 
 class ImagePart(_Strict):
     type: Literal["image_url"]
-    image_url: ImageURL | None = Field(None, description="null (or absent) with a `uuid` the "
-                                       "server has seen")
+    image_url: ImageURL | None = Field(
+        None, description="null (or absent) with a `uuid` the server has seen"
+    )
     uuid: MediaId | None = None
 
 
 class VideoPart(_Strict):
     type: Literal["video_url"]
-    video_url: VideoURL | None = Field(None, description="null (or absent) with a `uuid` the "
-                                       "server has seen")
+    video_url: VideoURL | None = Field(
+        None, description="null (or absent) with a `uuid` the server has seen"
+    )
     uuid: MediaId | None = None
 
 
 class FilePart(_Strict):
     type: Literal["file"]
-    file: FileRef | None = Field(None, description="null (or absent) with a `uuid` the server "
-                                 "has seen")
+    file: FileRef | None = Field(
+        None, description="null (or absent) with a `uuid` the server has seen"
+    )
     uuid: MediaId | None = None
 
 
-ContentPart = Annotated[Union[TextPart, ImagePart, VideoPart, FilePart],
-                        Field(discriminator="type")]
+ContentPart = Annotated[
+    Union[TextPart, ImagePart, VideoPart, FilePart], Field(discriminator="type")
+]
 
 
 class MMProcessorKwargs(_Strict):
     """vLLM's per-request media parameters, as stage params of the served pipeline for this
     request only (`mm_params.MM_KEYS`)."""
 
-    fps: float | None = Field(None, gt=0, le=240, description="video frames sampled per second "
-                              "(the pipeline's video_frames stages, in fps mode)")
+    fps: float | None = Field(
+        None,
+        gt=0,
+        le=240,
+        description="video frames sampled per second "
+        "(the pipeline's video_frames stages, in fps mode)",
+    )
     max_frames: int | None = Field(None, ge=1, description="most video frames kept")
-    min_pixels: int | None = Field(None, ge=1, description="each image the VLM sees is scaled "
-                                   "up to at least this many pixels")
-    max_pixels: int | None = Field(None, ge=1, description="each image the VLM sees is scaled "
-                                   "down to at most this many pixels")
+    min_pixels: int | None = Field(
+        None, ge=1, description="each image the VLM sees is scaled up to at least this many pixels"
+    )
+    max_pixels: int | None = Field(
+        None, ge=1, description="each image the VLM sees is scaled down to at most this many pixels"
+    )
 
 
 class FunctionCall(_Strict):
@@ -154,7 +201,8 @@ class Message(_Strict):
 
 class StreamOptions(_Strict):
     include_usage: bool | None = Field(
-        None, description="send a last chunk with `usage` (and no choices) before [DONE]")
+        None, description="send a last chunk with `usage` (and no choices) before [DONE]"
+    )
 
 
 class JSONSchemaFormat(_Strict):
@@ -197,11 +245,19 @@ class ChatCompletionRequest(_Strict):
     messages: list[Message] = Field(min_length=1)
     stream: bool | None = None
     stream_options: StreamOptions | None = None
-    max_tokens: int | None = Field(None, ge=1, description="most answer tokens (a tool answer "
-                                   "is not affected); needs a pipeline with a max_new_tokens input")
+    max_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="most answer tokens (a tool answer "
+        "is not affected); needs a pipeline with a max_new_tokens input",
+    )
     max_completion_tokens: int | None = Field(None, ge=1, description="same as max_tokens")
-    n: int | None = Field(None, ge=1, le=MAX_N, description="completions: one prefill, n "
-                          "decodes (a tool answer: n identical choices)")
+    n: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_N,
+        description="completions: one prefill, n decodes (a tool answer: n identical choices)",
+    )
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
     top_k: int | None = Field(None, ge=-1, description="vLLM")

@@ -19,6 +19,7 @@ counted as 499; so is a client that stays connected but stops reading: once a ch
 `send_timeout` seconds for it, the stream is dropped and its run cancelled, so its slot is free
 again (the connection itself closes when the client reads or hangs up).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -49,7 +50,9 @@ class _EventStream(StreamingResponse):
     up on a client that stops reading (`send_timeout`)."""
 
     def __init__(self, body: AsyncIterator[str], close: Callable[[], None], send_timeout: float):
-        super().__init__(body, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        super().__init__(
+            body, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
         self._close, self._send_timeout = close, send_timeout
 
     async def __call__(self, scope, receive, send) -> None:
@@ -62,8 +65,11 @@ class _EventStream(StreamingResponse):
         try:
             await super().__call__(scope, receive, timed_send)
         except _ClientStalled:
-            log.warning("a streaming client took no data for %g s (--send-timeout): stream "
-                         "dropped, its run cancelled", self._send_timeout)
+            log.warning(
+                "a streaming client took no data for %g s (--send-timeout): stream "
+                "dropped, its run cancelled",
+                self._send_timeout,
+            )
         finally:
             self._close()
 
@@ -72,22 +78,42 @@ def _sse(obj: Any) -> str:
     return f"data: {json.dumps(obj)}\n\n"
 
 
-def event_stream(tokens: AsyncIterator[Any], work: asyncio.Future, first: Any | None, *, model: str,
-                 cid: str, created: int, include_usage: bool,
-                 extra: Callable[[Any], dict[str, Any]],
-                 finished: Callable[[int], None], send_timeout: float = 30.0, n: int = 1,
-                 logprobs: bool = False) -> StreamingResponse:
+def event_stream(
+    tokens: AsyncIterator[Any],
+    work: asyncio.Future,
+    first: Any | None,
+    *,
+    model: str,
+    cid: str,
+    created: int,
+    include_usage: bool,
+    extra: Callable[[Any], dict[str, Any]],
+    finished: Callable[[int], None],
+    send_timeout: float = 30.0,
+    n: int = 1,
+    logprobs: bool = False,
+) -> StreamingResponse:
     """The response for a run that has produced its first token (`first`; the rest come from
     `tokens`, which ends with the run) or, for a tool answer, has finished (`first` None). extra(answer): the `cascade` field of the last chunk.
     finished(status) is called when the stream ends (200, an error's status, or 499), maybe
     more than once: the first call counts. n, logprobs: the request's (module docstring)."""
 
-    def chunk(delta: dict[str, Any], finish: str | None = None, index: int = 0,
-              lp: dict[str, Any] | None = None, **more: Any) -> dict[str, Any]:
+    def chunk(
+        delta: dict[str, Any],
+        finish: str | None = None,
+        index: int = 0,
+        lp: dict[str, Any] | None = None,
+        **more: Any,
+    ) -> dict[str, Any]:
         choices = [{"index": index, "delta": delta, "logprobs": lp, "finish_reason": finish}]
-        return ChatCompletionChunk(id=cid, object="chat.completion.chunk", created=created,
-                                   model=model, choices=choices, **more,
-                                   ).model_dump(mode="json", exclude_unset=True)
+        return ChatCompletionChunk(
+            id=cid,
+            object="chat.completion.chunk",
+            created=created,
+            model=model,
+            choices=choices,
+            **more,
+        ).model_dump(mode="json", exclude_unset=True)
 
     def close(status: int = 499) -> None:  # 499 unless the stream ended on its own
         if not work.done():  # the client went away: the run stops at its next token
@@ -121,21 +147,31 @@ def event_stream(tokens: AsyncIterator[Any], work: asyncio.Future, first: Any | 
                         # A pipeline whose streaming VLM stage was not its final answer (a draft
                         # a router replaced): the client has text that is not the answer.
                         log.error("streamed text is not the answer of %s", model)
-                        raise APIError(500, "the pipeline streamed a draft that is not its final "
-                                       "answer (a vlm_answer stage whose answer a router may "
-                                       "replace needs `stream: false`)", code="stream_mismatch")
+                        raise APIError(
+                            500,
+                            "the pipeline streamed a draft that is not its final "
+                            "answer (a vlm_answer stage whose answer a router may "
+                            "replace needs `stream: false`)",
+                            code="stream_mismatch",
+                        )
                     if i not in streamed:
                         yield _sse(chunk({"role": "assistant", "content": ""}, index=i))
-                    if c.text[len(text):]:  # a tool answer, or a stage that did not stream
-                        yield _sse(chunk({"content": c.text[len(text):]}, index=i))
+                    if c.text[len(text) :]:  # a tool answer, or a stage that did not stream
+                        yield _sse(chunk({"content": c.text[len(text) :]}, index=i))
                 for i, c in enumerate(done):
                     last = {"cascade": extra(answer)} if i == len(done) - 1 else {}
                     yield _sse(chunk({}, c.finish_reason, index=i, **last))
                 if include_usage:
-                    yield _sse(ChatCompletionChunk(
-                        id=cid, object="chat.completion.chunk", created=created, model=model,
-                        choices=[], usage=openai_usage(answer)).model_dump(mode="json",
-                                                             exclude_unset=True))
+                    yield _sse(
+                        ChatCompletionChunk(
+                            id=cid,
+                            object="chat.completion.chunk",
+                            created=created,
+                            model=model,
+                            choices=[],
+                            usage=openai_usage(answer),
+                        ).model_dump(mode="json", exclude_unset=True)
+                    )
                 status = 200
             except APIError as e:
                 status = e.status
@@ -143,8 +179,11 @@ def event_stream(tokens: AsyncIterator[Any], work: asyncio.Future, first: Any | 
             except Exception as e:  # a bug: report it in the stream, keep serving
                 log.exception("streamed chat completion failed")
                 status = 500
-                yield _sse(APIError(500, f"internal error: {type(e).__name__}",
-                                    code="internal_error").body())
+                yield _sse(
+                    APIError(
+                        500, f"internal error: {type(e).__name__}", code="internal_error"
+                    ).body()
+                )
             yield "data: [DONE]\n\n"
         finally:
             close(status)

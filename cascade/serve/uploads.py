@@ -8,6 +8,7 @@ around it) is therefore gone as soon as its request ends, and nothing piles up. 
 send the same bytes at once share one file. Reuse across turns does not need the file: the caches
 (CLIP embeddings, OCR, detections, the VLM's KV prefix) are keyed by pixel content.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,9 @@ class Uploads:
 
     def __init__(self, folder: Path | None = None):
         self._own = folder is None
-        self.folder = Path(tempfile.mkdtemp(prefix="cascade-uploads-")) if folder is None \
-            else Path(folder)
+        self.folder = (
+            Path(tempfile.mkdtemp(prefix="cascade-uploads-")) if folder is None else Path(folder)
+        )
         self._refs: Counter[str] = Counter()
         self._lock = threading.Lock()
 

@@ -8,6 +8,7 @@ Names are imported on first use (PEP 562), so the light parts (`cascade.vlm.opti
 reduction registry) load without torch: a pipeline validates its `models:` block and reduction
 names without importing a model library.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -24,16 +25,29 @@ if TYPE_CHECKING:  # what the names below are, for readers and type checkers
     from .tiny import build_tiny_vlm, default_tiny_dir, register_tiny_recipe, tiny_families
 
 _WHERE = {
-    "VLM": "backend", "Backend": "backend", "Stream": "backend",
-    "SamplingParams": "decode", "TokenEvent": "decode",
-    "FAMILIES": "families", "Family": "families", "FamilyRuntime": "families",
-    "ImageLimits": "families", "register_family": "families",
-    "KVPrefixCache": "kv_cache", "PrefixState": "kv_cache",
-    "BACKENDS": "options", "ModelSpec": "options", "register_backend": "options",
-    "Reduction": "reduction", "ReductionConfig": "reduction", "reduction_names": "reduction",
+    "VLM": "backend",
+    "Backend": "backend",
+    "Stream": "backend",
+    "SamplingParams": "decode",
+    "TokenEvent": "decode",
+    "FAMILIES": "families",
+    "Family": "families",
+    "FamilyRuntime": "families",
+    "ImageLimits": "families",
+    "register_family": "families",
+    "KVPrefixCache": "kv_cache",
+    "PrefixState": "kv_cache",
+    "BACKENDS": "options",
+    "ModelSpec": "options",
+    "register_backend": "options",
+    "Reduction": "reduction",
+    "ReductionConfig": "reduction",
+    "reduction_names": "reduction",
     "register_reduction": "reduction",
     "VLMResult": "result",
-    "build_tiny_vlm": "tiny", "default_tiny_dir": "tiny", "register_tiny_recipe": "tiny",
+    "build_tiny_vlm": "tiny",
+    "default_tiny_dir": "tiny",
+    "register_tiny_recipe": "tiny",
     "tiny_families": "tiny",
 }
 __all__ = sorted(_WHERE)

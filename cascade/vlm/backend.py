@@ -4,6 +4,7 @@ A backend answers a question about images and bills it (`VLMResult` with its `Bi
 open sessions and batch. Backends register by short name with their options
 (`cascade.vlm.options.register_backend`); `VLM.load(model, backend="transformers")` picks one.
 """
+
 from __future__ import annotations
 
 import threading
@@ -35,17 +36,37 @@ class Backend(Protocol):
     vision_tower_calls: int
     vision_images_encoded: int
 
-    def generate(self, images: Any, question: str, *, max_new_tokens: int = 64,
-                 reduction: ReductionConfig | None = None, system_prompt: str | None = None,
-                 history: History = (), sampling: SamplingParams = GREEDY,
-                 on_token: OnToken | None = None) -> VLMResult: ...
+    def generate(
+        self,
+        images: Any,
+        question: str,
+        *,
+        max_new_tokens: int = 64,
+        reduction: ReductionConfig | None = None,
+        system_prompt: str | None = None,
+        history: History = (),
+        sampling: SamplingParams = GREEDY,
+        on_token: OnToken | None = None,
+    ) -> VLMResult: ...
 
-    def generate_batch(self, requests: Sequence[tuple[Any, str]], *, max_new_tokens: int = 64,
-                       reduction: ReductionConfig | None = None, system_prompt: str | None = None,
-                       sampling: SamplingParams = GREEDY) -> list[VLMResult]: ...
+    def generate_batch(
+        self,
+        requests: Sequence[tuple[Any, str]],
+        *,
+        max_new_tokens: int = 64,
+        reduction: ReductionConfig | None = None,
+        system_prompt: str | None = None,
+        sampling: SamplingParams = GREEDY,
+    ) -> list[VLMResult]: ...
 
-    def session(self, images: Any, *, system_prompt: str | None = None,
-                reduction: ReductionConfig | None = None, max_new_tokens: int = 64) -> Any: ...
+    def session(
+        self,
+        images: Any,
+        *,
+        system_prompt: str | None = None,
+        reduction: ReductionConfig | None = None,
+        max_new_tokens: int = 64,
+    ) -> Any: ...
 
 
 class Stream:
@@ -88,11 +109,19 @@ class VLM:
         self.backend = backend
 
     @classmethod
-    def load(cls, model: str, backend: str = "transformers", device: str = "auto",
-             dtype: Any = "auto", kernels: Literal["auto", "triton", "torch"] = "auto",
-             resolution: Literal["default", "full"] = "default", min_pixels: int | None = None,
-             max_pixels: int | None = None, longest_edge: int | None = None,
-             **opts: Any) -> "VLM":
+    def load(
+        cls,
+        model: str,
+        backend: str = "transformers",
+        device: str = "auto",
+        dtype: Any = "auto",
+        kernels: Literal["auto", "triton", "torch"] = "auto",
+        resolution: Literal["default", "full"] = "default",
+        min_pixels: int | None = None,
+        max_pixels: int | None = None,
+        longest_edge: int | None = None,
+        **opts: Any,
+    ) -> "VLM":
         """model: hub id, local folder, or (openai) the served model name; resolution and
         min/max_pixels / longest_edge: the family's image limits (`ImageLimits`); opts go to the
         backend's loader (transformers: kv_cache_bytes, kv_int8, kv_cache, attn_implementation,
@@ -105,8 +134,10 @@ class VLM:
         entry = plugins.backends.get(backend)  # a `cascade.vlm.options.BackendEntry`
         if entry is None:
             names = plugins.backends.names()
-            raise InputError(f"unknown VLM backend '{backend}'{did_you_mean(backend, names)}; "
-                             f"choose one of {names}")
+            raise InputError(
+                f"unknown VLM backend '{backend}'{did_you_mean(backend, names)}; "
+                f"choose one of {names}"
+            )
         if kernels != "auto":
             opts["kernels"] = kernels
         limits = ImageLimits(resolution, min_pixels, max_pixels, longest_edge)
@@ -134,10 +165,18 @@ class VLM:
         """Images run through the vision tower in this process so far."""
         return self.backend.vision_images_encoded
 
-    def generate(self, images: Any, question: str, max_new_tokens: int = 64,
-                 reduction: ReductionConfig | None = None, system_prompt: str | None = None, *,
-                 history: History = (), sampling: SamplingParams = GREEDY,
-                 on_token: OnToken | None = None) -> VLMResult:
+    def generate(
+        self,
+        images: Any,
+        question: str,
+        max_new_tokens: int = 64,
+        reduction: ReductionConfig | None = None,
+        system_prompt: str | None = None,
+        *,
+        history: History = (),
+        sampling: SamplingParams = GREEDY,
+        on_token: OnToken | None = None,
+    ) -> VLMResult:
         """Answer `question` about `images`; the result carries the text, the tokens with their
         log-probabilities, and the bill.
 
@@ -147,33 +186,59 @@ class VLM:
         min-p, penalties, a seed, stop strings / ids, logprobs and top_logprobs, and n
         completions from one prefill (`result.completions`). on_token: called with each
         `TokenEvent` as it is generated (see `stream` for an iterator)."""
-        return self.backend.generate(images, question, max_new_tokens=max_new_tokens,
-                                     reduction=reduction, system_prompt=system_prompt,
-                                     history=history, sampling=sampling, on_token=on_token)
+        return self.backend.generate(
+            images,
+            question,
+            max_new_tokens=max_new_tokens,
+            reduction=reduction,
+            system_prompt=system_prompt,
+            history=history,
+            sampling=sampling,
+            on_token=on_token,
+        )
 
     def stream(self, images: Any, question: str, max_new_tokens: int = 64, **kw: Any) -> Stream:
         """`generate` as an iterator of `TokenEvent`s; the `VLMResult` is `.result` afterwards.
 
         >>> s = vlm.stream([image], "Describe it.")
         >>> text = "".join(ev.text for ev in s); s.result.bill"""
-        return Stream(lambda on_token: self.generate(images, question, max_new_tokens,
-                                                     on_token=on_token, **kw))
+        return Stream(
+            lambda on_token: self.generate(
+                images, question, max_new_tokens, on_token=on_token, **kw
+            )
+        )
 
-    def generate_batch(self, requests: Sequence[tuple[Any, str]], max_new_tokens: int = 64,
-                       reduction: ReductionConfig | None = None, system_prompt: str | None = None,
-                       *, sampling: SamplingParams = GREEDY) -> list[VLMResult]:
+    def generate_batch(
+        self,
+        requests: Sequence[tuple[Any, str]],
+        max_new_tokens: int = 64,
+        reduction: ReductionConfig | None = None,
+        system_prompt: str | None = None,
+        *,
+        sampling: SamplingParams = GREEDY,
+    ) -> list[VLMResult]:
         """Answer (images, question) requests together, one result per request in order.
 
         The transformers backend batches the prefills (left padding + attention mask), decodes in
         lockstep and encodes each distinct image of the batch once; it bypasses the KV prefix
         cache (`TransformersBackend.generate_batch`). The openai backend sends the requests one
         by one (the server batches on its own)."""
-        return self.backend.generate_batch(requests, max_new_tokens=max_new_tokens,
-                                           reduction=reduction, system_prompt=system_prompt,
-                                           sampling=sampling)
+        return self.backend.generate_batch(
+            requests,
+            max_new_tokens=max_new_tokens,
+            reduction=reduction,
+            system_prompt=system_prompt,
+            sampling=sampling,
+        )
 
-    def session(self, images: Any, system_prompt: str | None = None,
-                reduction: ReductionConfig | None = None, max_new_tokens: int = 64) -> Any:
+    def session(
+        self,
+        images: Any,
+        system_prompt: str | None = None,
+        reduction: ReductionConfig | None = None,
+        max_new_tokens: int = 64,
+    ) -> Any:
         """Multi-turn conversation over fixed media: `.ask(question) -> VLMResult`."""
-        return self.backend.session(images, system_prompt=system_prompt, reduction=reduction,
-                                    max_new_tokens=max_new_tokens)
+        return self.backend.session(
+            images, system_prompt=system_prompt, reduction=reduction, max_new_tokens=max_new_tokens
+        )

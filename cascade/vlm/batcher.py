@@ -25,6 +25,7 @@ same order): its tokens are bit-identical. In a batch the padded attention and t
 round differently, so logits agree to float precision (the tests bound the difference), not bit
 for bit.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -101,8 +102,14 @@ class ContinuousBatcher:
         _LIVE.add(self)
 
     # -- callers ----------------------------------------------------------------------------------
-    def decode(self, hidden: torch.Tensor, cache: Any, next_pos: list[int], seqs: list[Sequence],
-               attention_mask: torch.Tensor | None = None) -> list[Generated]:
+    def decode(
+        self,
+        hidden: torch.Tensor,
+        cache: Any,
+        next_pos: list[int],
+        seqs: list[Sequence],
+        attention_mask: torch.Tensor | None = None,
+    ) -> list[Generated]:
         """Generate the sequences whose prompts are in `cache` (n rows) and whose prefill's last
         hidden states are `hidden` [n, L, D]; blocks until all n have finished, decoding in the
         shared batch. attention_mask [n, T]: a left-padded prompt batch (None: none padded).
@@ -116,7 +123,9 @@ class ContinuousBatcher:
                 raise RuntimeError("this model's decode loop is closed (the process is exiting)")
             self._waiting.append(req)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="cascade-decode", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._loop, name="cascade-decode", daemon=True
+                )
                 self._thread.start()
             self._wake.notify()
         req.done.wait()
@@ -185,20 +194,34 @@ class ContinuousBatcher:
     def _admit(self, req: _Request) -> None:
         """Join the request's rows to the batch: the shorter KV left-padded to the longer."""
         n, new_len = len(req.seqs), req.cache.get_seq_length()
-        mask = req.mask if req.mask is not None else torch.ones(
-            n, new_len, dtype=torch.long, device=req.hidden.device)
+        mask = (
+            req.mask
+            if req.mask is not None
+            else torch.ones(n, new_len, dtype=torch.long, device=req.hidden.device)
+        )
         pos = torch.tensor(req.next_pos, device=req.hidden.device)
         if not self._rows:
             self._cache, self._mask, self._pos, self._last = req.cache, mask, pos, req.hidden
         else:
             old_len = self._cache.get_seq_length()
             length = max(old_len, new_len)
-            self._cache = new_dynamic_cache(self.runtime.text_config, (
-                (torch.cat([_pad_left(k, length - old_len, 2), _pad_left(k2, length - new_len, 2)]),
-                 torch.cat([_pad_left(v, length - old_len, 2), _pad_left(v2, length - new_len, 2)]))
-                for (k, v), (k2, v2) in zip(cache_layers(self._cache), cache_layers(req.cache))))
-            self._mask = torch.cat([_pad_left(self._mask, length - old_len, 1),
-                                    _pad_left(mask, length - new_len, 1)])
+            self._cache = new_dynamic_cache(
+                self.runtime.text_config,
+                (
+                    (
+                        torch.cat(
+                            [_pad_left(k, length - old_len, 2), _pad_left(k2, length - new_len, 2)]
+                        ),
+                        torch.cat(
+                            [_pad_left(v, length - old_len, 2), _pad_left(v2, length - new_len, 2)]
+                        ),
+                    )
+                    for (k, v), (k2, v2) in zip(cache_layers(self._cache), cache_layers(req.cache))
+                ),
+            )
+            self._mask = torch.cat(
+                [_pad_left(self._mask, length - old_len, 1), _pad_left(mask, length - new_len, 1)]
+            )
             self._pos = torch.cat([self._pos, pos])
             self._last = torch.cat([self._last, req.hidden])
         req.cache = None  # the batch holds it now
@@ -210,8 +233,9 @@ class ContinuousBatcher:
         self.peak_rows = max(self.peak_rows, len(rows))
         failed: dict[_Request, Exception] = {}
         owner = {id(s): r for r, s in self._rows}
-        self.decoder.pick(self._last, rows,
-                          on_error=lambda s, e: failed.setdefault(owner[id(s)], e))
+        self.decoder.pick(
+            self._last, rows, on_error=lambda s, e: failed.setdefault(owner[id(s)], e)
+        )
         keep = [i for i, (r, s) in enumerate(self._rows) if not s.done and r not in failed]
         for r, s in self._rows:
             if s.done or r in failed:
@@ -224,12 +248,18 @@ class ContinuousBatcher:
             self._reset()
             return
         fam, B = self.runtime, len(self._rows)
-        feed = torch.tensor([[s.generated.tokens[-1]] for _, s in self._rows], device=self._pos.device)
+        feed = torch.tensor(
+            [[s.generated.tokens[-1]] for _, s in self._rows], device=self._pos.device
+        )
         self._mask = torch.cat([self._mask, self._mask.new_ones(B, 1)], dim=1)
         # No padding anywhere: no mask, exactly the call a lone `Decoder.run` makes.
         mask = None if bool(self._mask.all()) else self._mask
-        hidden = fam.forward(fam.embed(feed), self._pos.view(1, B, 1).expand(fam.position_rows, B, 1),
-                             self._cache, attention_mask=mask)
+        hidden = fam.forward(
+            fam.embed(feed),
+            self._pos.view(1, B, 1).expand(fam.position_rows, B, 1),
+            self._cache,
+            attention_mask=mask,
+        )
         self._last = hidden[:, -1]
         self._pos = self._pos + 1
         self.steps += 1
@@ -243,9 +273,13 @@ class ContinuousBatcher:
         mask = self._mask.index_select(0, idx)
         start = int(mask.any(0).int().argmax())  # the first column some row attends to
         self._mask = mask[:, start:]
-        self._cache = new_dynamic_cache(self.runtime.text_config, (
-            (k.index_select(0, idx)[:, :, start:], v.index_select(0, idx)[:, :, start:])
-            for k, v in cache_layers(self._cache)))
+        self._cache = new_dynamic_cache(
+            self.runtime.text_config,
+            (
+                (k.index_select(0, idx)[:, :, start:], v.index_select(0, idx)[:, :, start:])
+                for k, v in cache_layers(self._cache)
+            ),
+        )
         self._pos, self._last = self._pos.index_select(0, idx), self._last.index_select(0, idx)
 
     def _finish(self, req: _Request, error: BaseException | None) -> None:

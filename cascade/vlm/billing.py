@@ -5,6 +5,7 @@ tokens and times and calls `vlm_bill`; `baseline` prices the full-resolution bas
 `compose_answer`. FLOPs come from `cascade.cost` with the family's shapes, so the vision tower,
 the LLM prefill and the decode are billed apart, and a KV-cache hit is billed for what it computed.
 """
+
 from __future__ import annotations
 
 import time
@@ -20,11 +21,25 @@ from .result import geometric_confidence
 __all__ = ["vlm_bill", "baseline"]
 
 
-def vlm_bill(family: Family, model: str, *, costs: list[ImageCost], visual_tokens: int,
-             prompt_tokens: int, generated: Generated | Sequence[Generated], cache: CacheOutcome, reduction: ReductionConfig,
-             t0: float, vision_s: float, prefill_s: float, cached_tokens: int = 0,
-             encoded: "list[ImageCost] | tuple | None" = None, fastv_layer: int | None = None,
-             tower: "list[ImageCost] | tuple | None" = None, images_cached: int = 0) -> Bill:
+def vlm_bill(
+    family: Family,
+    model: str,
+    *,
+    costs: list[ImageCost],
+    visual_tokens: int,
+    prompt_tokens: int,
+    generated: Generated | Sequence[Generated],
+    cache: CacheOutcome,
+    reduction: ReductionConfig,
+    t0: float,
+    vision_s: float,
+    prefill_s: float,
+    cached_tokens: int = 0,
+    encoded: "list[ImageCost] | tuple | None" = None,
+    fastv_layer: int | None = None,
+    tower: "list[ImageCost] | tuple | None" = None,
+    images_cached: int = 0,
+) -> Bill:
     """The bill of one request.
 
     costs: what each of its images costs the model (`Family.image_cost`), unreduced; encoded: the
@@ -46,7 +61,9 @@ def vlm_bill(family: Family, model: str, *, costs: list[ImageCost], visual_token
     else:
         prefill = fastv_prefill_flops(llm, full, n, fastv_layer)
         context = fastv_context(llm, full, n, fastv_layer)
-    computed = prefill if not cached_tokens else prefill_flops(llm, n - cached_tokens, past=cached_tokens)
+    computed = (
+        prefill if not cached_tokens else prefill_flops(llm, n - cached_tokens, past=cached_tokens)
+    )
     towered = list(costs if tower is None else tower)
     encoded = towered if encoded is None else encoded
     vision = family.vision_flops(towered)
@@ -56,21 +73,36 @@ def vlm_bill(family: Family, model: str, *, costs: list[ImageCost], visual_token
     t_end = max(g.t_end or time.perf_counter() for g in gens)
     steps = max(len(g.tokens) for g in gens) - 1
     return Bill(
-        model=model, visual_tokens=visual_tokens, unreduced_visual_tokens=unreduced,
-        prompt_tokens=prompt_tokens, cached_tokens=cached_tokens,
-        generated_tokens=tokens, finish_reason=first.finish,
-        vision_flops=vision, prefill_flops=prefill,
+        model=model,
+        visual_tokens=visual_tokens,
+        unreduced_visual_tokens=unreduced,
+        prompt_tokens=prompt_tokens,
+        cached_tokens=cached_tokens,
+        generated_tokens=tokens,
+        finish_reason=first.finish,
+        vision_flops=vision,
+        prefill_flops=prefill,
         decode_flops=sum(decode_flops(llm, context, len(g.tokens)) for g in gens),
         computed_vision_flops=family.vision_flops(encoded) if encoded else 0.0,
-        computed_prefill_flops=computed, unreduced_prefill_flops=prefill_flops(llm, full),
-        ttft_s=t_first - t0, vision_s=vision_s, prefill_s=prefill_s, total_s=t_end - t0,
-        tpot_s=(t_end - t_first) / steps if steps > 0 else None, cache=cache,
-        images_encoded=len(encoded), images_cached=images_cached,
-        reduction=reduction.method, keep_ratio=reduction.keep_ratio,
-        confidence=geometric_confidence(first.logprobs))
+        computed_prefill_flops=computed,
+        unreduced_prefill_flops=prefill_flops(llm, full),
+        ttft_s=t_first - t0,
+        vision_s=vision_s,
+        prefill_s=prefill_s,
+        total_s=t_end - t0,
+        tpot_s=(t_end - t_first) / steps if steps > 0 else None,
+        cache=cache,
+        images_encoded=len(encoded),
+        images_cached=images_cached,
+        reduction=reduction.method,
+        keep_ratio=reduction.keep_ratio,
+        confidence=geometric_confidence(first.logprobs),
+    )
 
 
-def baseline(family: Family, sizes: list[tuple[int, int]], prompt_tokens: int) -> tuple[int, float, float]:
+def baseline(
+    family: Family, sizes: list[tuple[int, int]], prompt_tokens: int
+) -> tuple[int, float, float]:
     """(visual tokens, tower FLOPs, prefill FLOPs) of sending images of these (width, height)
     whole at full resolution to the family's model, with `prompt_tokens` of text."""
     full = family.with_limits(ImageLimits(resolution="full"))

@@ -9,6 +9,7 @@ before a block, a block's tokens are those of the prompt that stored it wherever
 splits at the placeholders (special tokens in every shipped family); `matching` checks the token
 ids anyway and reuses nothing past a block that differs.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,8 +28,14 @@ if TYPE_CHECKING:
 __all__ = ["block_keys", "image_keys", "block_bounds", "matching", "joined_layers", "joined_state"]
 
 
-def block_keys(model_id: str, preprocessing: tuple, placeholder: str, images: list, prefix_text: str,
-               red: ReductionConfig) -> list[str]:
+def block_keys(
+    model_id: str,
+    preprocessing: tuple,
+    placeholder: str,
+    images: list,
+    prefix_text: str,
+    red: ReductionConfig,
+) -> list[str]:
     """The chain keys of a prefix's blocks (len(images) + 1 of them). An image's key is its
     content hash and, for a before-tower reduction, its own evidence regions; the rest of the
     reduction is in the chain's root."""
@@ -47,7 +54,9 @@ def image_keys(images: list, red: ReductionConfig) -> list[str]:
     return [f"{im.__content_hash__()}|{regions[i]}" for i, im in enumerate(images)]
 
 
-def block_bounds(pre: "PrefixInputs", items: list["ImageInputs"]) -> tuple[list[tuple[int, int]], list[int]]:
+def block_bounds(
+    pre: "PrefixInputs", items: list["ImageInputs"]
+) -> tuple[list[tuple[int, int]], list[int]]:
     """([start, end) of each block in the unreduced prefix, index of each image's first visual
     block in `pre.spans`)."""
     ends, first, k = [], [], 0
@@ -59,7 +68,9 @@ def block_bounds(pre: "PrefixInputs", items: list["ImageInputs"]) -> tuple[list[
     return list(zip([0] + ends[:-1], ends)), first
 
 
-def matching(blocks: list[KVBlock], pre: "PrefixInputs", bounds: list[tuple[int, int]]) -> list[KVBlock]:
+def matching(
+    blocks: list[KVBlock], pre: "PrefixInputs", bounds: list[tuple[int, int]]
+) -> list[KVBlock]:
     """The leading cached blocks whose token ids are this prompt's."""
     n = 0
     while n < len(blocks) and torch.equal(blocks[n].ids, pre.input_ids[slice(*bounds[n])]):
@@ -72,8 +83,13 @@ def joined_layers(blocks: list[KVBlock], ops: "Ops") -> list[tuple[torch.Tensor,
     if not blocks:
         return []
     per_block = [b.kv(ops) for b in blocks]
-    return [(torch.cat([kv[i][0] for kv in per_block], dim=2), torch.cat([kv[i][1] for kv in per_block], dim=2))
-            for i in range(len(per_block[0]))]
+    return [
+        (
+            torch.cat([kv[i][0] for kv in per_block], dim=2),
+            torch.cat([kv[i][1] for kv in per_block], dim=2),
+        )
+        for i in range(len(per_block[0]))
+    ]
 
 
 def joined_state(blocks: list[KVBlock], ops: "Ops") -> PrefixState:
@@ -81,7 +97,13 @@ def joined_state(blocks: list[KVBlock], ops: "Ops") -> PrefixState:
     length = sum(b.length for b in blocks)
     visual = sum(b.visual_tokens for b in blocks)
     costs = [b.tower_cost for b in blocks[:-1]]
-    return PrefixState(joined_layers(blocks, ops), length, blocks[-1].next_pos, visual,
-                       sum(b.visual_tokens_before for b in blocks), length - visual,
-                       tower_costs=tuple(costs) if costs and costs[0] is not None else None,
-                       cached_tokens=length)
+    return PrefixState(
+        joined_layers(blocks, ops),
+        length,
+        blocks[-1].next_pos,
+        visual,
+        sum(b.visual_tokens_before for b in blocks),
+        length - visual,
+        tower_costs=tuple(costs) if costs and costs[0] is not None else None,
+        cached_tokens=length,
+    )

@@ -14,6 +14,7 @@ each with its own grammar matcher when the settings ask for a response format,
 `share_prefix` turns one prefilled prompt into n rows (the prefix KV repeated along the batch),
 so n completions cost one tower run and one prefill.
 """
+
 from __future__ import annotations
 
 import time
@@ -27,8 +28,16 @@ from .logits import choose
 from .sequence import Constraint, Generated, OnToken, Sequence, TokenEvent, TokenTexts
 from .structured import Grammars
 
-__all__ = ["SamplingParams", "GREEDY", "TokenEvent", "Generated", "Decoder", "OnToken",
-           "Sequence", "share_prefix"]
+__all__ = [
+    "SamplingParams",
+    "GREEDY",
+    "TokenEvent",
+    "Generated",
+    "Decoder",
+    "OnToken",
+    "Sequence",
+    "share_prefix",
+]
 
 Step = Callable[[torch.Tensor, torch.Tensor, Any, "torch.Tensor | None"], torch.Tensor]
 
@@ -51,9 +60,15 @@ class Decoder:
         self.texts = TokenTexts(runtime.tokenizer)
         self.grammars = Grammars(runtime.tokenizer, vocab_size or len(runtime.tokenizer), eos_ids)
 
-    def sequences(self, sampling: SamplingParams, max_new_tokens: int,
-                  on_token: OnToken | None = None, *, request: int = 0,
-                  constraint: Callable[[], Constraint | None] | None = None) -> list[Sequence]:
+    def sequences(
+        self,
+        sampling: SamplingParams,
+        max_new_tokens: int,
+        on_token: OnToken | None = None,
+        *,
+        request: int = 0,
+        constraint: Callable[[], Constraint | None] | None = None,
+    ) -> list[Sequence]:
         """The `sampling.n` completions of one request, each with its own settings copy, seed
         (seed + i) and constraint state (its response format's grammar matcher, unless
         `constraint` makes another)."""
@@ -61,13 +76,27 @@ class Decoder:
         if constraint is None and fmt is not None:
             self.grammars.check(fmt)  # a schema that does not compile fails before any decode
             constraint = lambda: self.grammars.constraint(fmt)  # noqa: E731
-        return [Sequence(sampling.for_completion(i), max_new_tokens, self.eos_ids, self.texts,
-                         device=self.runtime.device, on_token=on_token, request=request, choice=i,
-                         constraint=constraint() if constraint is not None else None)
-                for i in range(sampling.n)]
+        return [
+            Sequence(
+                sampling.for_completion(i),
+                max_new_tokens,
+                self.eos_ids,
+                self.texts,
+                device=self.runtime.device,
+                on_token=on_token,
+                request=request,
+                choice=i,
+                constraint=constraint() if constraint is not None else None,
+            )
+            for i in range(sampling.n)
+        ]
 
-    def pick(self, last: torch.Tensor, seqs: list[Sequence],
-             on_error: Callable[[Sequence, Exception], None] | None = None) -> None:
+    def pick(
+        self,
+        last: torch.Tensor,
+        seqs: list[Sequence],
+        on_error: Callable[[Sequence, Exception], None] | None = None,
+    ) -> None:
         """One token for each of the B sequences from its last hidden state (`last` [B, D]): the
         LM head, the log-probabilities of the raw logits, each row's own choice (`logits.choose`)
         and its `Sequence.accept`. With `on_error`, an exception from one row's accept (its
@@ -92,8 +121,16 @@ class Decoder:
                     raise
                 on_error(s, e)
 
-    def run(self, hidden: torch.Tensor, cache: Any, next_pos: list[int], seqs: list[Sequence], *,
-            step: Step | None = None, attention_mask: torch.Tensor | None = None) -> list[Generated]:
+    def run(
+        self,
+        hidden: torch.Tensor,
+        cache: Any,
+        next_pos: list[int],
+        seqs: list[Sequence],
+        *,
+        step: Step | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> list[Generated]:
         """Generate the B sequences whose prompts are in `cache` and whose last hidden states are
         `hidden` [B, n, D]. next_pos: each row's next text position. attention_mask [B, past]
         for a left-padded batch (None when nothing is padded). step(embeds, positions, cache, mask)
@@ -108,13 +145,17 @@ class Decoder:
         with torch.inference_mode():
             while True:
                 live = [b for b, s in enumerate(seqs) if not s.done]
-                self.pick(h[:, -1] if len(live) == B else h[torch.tensor(live, device=h.device), -1],
-                          [seqs[b] for b in live])
+                self.pick(
+                    h[:, -1] if len(live) == B else h[torch.tensor(live, device=h.device), -1],
+                    [seqs[b] for b in live],
+                )
                 if all(s.done for s in seqs):
                     break
                 feed = torch.tensor([[s.generated.tokens[-1]] for s in seqs], device=hidden.device)
                 if attention_mask is not None:
-                    attention_mask = torch.cat([attention_mask, attention_mask.new_ones(B, 1)], dim=1)
+                    attention_mask = torch.cat(
+                        [attention_mask, attention_mask.new_ones(B, 1)], dim=1
+                    )
                 positions = pos.view(1, B, 1).expand(fam.position_rows, B, 1)
                 h = step(fam.embed(feed), positions, cache, attention_mask)
                 pos = pos + 1

@@ -16,6 +16,7 @@ Features of an image encoded alone equal those of the same image encoded among o
 here attend within an image: Qwen's `cu_seqlens`, Idefics3's tiles; tested bit for bit), so a
 request served partly from the cache prefills exactly what a cold one prefills.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -63,5 +64,12 @@ class EncoderCache(LRUCache):
         """The key of one image's tower output. preprocessing: the family's preprocessing key and
         the kernels choice; tower: the image's part of a reduction before the tower (`("none",)`
         when the tower encodes every patch)."""
-        return content_hash({"model": model_id, "preprocessing": [str(p) for p in preprocessing],
-                             "image": image_hash, "tower": [str(t) for t in tower]}, key="encoder")
+        return content_hash(
+            {
+                "model": model_id,
+                "preprocessing": [str(p) for p in preprocessing],
+                "image": image_hash,
+                "tower": [str(t) for t in tower],
+            },
+            key="encoder",
+        )

@@ -11,6 +11,7 @@ the visual tokens still kept (`FamilyRuntime.after_layer`).
 
 The ranking depends on the question, so a FastV prefix is never stored in the KV prefix cache.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -28,15 +29,32 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x2, x1), dim=-1)
 
 
-def _call_layer(family: FamilyRuntime, layer: torch.nn.Module, h: torch.Tensor,
-                pos_emb: tuple[torch.Tensor, torch.Tensor], cache: Any, mask: Any = None) -> torch.Tensor:
-    out = layer(h, attention_mask=mask, position_embeddings=pos_emb, use_cache=True,
-                **{family.cache_kw: cache})
+def _call_layer(
+    family: FamilyRuntime,
+    layer: torch.nn.Module,
+    h: torch.Tensor,
+    pos_emb: tuple[torch.Tensor, torch.Tensor],
+    cache: Any,
+    mask: Any = None,
+) -> torch.Tensor:
+    out = layer(
+        h,
+        attention_mask=mask,
+        position_embeddings=pos_emb,
+        use_cache=True,
+        **{family.cache_kw: cache},
+    )
     return out[0] if isinstance(out, tuple) else out
 
 
-def last_token_attention(family: FamilyRuntime, layer_idx: int, h_in_last: torch.Tensor,
-                         cos_last: torch.Tensor, sin_last: torch.Tensor, cache: Any) -> torch.Tensor:
+def last_token_attention(
+    family: FamilyRuntime,
+    layer_idx: int,
+    h_in_last: torch.Tensor,
+    cos_last: torch.Tensor,
+    sin_last: torch.Tensor,
+    cache: Any,
+) -> torch.Tensor:
     """Head-averaged attention [L] of the last token over all keys in layer `layer_idx`.
 
     h_in_last: that layer's input hidden state for the last token [1, 1, D]; the keys (already
@@ -48,14 +66,21 @@ def last_token_attention(family: FamilyRuntime, layer_idx: int, h_in_last: torch
     q = q * cos_last.unsqueeze(1) + _rotate_half(q) * sin_last.unsqueeze(1)
     k = cache_layers(cache)[layer_idx][0]
     k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
-    scale = getattr(attn, "scaling", attn.head_dim ** -0.5)
+    scale = getattr(attn, "scaling", attn.head_dim**-0.5)
     w = torch.softmax((q.float() @ k.float().transpose(-1, -2)) * scale, dim=-1)
     return w.mean(dim=(0, 1, 2))
 
 
-def fastv_prefill(family: FamilyRuntime, embeds: torch.Tensor, positions: torch.Tensor,
-                  visual_index: torch.Tensor, keep: int, layer_k: int, cache: Any,
-                  extra: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def fastv_prefill(
+    family: FamilyRuntime,
+    embeds: torch.Tensor,
+    positions: torch.Tensor,
+    visual_index: torch.Tensor,
+    keep: int,
+    layer_k: int,
+    cache: Any,
+    extra: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Prefill [1, L, D] embeddings with FastV; returns (final-normed hidden of the last token
     [1, 1, D], the sequence indices kept from layer K on). visual_index: sequence index of every
     visual token, ascending; extra: their family-specific extra features (`split_features`)."""
@@ -83,8 +108,13 @@ def fastv_prefill(family: FamilyRuntime, embeds: torch.Tensor, positions: torch.
     return lm.norm(h[:, -1:]), kept
 
 
-def layerwise_step(family: FamilyRuntime, embeds: torch.Tensor, positions: torch.Tensor, cache: Any,
-                   attention_mask: Any = None) -> torch.Tensor:
+def layerwise_step(
+    family: FamilyRuntime,
+    embeds: torch.Tensor,
+    positions: torch.Tensor,
+    cache: Any,
+    attention_mask: Any = None,
+) -> torch.Tensor:
     """One decode step [1, 1, D] through every layer against caches of unequal lengths."""
     lm = family.text_model
     pos_emb = family.rotary(embeds, positions)

@@ -21,6 +21,7 @@ block in one call. int8 blocks give close, not identical, answers; fp blocks giv
 tokens of recomputation (the prefix is always prefilled block by block, so a reused block holds
 the bits a cold run computes).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,8 +38,16 @@ from ..kernels.kv_quant import QuantizedKV, dequantize_kv, quantize_kv
 if TYPE_CHECKING:
     from ..kernels.dispatch import Ops
 
-__all__ = ["KVPrefixCache", "PrefixState", "KVBlock", "cache_layers", "new_dynamic_cache", "quantize_kv",
-           "dequantize_kv", "QuantizedKV"]
+__all__ = [
+    "KVPrefixCache",
+    "PrefixState",
+    "KVBlock",
+    "cache_layers",
+    "new_dynamic_cache",
+    "quantize_kv",
+    "dequantize_kv",
+    "QuantizedKV",
+]
 
 
 def new_dynamic_cache(config: Any, layers: Iterable[tuple[torch.Tensor, torch.Tensor]] = ()) -> Any:
@@ -146,13 +155,20 @@ class KVPrefixCache(LRUCache):
         self.int8 = bool(int8)
 
     @staticmethod
-    def chain(model_id: str, preprocessing: tuple, reduction: tuple,
-              blocks: list[tuple[str, str | None]]) -> list[str]:
+    def chain(
+        model_id: str, preprocessing: tuple, reduction: tuple, blocks: list[tuple[str, str | None]]
+    ) -> list[str]:
         """The keys of a prefix's blocks: blocks are (text, image key or None) in order; each key
         hashes the previous one with its block, the first one the model, preprocessing and
         reduction. Never the question."""
-        key = content_hash({"model": model_id, "preprocessing": [str(p) for p in preprocessing],
-                            "reduction": [str(r) for r in reduction]}, key="kv_prefix")
+        key = content_hash(
+            {
+                "model": model_id,
+                "preprocessing": [str(p) for p in preprocessing],
+                "reduction": [str(r) for r in reduction],
+            },
+            key="kv_prefix",
+        )
         keys = []
         for text, image in blocks:
             key = content_hash({"parent": key, "text": text, "image": image}, key="kv_block")

@@ -13,6 +13,7 @@ generated so far; the prompt is mostly image placeholders, so it is not counted)
 -> top-k -> top-p -> min-p. Log-probabilities reported to the caller are taken from the raw logits
 before the chain (`cascade.vlm.decode`), as OpenAI and vLLM report them.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence as Seq
@@ -28,10 +29,15 @@ __all__ = ["choose", "PROCESSORS"]
 Processor = Callable[[torch.Tensor, Seq["Sequence"]], torch.Tensor]
 
 
-def _column(seqs: Seq["Sequence"], value: Callable[["Sequence"], float], like: torch.Tensor,
-            dtype: torch.dtype | None = None) -> torch.Tensor:
-    return torch.tensor([value(s) for s in seqs], dtype=dtype or like.dtype,
-                        device=like.device)[:, None]
+def _column(
+    seqs: Seq["Sequence"],
+    value: Callable[["Sequence"], float],
+    like: torch.Tensor,
+    dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    return torch.tensor([value(s) for s in seqs], dtype=dtype or like.dtype, device=like.device)[
+        :, None
+    ]
 
 
 def constrain(x: torch.Tensor, seqs: Seq["Sequence"]) -> torch.Tensor:
@@ -69,8 +75,9 @@ def top_k(x: torch.Tensor, seqs: Seq["Sequence"]) -> torch.Tensor:
     if not any(s.params.top_k > 0 for s in seqs):
         return x
     vocab = x.shape[-1]
-    k = _column(seqs, lambda s: min(s.params.top_k, vocab) if s.params.top_k > 0 else vocab,
-                x, torch.long)
+    k = _column(
+        seqs, lambda s: min(s.params.top_k, vocab) if s.params.top_k > 0 else vocab, x, torch.long
+    )
     kth = x.sort(-1, descending=True).values.gather(-1, k - 1)
     return x.masked_fill(x < kth, float("-inf"))
 

@@ -1,4 +1,5 @@
 """Turn what users pass as images (artifacts, PIL images, arrays, paths) into `Image` artifacts."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -17,8 +18,9 @@ def as_images(images: Any) -> list[Image]:
     `Image`s pass through unchanged: their `media_index` says which input they came from."""
     if images is None:
         return []
-    if isinstance(images, (Image, str, Path, bytes, np.ndarray)) or \
-            type(images).__module__.startswith("PIL."):
+    if isinstance(images, (Image, str, Path, bytes, np.ndarray)) or type(
+        images
+    ).__module__.startswith("PIL."):
         images = [images]
     if not isinstance(images, Sequence):
         raise InputError(f"images must be a list of images, got {type(images).__name__}")

@@ -17,6 +17,7 @@ server streams text, not ids).
 Reduction, the KV prefix cache and sessions run inside the serving engine, not here: a reduction
 other than `none` raises, and sessions are refused.
 """
+
 from __future__ import annotations
 
 import base64
@@ -58,9 +59,17 @@ class OpenAIBackend:
     vision_tower_calls = 0  # the tower runs on the server
     vision_images_encoded = 0
 
-    def __init__(self, model: str, base_url: str = "http://127.0.0.1:8000/v1",
-                 api_key: str | None = None, timeout: float = 300.0, max_retries: int = 2,
-                 config: str | None = "", limits: ImageLimits | None = None, client: Any = None):
+    def __init__(
+        self,
+        model: str,
+        base_url: str = "http://127.0.0.1:8000/v1",
+        api_key: str | None = None,
+        timeout: float = 300.0,
+        max_retries: int = 2,
+        config: str | None = "",
+        limits: ImageLimits | None = None,
+        client: Any = None,
+    ):
         import os
 
         import openai
@@ -68,33 +77,52 @@ class OpenAIBackend:
         self.model_id, self.base_url = model, base_url.rstrip("/")
         self.family: Family | None = _family(model, config, limits)
         self._client = client or openai.OpenAI(
-            base_url=self.base_url, api_key=api_key or os.environ.get("OPENAI_API_KEY") or "none",
-            timeout=timeout, max_retries=max_retries)
+            base_url=self.base_url,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "none",
+            timeout=timeout,
+            max_retries=max_retries,
+        )
 
-    def messages(self, images: list, question: str, system_prompt: str | None,
-                 history: History = ()) -> list[dict]:
-        parts: list[dict] = [{"type": "image_url", "image_url": {"url": image_data_url(im)}}
-                             for im in images]
+    def messages(
+        self, images: list, question: str, system_prompt: str | None, history: History = ()
+    ) -> list[dict]:
+        parts: list[dict] = [
+            {"type": "image_url", "image_url": {"url": image_data_url(im)}} for im in images
+        ]
         turns = [*history, (question, None)]
         msgs = [{"role": "system", "content": system_prompt}] if system_prompt is not None else []
         for i, (q, a) in enumerate(turns):
-            msgs.append({"role": "user", "content": (parts if i == 0 else []) + [{"type": "text", "text": q}]})
+            msgs.append(
+                {
+                    "role": "user",
+                    "content": (parts if i == 0 else []) + [{"type": "text", "text": q}],
+                }
+            )
             if a is not None:
                 msgs.append({"role": "assistant", "content": a})
         return msgs
 
-    def generate(self, images: Any, question: str, *, max_new_tokens: int = 64,
-                 reduction: ReductionConfig | None = None, system_prompt: str | None = None,
-                 history: History = (), sampling: SamplingParams = GREEDY,
-                 on_token: OnToken | None = None) -> VLMResult:
+    def generate(
+        self,
+        images: Any,
+        question: str,
+        *,
+        max_new_tokens: int = 64,
+        reduction: ReductionConfig | None = None,
+        system_prompt: str | None = None,
+        history: History = (),
+        sampling: SamplingParams = GREEDY,
+        on_token: OnToken | None = None,
+    ) -> VLMResult:
         """One completion from the server, every sampling field sent as the server takes it
         (vLLM's extensions in `extra_body`); n > 1 is refused (ask n times)."""
         import openai
 
         sampling = sampling_params(sampling)
         if sampling.n > 1:
-            raise InputError(f"sampling.n = {sampling.n}: the openai backend asks for one "
-                             "completion per call")
+            raise InputError(
+                f"sampling.n = {sampling.n}: the openai backend asks for one completion per call"
+            )
 
         images = as_images(images)
         if not images:
@@ -103,14 +131,20 @@ class OpenAIBackend:
             raise InputError(f"the question must be a non-empty string, got {question!r}")
         red = reduction or ReductionConfig()
         if not red.is_identity:
-            raise InputError(f"the openai backend cannot apply reduction '{red.method}': token "
-                             "pruning runs inside the serving engine; configure it there")
+            raise InputError(
+                f"the openai backend cannot apply reduction '{red.method}': token "
+                "pruning runs inside the serving engine; configure it there"
+            )
         body: dict[str, Any] = dict(
-            model=self.model_id, max_tokens=sampling.max_tokens or max_new_tokens, logprobs=True,
+            model=self.model_id,
+            max_tokens=sampling.max_tokens or max_new_tokens,
+            logprobs=True,
             messages=self.messages(images, question, system_prompt, history),
-            temperature=sampling.temperature, top_p=sampling.top_p,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
             presence_penalty=sampling.presence_penalty,
-            frequency_penalty=sampling.frequency_penalty)
+            frequency_penalty=sampling.frequency_penalty,
+        )
         if sampling.seed is not None:
             body["seed"] = sampling.seed
         if sampling.stop:
@@ -119,12 +153,24 @@ class OpenAIBackend:
             body["top_logprobs"] = sampling.top_logprobs
         fmt = sampling.response_format
         if fmt is not None:  # the server enforces it (vLLM: its own xgrammar backend)
-            body["response_format"] = {"type": "json_object"} if fmt.type == "json_object" else {
-                "type": "json_schema", "json_schema": {"name": "answer", "schema": fmt.schema}}
-        extra = {k: v for k, v, off in (  # vLLM / SGLang's extensions, sent when set
-            ("top_k", sampling.top_k, 0), ("min_p", sampling.min_p, 0),
-            ("repetition_penalty", sampling.repetition_penalty, 1),
-            ("stop_token_ids", list(sampling.stop_token_ids), [])) if v != off and v != -1}
+            body["response_format"] = (
+                {"type": "json_object"}
+                if fmt.type == "json_object"
+                else {
+                    "type": "json_schema",
+                    "json_schema": {"name": "answer", "schema": fmt.schema},
+                }
+            )
+        extra = {
+            k: v
+            for k, v, off in (  # vLLM / SGLang's extensions, sent when set
+                ("top_k", sampling.top_k, 0),
+                ("min_p", sampling.min_p, 0),
+                ("repetition_penalty", sampling.repetition_penalty, 1),
+                ("stop_token_ids", list(sampling.stop_token_ids), []),
+            )
+            if v != off and v != -1
+        }
         if extra:
             body["extra_body"] = extra
         t0 = time.perf_counter()
@@ -134,8 +180,9 @@ class OpenAIBackend:
             else:
                 text, usage, gen = self._stream(body, t0, on_token)
         except openai.APIStatusError as e:
-            raise CascadeError(f"VLM server at {self.base_url} answered {e.status_code}: "
-                               f"{str(e.message)[:500]}") from e
+            raise CascadeError(
+                f"VLM server at {self.base_url} answered {e.status_code}: {str(e.message)[:500]}"
+            ) from e
         except openai.APIError as e:  # connection refused, timeout after retries, bad response
             raise CascadeError(f"VLM server at {self.base_url} unreachable: {e}") from e
         return self._result(images, text, usage, gen, t0, sampling.logprobs)
@@ -152,7 +199,8 @@ class OpenAIBackend:
     def _stream(self, body: dict, t0: float, on_token: OnToken) -> tuple[str, Any, Generated]:
         gen, text, usage = Generated(), [], None
         for chunk in self._client.chat.completions.create(
-                **body, stream=True, stream_options={"include_usage": True}):
+            **body, stream=True, stream_options={"include_usage": True}
+        ):
             usage = chunk.usage or usage
             if not chunk.choices:
                 continue
@@ -172,8 +220,9 @@ class OpenAIBackend:
         gen.t_first = gen.t_first or gen.t_end
         return "".join(text), usage, gen
 
-    def _result(self, images: list, text: str, usage: Any, gen: Generated, t0: float,
-                with_logprobs: bool) -> VLMResult:
+    def _result(
+        self, images: list, text: str, usage: Any, gen: Generated, t0: float, with_logprobs: bool
+    ) -> VLMResult:
         n_in, n_out = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
         details = usage.prompt_tokens_details if usage else None
         reported = details.image_tokens if details else None
@@ -186,26 +235,59 @@ class OpenAIBackend:
         else:
             costs = [fam.image_cost(im.width, im.height) for im in images]
             n_vis = int(reported) if reported is not None else sum(c.tokens for c in costs)
-            bill = vlm_bill(fam, self.model_id, costs=costs, visual_tokens=n_vis,
-                            prompt_tokens=max(n_in - n_vis, 0), generated=gen, cache="off",
-                            reduction=red, t0=t0, vision_s=0.0, prefill_s=0.0)
+            bill = vlm_bill(
+                fam,
+                self.model_id,
+                costs=costs,
+                visual_tokens=n_vis,
+                prompt_tokens=max(n_in - n_vis, 0),
+                generated=gen,
+                cache="off",
+                reduction=red,
+                t0=t0,
+                vision_s=0.0,
+                prefill_s=0.0,
+            )
         entries = tuple(gen.entries) if with_logprobs else None
-        return VLMResult(text=text, token_ids=(), model=self.model_id, backend=self.name, bill=bill,
-                         logprobs=tuple(gen.logprobs), top_logprobs=tuple(gen.top_logprobs),
-                         completions=(Completion(text, gen.finish, (), entries),))
+        return VLMResult(
+            text=text,
+            token_ids=(),
+            model=self.model_id,
+            backend=self.name,
+            bill=bill,
+            logprobs=tuple(gen.logprobs),
+            top_logprobs=tuple(gen.top_logprobs),
+            completions=(Completion(text, gen.finish, (), entries),),
+        )
 
-    def generate_batch(self, requests: Sequence[tuple[Any, str]], *, max_new_tokens: int = 64,
-                       reduction: ReductionConfig | None = None, system_prompt: str | None = None,
-                       sampling: SamplingParams = GREEDY) -> list[VLMResult]:
+    def generate_batch(
+        self,
+        requests: Sequence[tuple[Any, str]],
+        *,
+        max_new_tokens: int = 64,
+        reduction: ReductionConfig | None = None,
+        system_prompt: str | None = None,
+        sampling: SamplingParams = GREEDY,
+    ) -> list[VLMResult]:
         """One request after the other: the server batches concurrent requests on its own."""
-        return [self.generate(images, question, max_new_tokens=max_new_tokens, reduction=reduction,
-                              system_prompt=system_prompt, sampling=sampling)
-                for images, question in requests]
+        return [
+            self.generate(
+                images,
+                question,
+                max_new_tokens=max_new_tokens,
+                reduction=reduction,
+                system_prompt=system_prompt,
+                sampling=sampling,
+            )
+            for images, question in requests
+        ]
 
     def session(self, images: Any, **_: Any) -> Any:
-        raise CascadeError("sessions need the transformers backend; against a server, send each "
-                           "question with the same images (and the earlier turns as `history`) "
-                           "and let its prefix caching reuse them")
+        raise CascadeError(
+            "sessions need the transformers backend; against a server, send each "
+            "question with the same images (and the earlier turns as `history`) "
+            "and let its prefix caching reuse them"
+        )
 
     def close(self) -> None:
         self._client.close()
@@ -225,22 +307,39 @@ def _family(model: str, config: str | None, limits: ImageLimits | None) -> Famil
 
 
 def _add_logprobs(gen: Generated, logprobs: Any) -> None:
-    for item in (getattr(logprobs, "content", None) or []):
+    for item in getattr(logprobs, "content", None) or []:
         if isinstance(item.logprob, (int, float)):
             gen.logprobs.append(float(item.logprob))
             top = item.top_logprobs or ()
             gen.top_logprobs.append(tuple((-1, float(t.logprob)) for t in top))
-            gen.entries.append(TokenLogprob(item.token, float(item.logprob), tuple(item.bytes or ()),
-                                            tuple(TokenLogprob(t.token, float(t.logprob),
-                                                               tuple(t.bytes or ())) for t in top)))
+            gen.entries.append(
+                TokenLogprob(
+                    item.token,
+                    float(item.logprob),
+                    tuple(item.bytes or ()),
+                    tuple(
+                        TokenLogprob(t.token, float(t.logprob), tuple(t.bytes or ())) for t in top
+                    ),
+                )
+            )
 
 
-def _bill_without_family(model: str, visual: int, text: int, gen: Generated, t0: float,
-                         red: ReductionConfig):
+def _bill_without_family(
+    model: str, visual: int, text: int, gen: Generated, t0: float, red: ReductionConfig
+):
     from ..bill import Bill
     from .result import geometric_confidence
 
-    return Bill(model=model, visual_tokens=visual, unreduced_visual_tokens=visual, prompt_tokens=text,
-                generated_tokens=len(gen.tokens), finish_reason=gen.finish, ttft_s=gen.t_first - t0,
-                total_s=(gen.t_end or gen.t_first) - t0, images_encoded=0, cache="off",
-                confidence=geometric_confidence(gen.logprobs))
+    return Bill(
+        model=model,
+        visual_tokens=visual,
+        unreduced_visual_tokens=visual,
+        prompt_tokens=text,
+        generated_tokens=len(gen.tokens),
+        finish_reason=gen.finish,
+        ttft_s=gen.t_first - t0,
+        total_s=(gen.t_end or gen.t_first) - t0,
+        images_encoded=0,
+        cache="off",
+        confidence=geometric_confidence(gen.logprobs),
+    )

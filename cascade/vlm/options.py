@@ -12,6 +12,7 @@ registry, so a backend registered by a plugin is selectable from YAML with valid
 Built-in: `transformers` (in process) and `openai` (any OpenAI-compatible server). This module
 loads no model library: a pipeline validates its models without importing torch.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -30,8 +31,14 @@ if TYPE_CHECKING:
     from .backend import VLM, Backend
     from .families import ImageLimits
 
-__all__ = ["ModelSpec", "TransformersSpec", "OpenAISpec", "BackendEntry", "BACKENDS",
-           "register_backend"]
+__all__ = [
+    "ModelSpec",
+    "TransformersSpec",
+    "OpenAISpec",
+    "BackendEntry",
+    "BACKENDS",
+    "register_backend",
+]
 
 BACKENDS = plugins.backends
 """Backend name -> its `BackendEntry` (`cascade.plugins.backends`)."""
@@ -44,21 +51,28 @@ class ModelSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    id: str = Field(description="hub id or local folder; for the openai backend, the served model name")
+    id: str = Field(
+        description="hub id or local folder; for the openai backend, the served model name"
+    )
     backend: str = Field("transformers", description="which registered VLM backend runs it")
     resolution: Literal["default", "full"] = Field(
-        "default", description="image limits: the processor's, or full (native) resolution")
+        "default", description="image limits: the processor's, or full (native) resolution"
+    )
     min_pixels: int | None = Field(None, gt=0, description="Qwen families: per-image pixel floor")
     max_pixels: int | None = Field(None, gt=0, description="Qwen families: per-image pixel cap")
     longest_edge: int | None = Field(None, gt=0, description="Idefics3/SmolVLM: resize edge")
     reduction: ReductionName = Field("none", description="default visual token reduction")
-    keep_ratio: float = Field(1.0, gt=0.0, le=1.0, description="default fraction of visual tokens kept")
+    keep_ratio: float = Field(
+        1.0, gt=0.0, le=1.0, description="default fraction of visual tokens kept"
+    )
     fastv_layer: int = Field(2, ge=1, description="FastV: drop tokens after this decoder layer")
 
     def __init__(self, **data: Any):
         if type(self) is ModelSpec:
-            raise TypeError("ModelSpec is the base of every backend's options: validate a mapping "
-                            "(ModelSpec.model_validate) or construct the backend's own class")
+            raise TypeError(
+                "ModelSpec is the base of every backend's options: validate a mapping "
+                "(ModelSpec.model_validate) or construct the backend's own class"
+            )
         super().__init__(**data)
 
     def model_refs(self) -> list[ModelRef]:
@@ -94,7 +108,9 @@ class ModelSpec(BaseModel):
     # -- what the runtime needs ---------------------------------------------------------------
     def load_key(self) -> tuple:
         """What makes two declarations the same loaded model (the reduction defaults do not)."""
-        return tuple(sorted(self.model_dump(exclude={"reduction", "keep_ratio", "fastv_layer"}).items()))
+        return tuple(
+            sorted(self.model_dump(exclude={"reduction", "keep_ratio", "fastv_layer"}).items())
+        )
 
     @property
     def family_source(self) -> str:
@@ -116,9 +132,15 @@ class ModelSpec(BaseModel):
         """Load the model (no sharing: `cascade.models.DeclaredModel.vlm` shares)."""
         from .backend import VLM
 
-        return VLM.load(self.id, backend=self.backend, resolution=self.resolution,
-                        min_pixels=self.min_pixels, max_pixels=self.max_pixels,
-                        longest_edge=self.longest_edge, **self.loader_options())
+        return VLM.load(
+            self.id,
+            backend=self.backend,
+            resolution=self.resolution,
+            min_pixels=self.min_pixels,
+            max_pixels=self.max_pixels,
+            longest_edge=self.longest_edge,
+            **self.loader_options(),
+        )
 
 
 @dataclass(frozen=True)
@@ -131,14 +153,16 @@ class BackendEntry:
     options: type[ModelSpec]
 
 
-def register_backend(name: str, loader: Callable[..., "Backend"],
-                     options: type[ModelSpec] | None = None) -> None:
+def register_backend(
+    name: str, loader: Callable[..., "Backend"], options: type[ModelSpec] | None = None
+) -> None:
     """Add a backend under `name`. options: its `ModelSpec` subclass (fields of its own, and
     `backend: Literal[name]`); default: the shared fields only. `VLM.load(model, backend=name)`
     and a `models:` entry with `backend: name` then reach it."""
     if options is None:
-        options = create_model(f"{name.title()}Spec", __base__=ModelSpec,
-                               backend=(Literal[name], name))  # type: ignore[valid-type]
+        options = create_model(
+            f"{name.title()}Spec", __base__=ModelSpec, backend=(Literal[name], name)
+        )  # type: ignore[valid-type]
     elif not (isinstance(options, type) and issubclass(options, ModelSpec)):
         raise TypeError(f"register_backend('{name}'): options must be a ModelSpec subclass")
     BACKENDS.register(name, BackendEntry(name, loader, options))
@@ -152,26 +176,40 @@ class TransformersSpec(ModelSpec):
     device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
     dtype: str = Field("auto", description="auto | float32 | bfloat16 | float16")
     kernels: Literal["auto", "triton", "torch"] = Field(
-        "auto", description="fused Triton ops ('auto': on CUDA) or their torch references")
+        "auto", description="fused Triton ops ('auto': on CUDA) or their torch references"
+    )
     attn_implementation: str | None = None
     context_window: int | None = Field(None, gt=0, description="prompt + generated token cap")
     kv_cache_bytes: int = Field(2 << 30, ge=0, description="KV prefix cache budget (0: off)")
     kv_int8: bool = Field(False, description="store cached KV as int8")
     kv_position_independent: bool = Field(
-        False, description="also reuse an image's cached KV where it moved in the prompt "
-        "(approximate; MPIC/CacheBlend-style)")
+        False,
+        description="also reuse an image's cached KV where it moved in the prompt "
+        "(approximate; MPIC/CacheBlend-style)",
+    )
     kv_recompute_image_tokens: int = Field(
-        16, ge=0, description="position-independent KV: leading visual tokens of a moved image recomputed")
+        16,
+        ge=0,
+        description="position-independent KV: leading visual tokens of a moved image recomputed",
+    )
     encoder_cache_bytes: int = Field(
-        256 << 20, ge=0, description="encoder-output cache budget: the tower runs once per image (0: off)")
+        256 << 20,
+        ge=0,
+        description="encoder-output cache budget: the tower runs once per image (0: off)",
+    )
     max_num_seqs: int = Field(
-        DEFAULT_MAX_NUM_SEQS, ge=1, description="continuous batching: the most completions one decode step runs")
+        DEFAULT_MAX_NUM_SEQS,
+        ge=1,
+        description="continuous batching: the most completions one decode step runs",
+    )
 
     @model_validator(mode="after")
     def _position_independent_needs_the_kv_cache(self) -> "TransformersSpec":
         if self.kv_position_independent and self.kv_cache_bytes == 0:
-            raise ValueError("kv_position_independent reuses KV kept in the KV prefix cache: "
-                             "set kv_cache_bytes > 0")
+            raise ValueError(
+                "kv_position_independent reuses KV kept in the KV prefix cache: "
+                "set kv_cache_bytes > 0"
+            )
         return self
 
     def model_refs(self) -> list[ModelRef]:
@@ -185,8 +223,10 @@ class OpenAISpec(ModelSpec):
     backend: Literal["openai"] = "openai"
     base_url: str | None = Field(None, description="the server's /v1 URL")
     config: str | None = Field(
-        None, description="hub id or folder of the served checkpoint, for its family (visual "
-        "tokens, FLOPs); default: `id`")
+        None,
+        description="hub id or folder of the served checkpoint, for its family (visual "
+        "tokens, FLOPs); default: `id`",
+    )
     timeout: float = Field(300.0, gt=0, description="seconds per request")
     max_retries: int = Field(2, ge=0, description="retries with backoff")
 
@@ -196,14 +236,24 @@ class OpenAISpec(ModelSpec):
 
     def model_refs(self) -> list[ModelRef]:
         """Only the served checkpoint's config and processor, read to price images."""
-        return [hub_or_path("VLM config", self.family_source, "transformers_config",
-                            "config" if self.config else "id", stand_in=True)]
+        return [
+            hub_or_path(
+                "VLM config",
+                self.family_source,
+                "transformers_config",
+                "config" if self.config else "id",
+                stand_in=True,
+            )
+        ]
 
     def loader_options(self) -> dict[str, Any]:
-        opts: dict[str, Any] = {"timeout": self.timeout, "max_retries": self.max_retries,
-                                # "" tries the model name as a checkpoint (a hub id, as vLLM names
-                                # models) and goes without a family when it is not one
-                                "config": self.config if self.config is not None else ""}
+        opts: dict[str, Any] = {
+            "timeout": self.timeout,
+            "max_retries": self.max_retries,
+            # "" tries the model name as a checkpoint (a hub id, as vLLM names
+            # models) and goes without a family when it is not one
+            "config": self.config if self.config is not None else "",
+        }
         if self.base_url:
             opts["base_url"] = self.base_url
         return opts
@@ -220,8 +270,10 @@ def _load_openai(model: str, **opts: Any) -> "Backend":
 
     opts.pop("device", None), opts.pop("dtype", None)  # the server decides those
     if "kernels" in opts:
-        raise InputError("`kernels` picks the in-process Triton/torch ops of the transformers "
-                         "backend; an openai-compatible server runs its own kernels")
+        raise InputError(
+            "`kernels` picks the in-process Triton/torch ops of the transformers "
+            "backend; an openai-compatible server runs its own kernels"
+        )
     return OpenAIBackend(model, **opts)
 
 

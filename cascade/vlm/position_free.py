@@ -21,6 +21,7 @@ reused. Only images that are one contiguous visual block are reused this way (ev
 an Idefics3 image split into tiles, whose row/column text sits between its blocks, is prefilled
 as usual: a documented fallback).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -57,8 +58,15 @@ class ImageKV(StoredKV):
 
 def image_kv_key(model_id: str, preprocessing: tuple, reduction: tuple, image_key: str) -> str:
     """Where an image's position-independent KV is kept (apart from the block chains)."""
-    return content_hash({"model": model_id, "preprocessing": [str(p) for p in preprocessing],
-                         "reduction": [str(r) for r in reduction], "image": image_key}, key="kv_image")
+    return content_hash(
+        {
+            "model": model_id,
+            "preprocessing": [str(p) for p in preprocessing],
+            "reduction": [str(r) for r in reduction],
+            "image": image_key,
+        },
+        key="kv_image",
+    )
 
 
 def shift_of(stored: torch.Tensor, new: torch.Tensor) -> int | None:
@@ -76,8 +84,10 @@ def rerotate(runtime: "FamilyRuntime", keys: list[torch.Tensor], shift: int) -> 
         return list(keys)
     rotary = runtime.text_model.rotary_emb
     if float(getattr(rotary, "attention_scaling", 1.0)) != 1.0:
-        raise InputError("position-independent KV needs RoPE without attention scaling "
-                         f"(this model's rotary scales by {rotary.attention_scaling})")
+        raise InputError(
+            "position-independent KV needs RoPE without attention scaling "
+            f"(this model's rotary scales by {rotary.attention_scaling})"
+        )
     first = keys[0]
     n, half = first.shape[2], first.shape[-1] // 2
     positions = torch.full((runtime.position_rows, n), shift, dtype=torch.long, device=first.device)

@@ -11,6 +11,7 @@ tokens. Opt-in, an image's KV is also reused where it moved (`cascade.vlm.positi
 `generate`, FastV, sessions and batches are its clients; each decodes on its own
 (`cascade.vlm.decode`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -87,9 +88,15 @@ class PrefixEngine:
     vision_images_encoded the images they encoded. encoder_cache: the tower outputs of images seen
     before (None: off). Not thread-safe (callers serialize)."""
 
-    def __init__(self, runtime: FamilyRuntime, model_id: str, kv_cache: KVPrefixCache | None,
-                 context_window: int, encoder_cache: EncoderCache | None = None,
-                 recompute_image_tokens: int | None = None):
+    def __init__(
+        self,
+        runtime: FamilyRuntime,
+        model_id: str,
+        kv_cache: KVPrefixCache | None,
+        context_window: int,
+        encoder_cache: EncoderCache | None = None,
+        recompute_image_tokens: int | None = None,
+    ):
         self.runtime, self.model_id, self.kv_cache = runtime, model_id, kv_cache
         self.encoder_cache = encoder_cache
         # position-independent image KV (`cascade.vlm.position_free`): the visual tokens of a moved
@@ -110,9 +117,11 @@ class PrefixEngine:
 
     def check_context(self, n_prompt: int, max_new_tokens: int) -> None:
         if n_prompt + max_new_tokens > self.context_window:
-            raise InputError(f"prompt of {n_prompt} tokens + max_new_tokens {max_new_tokens} exceeds "
-                             f"the context window of {self.context_window} tokens; use fewer or "
-                             "smaller images, a lower keep_ratio, or a shorter question")
+            raise InputError(
+                f"prompt of {n_prompt} tokens + max_new_tokens {max_new_tokens} exceeds "
+                f"the context window of {self.context_window} tokens; use fewer or "
+                "smaller images, a lower keep_ratio, or a shorter question"
+            )
 
     def new_cache(self) -> Any:
         return new_dynamic_cache(self.runtime.text_config)
@@ -122,15 +131,17 @@ class PrefixEngine:
         return state.to_cache(self.runtime.text_config, self.runtime.ops)
 
     # -- the prefix -------------------------------------------------------------------------------
-    def state(self, images: list, prefix_text: str, red: ReductionConfig
-              ) -> tuple[PrefixState, CacheOutcome, float, float]:
+    def state(
+        self, images: list, prefix_text: str, red: ReductionConfig
+    ) -> tuple[PrefixState, CacheOutcome, float, float]:
         """(state, cache outcome, tower seconds, prefill seconds) of the question-free prefix. The
         outcome: "hit" (every block cached), "partial" (a leading run of blocks cached: the rest
         prefilled), "miss" (none), "off" (no KV cache)."""
         return self._prefix(images, prefix_text, red, self.kv_cache)
 
-    def compute(self, images: list, prefix_text: str, red: ReductionConfig
-                ) -> tuple[PrefixState, float, float]:
+    def compute(
+        self, images: list, prefix_text: str, red: ReductionConfig
+    ) -> tuple[PrefixState, float, float]:
         """Tower, reduction and prefill of a prefix, never cached: (state, tower s, prefill s)."""
         state, _, vision_s, prefill_s = self._prefix(images, prefix_text, red, None)
         return state, vision_s, prefill_s
@@ -141,15 +152,26 @@ class PrefixEngine:
         tokens of its own recomputation."""
         return (*self.runtime.family.preprocessing_key(), f"kernels={self.runtime.ops.impl}")
 
-    def _prefix(self, images: list, prefix_text: str, red: ReductionConfig,
-                store: KVPrefixCache | None) -> tuple[PrefixState, CacheOutcome, float, float]:
+    def _prefix(
+        self, images: list, prefix_text: str, red: ReductionConfig, store: KVPrefixCache | None
+    ) -> tuple[PrefixState, CacheOutcome, float, float]:
         """The prefix, block by block (`cascade.vlm.blocks`): the leading blocks `store` holds are
         reused, the others computed (encoder cache or tower, reduction, one prefill chunk per
         block, whether or not a cache is on, so a reused block holds what a cold run computes) and
         stored."""
         fam, ops = self.runtime, self.runtime.ops
-        keys = block_keys(self.model_id, self.preprocessing_key(), fam.family.processor.image_token,
-                          images, prefix_text, red) if store is not None else []
+        keys = (
+            block_keys(
+                self.model_id,
+                self.preprocessing_key(),
+                fam.family.processor.image_token,
+                images,
+                prefix_text,
+                red,
+            )
+            if store is not None
+            else []
+        )
         blocks = store.longest(keys) if keys else []
         if keys and len(blocks) == len(keys):
             return joined_state(blocks, ops), "hit", 0.0, 0.0
@@ -159,9 +181,16 @@ class PrefixEngine:
         blocks = matching(blocks, pre, bounds)
         n = len(blocks)
         new_images = range(n, len(images))
-        sub = red if red.keep_regions is None else \
-            dataclasses.replace(red, keep_regions=tuple(red.keep_regions[i] for i in new_images))
-        enc = self.encode_images([images[i] for i in new_images], [items[i] for i in new_images], sub)
+        sub = (
+            red
+            if red.keep_regions is None
+            else dataclasses.replace(
+                red, keep_regions=tuple(red.keep_regions[i] for i in new_images)
+            )
+        )
+        enc = self.encode_images(
+            [images[i] for i in new_images], [items[i] for i in new_images], sub
+        )
         keep = torch.ones(pre.input_ids.numel(), dtype=torch.bool, device=self.device)
         for b, (s, e) in zip(blocks, bounds):
             keep[s:e] = b.keep
@@ -169,7 +198,9 @@ class PrefixEngine:
         for i, encoded in zip(new_images, enc.images):
             for k, span in enumerate(range(first_span[i], first_span[i] + len(items[i].blocks))):
                 (s, e), grid = pre.spans[span], pre.grids[span]
-                r = self.reduced(encoded.feats[k], grid, red, None if encoded.units is None else encoded.units[k])
+                r = self.reduced(
+                    encoded.feats[k], grid, red, None if encoded.units is None else encoded.units[k]
+                )
                 keep[s:e] = False
                 keep[s + r.index] = True
                 kept_feats.append(r.embeds)
@@ -211,27 +242,64 @@ class PrefixEngine:
             self._prefill_chunk(cache, emb, vis, extra, positions, r0, rs, re)
             if store is None or blended:  # a block after a moved image is not what a cold run holds
                 continue
-            layers = [(k[:, :, rs:re].clone(), v[:, :, rs:re].clone()) for k, v in cache_layers(cache)]
+            layers = [
+                (k[:, :, rs:re].clone(), v[:, :, rs:re].clone()) for k, v in cache_layers(cache)
+            ]
             n_img = pre.input_ids[s:e] == fam.image_token_id
-            store.put(keys[j], KVBlock(layers, pre.input_ids[s:e], keep[s:e].clone(),
-                                       int((n_img & keep[s:e]).sum()), int(n_img.sum()),
-                                       fam.reduced_positions(pre.positions[:, :e], keep[:e])[1],
-                                       costs[j] if j < len(costs) else None), ops)
+            store.put(
+                keys[j],
+                KVBlock(
+                    layers,
+                    pre.input_ids[s:e],
+                    keep[s:e].clone(),
+                    int((n_img & keep[s:e]).sum()),
+                    int(n_img.sum()),
+                    fam.reduced_positions(pre.positions[:, :e], keep[:e])[1],
+                    costs[j] if j < len(costs) else None,
+                ),
+                ops,
+            )
             if image_keys and j < len(images) and len(items[j].blocks) == 1 and re > v0:
-                store.put(image_keys[j], ImageKV([(k[:, :, v0 - rs:].clone(), v[:, :, v0 - rs:].clone())
-                                                  for k, v in layers], positions[:, v0:re].clone()), ops)
+                store.put(
+                    image_keys[j],
+                    ImageKV(
+                        [
+                            (k[:, :, v0 - rs :].clone(), v[:, :, v0 - rs :].clone())
+                            for k, v in layers
+                        ],
+                        positions[:, v0:re].clone(),
+                    ),
+                    ops,
+                )
         sync(self.device)
         prefill_s = time.perf_counter() - t
         n_vis = int((ids == fam.image_token_id).sum())
-        state = PrefixState(cache_layers(cache), ids.numel(), next_pos, n_vis,
-                            sum(e - s for s, e in pre.spans), ids.numel() - n_vis,
-                            tower_costs=tuple(costs) if red.before_tower else None,
-                            cached_tokens=r0 + blended, encoded=enc.encoded, images_cached=enc.cached)
-        outcome = ("off" if store is None else "blended" if blended else "partial" if n else "miss")
+        state = PrefixState(
+            cache_layers(cache),
+            ids.numel(),
+            next_pos,
+            n_vis,
+            sum(e - s for s, e in pre.spans),
+            ids.numel() - n_vis,
+            tower_costs=tuple(costs) if red.before_tower else None,
+            cached_tokens=r0 + blended,
+            encoded=enc.encoded,
+            images_cached=enc.cached,
+        )
+        outcome = "off" if store is None else "blended" if blended else "partial" if n else "miss"
         return state, outcome, enc.vision_s, prefill_s
 
-    def _prefill_chunk(self, cache: Any, emb: torch.Tensor, vis: torch.Tensor, extra: Any,
-                       positions: torch.Tensor, r0: int, start: int, end: int) -> None:
+    def _prefill_chunk(
+        self,
+        cache: Any,
+        emb: torch.Tensor,
+        vis: torch.Tensor,
+        extra: Any,
+        positions: torch.Tensor,
+        r0: int,
+        start: int,
+        end: int,
+    ) -> None:
         """Prefill tokens [start, end) of the reduced prefix (its part from r0 on is `emb`, with
         `vis` marking visual tokens and `extra` their extra features) after what `cache` holds."""
         if end <= start:
@@ -239,16 +307,18 @@ class PrefixEngine:
         fam, chunk = self.runtime, slice(start - r0, end - r0)
         kw = {}
         if extra is not None and bool(vis[chunk].any()):
-            x0 = int(vis[:start - r0].sum())
-            kw = fam.visual_kwargs(vis[chunk][None], extra[x0:x0 + int(vis[chunk].sum())])
+            x0 = int(vis[: start - r0].sum())
+            kw = fam.visual_kwargs(vis[chunk][None], extra[x0 : x0 + int(vis[chunk].sum())])
         with torch.inference_mode():
             fam.forward(emb[chunk][None], positions[:, start:end], cache, **kw)
 
     def image_kv_keys(self, images: list, red: ReductionConfig) -> list[str]:
         """Where each image's position-independent KV is kept (`cascade.vlm.position_free`)."""
         root = dataclasses.replace(red, keep_regions=None).cache_key()
-        return [image_kv_key(self.model_id, self.preprocessing_key(), root, k)
-                for k in image_keys(images, red)]
+        return [
+            image_kv_key(self.model_id, self.preprocessing_key(), root, k)
+            for k in image_keys(images, red)
+        ]
 
     def visual_kwargs(self, a: Assembled) -> dict[str, Any]:
         """The decoder's extra inputs for a prefill chunk holding `a`'s visual tokens."""
@@ -268,15 +338,23 @@ class PrefixEngine:
         a.encoded, a.images_cached = enc.encoded, enc.cached
         return a
 
-    def encode_images(self, images: list, items: list[ImageInputs], red: ReductionConfig) -> Encoded:
+    def encode_images(
+        self, images: list, items: list[ImageInputs], red: ReductionConfig
+    ) -> Encoded:
         """The tower outputs of `images` (preprocessed: `items`): from the encoder cache, and for
         the rest from one tower call on the images it lacks (each distinct image once)."""
         fam = self.runtime
         regions = red.keep_regions or (None,) * len(images)
-        tower = ((red.method, float(red.keep_ratio)) if red.before_tower else ("none",))
-        keys = [EncoderCache.key(self.model_id, self.preprocessing_key(), im.__content_hash__(),
-                                 (*tower, regions[i]) if red.before_tower else tower)
-                for i, im in enumerate(images)]
+        tower = (red.method, float(red.keep_ratio)) if red.before_tower else ("none",)
+        keys = [
+            EncoderCache.key(
+                self.model_id,
+                self.preprocessing_key(),
+                im.__content_hash__(),
+                (*tower, regions[i]) if red.before_tower else tower,
+            )
+            for i, im in enumerate(images)
+        ]
         found: dict[str, EncodedImage] = {}
         cached = 0
         if self.encoder_cache is not None:
@@ -291,17 +369,25 @@ class PrefixEngine:
         vision_s = select_s = 0.0
         if todo:
             vision_inputs = fam.collate([items[i] for i in todo])
-            sub = red if red.keep_regions is None else \
-                dataclasses.replace(red, keep_regions=tuple(regions[i] for i in todo))
+            sub = (
+                red
+                if red.keep_regions is None
+                else dataclasses.replace(red, keep_regions=tuple(regions[i] for i in todo))
+            )
             units, select_s = self.select(vision_inputs, sub)
             feats, vision_s = self.run_tower(vision_inputs, len(todo), units)
             k = 0
             for i in todo:
                 n = len(items[i].blocks)
-                kept = None if units is None else tuple(u.to(self.device) for u in units[k:k + n])
-                cost = (fam.tower_cost(items[i], list(kept)) if kept is not None
-                        else fam.family.image_cost(images[i].width, images[i].height))
-                entry = EncodedImage(tuple(feats[k:k + n]), kept, cost if kept is not None else None)
+                kept = None if units is None else tuple(u.to(self.device) for u in units[k : k + n])
+                cost = (
+                    fam.tower_cost(items[i], list(kept))
+                    if kept is not None
+                    else fam.family.image_cost(images[i].width, images[i].height)
+                )
+                entry = EncodedImage(
+                    tuple(feats[k : k + n]), kept, cost if kept is not None else None
+                )
                 k += n
                 found[keys[i]] = entry
                 encoded.append(cost)
@@ -311,7 +397,9 @@ class PrefixEngine:
         fresh = [ran.get(k) == i for i, k in enumerate(keys)]
         return Encoded([found[k] for k in keys], fresh, tuple(encoded), cached, vision_s, select_s)
 
-    def select(self, vision_inputs: dict, red: ReductionConfig) -> tuple[list[torch.Tensor] | None, float]:
+    def select(
+        self, vision_inputs: dict, red: ReductionConfig
+    ) -> tuple[list[torch.Tensor] | None, float]:
         """(merge units kept per visual block, seconds) of a reduction before the tower; (None, 0)
         for every other reduction."""
         if not red.before_tower:
@@ -322,29 +410,43 @@ class PrefixEngine:
         sync(self.device)
         return units, time.perf_counter() - t
 
-    def run_tower(self, vision_inputs: dict, n_images: int, units: list[torch.Tensor] | None = None
-                  ) -> tuple[list[torch.Tensor], float]:
+    def run_tower(
+        self, vision_inputs: dict, n_images: int, units: list[torch.Tensor] | None = None
+    ) -> tuple[list[torch.Tensor], float]:
         """One vision-tower call: (features per visual block, seconds); counts the call and the
         images it encoded. units: per block the merge units to encode (`select`), None: all."""
         t = time.perf_counter()
         with torch.inference_mode():
-            feats = (self.runtime.encode(vision_inputs) if units is None
-                     else self.runtime.encode(vision_inputs, keep=units))
+            feats = (
+                self.runtime.encode(vision_inputs)
+                if units is None
+                else self.runtime.encode(vision_inputs, keep=units)
+            )
         sync(self.device)
         self.vision_tower_calls += 1
         self.vision_images_encoded += n_images
         return feats, time.perf_counter() - t
 
-    def reduced(self, feats: torch.Tensor, grid: tuple[int, int, int], red: ReductionConfig,
-                units: torch.Tensor | None = None) -> Reduced:
+    def reduced(
+        self,
+        feats: torch.Tensor,
+        grid: tuple[int, int, int],
+        red: ReductionConfig,
+        units: torch.Tensor | None = None,
+    ) -> Reduced:
         """One visual block reduced: by an after-tower method, or (units: the merge units a
         before-tower reduction kept, whose features `feats` are) as the tower left it."""
         if units is None:
             return reduce_tokens(feats, grid, red, self.runtime.ops)
         return Reduced(feats, units.to(self.device))
 
-    def reduce(self, pre: PrefixInputs, feats: list[torch.Tensor], red: ReductionConfig,
-               units: list[torch.Tensor] | None = None) -> Assembled:
+    def reduce(
+        self,
+        pre: PrefixInputs,
+        feats: list[torch.Tensor],
+        red: ReductionConfig,
+        units: list[torch.Tensor] | None = None,
+    ) -> Assembled:
         """Reduce each visual block, drop the removed placeholders and embed the rest. units: the
         merge units a reduction before the tower kept (feats are then theirs alone)."""
         fam = self.runtime
@@ -366,9 +468,18 @@ class PrefixEngine:
         tower_costs = None
         if units is not None:  # one visual block per image in the families that support it
             blocks = iter(units)
-            tower_costs = tuple(fam.tower_cost(im, [next(blocks) for _ in im.blocks]) for im in pre.images)
-        return Assembled(ids, pos, emb, extra, sum(e - s for s, e in pre.spans), next_pos,
-                         tower_costs=tower_costs)
+            tower_costs = tuple(
+                fam.tower_cost(im, [next(blocks) for _ in im.blocks]) for im in pre.images
+            )
+        return Assembled(
+            ids,
+            pos,
+            emb,
+            extra,
+            sum(e - s for s, e in pre.spans),
+            next_pos,
+            tower_costs=tower_costs,
+        )
 
     def prefill(self, cache: Any, next_pos: int, ids: list[int]) -> torch.Tensor:
         """Prefill text tokens after what `cache` holds; returns their last-layer hidden states."""
@@ -376,4 +487,3 @@ class PrefixEngine:
         with torch.inference_mode():
             emb = fam.embed(torch.tensor([ids], device=self.device))
             return fam.forward(emb, fam.text_positions(next_pos, len(ids)), cache)
-

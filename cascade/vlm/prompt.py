@@ -6,6 +6,7 @@ the media and the system prompt, which is what the KV prefix cache keys on; the 
 earlier turns (`history`: (question, answer) pairs), the question and the assistant header. So a
 served conversation, which resends its history on every request, still reuses its media prefix.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,7 +30,9 @@ class PromptLayout:
     def __init__(self, processor: Any):
         self.processor = processor
         self.tokenizer = processor.tokenizer
-        self.placeholders = [t for t in (processor.image_token, getattr(processor, "video_token", None)) if t]
+        self.placeholders = [
+            t for t in (processor.image_token, getattr(processor, "video_token", None)) if t
+        ]
 
     def render(self, n_images: int, system_prompt: str | None, n_turns: int) -> str:
         """The chat template with sentinel questions/answers, n_turns user turns (images in the
@@ -39,21 +42,28 @@ class PromptLayout:
             msgs.append({"role": "system", "content": [{"type": "text", "text": system_prompt}]})
         for t in range(n_turns):
             content = [{"type": "image"}] * (n_images if t == 0 else 0)
-            msgs.append({"role": "user", "content": content + [{"type": "text", "text": _Q.format(t)}]})
+            msgs.append(
+                {"role": "user", "content": content + [{"type": "text", "text": _Q.format(t)}]}
+            )
             if t < n_turns - 1:
-                msgs.append({"role": "assistant", "content": [{"type": "text", "text": _A.format(t)}]})
+                msgs.append(
+                    {"role": "assistant", "content": [{"type": "text", "text": _A.format(t)}]}
+                )
         return self.processor.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
 
-    def first_turn(self, n_images: int, system_prompt: str | None, question: str,
-                   history: History = ()) -> tuple[str, str]:
+    def first_turn(
+        self, n_images: int, system_prompt: str | None, question: str, history: History = ()
+    ) -> tuple[str, str]:
         """(prefix, suffix): the prefix is everything before the first question (system prompt,
         images); the suffix the earlier turns, `question` and the assistant header."""
         history = self.check_history(history)
         text = self.render(n_images, system_prompt, len(history) + 1)
         prefix, _, rest = text.partition(_Q.format(0))
         if self.processor.image_token not in prefix and n_images:
-            raise CascadeError("this chat template puts the question before the images; the "
-                               "visual prefix cannot be separated from the question")
+            raise CascadeError(
+                "this chat template puts the question before the images; the "
+                "visual prefix cannot be separated from the question"
+            )
         texts = {"Q": [q for q, _ in history] + [question], "A": [a for _, a in history]}
         # One pass, so a question or answer that happens to contain a sentinel stays as written.
         return prefix, _SENTINEL.sub(lambda m: texts[m[1]][int(m[2])], _Q.format(0) + rest)
@@ -72,8 +82,10 @@ class PromptLayout:
             raise InputError(f"{what} must be a non-empty string, got {question!r}")
         for tok in self.placeholders:
             if tok in question:
-                raise InputError(f"{what} contains the placeholder '{tok}'; pass images as "
-                                 "`images`, the runtime inserts their placeholders")
+                raise InputError(
+                    f"{what} contains the placeholder '{tok}'; pass images as "
+                    "`images`, the runtime inserts their placeholders"
+                )
         return question
 
     def check_history(self, history: History) -> list[tuple[str, str]]:
@@ -82,8 +94,13 @@ class PromptLayout:
             raise InputError("history must be a list of (question, answer) pairs")
         out = []
         for i, turn in enumerate(history):
-            if not isinstance(turn, (tuple, list)) or len(turn) != 2 or not isinstance(turn[1], str):
-                raise InputError(f"history[{i}]: expected a (question, answer) pair of strings, "
-                                 f"got {turn!r:.80}")
+            if (
+                not isinstance(turn, (tuple, list))
+                or len(turn) != 2
+                or not isinstance(turn[1], str)
+            ):
+                raise InputError(
+                    f"history[{i}]: expected a (question, answer) pair of strings, got {turn!r:.80}"
+                )
             out.append((self.check_question(turn[0], f"history[{i}]'s question"), turn[1]))
         return out

@@ -1,4 +1,5 @@
 """What one VLM call returns: the text, the tokens with their log-probabilities, and its `Bill`."""
+
 from __future__ import annotations
 
 import math

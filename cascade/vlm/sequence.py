@@ -17,6 +17,7 @@ completion there (finish_reason "stop", the string and what follows are not retu
 streaming, text that could be the start of a stop string is held back until the next tokens
 show it is not (and sent when the completion ends for another reason).
 """
+
 from __future__ import annotations
 
 import os
@@ -53,8 +54,9 @@ class TokenTexts:
         # byte-level BPE spells each byte as one printable character; this map reads it back
         self._bytes_of = {c: b for b, c in bytes_to_unicode().items()}
 
-    def entry(self, token: int, logprob: float,
-              top: tuple[tuple[int, float], ...] = ()) -> TokenLogprob:
+    def entry(
+        self, token: int, logprob: float, top: tuple[tuple[int, float], ...] = ()
+    ) -> TokenLogprob:
         text, raw = self._text(token)
         return TokenLogprob(text, logprob, raw, tuple(self.entry(t, lp) for t, lp in top))
 
@@ -118,9 +120,19 @@ class Sequence:
     """A completion's own state (module docstring). max_tokens: the caller's limit, unless the
     params set their own; end_ids: the model's end-of-turn ids (stop_token_ids are added)."""
 
-    def __init__(self, params: SamplingParams, max_tokens: int, end_ids: frozenset[int],
-                 texts: TokenTexts, *, device: torch.device, on_token: OnToken | None = None,
-                 request: int = 0, choice: int = 0, constraint: Constraint | None = None):
+    def __init__(
+        self,
+        params: SamplingParams,
+        max_tokens: int,
+        end_ids: frozenset[int],
+        texts: TokenTexts,
+        *,
+        device: torch.device,
+        on_token: OnToken | None = None,
+        request: int = 0,
+        choice: int = 0,
+        constraint: Constraint | None = None,
+    ):
         self.params, self.texts, self.on_token = params, texts, on_token
         self.request, self.choice, self.constraint = request, choice, constraint
         self.max_tokens = params.max_tokens or max_tokens
@@ -133,8 +145,13 @@ class Sequence:
     def done(self) -> bool:
         return self.generated.done
 
-    def accept(self, token: int, logprob: float, top: tuple[tuple[int, float], ...] | None,
-               now: float | None = None) -> None:
+    def accept(
+        self,
+        token: int,
+        logprob: float,
+        top: tuple[tuple[int, float], ...] | None,
+        now: float | None = None,
+    ) -> None:
         """Record the chosen token, check the stop conditions, stream what is safe to show."""
         g, now = self.generated, now if now is not None else time.perf_counter()
         if not g.tokens:
@@ -150,19 +167,23 @@ class Sequence:
             self.constraint.advance(token)
         ended = token in self.end_ids
         finish = "stop" if ended else "length" if len(g.tokens) >= self.max_tokens else None
-        text = self.texts.tokenizer.decode(g.tokens[:-1] if ended else g.tokens,
-                                           skip_special_tokens=True)
+        text = self.texts.tokenizer.decode(
+            g.tokens[:-1] if ended else g.tokens, skip_special_tokens=True
+        )
         cut = self._stop_at(text)
         if cut is not None:
             text, finish = text[:cut], "stop"
         g.text = text
         shown = len(text) if finish is not None else self._safe(text)
-        delta, self._sent = text[self._sent:shown], max(self._sent, shown)
+        delta, self._sent = text[self._sent : shown], max(self._sent, shown)
         if finish is not None:
             g.finish, g.t_end = finish, now
         if self.on_token is not None:
-            self.on_token(TokenEvent(self.request, len(g.tokens) - 1, token, delta, logprob,
-                                     self.choice, entry))
+            self.on_token(
+                TokenEvent(
+                    self.request, len(g.tokens) - 1, token, delta, logprob, self.choice, entry
+                )
+            )
 
     def _stop_at(self, text: str) -> int | None:
         """Where the first stop string starts in `text` (None: none there). Only the part that
@@ -177,6 +198,13 @@ class Sequence:
         """How much of `text` may be streamed now: not an incomplete character at its end, not a
         tail that could be the start of a stop string."""
         end = len(text.rstrip("\ufffd"))
-        hold = max((k for stop in self.params.stop for k in range(1, min(len(stop) - 1, end) + 1)
-                    if text[end - k:end] == stop[:k]), default=0)
+        hold = max(
+            (
+                k
+                for stop in self.params.stop
+                for k in range(1, min(len(stop) - 1, end) + 1)
+                if text[end - k : end] == stop[:k]
+            ),
+            default=0,
+        )
         return max(end - hold, self._sent)

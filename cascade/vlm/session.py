@@ -8,6 +8,7 @@ would lay them out (the answers as the token ids the model generated, never re-t
 turn 2 runs no vision tower and no prefix prefill. FastV is refused: its pruning depends on the
 question, so it has no shared prefix.
 """
+
 from __future__ import annotations
 
 import time
@@ -31,8 +32,15 @@ class Session:
     turns: (question, result) pairs so far.
     """
 
-    def __init__(self, backend: Any, images: Any, *, system_prompt: str | None = None,
-                 reduction: ReductionConfig | None = None, max_new_tokens: int = 64):
+    def __init__(
+        self,
+        backend: Any,
+        images: Any,
+        *,
+        system_prompt: str | None = None,
+        reduction: ReductionConfig | None = None,
+        max_new_tokens: int = 64,
+    ):
         self.backend = backend
         self.images = as_images(images)
         if not self.images:
@@ -40,8 +48,10 @@ class Session:
         self.system_prompt = system_prompt
         self.reduction = backend.check_reduction(reduction)
         if self.reduction.question_dependent:
-            raise InputError("fastv depends on each question, so a session cannot share its prefix; "
-                             "use a pre-LLM method (pool, divprune, visionzip, dart) in sessions")
+            raise InputError(
+                "fastv depends on each question, so a session cannot share its prefix; "
+                "use a pre-LLM method (pool, divprune, visionzip, dart) in sessions"
+            )
         self.max_new_tokens = max_new_tokens
         self.costs = [backend.family.image_cost(im.width, im.height) for im in self.images]
         self.vision_tower_calls = 0
@@ -53,8 +63,13 @@ class Session:
         self._pending: list[int] = []  # the last answer's final token, fed with the next turn
         self._visual = 0
 
-    def ask(self, question: str, max_new_tokens: int | None = None,
-            sampling: SamplingParams = GREEDY, on_token: OnToken | None = None) -> VLMResult:
+    def ask(
+        self,
+        question: str,
+        max_new_tokens: int | None = None,
+        sampling: SamplingParams = GREEDY,
+        on_token: OnToken | None = None,
+    ) -> VLMResult:
         """The next turn. One completion per turn (the conversation keeps one answer): n > 1 is
         refused. A stop string ends the answer's text; the tokens generated up to it stay in the
         session's context. The turn holds the backend's lock: it decodes on its own KV cache,
@@ -62,8 +77,13 @@ class Session:
         with self.backend.lock:
             return self._ask(question, max_new_tokens, sampling, on_token)
 
-    def _ask(self, question: str, max_new_tokens: int | None, sampling: SamplingParams,
-             on_token: OnToken | None) -> VLMResult:
+    def _ask(
+        self,
+        question: str,
+        max_new_tokens: int | None,
+        sampling: SamplingParams,
+        on_token: OnToken | None,
+    ) -> VLMResult:
         b, engine = self.backend, self.backend.engine
         t0 = b.begin_call()
         sampling = b.check_sampling(sampling, one="a session")
@@ -75,10 +95,16 @@ class Session:
         if self._cache is None:
             prefix_text, suffix_text = b.layout.first_turn(n_img, self.system_prompt, question)
             calls = engine.vision_tower_calls
-            state, status, vision_s, prefix_s = engine.state(self.images, prefix_text, self.reduction)
+            state, status, vision_s, prefix_s = engine.state(
+                self.images, prefix_text, self.reduction
+            )
             self.vision_tower_calls += engine.vision_tower_calls - calls
             self._cache = engine.cache_of(state)
-            self._next_pos, self._length, self._visual = state.next_pos, state.length, state.visual_tokens
+            self._next_pos, self._length, self._visual = (
+                state.next_pos,
+                state.length,
+                state.visual_tokens,
+            )
             self._tower = state.tower_costs
             new = b.layout.tokenize(suffix_text)
             cached = state.cached_tokens
@@ -93,8 +119,9 @@ class Session:
         hidden = engine.prefill(self._cache, self._next_pos, new)
         self._next_pos += len(new)
         self._length += len(new)
-        gen, = b.decoder.run(hidden, self._cache, [self._next_pos],
-                             b.decoder.sequences(sampling, max_new, on_token))
+        (gen,) = b.decoder.run(
+            hidden, self._cache, [self._next_pos], b.decoder.sequences(sampling, max_new, on_token)
+        )
         sync(b.device)
         prompt_tokens = self._length - self._visual
         # Every generated token but the last was fed back; the last is fed with the next turn,
@@ -103,11 +130,23 @@ class Session:
         self._next_pos += fed
         self._length += fed
         self._pending = [] if gen.tokens[-1] in b.eos_ids else gen.tokens[-1:]
-        bill = vlm_bill(b.family, b.model_id, costs=self.costs, visual_tokens=self._visual,
-                        prompt_tokens=prompt_tokens, generated=gen, cache=status,
-                        reduction=self.reduction, t0=t0, vision_s=vision_s,
-                        prefill_s=prefix_s + gen.t_first - t, cached_tokens=cached, encoded=encoded,
-                        images_cached=images_cached, tower=self._tower)
+        bill = vlm_bill(
+            b.family,
+            b.model_id,
+            costs=self.costs,
+            visual_tokens=self._visual,
+            prompt_tokens=prompt_tokens,
+            generated=gen,
+            cache=status,
+            reduction=self.reduction,
+            t0=t0,
+            vision_s=vision_s,
+            prefill_s=prefix_s + gen.t_first - t,
+            cached_tokens=cached,
+            encoded=encoded,
+            images_cached=images_cached,
+            tower=self._tower,
+        )
         result = b.result(gen, bill)
         self.turns.append((question, result))
         return result

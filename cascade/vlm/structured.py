@@ -16,6 +16,7 @@ its budget on indentation, and the output parses the same. xgrammar's string rul
 control characters (below U+0020), which JSON forbids unescaped (`json.loads` refuses them), so
 tokens holding one are masked too: compact JSON never needs one (a string can escape it).
 """
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,7 @@ __all__ = ["Grammars", "GrammarConstraint"]
 class GrammarConstraint:
     """One sequence's matcher (the decoder's `Constraint`)."""
 
-    def __init__(self, compiled: Any, stop_ids: list[int], vocab_size: int,
-                 control: torch.Tensor):
+    def __init__(self, compiled: Any, stop_ids: list[int], vocab_size: int, control: torch.Tensor):
         import xgrammar as xgr
 
         self._xgr = xgr
@@ -49,7 +49,7 @@ class GrammarConstraint:
         self._xgr.apply_token_bitmask_inplace(row, self._mask.to(row.device))
         out = logits.float().clone()
         out[: self.vocab_size] = row[0]
-        out[self.vocab_size:] = float("-inf")  # the model's padded vocabulary: never a token
+        out[self.vocab_size :] = float("-inf")  # the model's padded vocabulary: never a token
         return out.masked_fill_(self.control.to(out.device), float("-inf"))
 
     def advance(self, token: int) -> None:
@@ -80,8 +80,9 @@ class Grammars:
         import xgrammar as xgr
 
         if self._compiler is None:
-            info = xgr.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=self.vocab_size,
-                                                      stop_token_ids=self.stop_ids)
+            info = xgr.TokenizerInfo.from_huggingface(
+                self.tokenizer, vocab_size=self.vocab_size, stop_token_ids=self.stop_ids
+            )
             self._compiler = xgr.GrammarCompiler(info, max_threads=1)
             control = torch.zeros(self.vocab_size, dtype=torch.bool)
             stops = set(self.stop_ids)
@@ -90,10 +91,13 @@ class Grammars:
             self._control = control
         try:
             if kind == "json_object":
-                return self._compiler.compile_json_schema(schema, any_whitespace=False,
-                                                          strict_mode=False)
+                return self._compiler.compile_json_schema(
+                    schema, any_whitespace=False, strict_mode=False
+                )
             return self._compiler.compile_json_schema(schema, any_whitespace=False)
         except (RuntimeError, ValueError, TypeError) as e:
             why = re.sub(r"^\[[\d:]+\] \S+:\d+: ", "", str(e).splitlines()[0])  # its C++ place
-            raise InputError(f"response_format.json_schema.schema: xgrammar cannot compile this "
-                             f"JSON Schema: {why[:200]}") from None
+            raise InputError(
+                f"response_format.json_schema.schema: xgrammar cannot compile this "
+                f"JSON Schema: {why[:200]}"
+            ) from None

@@ -16,6 +16,7 @@ normal way::
 Built folders are cached (`~/.cache/vlm-cascade/tiny/<family>-<size>-s<seed>` by default, or under
 the `out_dir` you pass), so a repeated call is a directory check.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,14 @@ from typing import Any
 from .. import plugins
 from ..errors import InputError, did_you_mean
 
-__all__ = ["build_tiny_vlm", "default_tiny_dir", "tiny_families", "register_tiny_recipe",
-           "TINY_SIZES", "Recipe"]
+__all__ = [
+    "build_tiny_vlm",
+    "default_tiny_dir",
+    "tiny_families",
+    "register_tiny_recipe",
+    "TINY_SIZES",
+    "Recipe",
+]
 
 Recipe = Callable[[str, dict[str, Any], Callable[..., Any]], tuple[Any, Any]]
 """`recipe(model_type, shape, tokenizer_for) -> (config, processor)` of a tiny checkpoint."""
@@ -49,13 +56,45 @@ _RECIPE_VERSION = 1
 # 512 px tiles of 64 tokens, up to 3x3 + global. v_pos: Qwen3-VL's learned position grid (a square).
 _SHAPES = {
     "test": dict(
-        vocab=640, hidden=64, layers=2, heads=4, kv_heads=2, inter=128, mrope=[4, 2, 2],
-        v_embed=32, v_depth=2, v_heads=2, v_inter=64, v_pos=64, min_tokens=4, max_tokens=64,
-        tile=64, patch=8, scale=2, longest_edge=128),
+        vocab=640,
+        hidden=64,
+        layers=2,
+        heads=4,
+        kv_heads=2,
+        inter=128,
+        mrope=[4, 2, 2],
+        v_embed=32,
+        v_depth=2,
+        v_heads=2,
+        v_inter=64,
+        v_pos=64,
+        min_tokens=4,
+        max_tokens=64,
+        tile=64,
+        patch=8,
+        scale=2,
+        longest_edge=128,
+    ),
     "bench": dict(
-        vocab=8192, hidden=1024, layers=12, heads=16, kv_heads=4, inter=4096, mrope=[16, 8, 8],
-        v_embed=384, v_depth=8, v_heads=6, v_inter=1536, v_pos=2304, min_tokens=4, max_tokens=1280,
-        tile=512, patch=16, scale=4, longest_edge=1536),
+        vocab=8192,
+        hidden=1024,
+        layers=12,
+        heads=16,
+        kv_heads=4,
+        inter=4096,
+        mrope=[16, 8, 8],
+        v_embed=384,
+        v_depth=8,
+        v_heads=6,
+        v_inter=1536,
+        v_pos=2304,
+        min_tokens=4,
+        max_tokens=1280,
+        tile=512,
+        patch=16,
+        scale=4,
+        longest_edge=1536,
+    ),
 }
 
 
@@ -91,8 +130,10 @@ def _training_text() -> list[str]:
             doc = getattr(getattr(mod, name, None), "__doc__", None)
             if isinstance(doc, str):
                 docs.append(doc)
-    docs += ["What is in the picture? Describe the image. How many people are there? "
-             "What colour is the bus? Read the text on the sign. Where is the cat?"] * 20
+    docs += [
+        "What is in the picture? Describe the image. How many people are there? "
+        "What colour is the bus? Read the text on the sign. Where is the cat?"
+    ] * 20
     return docs
 
 
@@ -103,13 +144,20 @@ def _train_tokenizer(vocab_size: int, special: list[str], eos: str, template: st
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=special,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(_training_text(), trainer=trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=eos,
-                                   pad_token="<|endoftext|>", unk_token=None,
-                                   additional_special_tokens=special[1:])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token=eos,
+        pad_token="<|endoftext|>",
+        unk_token=None,
+        additional_special_tokens=special[1:],
+    )
     fast.chat_template = template
     fast.model_max_length = 32768
     return fast
@@ -123,8 +171,9 @@ def _is_built(path: Path) -> bool:
         return False
 
 
-def build_tiny_vlm(out_dir: str | Path | None = None, family: str = "qwen2_vl", size: str = "test",
-                   seed: int = 0) -> Path:
+def build_tiny_vlm(
+    out_dir: str | Path | None = None, family: str = "qwen2_vl", size: str = "test", seed: int = 0
+) -> Path:
     """Build (or reuse) a random-weight VLM checkpoint and return its folder.
 
     family: a model type with a tiny recipe (`tiny_families()`: qwen2_vl, qwen2_5_vl, qwen3_vl,
@@ -134,8 +183,10 @@ def build_tiny_vlm(out_dir: str | Path | None = None, family: str = "qwen2_vl", 
     """
     recipes = tiny_families()
     if family not in recipes:
-        raise InputError(f"unknown tiny VLM family '{family}'{did_you_mean(family, recipes)}; "
-                         f"choose one of {sorted(recipes)}")
+        raise InputError(
+            f"unknown tiny VLM family '{family}'{did_you_mean(family, recipes)}; "
+            f"choose one of {sorted(recipes)}"
+        )
     if size not in TINY_SIZES:
         raise InputError(f"unknown tiny VLM size '{size}'; choose one of {list(TINY_SIZES)}")
     target = Path(out_dir or default_tiny_dir()) / f"{family}-{size}-s{seed}"
@@ -147,12 +198,18 @@ def build_tiny_vlm(out_dir: str | Path | None = None, family: str = "qwen2_vl", 
 
     s = _SHAPES[size]
     config, processor = recipes[family](
-        family, s, lambda special, eos, template: _train_tokenizer(s["vocab"], special, eos, template))
+        family,
+        s,
+        lambda special, eos, template: _train_tokenizer(s["vocab"], special, eos, template),
+    )
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32).eval()
     model.generation_config = GenerationConfig(
-        do_sample=False, eos_token_id=config.text_config.eos_token_id,
-        pad_token_id=config.text_config.pad_token_id, bos_token_id=config.text_config.bos_token_id)
+        do_sample=False,
+        eos_token_id=config.text_config.eos_token_id,
+        pad_token_id=config.text_config.pad_token_id,
+        bos_token_id=config.text_config.bos_token_id,
+    )
 
     # Build in a sibling temp folder and rename, so a crash or a concurrent builder never leaves a
     # half-written folder that looks finished.
@@ -162,9 +219,18 @@ def build_tiny_vlm(out_dir: str | Path | None = None, family: str = "qwen2_vl", 
         model.save_pretrained(tmp)
         processor.save_pretrained(tmp)
         n_params = sum(p.numel() for p in model.parameters())
-        (tmp / "tiny_vlm.json").write_text(json.dumps({
-            "recipe": _RECIPE_VERSION, "family": family, "size": size, "seed": seed,
-            "parameters": n_params, "weights": "random (answers are meaningless; costs are real)"}))
+        (tmp / "tiny_vlm.json").write_text(
+            json.dumps(
+                {
+                    "recipe": _RECIPE_VERSION,
+                    "family": family,
+                    "size": size,
+                    "seed": seed,
+                    "parameters": n_params,
+                    "weights": "random (answers are meaningless; costs are real)",
+                }
+            )
+        )
         if _is_built(target):  # another process finished first
             return target
         if target.exists():

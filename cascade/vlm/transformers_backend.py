@@ -13,6 +13,7 @@ VisionZip's dominant-token scoring (reduction) and int8 KV storage (kv_cache). I
 at construction, into the runtime's `ops` (`cascade.kernels.dispatch.bind`): "auto" runs Triton
 on CUDA and the torch reference on CPU; "triton" on CPU needs TRITON_INTERPRET=1.
 """
+
 from __future__ import annotations
 
 import threading
@@ -65,11 +66,19 @@ class TransformersBackend:
 
     name = "transformers"
 
-    def __init__(self, model: Any, family: Family, model_id: str, *,
-                 kv_cache: KVPrefixCache | None = None, context_window: int | None = None,
-                 kernels: Literal["auto", "triton", "torch"] = "auto",
-                 encoder_cache: EncoderCache | None = None, recompute_image_tokens: int | None = None,
-                 max_num_seqs: int = DEFAULT_MAX_NUM_SEQS):
+    def __init__(
+        self,
+        model: Any,
+        family: Family,
+        model_id: str,
+        *,
+        kv_cache: KVPrefixCache | None = None,
+        context_window: int | None = None,
+        kernels: Literal["auto", "triton", "torch"] = "auto",
+        encoder_cache: EncoderCache | None = None,
+        recompute_image_tokens: int | None = None,
+        max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+    ):
         if kernels not in IMPLS:
             raise InputError(f"kernels must be one of {list(IMPLS)}, got {kernels!r}")
         # Fails here, with the kernels' own message, if Triton cannot run on this device.
@@ -81,29 +90,45 @@ class TransformersBackend:
         window = int(context_window or family.text_config.max_position_embeddings)
         self.layout = PromptLayout(self.processor)
         if recompute_image_tokens is not None and recompute_image_tokens < 0:
-            raise InputError(f"kv_recompute_image_tokens must be >= 0, got {recompute_image_tokens}")
-        self.engine = PrefixEngine(self.runtime, model_id, kv_cache, window, encoder_cache,
-                                   recompute_image_tokens)
+            raise InputError(
+                f"kv_recompute_image_tokens must be >= 0, got {recompute_image_tokens}"
+            )
+        self.engine = PrefixEngine(
+            self.runtime, model_id, kv_cache, window, encoder_cache, recompute_image_tokens
+        )
         eos = model.generation_config.eos_token_id
         eos = [eos] if isinstance(eos, int) else list(eos or [])
         if self.processor.tokenizer.eos_token_id is not None:
             eos.append(self.processor.tokenizer.eos_token_id)
-        self.decoder = Decoder(self.runtime, frozenset(eos),
-                               vocab_size=family.lm_head_of(model).weight.shape[0])
+        self.decoder = Decoder(
+            self.runtime, frozenset(eos), vocab_size=family.lm_head_of(model).weight.shape[0]
+        )
         if max_num_seqs < 1:
             raise InputError(f"max_num_seqs must be >= 1, got {max_num_seqs}")
         self.batcher = ContinuousBatcher(self.decoder, max_num_seqs)
         self.lock = threading.Lock()
 
     @classmethod
-    def load(cls, model: str, *, device: str = "auto", dtype: Any = "auto",
-             kv_cache: KVPrefixCache | None = None, kv_cache_bytes: int = 0, kv_int8: bool = False,
-             attn_implementation: str | None = None, context_window: int | None = None,
-             limits: ImageLimits | None = None, kernels: Literal["auto", "triton", "torch"] = "auto",
-             encoder_cache_bytes: int = DEFAULT_ENCODER_CACHE_BYTES,
-             encoder_cache: EncoderCache | None = None, kv_position_independent: bool = False,
-             kv_recompute_image_tokens: int = 16, max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
-             **model_kwargs: Any) -> "TransformersBackend":
+    def load(
+        cls,
+        model: str,
+        *,
+        device: str = "auto",
+        dtype: Any = "auto",
+        kv_cache: KVPrefixCache | None = None,
+        kv_cache_bytes: int = 0,
+        kv_int8: bool = False,
+        attn_implementation: str | None = None,
+        context_window: int | None = None,
+        limits: ImageLimits | None = None,
+        kernels: Literal["auto", "triton", "torch"] = "auto",
+        encoder_cache_bytes: int = DEFAULT_ENCODER_CACHE_BYTES,
+        encoder_cache: EncoderCache | None = None,
+        kv_position_independent: bool = False,
+        kv_recompute_image_tokens: int = 16,
+        max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+        **model_kwargs: Any,
+    ) -> "TransformersBackend":
         """Load from a hub id or a local folder. kv_cache_bytes > 0 creates a KVPrefixCache of that
         budget (or pass a shared `kv_cache`); encoder_cache_bytes > 0 (default 256 MiB) an
         `EncoderCache` of the tower's outputs (or pass a shared `encoder_cache`; 0: off);
@@ -128,12 +153,21 @@ class TransformersBackend:
         if encoder_cache is None and encoder_cache_bytes > 0:
             encoder_cache = EncoderCache(encoder_cache_bytes)
         if kv_position_independent and kv_cache is None:
-            raise InputError("kv_position_independent reuses KV kept in the KV prefix cache: set "
-                             "kv_cache_bytes > 0 (or pass a kv_cache)")
-        return cls(net, family, str(model), kv_cache=kv_cache, context_window=context_window,
-                   kernels=kernels, encoder_cache=encoder_cache,
-                   recompute_image_tokens=kv_recompute_image_tokens if kv_position_independent else None,
-                   max_num_seqs=max_num_seqs)
+            raise InputError(
+                "kv_position_independent reuses KV kept in the KV prefix cache: set "
+                "kv_cache_bytes > 0 (or pass a kv_cache)"
+            )
+        return cls(
+            net,
+            family,
+            str(model),
+            kv_cache=kv_cache,
+            context_window=context_window,
+            kernels=kernels,
+            encoder_cache=encoder_cache,
+            recompute_image_tokens=kv_recompute_image_tokens if kv_position_independent else None,
+            max_num_seqs=max_num_seqs,
+        )
 
     @property
     def device(self) -> torch.device:
@@ -168,10 +202,16 @@ class TransformersBackend:
         """The reduction to use (default: none); methods the family lacks raise InputError."""
         red = reduction or ReductionConfig()
         if not red.is_identity and not self.family.supports(red.method):
-            why = (" (it drops merge units before the vision tower, which this family's tower "
-                   "cannot encode in part)" if red.where == "before_tower" else "")
-            raise InputError(f"reduction '{red.method}' is not supported for {self.family.name} "
-                             f"models{why}; supported: {self.family.reductions}")
+            why = (
+                " (it drops merge units before the vision tower, which this family's tower "
+                "cannot encode in part)"
+                if red.where == "before_tower"
+                else ""
+            )
+            raise InputError(
+                f"reduction '{red.method}' is not supported for {self.family.name} "
+                f"models{why}; supported: {self.family.reductions}"
+            )
         return red
 
     def begin_call(self) -> float:
@@ -185,12 +225,22 @@ class TransformersBackend:
         the first is the result's own text) and its bill."""
         gens = gens if isinstance(gens, list) else [gens]
         gen, mem_kind = gens[0], peak_memory(self.device)
-        completions = tuple(Completion(g.text, g.finish, tuple(g.tokens),
-                                       tuple(g.entries) if g.entries else None) for g in gens)
-        return VLMResult(text=gen.text, token_ids=tuple(gen.tokens), model=self.model_id,
-                         backend=self.name, bill=bill, logprobs=tuple(gen.logprobs),
-                         top_logprobs=tuple(gen.top_logprobs), completions=completions,
-                         peak_memory_bytes=mem_kind[0], peak_memory_kind=mem_kind[1])
+        completions = tuple(
+            Completion(g.text, g.finish, tuple(g.tokens), tuple(g.entries) if g.entries else None)
+            for g in gens
+        )
+        return VLMResult(
+            text=gen.text,
+            token_ids=tuple(gen.tokens),
+            model=self.model_id,
+            backend=self.name,
+            bill=bill,
+            logprobs=tuple(gen.logprobs),
+            top_logprobs=tuple(gen.top_logprobs),
+            completions=completions,
+            peak_memory_bytes=mem_kind[0],
+            peak_memory_kind=mem_kind[1],
+        )
 
     @staticmethod
     def check_sampling(sampling: Any, *, one: str | None = None) -> SamplingParams:
@@ -200,15 +250,25 @@ class TransformersBackend:
 
         sampling = sampling_params(sampling)
         if one is not None and sampling.n > 1:
-            raise InputError(f"sampling.n = {sampling.n}: {one} decodes one completion per "
-                             "request; ask with n = 1")
+            raise InputError(
+                f"sampling.n = {sampling.n}: {one} decodes one completion per "
+                "request; ask with n = 1"
+            )
         return sampling
 
     # -- one request ------------------------------------------------------------------------------
-    def generate(self, images: Any, question: str, *, max_new_tokens: int = 64,
-                 reduction: ReductionConfig | None = None, system_prompt: str | None = None,
-                 history: History = (), sampling: SamplingParams = GREEDY,
-                 on_token: OnToken | None = None) -> VLMResult:
+    def generate(
+        self,
+        images: Any,
+        question: str,
+        *,
+        max_new_tokens: int = 64,
+        reduction: ReductionConfig | None = None,
+        system_prompt: str | None = None,
+        history: History = (),
+        sampling: SamplingParams = GREEDY,
+        on_token: OnToken | None = None,
+    ) -> VLMResult:
         """One request; `sampling.n` > 1 decodes n completions from one prefill (the prompt's KV
         repeated along the batch, `share_prefix`), billed together."""
         t0 = self.begin_call()
@@ -222,13 +282,15 @@ class TransformersBackend:
         red = self.check_reduction(reduction)
         max_new_tokens = sampling.max_tokens or max_new_tokens
         with self.lock:
-            prefix_text, suffix_text = self.layout.first_turn(len(images), system_prompt, question,
-                                                              history)
+            prefix_text, suffix_text = self.layout.first_turn(
+                len(images), system_prompt, question, history
+            )
             suffix = self.layout.tokenize(suffix_text)
             costs = [self.family.image_cost(im.width, im.height) for im in images]
             if red.question_dependent:
-                return self._generate_fastv(images, prefix_text, suffix, red, max_new_tokens, t0,
-                                            costs, sampling, on_token)
+                return self._generate_fastv(
+                    images, prefix_text, suffix, red, max_new_tokens, t0, costs, sampling, on_token
+                )
             state, status, vision_s, prefix_s = self.engine.state(images, prefix_text, red)
             self.engine.check_context(state.length + len(suffix), max_new_tokens)
             cache = self.engine.cache_of(state)
@@ -238,20 +300,34 @@ class TransformersBackend:
             hidden = share_prefix(hidden, cache, len(seqs))
         gens = self.batcher.decode(hidden, cache, [state.next_pos + len(suffix)] * len(seqs), seqs)
         sync(self.device)
-        bill = vlm_bill(self.family, self.model_id, costs=costs, visual_tokens=state.visual_tokens,
-                        prompt_tokens=state.text_tokens + len(suffix), generated=gens, cache=status,
-                        reduction=red, t0=t0, vision_s=vision_s,
-                        prefill_s=prefix_s + min(g.t_first for g in gens) - t,
-                        cached_tokens=state.cached_tokens, encoded=state.encoded,
-                        images_cached=state.images_cached, tower=state.tower_costs)
+        bill = vlm_bill(
+            self.family,
+            self.model_id,
+            costs=costs,
+            visual_tokens=state.visual_tokens,
+            prompt_tokens=state.text_tokens + len(suffix),
+            generated=gens,
+            cache=status,
+            reduction=red,
+            t0=t0,
+            vision_s=vision_s,
+            prefill_s=prefix_s + min(g.t_first for g in gens) - t,
+            cached_tokens=state.cached_tokens,
+            encoded=state.encoded,
+            images_cached=state.images_cached,
+            tower=state.tower_costs,
+        )
         return self.result(gens, bill)
 
-    def _generate_fastv(self, images, prefix_text, suffix, red, max_new_tokens, t0, costs,
-                        sampling, on_token) -> VLMResult:
+    def _generate_fastv(
+        self, images, prefix_text, suffix, red, max_new_tokens, t0, costs, sampling, on_token
+    ) -> VLMResult:
         fam, layers = self.runtime, self.family.shapes.llm.layers
         if not 1 <= red.fastv_layer < layers:
-            raise InputError(f"fastv_layer must be in [1, {layers - 1}] for this {layers}-layer model, "
-                             f"got {red.fastv_layer}")
+            raise InputError(
+                f"fastv_layer must be in [1, {layers - 1}] for this {layers}-layer model, "
+                f"got {red.fastv_layer}"
+            )
         a = self.engine.assemble(images, prefix_text, ReductionConfig())
         self.engine.check_context(a.ids.numel() + len(suffix), max_new_tokens)
         t = time.perf_counter()
@@ -261,24 +337,47 @@ class TransformersBackend:
             visual_index = (a.ids == fam.image_token_id).nonzero().squeeze(1)
             keep = keep_count(a.unreduced, red.keep_ratio)
             cache = self.engine.new_cache()
-            hidden, _ = fastv_prefill(fam, emb, pos, visual_index, keep, red.fastv_layer, cache, a.extra)
+            hidden, _ = fastv_prefill(
+                fam, emb, pos, visual_index, keep, red.fastv_layer, cache, a.extra
+            )
         seqs = self.decoder.sequences(sampling, max_new_tokens, on_token)
-        gens = self.decoder.run(share_prefix(hidden, cache, len(seqs)), cache,
-                                [a.next_pos + len(suffix)] * len(seqs), seqs,
-                                step=lambda e, p, c, m: layerwise_step(fam, e, p, c))
+        gens = self.decoder.run(
+            share_prefix(hidden, cache, len(seqs)),
+            cache,
+            [a.next_pos + len(suffix)] * len(seqs),
+            seqs,
+            step=lambda e, p, c, m: layerwise_step(fam, e, p, c),
+        )
         sync(self.device)
-        bill = vlm_bill(self.family, self.model_id, costs=costs, visual_tokens=keep,
-                        prompt_tokens=a.ids.numel() - a.unreduced + len(suffix), generated=gens,
-                        cache="off", reduction=red, t0=t0, vision_s=a.vision_s,
-                        prefill_s=min(g.t_first for g in gens) - t, fastv_layer=red.fastv_layer,
-                        encoded=a.encoded, images_cached=a.images_cached)
+        bill = vlm_bill(
+            self.family,
+            self.model_id,
+            costs=costs,
+            visual_tokens=keep,
+            prompt_tokens=a.ids.numel() - a.unreduced + len(suffix),
+            generated=gens,
+            cache="off",
+            reduction=red,
+            t0=t0,
+            vision_s=a.vision_s,
+            prefill_s=min(g.t_first for g in gens) - t,
+            fastv_layer=red.fastv_layer,
+            encoded=a.encoded,
+            images_cached=a.images_cached,
+        )
         return self.result(gens, bill)
 
     # -- a batch of requests ----------------------------------------------------------------------
-    def generate_batch(self, requests: Sequence[tuple[Any, str]], *, max_new_tokens: int = 64,
-                       reduction: ReductionConfig | None = None, system_prompt: str | None = None,
-                       sampling: SamplingParams = GREEDY,
-                       on_token: OnToken | None = None) -> list[VLMResult]:
+    def generate_batch(
+        self,
+        requests: Sequence[tuple[Any, str]],
+        *,
+        max_new_tokens: int = 64,
+        reduction: ReductionConfig | None = None,
+        system_prompt: str | None = None,
+        sampling: SamplingParams = GREEDY,
+        on_token: OnToken | None = None,
+    ) -> list[VLMResult]:
         """Answer several (images, question) requests together; results in request order.
 
         - Vision: every distinct image of the batch (by content hash) is preprocessed once and
@@ -315,25 +414,41 @@ class TransformersBackend:
             raise InputError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         red = self.check_reduction(reduction)
         if red.question_dependent:
-            raise InputError("fastv prunes inside the decoder per question and is not batched; call "
-                             "`generate` per request or use a pre-LLM method "
-                             f"{reduction_names('after_tower') + reduction_names('before_tower')}")
+            raise InputError(
+                "fastv prunes inside the decoder per question and is not batched; call "
+                "`generate` per request or use a pre-LLM method "
+                f"{reduction_names('after_tower') + reduction_names('before_tower')}"
+            )
         if red.keep_regions is not None:
-            raise InputError("keep_regions name the images of one call; `batch` shares each image's "
-                             "tower output across requests: call `generate` per request instead")
+            raise InputError(
+                "keep_regions name the images of one call; `batch` shares each image's "
+                "tower output across requests: call `generate` per request instead"
+            )
         with self.lock:  # the prefix engine and the tokenizer are shared
             fam = self.runtime
             parsed = []
             for i, req in enumerate(requests):
                 if not isinstance(req, (tuple, list)) or len(req) != 2:
-                    raise InputError(f"request {i}: expected an (images, question) pair, got {req!r:.80}")
+                    raise InputError(
+                        f"request {i}: expected an (images, question) pair, got {req!r:.80}"
+                    )
                 images = as_images(req[0])
                 if not images:
-                    raise InputError(f"request {i}: no image given; every request needs at least one")
+                    raise InputError(
+                        f"request {i}: no image given; every request needs at least one"
+                    )
                 question = self.layout.check_question(req[1])
-                prefix_text, suffix_text = self.layout.first_turn(len(images), system_prompt, question)
-                parsed.append(([im.__content_hash__() for im in images], images, prefix_text,
-                               self.layout.tokenize(suffix_text)))
+                prefix_text, suffix_text = self.layout.first_turn(
+                    len(images), system_prompt, question
+                )
+                parsed.append(
+                    (
+                        [im.__content_hash__() for im in images],
+                        images,
+                        prefix_text,
+                        self.layout.tokenize(suffix_text),
+                    )
+                )
 
             # Vision: each distinct image once (the encoder cache's, or all the rest in one tower call).
             unique: dict[str, Any] = {}
@@ -343,16 +458,22 @@ class TransformersBackend:
             items = dict(zip(unique, fam.preprocess([im.to_pil() for im in unique.values()])))
             enc = self.engine.encode_images(list(unique.values()), list(items.values()), red)
             per_image = dict(zip(unique, enc.images))
-            fresh = {h for h, f in zip(unique, enc.fresh) if f}  # the tower ran on these in this call
+            fresh = {
+                h for h, f in zip(unique, enc.fresh) if f
+            }  # the tower ran on these in this call
             vision_s = enc.vision_s
 
             # Per-request prompts, assembled as `generate` assembles them.
             seqs, billed = [], set()
             for hashes, images, prefix_text, suffix in parsed:
-                a = self.engine.reduce(fam.build_prefix(prefix_text, [items[h] for h in hashes]),
-                                       [f for h in hashes for f in per_image[h].feats], red,
-                                       None if not red.before_tower else
-                                       [u for h in hashes for u in per_image[h].units])
+                a = self.engine.reduce(
+                    fam.build_prefix(prefix_text, [items[h] for h in hashes]),
+                    [f for h in hashes for f in per_image[h].feats],
+                    red,
+                    None
+                    if not red.before_tower
+                    else [u for h in hashes for u in per_image[h].units],
+                )
                 self.engine.check_context(a.ids.numel() + len(suffix), max_new_tokens)
                 with torch.inference_mode():
                     emb = torch.cat([a.embeds, fam.embed(torch.tensor(suffix, device=self.device))])
@@ -361,7 +482,9 @@ class TransformersBackend:
                 tower = list(a.tower_costs) if a.tower_costs is not None else costs
                 encoded = []
                 for h, c in zip(hashes, tower):
-                    if h in fresh and h not in billed:  # a shared image's tower cost: its first request
+                    if (
+                        h in fresh and h not in billed
+                    ):  # a shared image's tower cost: its first request
                         billed.add(h)
                         encoded.append(c)
                 cached = sum(h not in fresh for h in hashes)
@@ -372,36 +495,64 @@ class TransformersBackend:
             B, L = len(seqs), max(s[0].shape[0] for s in seqs)
             with torch.inference_mode():
                 embeds = seqs[0][0].new_zeros(B, L, seqs[0][0].shape[-1])
-                positions = torch.ones(fam.position_rows, B, L, dtype=torch.long, device=self.device)
+                positions = torch.ones(
+                    fam.position_rows, B, L, dtype=torch.long, device=self.device
+                )
                 mask = torch.zeros(B, L, dtype=torch.long, device=self.device)
                 visual = torch.zeros(B, L, dtype=torch.bool, device=self.device)
                 for b, (emb, pos, a, *_) in enumerate(seqs):
                     n = emb.shape[0]
-                    embeds[b, L - n:], positions[:, b, L - n:], mask[b, L - n:] = emb, pos, 1
-                    visual[b, L - n:L - n + a.ids.numel()] = a.ids == fam.image_token_id
+                    embeds[b, L - n :], positions[:, b, L - n :], mask[b, L - n :] = emb, pos, 1
+                    visual[b, L - n : L - n + a.ids.numel()] = a.ids == fam.image_token_id
                 extras = [s[2].extra for s in seqs]
                 kw = {} if extras[0] is None else fam.visual_kwargs(visual, torch.cat(extras))
                 cache = self.engine.new_cache()
                 hidden = fam.forward(embeds, positions, cache, attention_mask=mask, **kw)
             next_pos = [a.next_pos + n_sfx for _, _, a, n_sfx, *_ in seqs]
-            rows = [s for b in range(B) for s in self.decoder.sequences(sampling, max_new_tokens,
-                                                                          on_token, request=b)]
+            rows = [
+                s
+                for b in range(B)
+                for s in self.decoder.sequences(sampling, max_new_tokens, on_token, request=b)
+            ]
         gens = self.batcher.decode(hidden, cache, next_pos, rows, attention_mask=mask)
         sync(self.device)
         prefill_s = min(g.t_first for g in gens) - t
         results = []
         for gen, (_, _, a, n_sfx, costs, encoded, cached) in zip(gens, seqs):
             n_vis = int((a.ids == fam.image_token_id).sum())
-            bill = vlm_bill(self.family, self.model_id, costs=costs, visual_tokens=n_vis,
-                            prompt_tokens=a.ids.numel() - n_vis + n_sfx, generated=gen, cache="off",
-                            reduction=red, t0=t0, vision_s=vision_s, prefill_s=prefill_s, encoded=encoded,
-                            images_cached=cached, tower=a.tower_costs)
+            bill = vlm_bill(
+                self.family,
+                self.model_id,
+                costs=costs,
+                visual_tokens=n_vis,
+                prompt_tokens=a.ids.numel() - n_vis + n_sfx,
+                generated=gen,
+                cache="off",
+                reduction=red,
+                t0=t0,
+                vision_s=vision_s,
+                prefill_s=prefill_s,
+                encoded=encoded,
+                images_cached=cached,
+                tower=a.tower_costs,
+            )
             results.append(self.result(gen, bill))
         return results
 
-    def session(self, images: Any, *, system_prompt: str | None = None,
-                reduction: ReductionConfig | None = None, max_new_tokens: int = 64):
+    def session(
+        self,
+        images: Any,
+        *,
+        system_prompt: str | None = None,
+        reduction: ReductionConfig | None = None,
+        max_new_tokens: int = 64,
+    ):
         from .session import Session
 
-        return Session(self, images, system_prompt=system_prompt, reduction=reduction,
-                       max_new_tokens=max_new_tokens)
+        return Session(
+            self,
+            images,
+            system_prompt=system_prompt,
+            reduction=reduction,
+            max_new_tokens=max_new_tokens,
+        )

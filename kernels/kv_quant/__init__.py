@@ -3,6 +3,7 @@
 `quantize_kv` takes one layer's keys and values, or every layer's at once (lists): the Triton
 path then quantizes all layers in the same launches instead of launching per layer.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -20,19 +21,24 @@ class QuantizedKV:
     [*layers, batch, heads, head_dim], v_scale [*layers, batch, heads, seq]. `layers` is () when
     one layer was quantized and (L,) when a list of L layers was."""
 
-    k: torch.Tensor        # int8
-    v: torch.Tensor        # int8
+    k: torch.Tensor  # int8
+    v: torch.Tensor  # int8
     k_scale: torch.Tensor  # float32
     v_scale: torch.Tensor  # float32
-    dtype: torch.dtype     # of the original k and v
+    dtype: torch.dtype  # of the original k and v
 
     @property
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in (self.k, self.v, self.k_scale, self.v_scale))
+        return sum(
+            t.numel() * t.element_size() for t in (self.k, self.v, self.k_scale, self.v_scale)
+        )
 
 
-def quantize_kv(k: torch.Tensor | Sequence[torch.Tensor], v: torch.Tensor | Sequence[torch.Tensor],
-                impl: str = "auto") -> QuantizedKV:
+def quantize_kv(
+    k: torch.Tensor | Sequence[torch.Tensor],
+    v: torch.Tensor | Sequence[torch.Tensor],
+    impl: str = "auto",
+) -> QuantizedKV:
     """Quantize k, v [batch, heads, seq, head_dim], or lists of them (one per layer, all of one
     shape and dtype; the result then has a leading layer axis)."""
     one = isinstance(k, torch.Tensor)
@@ -42,6 +48,7 @@ def quantize_kv(k: torch.Tensor | Sequence[torch.Tensor], v: torch.Tensor | Sequ
     reference.validate(ks, vs)
     if choose_impl(impl, ks[0]) == "triton":
         from . import triton as kernel
+
         parts = kernel.quantize(ks, vs)
     else:
         parts = reference.quantize(ks, vs)
@@ -57,6 +64,7 @@ def dequantize_kv(q: QuantizedKV, impl: str = "auto") -> tuple[torch.Tensor, tor
     parts = (q.k, q.v, q.k_scale, q.v_scale)
     if choose_impl(impl, *parts) == "triton":
         from . import triton as kernel
+
         return kernel.dequantize(*parts, q.dtype)
     return reference.dequantize(*parts, q.dtype)
 

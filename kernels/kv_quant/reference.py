@@ -5,6 +5,7 @@ outliers live in fixed channels; values per token (one scale per (layer, batch, 
 KIVI. Symmetric int8 in [-127, 127]; round half away from zero; an all-zero slice gets scale 0
 and dequantizes to exact zeros. |x - deq(q(x))| <= scale / 2 up to float32 rounding.
 """
+
 from __future__ import annotations
 
 import torch
@@ -15,20 +16,29 @@ from ..impl import check_float
 def validate(ks: list[torch.Tensor], vs: list[torch.Tensor]) -> None:
     """ks, vs: one [batch, heads, seq, head_dim] tensor per layer, all of one shape and dtype."""
     if not ks or len(ks) != len(vs):
-        raise ValueError(f"need the same number (>= 1) of key and value tensors, got {len(ks)} "
-                         f"and {len(vs)}")
+        raise ValueError(
+            f"need the same number (>= 1) of key and value tensors, got {len(ks)} and {len(vs)}"
+        )
     for t in (*ks, *vs):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"keys and values must be tensors, got {type(t).__name__}")
     k0 = ks[0]
     check_float("k", k0)
     for i, (k, v) in enumerate(zip(ks, vs)):
-        if k.ndim != 4 or k.shape != k0.shape or v.shape != k0.shape or k.dtype != k0.dtype \
-                or v.dtype != k0.dtype or k.device != k0.device or v.device != k0.device:
+        if (
+            k.ndim != 4
+            or k.shape != k0.shape
+            or v.shape != k0.shape
+            or k.dtype != k0.dtype
+            or v.dtype != k0.dtype
+            or k.device != k0.device
+            or v.device != k0.device
+        ):
             raise ValueError(
                 f"layer {i}: k and v must be [batch, heads, seq, head_dim] of one shape, dtype and "
                 f"device across layers; got k {tuple(k.shape)} {k.dtype} {k.device}, v "
-                f"{tuple(v.shape)} {v.dtype} {v.device}, layer 0 k {tuple(k0.shape)} {k0.dtype}")
+                f"{tuple(v.shape)} {v.dtype} {v.device}, layer 0 k {tuple(k0.shape)} {k0.dtype}"
+            )
 
 
 def _quantize(x: torch.Tensor, dim: int, q_out: torch.Tensor, scale_out: torch.Tensor) -> None:

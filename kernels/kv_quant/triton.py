@@ -9,6 +9,7 @@ atomic max (order-free, so deterministic); launch 2 quantizes the keys. Layers a
 tensors (one per transformers cache layer); programs find theirs through a table of pointers,
 so nothing is stacked or copied first. One kernel dequantizes keys and values of every layer.
 """
+
 from __future__ import annotations
 
 import torch
@@ -33,16 +34,40 @@ def _quantize(x, scale):
 def _tile(ptrs, first, layer, bh, H, rows, cols, S, Dh, sb, sh, ss, sd):
     """Load rows x cols of (layer, bh) as float32; `first` types the table's pointers."""
     base = tl.load(ptrs + layer).to(tl.pointer_type(first.dtype.element_ty))
-    offs = ((bh // H).to(tl.int64) * sb + (bh % H).to(tl.int64) * sh
-            + rows[:, None].to(tl.int64) * ss + cols[None, :] * sd)
+    offs = (
+        (bh // H).to(tl.int64) * sb
+        + (bh % H).to(tl.int64) * sh
+        + rows[:, None].to(tl.int64) * ss
+        + cols[None, :] * sd
+    )
     m = (rows[:, None] < S) & (cols[None, :] < Dh)
     return tl.load(base + offs, mask=m, other=0.0).to(tl.float32)
 
 
 @triton.jit
-def _values_and_key_amax(k_ptrs, k0, v_ptrs, v0, vq_ptr, vs_ptr, kmax_ptr, BH, H, S, Dh,
-                         ksb, ksh, kss, ksd, vsb, vsh, vss, vsd,
-                         BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+def _values_and_key_amax(
+    k_ptrs,
+    k0,
+    v_ptrs,
+    v0,
+    vq_ptr,
+    vs_ptr,
+    kmax_ptr,
+    BH,
+    H,
+    S,
+    Dh,
+    ksb,
+    ksh,
+    kss,
+    ksd,
+    vsb,
+    vsh,
+    vss,
+    vsd,
+    BLOCK_S: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
     layer = tl.program_id(0) // BH
     bh = tl.program_id(0) % BH
     lbh = tl.program_id(0).to(tl.int64)  # (layer, batch, head) row of the stacked outputs
@@ -54,13 +79,31 @@ def _values_and_key_amax(k_ptrs, k0, v_ptrs, v0, vq_ptr, vs_ptr, kmax_ptr, BH, H
     scale = tl.div_rn(tl.max(tl.abs(v), axis=1), tl.zeros((BLOCK_S,), tl.float32) + 127.0)
     m = (rows[:, None] < S) & (cols[None, :] < Dh)
     tl.store(vs_ptr + lbh * S + rows, scale, mask=rows < S)
-    tl.store(vq_ptr + (lbh * S + rows[:, None]) * Dh + cols[None, :], _quantize(v, scale[:, None]),
-             mask=m)
+    tl.store(
+        vq_ptr + (lbh * S + rows[:, None]) * Dh + cols[None, :],
+        _quantize(v, scale[:, None]),
+        mask=m,
+    )
 
 
 @triton.jit
-def _keys(k_ptrs, k0, kq_ptr, ks_ptr, kmax_ptr, BH, H, S, Dh, ksb, ksh, kss, ksd,
-          BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+def _keys(
+    k_ptrs,
+    k0,
+    kq_ptr,
+    ks_ptr,
+    kmax_ptr,
+    BH,
+    H,
+    S,
+    Dh,
+    ksb,
+    ksh,
+    kss,
+    ksd,
+    BLOCK_S: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
     layer = tl.program_id(0) // BH
     bh = tl.program_id(0) % BH
     lbh = tl.program_id(0).to(tl.int64)
@@ -71,13 +114,26 @@ def _keys(k_ptrs, k0, kq_ptr, ks_ptr, kmax_ptr, BH, H, S, Dh, ksb, ksh, kss, ksd
     tl.store(ks_ptr + lbh * Dh + cols, scale, mask=(cols < Dh) & (tl.program_id(1) == 0))
     k = _tile(k_ptrs, k0, layer, bh, H, rows, cols, S, Dh, ksb, ksh, kss, ksd)
     m = (rows[:, None] < S) & (cols[None, :] < Dh)
-    tl.store(kq_ptr + (lbh * S + rows[:, None]) * Dh + cols[None, :], _quantize(k, scale[None, :]),
-             mask=m)
+    tl.store(
+        kq_ptr + (lbh * S + rows[:, None]) * Dh + cols[None, :],
+        _quantize(k, scale[None, :]),
+        mask=m,
+    )
 
 
 @triton.jit
-def _dequant(kq_ptr, vq_ptr, ks_ptr, vs_ptr, k_out, v_out, S, Dh,
-             BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+def _dequant(
+    kq_ptr,
+    vq_ptr,
+    ks_ptr,
+    vs_ptr,
+    k_out,
+    v_out,
+    S,
+    Dh,
+    BLOCK_S: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
     lbh = tl.program_id(0).to(tl.int64)
     rows = tl.program_id(1) * BLOCK_S + tl.arange(0, BLOCK_S)
     cols = tl.arange(0, BLOCK_D)
@@ -120,10 +176,37 @@ def quantize(ks: list[torch.Tensor], vs: list[torch.Tensor]):
     block_s, block_d = _blocks(s, dh)
     grid = (n_layers * b * h, triton.cdiv(s, block_s))
     k_ptrs, v_ptrs = _pointers(ks), _pointers(vs)
-    _values_and_key_amax[grid](k_ptrs, ks[0], v_ptrs, vs[0], v_q, v_scale, k_max, b * h, h, s, dh,
-                               *ks[0].stride(), *vs[0].stride(), BLOCK_S=block_s, BLOCK_D=block_d)
-    _keys[grid](k_ptrs, ks[0], k_q, k_scale, k_max, b * h, h, s, dh, *ks[0].stride(),
-                BLOCK_S=block_s, BLOCK_D=block_d)
+    _values_and_key_amax[grid](
+        k_ptrs,
+        ks[0],
+        v_ptrs,
+        vs[0],
+        v_q,
+        v_scale,
+        k_max,
+        b * h,
+        h,
+        s,
+        dh,
+        *ks[0].stride(),
+        *vs[0].stride(),
+        BLOCK_S=block_s,
+        BLOCK_D=block_d,
+    )
+    _keys[grid](
+        k_ptrs,
+        ks[0],
+        k_q,
+        k_scale,
+        k_max,
+        b * h,
+        h,
+        s,
+        dh,
+        *ks[0].stride(),
+        BLOCK_S=block_s,
+        BLOCK_D=block_d,
+    )
     return k_q, v_q, k_scale, v_scale
 
 

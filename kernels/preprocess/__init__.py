@@ -1,4 +1,5 @@
 """Fused uint8 HWC image -> normalized Qwen2-VL patch rows (`pixel_values`) in one pass."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -9,10 +10,16 @@ from ..impl import choose_impl
 from . import reference
 
 
-def patchify_normalize(pixels: torch.Tensor, mean: Sequence[float], std: Sequence[float],
-                       patch_size: int = 14, temporal_patch_size: int = 2, merge_size: int = 2,
-                       rescale: float = 1 / 255, impl: str = "auto"
-                       ) -> tuple[torch.Tensor, tuple[int, int, int]]:
+def patchify_normalize(
+    pixels: torch.Tensor,
+    mean: Sequence[float],
+    std: Sequence[float],
+    patch_size: int = 14,
+    temporal_patch_size: int = 2,
+    merge_size: int = 2,
+    rescale: float = 1 / 255,
+    impl: str = "auto",
+) -> tuple[torch.Tensor, tuple[int, int, int]]:
     """Return (patches float32 [N, 3*T*ps*ps], grid_thw (1, H//ps, W//ps)).
 
     `pixels` is one RGB image, uint8 [H, W, 3], already resized to multiples of
@@ -23,6 +30,7 @@ def patchify_normalize(pixels: torch.Tensor, mean: Sequence[float], std: Sequenc
     args = (pixels, mean_t, std_t, patch_size, temporal_patch_size, merge_size)
     if choose_impl(impl, pixels) == "triton":
         from . import triton as kernel
+
         patches = kernel.patchify_normalize(*args)
     else:
         patches = reference.patchify_normalize(*args)

@@ -4,6 +4,7 @@ Reproduces `Qwen2VLImageProcessor(do_resize=False)` for one image bit for bit: r
 normalize are fused the way transformers fuses them ((x - mean/rescale) / (std/rescale), in
 float32), and the image is repeated `temporal_patch_size` times as Qwen does for stills.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -11,8 +12,14 @@ from collections.abc import Sequence
 import torch
 
 
-def validate(pixels: torch.Tensor, mean: Sequence[float], std: Sequence[float], patch_size: int,
-             temporal_patch_size: int, merge_size: int) -> None:
+def validate(
+    pixels: torch.Tensor,
+    mean: Sequence[float],
+    std: Sequence[float],
+    patch_size: int,
+    temporal_patch_size: int,
+    merge_size: int,
+) -> None:
     if pixels.dtype != torch.uint8:
         raise TypeError(f"pixels must be uint8, got {pixels.dtype}")
     if pixels.ndim != 3 or pixels.shape[2] != 3:
@@ -24,8 +31,10 @@ def validate(pixels: torch.Tensor, mean: Sequence[float], std: Sequence[float], 
     factor = patch_size * merge_size
     h, w = pixels.shape[:2]
     if h == 0 or w == 0 or h % factor or w % factor:
-        raise ValueError(f"image {h}x{w} must be a non-empty multiple of patch_size*merge_size="
-                         f"{factor} in both sides; resize it first")
+        raise ValueError(
+            f"image {h}x{w} must be a non-empty multiple of patch_size*merge_size="
+            f"{factor} in both sides; resize it first"
+        )
 
 
 def fused_mean_std(mean, std, rescale: float, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -35,8 +44,14 @@ def fused_mean_std(mean, std, rescale: float, device) -> tuple[torch.Tensor, tor
     return mean_t, std_t
 
 
-def patchify_normalize(pixels: torch.Tensor, mean_t: torch.Tensor, std_t: torch.Tensor,
-                       patch_size: int, temporal_patch_size: int, merge_size: int) -> torch.Tensor:
+def patchify_normalize(
+    pixels: torch.Tensor,
+    mean_t: torch.Tensor,
+    std_t: torch.Tensor,
+    patch_size: int,
+    temporal_patch_size: int,
+    merge_size: int,
+) -> torch.Tensor:
     h, w, c = pixels.shape
     gh, gw, m, ps = h // patch_size, w // patch_size, merge_size, patch_size
     x = (pixels.permute(2, 0, 1).to(torch.float32) - mean_t[:, None, None]) / std_t[:, None, None]

@@ -6,6 +6,7 @@ channel loads share the same cache lines) and only the row's last block has mask
 pixel's value goes to its patch row at (channel, time, patch_y, patch_x); consecutive pixels land
 on consecutive floats within a patch (runs of patch_size), repeated for the time copies.
 """
+
 from __future__ import annotations
 
 import torch
@@ -16,9 +17,23 @@ MAX_BLOCK_W = 512
 
 
 @triton.jit
-def _patchify_normalize(pix_ptr, mean_ptr, std_ptr, out_ptr, W, s_h, s_w, s_c, out_row_stride,
-                        blocks_w, PS: tl.constexpr, T: tl.constexpr, M: tl.constexpr,
-                        C: tl.constexpr, BLOCK_W: tl.constexpr):
+def _patchify_normalize(
+    pix_ptr,
+    mean_ptr,
+    std_ptr,
+    out_ptr,
+    W,
+    s_h,
+    s_w,
+    s_c,
+    out_row_stride,
+    blocks_w,
+    PS: tl.constexpr,
+    T: tl.constexpr,
+    M: tl.constexpr,
+    C: tl.constexpr,
+    BLOCK_W: tl.constexpr,
+):
     y = tl.program_id(0)
     xs = tl.program_id(1) * BLOCK_W + tl.arange(0, BLOCK_W)
     valid = xs < W
@@ -36,9 +51,15 @@ def _patchify_normalize(pix_ptr, mean_ptr, std_ptr, out_ptr, W, s_h, s_w, s_c, o
             tl.store(row + (c * T + t) * (PS * PS), v, mask=valid)
 
 
-def patchify_normalize(pixels: torch.Tensor, mean_t: torch.Tensor, std_t: torch.Tensor,
-                       patch_size: int, temporal_patch_size: int, merge_size: int,
-                       out: torch.Tensor | None = None) -> torch.Tensor:
+def patchify_normalize(
+    pixels: torch.Tensor,
+    mean_t: torch.Tensor,
+    std_t: torch.Tensor,
+    patch_size: int,
+    temporal_patch_size: int,
+    merge_size: int,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
     h, w, c = pixels.shape
     gh, gw = h // patch_size, w // patch_size
     shape = (gh * gw, c * temporal_patch_size * patch_size * patch_size)
@@ -48,7 +69,20 @@ def patchify_normalize(pixels: torch.Tensor, mean_t: torch.Tensor, std_t: torch.
         raise ValueError(f"out must be float32 {shape} with contiguous rows")
     block_w = min(triton.next_power_of_2(w), MAX_BLOCK_W)
     _patchify_normalize[(h, triton.cdiv(w, block_w))](
-        pixels, mean_t, std_t, out, w, pixels.stride(0), pixels.stride(1), pixels.stride(2),
-        out.stride(0), gw // merge_size, PS=patch_size, T=temporal_patch_size, M=merge_size, C=c,
-        BLOCK_W=block_w)
+        pixels,
+        mean_t,
+        std_t,
+        out,
+        w,
+        pixels.stride(0),
+        pixels.stride(1),
+        pixels.stride(2),
+        out.stride(0),
+        gw // merge_size,
+        PS=patch_size,
+        T=temporal_patch_size,
+        M=merge_size,
+        C=c,
+        BLOCK_W=block_w,
+    )
     return out

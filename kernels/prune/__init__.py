@@ -1,4 +1,5 @@
 """Attention-free visual token pruning: score every token, keep the top `keep`, in order."""
+
 from __future__ import annotations
 
 import torch
@@ -8,8 +9,9 @@ from . import reference
 from .reference import METHODS
 
 
-def score_and_gather(tokens: torch.Tensor, keep: int, method: str = "dominant",
-                     impl: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
+def score_and_gather(
+    tokens: torch.Tensor, keep: int, method: str = "dominant", impl: str = "auto"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Return (kept_tokens [keep, D], kept_index [keep] int64, ascending).
 
     keep == N returns `tokens` itself (no copy) and arange(N), so a keep ratio of 1.0 reproduces
@@ -22,6 +24,7 @@ def score_and_gather(tokens: torch.Tensor, keep: int, method: str = "dominant",
         return tokens, torch.arange(n, device=tokens.device)
     if choose_impl(impl, tokens) == "triton":
         from . import triton as kernel
+
         index = reference.select(kernel.keep_scores(tokens, method, reference.EPS), keep)
         return kernel.gather(tokens, index), index
     index = reference.select(reference.keep_scores(tokens, method), keep)

@@ -3,6 +3,7 @@
 Both scores need no attention weights, so the vision tower and LLM keep FlashAttention/SDPA.
 Scores are "keep scores": higher means more worth keeping.
 """
+
 from __future__ import annotations
 
 import torch

@@ -7,6 +7,7 @@ The column sum is a two-level reduction: a grid of (row block, column block) pro
 its own ROWS_PER_PARTIAL x BLOCK_D tile into a partial row, then one program per column block adds
 the partial rows in a fixed order (deterministic, no atomics: the same input gives the same bits).
 """
+
 from __future__ import annotations
 
 import torch
@@ -20,16 +21,18 @@ _BLOCK_R = 16
 
 
 @triton.jit
-def _column_partials(x_ptr, p_ptr, N, D, stride, ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
-                     BLOCK_D: tl.constexpr):
+def _column_partials(
+    x_ptr, p_ptr, N, D, stride, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr
+):
     cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     first = tl.program_id(0) * ROWS
     acc = tl.zeros((BLOCK_N, BLOCK_D), dtype=tl.float32)
     for n0 in range(0, ROWS, BLOCK_N):
         rows = first + n0 + tl.arange(0, BLOCK_N)
         m = (rows[:, None] < N) & (cols[None, :] < D)
-        acc += tl.load(x_ptr + rows[:, None].to(tl.int64) * stride + cols[None, :], mask=m,
-                       other=0.0).to(tl.float32)
+        acc += tl.load(
+            x_ptr + rows[:, None].to(tl.int64) * stride + cols[None, :], mask=m, other=0.0
+        ).to(tl.float32)
     tl.store(p_ptr + tl.program_id(0).to(tl.int64) * D + cols, tl.sum(acc, axis=0), mask=cols < D)
 
 
@@ -50,8 +53,18 @@ def _cos(dot, sq_a, sq_b, EPS: tl.constexpr):
 
 
 @triton.jit
-def _keep_scores(x_ptr, s_ptr, out_ptr, N, D, stride, DOMINANT: tl.constexpr, EPS: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+def _keep_scores(
+    x_ptr,
+    s_ptr,
+    out_ptr,
+    N,
+    D,
+    stride,
+    DOMINANT: tl.constexpr,
+    EPS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     sq = tl.zeros((BLOCK_N,), dtype=tl.float32)
     dot_a = tl.zeros((BLOCK_N,), dtype=tl.float32)  # with the sum (dominant) / next token
@@ -71,8 +84,9 @@ def _keep_scores(x_ptr, s_ptr, out_ptr, N, D, stride, DOMINANT: tl.constexpr, EP
         else:
             # neighbour rows are mostly this program's own rows: re-reads hit L1/L2, not HBM
             nxt = tl.load(base + stride, mask=(rows[:, None] + 1 < N) & cm, other=0.0)
-            prv = tl.load(base - stride, mask=(rows[:, None] >= 1) & (rows[:, None] < N + 1) & cm,
-                          other=0.0)
+            prv = tl.load(
+                base - stride, mask=(rows[:, None] >= 1) & (rows[:, None] < N + 1) & cm, other=0.0
+            )
             nxt = nxt.to(tl.float32)
             prv = prv.to(tl.float32)
             dot_a += tl.sum(x * nxt, axis=1)
@@ -103,14 +117,23 @@ def column_sum(tokens: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     r = max(1, triton.cdiv(n, ROWS_PER_PARTIAL))
     partial = torch.empty((r, d), dtype=torch.float32, device=tokens.device)
     col_blocks = triton.cdiv(d, _BLOCK_D)
-    _column_partials[(r, col_blocks)](tokens, partial, n, d, tokens.stride(0),
-                                      ROWS=ROWS_PER_PARTIAL, BLOCK_N=_BLOCK_N, BLOCK_D=_BLOCK_D)
+    _column_partials[(r, col_blocks)](
+        tokens,
+        partial,
+        n,
+        d,
+        tokens.stride(0),
+        ROWS=ROWS_PER_PARTIAL,
+        BLOCK_N=_BLOCK_N,
+        BLOCK_D=_BLOCK_D,
+    )
     _column_finish[(col_blocks,)](partial, out, r, d, BLOCK_R=_BLOCK_R, BLOCK_D=_BLOCK_D)
     return out
 
 
-def keep_scores(tokens: torch.Tensor, method: str, eps: float,
-                out: torch.Tensor | None = None) -> torch.Tensor:
+def keep_scores(
+    tokens: torch.Tensor, method: str, eps: float, out: torch.Tensor | None = None
+) -> torch.Tensor:
     if tokens.stride(1) != 1:
         tokens = tokens.contiguous()
     n, d = tokens.shape
@@ -119,14 +142,24 @@ def keep_scores(tokens: torch.Tensor, method: str, eps: float,
     s = torch.empty(d if dominant else 1, dtype=torch.float32, device=tokens.device)
     if dominant:
         column_sum(tokens, s)
-    _keep_scores[(triton.cdiv(n, _BLOCK_N),)](tokens, s, out, n, d, tokens.stride(0),
-                                              DOMINANT=dominant, EPS=eps, BLOCK_N=_BLOCK_N,
-                                              BLOCK_D=_BLOCK_D)
+    _keep_scores[(triton.cdiv(n, _BLOCK_N),)](
+        tokens,
+        s,
+        out,
+        n,
+        d,
+        tokens.stride(0),
+        DOMINANT=dominant,
+        EPS=eps,
+        BLOCK_N=_BLOCK_N,
+        BLOCK_D=_BLOCK_D,
+    )
     return out
 
 
-def gather(tokens: torch.Tensor, index: torch.Tensor,
-           out: torch.Tensor | None = None) -> torch.Tensor:
+def gather(
+    tokens: torch.Tensor, index: torch.Tensor, out: torch.Tensor | None = None
+) -> torch.Tensor:
     if tokens.stride(1) != 1:
         tokens = tokens.contiguous()
     d = tokens.shape[1]
@@ -134,5 +167,6 @@ def gather(tokens: torch.Tensor, index: torch.Tensor,
         out = torch.empty((index.numel(), d), dtype=tokens.dtype, device=tokens.device)
     if index.numel():
         _gather_rows[(index.numel(), triton.cdiv(d, _BLOCK_D))](
-            tokens, index, out, d, tokens.stride(0), out.stride(0), BLOCK_D=_BLOCK_D)
+            tokens, index, out, d, tokens.stride(0), out.stride(0), BLOCK_D=_BLOCK_D
+        )
     return out

@@ -9,6 +9,7 @@ Candidates are modules whose class name ends in "RMSNorm" with a 1-D `weight` an
 each candidate class is probed once: its own forward and ours must agree on a random input, or the
 class is left alone and listed in `handle.skipped`.
 """
+
 from __future__ import annotations
 
 import torch
@@ -27,14 +28,19 @@ def _epsilon(module: nn.Module):
 
 def _agrees(module: nn.Module, eps: float) -> bool:
     from . import reference
+
     w = module.weight
     gen = torch.Generator(device=w.device).manual_seed(0)
     x = torch.randn(3, w.shape[0], generator=gen, device=w.device).to(w.dtype)
     with torch.no_grad():
         theirs = module(x)
         ours = reference.rms_norm(x, w, eps)
-    return (isinstance(theirs, torch.Tensor) and theirs.shape == ours.shape
-            and theirs.dtype == ours.dtype and torch.allclose(theirs, ours, rtol=1e-2, atol=1e-2))
+    return (
+        isinstance(theirs, torch.Tensor)
+        and theirs.shape == ours.shape
+        and theirs.dtype == ours.dtype
+        and torch.allclose(theirs, ours, rtol=1e-2, atol=1e-2)
+    )
 
 
 class RMSNormPatch:
@@ -68,6 +74,7 @@ def _implementation(impl: str, weight: torch.Tensor):
 
     if choose_impl(impl, weight) == "triton":
         from . import triton as kernel
+
         return kernel
     return reference
 

@@ -1,4 +1,5 @@
 """Triton RMSNorm: one program per row, one HBM read of the input and one write of the output."""
+
 from __future__ import annotations
 
 import torch
@@ -27,16 +28,28 @@ def _rows(t: torch.Tensor) -> torch.Tensor:
     return t2 if t2.stride(-1) == 1 else t2.contiguous()
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
-             out: torch.Tensor | None = None) -> torch.Tensor:
+def rms_norm(
+    x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor | None = None
+) -> torch.Tensor:
     d = x.shape[-1]
     if d > MAX_D:
         raise ValueError(f"the Triton RMSNorm keeps a row in one block; D={d} > {MAX_D}")
     x2 = _rows(x)
-    y = out if out is not None else torch.empty(
-        x.shape, dtype=torch.promote_types(x.dtype, weight.dtype), device=x.device)
+    y = (
+        out
+        if out is not None
+        else torch.empty(x.shape, dtype=torch.promote_types(x.dtype, weight.dtype), device=x.device)
+    )
     y2 = y.view(-1, d)
     if x2.shape[0]:
-        _rms_norm[(x2.shape[0],)](x2, weight.contiguous(), y2, d, eps, x2.stride(0), y2.stride(0),
-                                  BLOCK_D=triton.next_power_of_2(d))
+        _rms_norm[(x2.shape[0],)](
+            x2,
+            weight.contiguous(),
+            y2,
+            d,
+            eps,
+            x2.stride(0),
+            y2.stride(0),
+            BLOCK_D=triton.next_power_of_2(d),
+        )
     return y

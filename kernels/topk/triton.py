@@ -4,6 +4,7 @@ reaches HBM; only Q x (blocks * min(k, BLOCK_N)) candidates do, which torch.topk
 Block-local selection sorts (score, index) pairs packed into one int64 key: the high 32 bits are
 the float score mapped to an order-preserving int, the low 32 bits hold 2**31-1-index, so ties prefer the lower index.
 """
+
 from __future__ import annotations
 
 import torch
@@ -16,10 +17,24 @@ BLOCK_D = 64
 
 
 @triton.jit
-def _similarity_block_topk(q_ptr, k_ptr, cs_ptr, ci_ptr, Q, N, D, s_q, s_k, n_cand,
-                           KC, NORMALIZE: tl.constexpr, EPS: tl.constexpr,
-                           BLOCK_Q: tl.constexpr, BLOCK_N: tl.constexpr,
-                           BLOCK_D: tl.constexpr):
+def _similarity_block_topk(
+    q_ptr,
+    k_ptr,
+    cs_ptr,
+    ci_ptr,
+    Q,
+    N,
+    D,
+    s_q,
+    s_k,
+    n_cand,
+    KC,
+    NORMALIZE: tl.constexpr,
+    EPS: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
     qs = tl.program_id(0) * BLOCK_Q + tl.arange(0, BLOCK_Q)
     ks = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     acc = tl.zeros((BLOCK_Q, BLOCK_N), dtype=tl.float32)
@@ -27,10 +42,16 @@ def _similarity_block_topk(q_ptr, k_ptr, cs_ptr, ci_ptr, Q, N, D, s_q, s_k, n_ca
     k_sq = tl.zeros((BLOCK_N,), dtype=tl.float32)
     for d0 in range(0, D, BLOCK_D):
         ds = d0 + tl.arange(0, BLOCK_D)
-        q = tl.load(q_ptr + qs[:, None].to(tl.int64) * s_q + ds[None, :],
-                    mask=(qs[:, None] < Q) & (ds[None, :] < D), other=0.0)
-        kt = tl.load(k_ptr + ks[None, :].to(tl.int64) * s_k + ds[:, None],
-                     mask=(ks[None, :] < N) & (ds[:, None] < D), other=0.0)
+        q = tl.load(
+            q_ptr + qs[:, None].to(tl.int64) * s_q + ds[None, :],
+            mask=(qs[:, None] < Q) & (ds[None, :] < D),
+            other=0.0,
+        )
+        kt = tl.load(
+            k_ptr + ks[None, :].to(tl.int64) * s_k + ds[:, None],
+            mask=(ks[None, :] < N) & (ds[:, None] < D),
+            other=0.0,
+        )
         # fp32 products for every input dtype: retrieval has few queries, so the kernel is bound
         # by reading keys, not by math, and fp32 keeps the ranking equal to the fp32 reference
         qf = q.to(tl.float32)
@@ -59,8 +80,15 @@ def _similarity_block_topk(q_ptr, k_ptr, cs_ptr, ci_ptr, Q, N, D, s_q, s_k, n_ca
     tl.store(ci_ptr + dst, index, mask=m)
 
 
-def similarity_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, normalize: bool, eps: float,
-                    block_n: int = BLOCK_N, out_candidates=None):
+def similarity_topk(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    k: int,
+    normalize: bool,
+    eps: float,
+    block_n: int = BLOCK_N,
+    out_candidates=None,
+):
     queries = queries if queries.stride(1) == 1 else queries.contiguous()
     keys = keys if keys.stride(1) == 1 else keys.contiguous()
     (nq, d), n = queries.shape, keys.shape[0]
@@ -72,8 +100,23 @@ def similarity_topk(queries: torch.Tensor, keys: torch.Tensor, k: int, normalize
     else:
         cand_s, cand_i = out_candidates
     _similarity_block_topk[(triton.cdiv(nq, BLOCK_Q), blocks)](
-        queries, keys, cand_s, cand_i, nq, n, d, queries.stride(0), keys.stride(0), blocks * kc,
-        KC=kc, NORMALIZE=normalize, EPS=eps, BLOCK_Q=BLOCK_Q, BLOCK_N=block_n, BLOCK_D=BLOCK_D)
+        queries,
+        keys,
+        cand_s,
+        cand_i,
+        nq,
+        n,
+        d,
+        queries.stride(0),
+        keys.stride(0),
+        blocks * kc,
+        KC=kc,
+        NORMALIZE=normalize,
+        EPS=eps,
+        BLOCK_Q=BLOCK_Q,
+        BLOCK_N=block_n,
+        BLOCK_D=BLOCK_D,
+    )
     # padded keys past N score -inf, so they lose to every real key in the merge
     top_s, where = torch.topk(cand_s, k, dim=1)
     return top_s, torch.gather(cand_i, 1, where)

@@ -5,6 +5,7 @@ For each model family (tiny random-weight checkpoints: real architectures, real 
 `full_res` sends the same images whole at full resolution to that same model: the baseline's
 visual tokens and vision-tower FLOPs must be the tokens and FLOPs `full_res` really spent.
 """
+
 import pytest
 
 from PIL import Image as PILImage
@@ -35,5 +36,7 @@ def test_multi_image_baseline_equals_what_full_res_sends(photos, family):
     assert cascade.bill.model == full.bill.model == model
     assert cascade.bill.baseline_visual_tokens == full.bill.visual_tokens > 0
     assert cascade.bill.baseline_vision_flops == full.bill.vision_flops > 0
-    assert full.bill.baseline_visual_tokens == full.bill.visual_tokens  # full_res is its own baseline
+    assert (
+        full.bill.baseline_visual_tokens == full.bill.visual_tokens
+    )  # full_res is its own baseline
     assert cascade.bill.visual_tokens < full.bill.visual_tokens

@@ -3,6 +3,7 @@
 VLM and CLIP are random-weight (real architectures); OCR (RapidOCR) and YOLO11n are real, so tool
 answers, routes, evidence and token bills are asserted exactly, VLM text is not.
 """
+
 import json
 import subprocess
 import sys
@@ -32,7 +33,9 @@ def video_qa():
 def test_reading_question_is_answered_by_ocr_from_the_sign_frames(video_qa, items):
     it = items["video_1_read"]  # 16-px text: unreadable on a thumbnail
     answer = video_qa.ask(it.media[0], it.question)
-    assert answer.text == "12" and answer.produced_by == "tool"  # the number asked for, not the line
+    assert (
+        answer.text == "12" and answer.produced_by == "tool"
+    )  # the number asked for, not the line
     assert answer.evidence.routes[0].reason.startswith("understood: sign answer=number")
     frames = [im for im in answer.evidence.images if isinstance(im, Frame)]
     sign_times = {i / 4 for i in it.frames}
@@ -41,7 +44,10 @@ def test_reading_question_is_answered_by_ocr_from_the_sign_frames(video_qa, item
     assert answer.bill.visual_tokens == 0 and answer.bill.baseline_visual_tokens > 4000
     route = answer.trace["route"]
     assert route.detail.startswith("branch=high_res") and "intent read" in route.detail
-    assert answer.trace["vlm_thumb"].status == "skipped" and answer.trace["vlm_fine"].status == "skipped"
+    assert (
+        answer.trace["vlm_thumb"].status == "skipped"
+        and answer.trace["vlm_fine"].status == "skipped"
+    )
 
 
 def test_counting_question_is_answered_by_the_detector(video_qa, items):
@@ -93,7 +99,9 @@ def test_doc_qa_reads_the_page(tmp_path):
 
     page = render_text_image("INVOICE 2291   TOTAL DUE 118.40 EUR", font_size=22, size=(900, 1200))
     PILImage.fromarray(page).save(tmp_path / "page.png")
-    answer = QA.offline("doc_qa").ask(tmp_path / "page.png", "What is the total due on the invoice?")
+    answer = QA.offline("doc_qa").ask(
+        tmp_path / "page.png", "What is the total due on the invoice?"
+    )
     assert answer.produced_by == "tool" and "118.40" in answer.text
 
 
@@ -117,14 +125,30 @@ def test_bad_inputs_are_clear(video_qa, tmp_path):
         video_qa.ask("x.mp4", "  ")
     with pytest.raises(InputError, match="file not found"):
         video_qa.ask(tmp_path / "missing.mp4", "what?")
-    with pytest.raises(SpecError, match="route_demo.yaml: pipeline 'route_demo' has no 'answer' output"):
+    with pytest.raises(
+        SpecError, match="route_demo.yaml: pipeline 'route_demo' has no 'answer' output"
+    ):
         QA("route_demo")
 
 
 def test_cli_runs_video_qa_on_a_generated_video(items):
     it = items["video_1_read"]
-    out = subprocess.run([CASCADE, "run", "video_qa", "--offline", "--json", "-i", f"video={it.media[0]}",
-                          "-i", f"question={it.question}"], capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [
+            CASCADE,
+            "run",
+            "video_qa",
+            "--offline",
+            "--json",
+            "-i",
+            f"video={it.media[0]}",
+            "-i",
+            f"question={it.question}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["outputs"]["answer"]["text"] == "12"  # the gate number asked for

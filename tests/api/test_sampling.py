@@ -1,5 +1,6 @@
 """Sampling through the Python API (`ask(..., sampling=...)`) and YAML (`vlm_answer`'s `sampling`
 param): seeds, n completions, settings laid over the stage's own, errors naming the field."""
+
 import numpy as np
 import pytest
 
@@ -34,8 +35,10 @@ def test_a_seed_gives_one_answer_and_greedy_stays_the_default(qa, image):
 def test_n_completions_come_with_the_answer(qa, image):
     a = qa.ask(image, Q, sampling={**HOT, "seed": 3, "n": 3, "logprobs": True}, max_new_tokens=6)
     assert len(a.completions) == 3 and a.text == a.completions[0].text
-    assert a.completions[0].text == qa.ask(image, Q, sampling={**HOT, "seed": 3},
-                                           max_new_tokens=6).text
+    assert (
+        a.completions[0].text
+        == qa.ask(image, Q, sampling={**HOT, "seed": 3}, max_new_tokens=6).text
+    )
     assert all(len(c.logprobs) == len(c.token_ids) for c in a.completions)
     assert a.bill.generated_tokens == sum(len(c.token_ids) for c in a.completions)
 
@@ -48,23 +51,28 @@ def test_bad_settings_name_the_field(qa, image):
 
 
 def _pipeline(tmp_path, sampling: str, with_input: bool = True):
-    text = (f"""
+    text = (
+        f"""
 name: sampled
 models:
   vlm: {{id: Qwen/Qwen2-VL-2B-Instruct}}
 inputs:
   images: {{type: images}}
   question: {{type: str}}
-""" + ("  sampling: {type: sampling, default: null}\n" if with_input else "") + f"""
+"""
+        + ("  sampling: {type: sampling, default: null}\n" if with_input else "")
+        + f"""
 stages:
   vlm:
     type: vlm_answer
     params: {{max_new_tokens: 6, sampling: {sampling}}}
-    inputs: {{images: $images, question: $question""" + (", sampling: $sampling" if with_input else "")
+    inputs: {{images: $images, question: $question"""
+        + (", sampling: $sampling" if with_input else "")
         + """}
 outputs:
   answer: vlm.answer
-""")
+"""
+    )
     path = tmp_path / "sampled.yaml"
     path.write_text(text)
     return path
@@ -93,9 +101,15 @@ def test_a_pipeline_without_a_sampling_input_says_so(tmp_path, image):
         qa.ask(image, Q, sampling={"seed": 1})
 
 
-SCHEMA = {"type": "object", "required": ["label", "count"], "additionalProperties": False,
-          "properties": {"label": {"type": "string", "maxLength": 6},
-                         "count": {"type": "integer", "minimum": 0, "maximum": 9}}}
+SCHEMA = {
+    "type": "object",
+    "required": ["label", "count"],
+    "additionalProperties": False,
+    "properties": {
+        "label": {"type": "string", "maxLength": 6},
+        "count": {"type": "integer", "minimum": 0, "maximum": 9},
+    },
+}
 
 
 def test_ask_with_a_schema_gives_json_that_matches(qa, image):
@@ -120,9 +134,13 @@ def test_a_tool_answer_fills_the_schema(tmp_path):
 
     page = render_text_image("INVOICE 2291   TOTAL DUE 118.40 EUR", font_size=22, size=(900, 1200))
     PILImage.fromarray(page).save(tmp_path / "page.png")
-    schema = {"type": "object", "required": ["total", "currency"],
-              "properties": {"total": {"type": "number"}, "currency": {"type": "string"}}}
-    answer = QA.offline("doc_qa").ask(tmp_path / "page.png", "What is the total due on the invoice?",
-                                      schema=schema)
+    schema = {
+        "type": "object",
+        "required": ["total", "currency"],
+        "properties": {"total": {"type": "number"}, "currency": {"type": "string"}},
+    }
+    answer = QA.offline("doc_qa").ask(
+        tmp_path / "page.png", "What is the total due on the invoice?", schema=schema
+    )
     assert answer.produced_by == "tool"
     assert json.loads(answer.text) == {"total": 118.4, "currency": ""}

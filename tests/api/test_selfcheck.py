@@ -3,6 +3,7 @@
 The VLM is random-weight, so its text and confidence are noise; the checks are on what is
 deterministic: the route sees the confidence, and the threshold decides the branch.
 """
+
 import pytest
 
 from cascade import QA
@@ -32,7 +33,9 @@ def test_route_reads_the_thumbnail_confidence(scene):
     route = _route(answer)
     assert 0.0 < route.scores["vlm_confidence"] <= 1.0
     assert "vlm_confidence" not in trace.counters  # a probability, not an additive counter
-    assert "thumbnail confidence" in route.reason and "thumbnail confidence" in trace["route"].detail
+    assert (
+        "thumbnail confidence" in route.reason and "thumbnail confidence" in trace["route"].detail
+    )
 
 
 def test_threshold_zero_always_escalates(scene):

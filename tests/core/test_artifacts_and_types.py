@@ -1,4 +1,5 @@
 """Boxes map between thumbnails, tiles and sources; port types check like Python would."""
+
 from pathlib import Path
 
 import numpy as np
@@ -49,12 +50,23 @@ def test_box_geometry():
         Box(5, 0, 1, 1)
 
 
-@pytest.mark.parametrize("src, dst, ok", [
-    (Frame, Image, True), (Image, Frame, False), (list[Frame], list[Image], True),
-    (list[Image], list[Frame], False), (int, float, True), (str, Path, True), (str, int, False),
-    (Image, Image | None, True), (Image | None, Image, False), (list[Image], list, True),
-    (tuple[Frame, ...], tuple[Image, ...], True), (dict[str, int], dict[str, float], True),
-])
+@pytest.mark.parametrize(
+    "src, dst, ok",
+    [
+        (Frame, Image, True),
+        (Image, Frame, False),
+        (list[Frame], list[Image], True),
+        (list[Image], list[Frame], False),
+        (int, float, True),
+        (str, Path, True),
+        (str, int, False),
+        (Image, Image | None, True),
+        (Image | None, Image, False),
+        (list[Image], list, True),
+        (tuple[Frame, ...], tuple[Image, ...], True),
+        (dict[str, int], dict[str, float], True),
+    ],
+)
 def test_is_assignable(src, dst, ok):
     assert is_assignable(src, dst) is ok
 
@@ -69,8 +81,11 @@ def test_history_inputs_are_pairs_of_strings_or_their_json():
 
     assert coerce("history", "history", [["q1", "a1"], ("q2", "")]) == [("q1", "a1"), ("q2", "")]
     assert coerce("history", "history", '[["q1", "a1"]]') == [("q1", "a1")]  # a command line
-    for bad, said in [("[[1, 2]]", r"history'\[0\]: expected a \(question, answer\) pair"),
-                      ("not json", "expected a JSON list"), (3, "got int"),
-                      ([["q", "a", "extra"]], "pair of strings")]:
+    for bad, said in [
+        ("[[1, 2]]", r"history'\[0\]: expected a \(question, answer\) pair"),
+        ("not json", "expected a JSON list"),
+        (3, "got int"),
+        ([["q", "a", "extra"]], "pair of strings"),
+    ]:
         with pytest.raises(InputError, match=said):
             coerce("history", "history", bad)

@@ -1,4 +1,5 @@
 """Content hashing is about content; the LRU is bounded in bytes."""
+
 import numpy as np
 import pytest
 import torch

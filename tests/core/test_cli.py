@@ -1,4 +1,5 @@
 """The `cascade` command, run as a user runs it: a subprocess of the installed entry point."""
+
 import json
 import shutil
 import subprocess
@@ -15,7 +16,9 @@ CASCADE = shutil.which("cascade", path=str(Path(sys.executable).parent)) or "cas
 
 
 def cascade(*args, timeout=180):
-    return subprocess.run([CASCADE, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [CASCADE, *map(str, args)], capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +62,11 @@ def test_validate_every_shipped_pipeline():
 
 @pytest.mark.slow
 def test_validate_broken_file_one_line_with_path_and_suggestion(tmp_path):
-    text = (Path(shipped()["route_demo"]).read_text()
-            .replace("type: thumbnail, params: {size: 224}", "type: thumbnail, params: {sise: 224}"))
+    text = (
+        Path(shipped()["route_demo"])
+        .read_text()
+        .replace("type: thumbnail, params: {size: 224}", "type: thumbnail, params: {sise: 224}")
+    )
     broken = tmp_path / "broken.yaml"
     broken.write_text(text)
     out = cascade("validate", broken)
@@ -82,8 +88,10 @@ def test_graph_prints_mermaid_and_dot():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("image_fixture, taken, skipped", [("busy_image", "fine", None),
-                                                           ("flat_image", "coarse", "fine")])
+@pytest.mark.parametrize(
+    "image_fixture, taken, skipped",
+    [("busy_image", "fine", None), ("flat_image", "coarse", "fine")],
+)
 def test_run_json_shows_outputs_and_skipped_branch(request, image_fixture, taken, skipped):
     image = request.getfixturevalue(image_fixture)
     out = cascade("run", "route_demo", "--input", f"image={image}", "--json")
@@ -101,19 +109,26 @@ def test_run_json_shows_outputs_and_skipped_branch(request, image_fixture, taken
 
 @pytest.mark.slow
 def test_run_with_param_override(flat_image):
-    out = cascade("run", "route_demo", "-i", f"image={flat_image}", "--set", "route.threshold=0",
-                  "--json")
+    out = cascade(
+        "run", "route_demo", "-i", f"image={flat_image}", "--set", "route.threshold=0", "--json"
+    )
     assert json.loads(out.stdout)["outputs"]["route"]["branch"] == "fine"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["run", "route_dem"], "did you mean 'route_demo'?"),
-    (["run", "route_demo", "-i", "imag=x.png"], "did you mean 'image'?"),
-    (["run", "route_demo", "-i", "image=/no/such.png"], "file not found: '/no/such.png'"),
-    (["run", "route_demo", "-i", "image"], "expected NAME=VALUE"),
-    (["run", "route_demo", "-i", "image=x.png", "--set", "route.treshold=1"], "did you mean 'threshold'?"),
-    (["graph", "/no/such.yaml"], "pipeline file not found"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "route_dem"], "did you mean 'route_demo'?"),
+        (["run", "route_demo", "-i", "imag=x.png"], "did you mean 'image'?"),
+        (["run", "route_demo", "-i", "image=/no/such.png"], "file not found: '/no/such.png'"),
+        (["run", "route_demo", "-i", "image"], "expected NAME=VALUE"),
+        (
+            ["run", "route_demo", "-i", "image=x.png", "--set", "route.treshold=1"],
+            "did you mean 'threshold'?",
+        ),
+        (["graph", "/no/such.yaml"], "pipeline file not found"),
+    ],
+)
 @pytest.mark.slow
 def test_errors_are_one_line_without_traceback(args, message):
     out = cascade(*args)

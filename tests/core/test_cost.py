@@ -2,16 +2,27 @@
 
 (That they agree with the FLOPs torch counts on the real architectures is tests/vlm/test_cost_model.py.)
 """
+
 import pytest
 
-from cascade.cost import (DecoderShape, causal_pairs, decode_flops, fastv_context,
-                          fastv_prefill_flops, prefill_flops)
+from cascade.cost import (
+    DecoderShape,
+    causal_pairs,
+    decode_flops,
+    fastv_context,
+    fastv_prefill_flops,
+    prefill_flops,
+)
 
 # Qwen2-VL-2B's language model: 28 layers, hidden 1536, 12 query heads x 128, GQA 2 KV heads,
 # MLP 8960, vocabulary 151936.
-QWEN2VL_2B = DecoderShape(layers=28, hidden=1536, attention_width=1536,
-                          linear_params=28 * (2 * 1536 * 1536 + 2 * 1536 * 256 + 3 * 1536 * 8960),
-                          vocab=151936)
+QWEN2VL_2B = DecoderShape(
+    layers=28,
+    hidden=1536,
+    attention_width=1536,
+    linear_params=28 * (2 * 1536 * 1536 + 2 * 1536 * 256 + 3 * 1536 * 8960),
+    vocab=151936,
+)
 HEAD = 2.0 * QWEN2VL_2B.hidden * QWEN2VL_2B.vocab
 
 
@@ -43,7 +54,9 @@ def test_causal_attention_is_half_the_square():
 def test_fastv_between_no_pruning_and_pruning_everywhere():
     n, kept, L = 3000, 1000, QWEN2VL_2B.layers
     assert fastv_prefill_flops(QWEN2VL_2B, n, n, 2) == pytest.approx(prefill_flops(QWEN2VL_2B, n))
-    assert fastv_prefill_flops(QWEN2VL_2B, n, kept, 0) == pytest.approx(prefill_flops(QWEN2VL_2B, kept))
+    assert fastv_prefill_flops(QWEN2VL_2B, n, kept, 0) == pytest.approx(
+        prefill_flops(QWEN2VL_2B, kept)
+    )
     two = fastv_prefill_flops(QWEN2VL_2B, n, kept, 2)
     assert prefill_flops(QWEN2VL_2B, kept) < two < prefill_flops(QWEN2VL_2B, n)
     assert fastv_context(QWEN2VL_2B, n, kept, 2) == pytest.approx((2 * n + (L - 2) * kept) / L)

@@ -1,5 +1,6 @@
 """`Pipeline.executor`: some stages' runs go elsewhere (a Ray Serve replica in production); the
 runner's skipping, records, output checks and errors stay the same."""
+
 from __future__ import annotations
 
 import threading

@@ -1,5 +1,6 @@
 """The pipeline-level `index:` setting: validated like the models block, addressed by overrides,
 handed to every stage; where each video's index goes; the one safe writer."""
+
 from pathlib import Path
 
 import pytest
@@ -28,13 +29,21 @@ def test_off_by_default_on_with_true_or_a_folder_and_every_stage_shares_it(tmp_p
     assert on.spec.index == IndexSpec() and on.stages["plus_one"].video_index.enabled
     folder = load(f"index: {{folder: {tmp_path}}}")
     assert folder.stages["plus_one"].video_index.spec.folder == str(tmp_path)
-    assert load("index: true").run(x=1)["y"] == 2  # an index changes nothing for stages without video
+    assert (
+        load("index: true").run(x=1)["y"] == 2
+    )  # an index changes nothing for stages without video
 
 
-@pytest.mark.parametrize("index, parts", [
-    ("index: {fodler: /x}", [":2: index.fodler", "unknown field 'fodler'", "did you mean 'folder'?"]),
-    ("index: yes please", [":2: index", "valid dictionary"]),
-])
+@pytest.mark.parametrize(
+    "index, parts",
+    [
+        (
+            "index: {fodler: /x}",
+            [":2: index.fodler", "unknown field 'fodler'", "did you mean 'folder'?"],
+        ),
+        ("index: yes please", [":2: index", "valid dictionary"]),
+    ],
+)
 def test_a_bad_index_block_is_named_by_yaml_path(index, parts):
     with pytest.raises(SpecError) as info:
         load(index)
@@ -53,13 +62,20 @@ def test_overrides_turn_it_on_or_point_it_elsewhere_and_the_name_is_reserved(tmp
 
 def test_each_video_gets_its_own_folder(tmp_path):
     beside = VideoIndex(IndexSpec())
-    assert beside.folder_for(tmp_path / "a" / "clip.mp4") == tmp_path / "a" / "clip.mp4.cascade-index"
+    assert (
+        beside.folder_for(tmp_path / "a" / "clip.mp4") == tmp_path / "a" / "clip.mp4.cascade-index"
+    )
     root = VideoIndex(IndexSpec(folder=str(tmp_path / "idx")))
-    one, other = root.folder_for(tmp_path / "a" / "clip.mp4"), root.folder_for(tmp_path / "b" / "clip.mp4")
+    one, other = (
+        root.folder_for(tmp_path / "a" / "clip.mp4"),
+        root.folder_for(tmp_path / "b" / "clip.mp4"),
+    )
     assert one.parent == other.parent == tmp_path / "idx" and one != other
     assert one.name.startswith("clip.mp4-")
     off = VideoIndex(None)
-    assert off.folder_for(tmp_path / "clip.mp4") is None and off.frames(tmp_path / "c.mp4", {}) is None
+    assert (
+        off.folder_for(tmp_path / "clip.mp4") is None and off.frames(tmp_path / "c.mp4", {}) is None
+    )
     assert VideoIndex.of(True).enabled and not VideoIndex.of(None).enabled
 
 

@@ -1,4 +1,5 @@
 """Running pipelines: order, concurrency, routers and joins, traces, failures, inputs."""
+
 import asyncio
 import threading
 
@@ -50,18 +51,25 @@ def test_independent_branches_run_concurrently(fixture_path):
     assert result.trace["total"].status == "ran"
 
 
-@pytest.mark.parametrize("x, branch, label, flipped", [(-5, "negative", "#996", 996),
-                                                       (7, "positive", "#7", None)])
-def test_router_skips_untaken_branch_and_join_takes_first_that_ran(fixture_path, x, branch,
-                                                                  label, flipped):
+@pytest.mark.parametrize(
+    "x, branch, label, flipped", [(-5, "negative", "#996", 996), (7, "positive", "#7", None)]
+)
+def test_router_skips_untaken_branch_and_join_takes_first_that_ran(
+    fixture_path, x, branch, label, flipped
+):
     result = Pipeline.load(fixture_path("router_join")).run(x=x)
     assert result["route"].branch == branch
     assert result["label"] == label
     assert result["flipped"] == flipped
     status = {r.name: r.status for r in result.trace.stages}
     if branch == "positive":
-        assert status == {"sign": "ran", "keep": "ran", "flip": "skipped",
-                          "after_flip": "skipped", "label": "ran"}
+        assert status == {
+            "sign": "ran",
+            "keep": "ran",
+            "flip": "skipped",
+            "after_flip": "skipped",
+            "label": "ran",
+        }
         assert "not taken" in result.trace["flip"].detail
         assert "was skipped or empty" in result.trace["after_flip"].detail
     else:
@@ -110,7 +118,13 @@ def test_async_api_and_run_inside_event_loop(fixture_path):
 def test_result_serializes(fixture_path):
     d = Pipeline.load(fixture_path("router_join")).run(x=3).to_dict()
     assert d["outputs"]["route"]["branch"] == "positive"
-    assert {s["name"] for s in d["trace"]["stages"]} == {"sign", "flip", "keep", "after_flip", "label"}
+    assert {s["name"] for s in d["trace"]["stages"]} == {
+        "sign",
+        "flip",
+        "keep",
+        "after_flip",
+        "label",
+    }
 
 
 def test_graph_rendering(fixture_path):
@@ -137,11 +151,15 @@ def test_hooks_see_every_stage_including_skipped_and_failed(fixture_path):
     p = Pipeline.load(fixture_path("router_join"))
     p.hooks.append(Recorder())
     p.run(x=5)
-    assert ("after", "flip", "skipped") in events and not any(e[:2] == ("before", "flip") for e in events)
+    assert ("after", "flip", "skipped") in events and not any(
+        e[:2] == ("before", "flip") for e in events
+    )
     assert events.index(("before", "sign", "pending")) < events.index(("after", "sign", "ran"))
     assert {e[1] for e in events if e[0] == "after"} == set(p.stages)
 
-    failing = Pipeline.from_yaml("name: f\ninputs: {x: int}\nstages:\n  boom: {type: test_fail, inputs: {value: $x}}\noutputs: {y: boom.value}\n")
+    failing = Pipeline.from_yaml(
+        "name: f\ninputs: {x: int}\nstages:\n  boom: {type: test_fail, inputs: {value: $x}}\noutputs: {y: boom.value}\n"
+    )
     failing.hooks.append(Recorder())
     events.clear()
     with pytest.raises(StageError):
@@ -152,11 +170,15 @@ def test_hooks_see_every_stage_including_skipped_and_failed(fixture_path):
 def test_a_stage_setup_never_overlaps_another_stage_run():
     from .toy_stages import GATE_LOG
 
-    text = ("name: gate\ninputs: {x: int}\nstages:\n"
-            "  a: {type: test_busy, inputs: {value: $x}}\n  b: {type: test_loads, inputs: {value: $x}}\n"
-            "outputs: {a: a.value, b: b.value}\n")
+    text = (
+        "name: gate\ninputs: {x: int}\nstages:\n"
+        "  a: {type: test_busy, inputs: {value: $x}}\n  b: {type: test_loads, inputs: {value: $x}}\n"
+        "outputs: {a: a.value, b: b.value}\n"
+    )
     GATE_LOG.clear()
     assert Pipeline.from_yaml(text).run(x=1).outputs == {"a": 1, "b": 1}
     # the two ran side by side, yet the load sat wholly before or after the run
-    assert GATE_LOG in (["run start", "run end", "setup start", "setup end"],
-                        ["setup start", "setup end", "run start", "run end"])
+    assert GATE_LOG in (
+        ["run start", "run end", "setup start", "setup end"],
+        ["setup start", "setup end", "run start", "run end"],
+    )

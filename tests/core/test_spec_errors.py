@@ -1,4 +1,5 @@
 """Every broken pipeline shape fails at load time with a message naming file, YAML path and fix."""
+
 import pytest
 
 from cascade import ConnectError, Pipeline, SpecError
@@ -6,24 +7,43 @@ from cascade import ConnectError, Pipeline, SpecError
 BROKEN = {
     # fixture: (error class, substrings the message must contain)
     "broken_cycle": (SpecError, ["broken_cycle.yaml", "cycle:", "a -> b -> c -> a"]),
-    "broken_unknown_type": (SpecError, [":5: stages.a.type", "unknown stage type 'test_ad'",
-                                        "did you mean 'test_add'?", "registered stage types:"]),
-    "broken_bad_param": (SpecError, [":8: stages.a.params.amout", "no param 'amout'",
-                                     "did you mean 'amount'?"]),
+    "broken_unknown_type": (
+        SpecError,
+        [
+            ":5: stages.a.type",
+            "unknown stage type 'test_ad'",
+            "did you mean 'test_add'?",
+            "registered stage types:",
+        ],
+    ),
+    "broken_bad_param": (
+        SpecError,
+        [":8: stages.a.params.amout", "no param 'amout'", "did you mean 'amount'?"],
+    ),
     "broken_param_type": (SpecError, ["stages.a.params.amount", "valid integer", "'three'"]),
-    "broken_type_mismatch": (ConnectError, ["stages.a.inputs.value", "'text.text' is str",
-                                            "'a.value' (test_add) expects int"]),
-    "broken_missing_input": (ConnectError, ["stages.total.inputs", "missing required input(s) a",
-                                            "a: int, b: int"]),
+    "broken_type_mismatch": (
+        ConnectError,
+        ["stages.a.inputs.value", "'text.text' is str", "'a.value' (test_add) expects int"],
+    ),
+    "broken_missing_input": (
+        ConnectError,
+        ["stages.total.inputs", "missing required input(s) a", "a: int, b: int"],
+    ),
     "broken_yaml_syntax": (SpecError, ["broken_yaml_syntax.yaml:6", "invalid YAML"]),
-    "broken_unknown_port": (ConnectError, [":7: outputs.y", "has no output 'valu'",
-                                           "did you mean 'value'?"]),
+    "broken_unknown_port": (
+        ConnectError,
+        [":7: outputs.y", "has no output 'valu'", "did you mean 'value'?"],
+    ),
     "broken_duplicate_stage": (SpecError, [":6", "duplicate key 'a' (first defined on line 5)"]),
     "broken_unreachable": (SpecError, ["stages.orphan", "feeds no pipeline output"]),
-    "broken_bad_branch": (SpecError, ["stages.a.when", "no branch 'positve'",
-                                      "did you mean 'positive'?", "negative, positive"]),
-    "broken_unknown_input_ref": (SpecError, ["stages.a.inputs.value", "unknown pipeline input '$xx'",
-                                             "did you mean 'x'?"]),
+    "broken_bad_branch": (
+        SpecError,
+        ["stages.a.when", "no branch 'positve'", "did you mean 'positive'?", "negative, positive"],
+    ),
+    "broken_unknown_input_ref": (
+        SpecError,
+        ["stages.a.inputs.value", "unknown pipeline input '$xx'", "did you mean 'x'?"],
+    ),
 }
 
 

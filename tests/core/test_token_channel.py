@@ -1,5 +1,6 @@
 """`cascade.streaming.TokenChannel`: the one bridge from a generating thread to its reader (a
 blocking iterator, or an event loop), used by `VLM.stream`, the SSE response and Ray replicas."""
+
 import asyncio
 import threading
 import time
@@ -9,8 +10,9 @@ import pytest
 from cascade.streaming import TokenChannel
 
 
-def _produce(channel: TokenChannel, n: int, error: BaseException | None = None,
-             pause: float = 0.0) -> threading.Thread:
+def _produce(
+    channel: TokenChannel, n: int, error: BaseException | None = None, pause: float = 0.0
+) -> threading.Thread:
     def work() -> None:
         for i in range(n):
             channel.put(i)

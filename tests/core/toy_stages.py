@@ -1,4 +1,5 @@
 """Small real stages used only by the core tests (registered under `test_*` names)."""
+
 from __future__ import annotations
 
 import threading

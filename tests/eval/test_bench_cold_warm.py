@@ -1,4 +1,5 @@
 """`cascade bench` asks every question cold (no cache left from an earlier question), then warm."""
+
 from PIL import Image as PILImage
 
 from cascade import QA
@@ -13,9 +14,17 @@ def test_each_question_is_cold_then_warm_and_flops_are_as_computed(tmp_path):
     for name in ("astronaut", "coffee"):
         paths.append(str(tmp_path / f"{name}.png"))
         PILImage.fromarray(scene_images()[name]).save(paths[-1])
-    item = EvalItem(id="scene", split="test", genre="router", media_kind="images",
-                    media=tuple(paths), question="Which picture shows a cup?", answer="coffee",
-                    kind="scene", frames=(1,))
+    item = EvalItem(
+        id="scene",
+        split="test",
+        genre="router",
+        media_kind="images",
+        media=tuple(paths),
+        question="Which picture shows a cup?",
+        answer="coffee",
+        kind="scene",
+        frames=(1,),
+    )
     qa = QA.offline("full_res", size="test", type_overrides={"vlm_answer": {"max_new_tokens": 2}})
     readers = Readers()
 

@@ -1,5 +1,6 @@
 """Every genre generates in both splits, with well-formed items whose gold span is in the pixels:
 the real OCR reads it at the item's box (or on its page) at source size."""
+
 from __future__ import annotations
 
 import json
@@ -21,9 +22,17 @@ from cascade.registry import get_stage_class
 
 PAGES = ("receipt", "heading", "table", "code", "paragraph", "ids", "zh_receipt")
 # media-heavy genres, each made in one split (alternating, so both splits' footage and photos run)
-VISUAL = {"video_sign": "dev", "image_sign": "test", "router": "test", "zh_sign": "dev",
-          "zh_question": "test", "colour": "dev", "time_order": "test", "photo_doc": "test",
-          "long_video": "dev"}
+VISUAL = {
+    "video_sign": "dev",
+    "image_sign": "test",
+    "router": "test",
+    "zh_sign": "dev",
+    "zh_question": "test",
+    "colour": "dev",
+    "time_order": "test",
+    "photo_doc": "test",
+    "long_video": "dev",
+}
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +43,10 @@ def ocr():
 def generate(split: str, genre: str, folder, n: int = 1) -> list[EvalItem]:
     spec = spec_for(split)
     if genre.startswith("zh_") and not has_font(spec.fonts.cjk):
-        pytest.skip(f"the {split} split's Chinese genres need the CJK font {spec.fonts.cjk} "
-                    "(Debian: fonts-wqy-microhei / fonts-wqy-zenhei; .ci/run installs both)")
+        pytest.skip(
+            f"the {split} split's Chinese genres need the CJK font {spec.fonts.cjk} "
+            "(Debian: fonts-wqy-microhei / fonts-wqy-zenhei; .ci/run installs both)"
+        )
     make = GENERATORS[genre][0]
     return make(Ctx(folder, spec, split, genre, random.Random(f"{spec.seed}/{genre}"), n))
 
@@ -61,7 +72,7 @@ def reads_gold(item: EvalItem, ocr) -> tuple[bool, str]:
     if item.box:
         x0, y0, x1, y1 = item.box
         assert 0 <= x0 < x1 <= frame.width and 0 <= y0 < y1 <= frame.height
-        px = px[max(0, y0 - 24):y1 + 24, max(0, x0 - 24):x1 + 24]
+        px = px[max(0, y0 - 24) : y1 + 24, max(0, x0 - 24) : x1 + 24]
     text = " ".join(line.text for line in ocr(images=[Image(np.ascontiguousarray(px))]).lines)
     return normalize(item.answer) in normalize(text), text
 
@@ -99,8 +110,9 @@ def test_every_media_genre_generates_with_its_gold_readable(genre, tmp_path, ocr
 @pytest.mark.slow  # two 10-20 s videos
 def test_the_time_order_gold_is_on_the_asked_side_of_the_banner(tmp_path):
     spec = spec_for("dev")
-    items = GENERATORS["time_order"][0](Ctx(tmp_path, spec, "dev", "time_order",
-                                            random.Random(5), 2))  # after, then before
+    items = GENERATORS["time_order"][0](
+        Ctx(tmp_path, spec, "dev", "time_order", random.Random(5), 2)
+    )  # after, then before
     for item in items:
         other, banner = item.distractors
         assert banner in spec.banners and other != item.answer

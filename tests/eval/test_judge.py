@@ -1,5 +1,6 @@
 """How the bench compares: evidence recall searches the gold as a run of characters (Chinese has
 no words to split), a tool answer must be the gold span itself."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,23 +19,26 @@ def test_normalize_keeps_chinese_characters_and_folds_width_and_case():
     assert normalize("出口") not in normalize("入口 B3")  # not empty: a Chinese gold can miss
 
 
-@pytest.mark.parametrize("answer, gold, exact", [
-    ("Tuesday", "Tuesday", True),
-    ("tuesday.", "Tuesday", True),
-    ("The east entrance will be closed on Tuesday for floor repairs.", "Tuesday", False),
-    ("def load_settings(path, key=None):", "load_settings", False),
-    ("load_settings", "load_settings", True),
-    ("$12.50", "12.50", True),
-    ("1250", "12.50", False),
-    ("TOTAL 12.50", "12.50", False),
-    ("INV–58213", "INV-58213", True),  # an en dash read for the hyphen
-    ("INV 58213", "INV-58213", False),
-    ("¥112.00", "112.00", True),
-    ("总计：¥112.00", "112.00", False),
-    ("出口 B3", "出口B3", True),
-    ("2024年3月5日", "2024年3月5日", True),
-    ("", "", False),
-])
+@pytest.mark.parametrize(
+    "answer, gold, exact",
+    [
+        ("Tuesday", "Tuesday", True),
+        ("tuesday.", "Tuesday", True),
+        ("The east entrance will be closed on Tuesday for floor repairs.", "Tuesday", False),
+        ("def load_settings(path, key=None):", "load_settings", False),
+        ("load_settings", "load_settings", True),
+        ("$12.50", "12.50", True),
+        ("1250", "12.50", False),
+        ("TOTAL 12.50", "12.50", False),
+        ("INV–58213", "INV-58213", True),  # an en dash read for the hyphen
+        ("INV 58213", "INV-58213", False),
+        ("¥112.00", "112.00", True),
+        ("总计：¥112.00", "112.00", False),
+        ("出口 B3", "出口B3", True),
+        ("2024年3月5日", "2024年3月5日", True),
+        ("", "", False),
+    ],
+)
 def test_same_span_is_the_span_not_the_line(answer, gold, exact):
     assert same_span(answer, gold) is exact
 

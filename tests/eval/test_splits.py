@@ -1,5 +1,6 @@
 """The two splits are generated apart: no seed, font, photo, footage, word, layout or question
 phrasing of one is in the other, and every genre is made in both from the same slots."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,9 +21,19 @@ def _fonts(spec) -> set[str]:
 
 def _words(spec) -> set[str]:
     """Every word a generator may print, except the days of the week (a day is a day)."""
-    words = set(spec.sign_words + spec.zh_sign_words + spec.distractor_words + spec.banners
-                + spec.doc_titles + spec.code_verbs + spec.code_nouns + spec.class_nouns
-                + spec.notice_titles + spec.fillers + spec.companies)
+    words = set(
+        spec.sign_words
+        + spec.zh_sign_words
+        + spec.distractor_words
+        + spec.banners
+        + spec.doc_titles
+        + spec.code_verbs
+        + spec.code_nouns
+        + spec.class_nouns
+        + spec.notice_titles
+        + spec.fillers
+        + spec.companies
+    )
     words |= {s.heading for s in spec.sections} | {s.topic for s in spec.sections}
     for t in spec.tables:
         words |= {t.title, *t.rows, *t.cols}
@@ -31,15 +42,24 @@ def _words(spec) -> set[str]:
         if kind != "day":
             words |= set(values)
     zh = spec.zh_receipt
-    words |= set(zh.shops + zh.goods) | {zh.number_label, zh.date_label, zh.subtotal_label,
-                                         zh.discount_label, zh.total_label}
+    words |= set(zh.shops + zh.goods) | {
+        zh.number_label,
+        zh.date_label,
+        zh.subtotal_label,
+        zh.discount_label,
+        zh.total_label,
+    }
     return words
 
 
 def _phrasings(spec) -> set[str]:
-    return ({t for templates in spec.questions.values() for t in templates}
-            | {f.question for f in spec.facts} | {f.question for f in spec.id_fields}
-            | {q for _, q, _, _ in spec.counts} | {q for _, q, _ in spec.scenes})
+    return (
+        {t for templates in spec.questions.values() for t in templates}
+        | {f.question for f in spec.facts}
+        | {f.question for f in spec.id_fields}
+        | {q for _, q, _, _ in spec.counts}
+        | {q for _, q, _ in spec.scenes}
+    )
 
 
 def test_the_splits_share_no_seed_font_or_media():

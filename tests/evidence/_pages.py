@@ -4,6 +4,7 @@ A report page (title, numbered section headings, paragraphs, a ruled table), in 
 or Chinese (WenQuanYi Micro Hei), and code listings in several languages (DejaVu Sans Mono).
 Each renderer returns the pixels and the boxes (source pixels) of what the tests look for.
 """
+
 from __future__ import annotations
 
 import io
@@ -27,8 +28,10 @@ def font_file(name: str) -> str:
 
 def cjk_font() -> str:
     if not Path(CJK_FONT).is_file():
-        pytest.skip(f"Chinese test pages need a CJK font at {CJK_FONT} "
-                    "(Debian: apt-get install fonts-wqy-microhei)")
+        pytest.skip(
+            f"Chinese test pages need a CJK font at {CJK_FONT} "
+            "(Debian: apt-get install fonts-wqy-microhei)"
+        )
     return CJK_FONT
 
 
@@ -45,33 +48,59 @@ class Page:
 EN = {
     "title": "Annual Report on Urban Transit",
     "sections": [
-        ("1. Overview", ["This report summarises how the city transit network ran this year.",
-                         "Ridership grew steadily and punctuality improved on every line.",
-                         "Passenger satisfaction reached a record high in the autumn survey."]),
+        (
+            "1. Overview",
+            [
+                "This report summarises how the city transit network ran this year.",
+                "Ridership grew steadily and punctuality improved on every line.",
+                "Passenger satisfaction reached a record high in the autumn survey.",
+            ],
+        ),
         ("2. Ridership by Line", None),
-        ("3. Service Changes", ["The east entrance will be closed on Tuesday for repairs.",
-                                "The west entrance remains open as usual. Night buses will",
-                                "run every fifteen minutes from the first of March."]),
+        (
+            "3. Service Changes",
+            [
+                "The east entrance will be closed on Tuesday for repairs.",
+                "The west entrance remains open as usual. Night buses will",
+                "run every fifteen minutes from the first of March.",
+            ],
+        ),
     ],
-    "table": [["Line", "January", "February", "March"], ["Red", "1200", "1350", "1410"],
-              ["Blue", "980", "1010", "1100"], ["Green", "760", "800", "845"]],
+    "table": [
+        ["Line", "January", "February", "March"],
+        ["Red", "1200", "1350", "1410"],
+        ["Blue", "980", "1010", "1100"],
+        ["Green", "760", "800", "845"],
+    ],
 }
 ZH = {
     "title": "城市交通年度报告",
     "sections": [
-        ("一、概述", ["本报告总结了本年度城市公共交通的运营情况。全年客流量稳步增长。",
-                     "各线路的准点率均有提高，乘客满意度达到新高。"]),
+        (
+            "一、概述",
+            [
+                "本报告总结了本年度城市公共交通的运营情况。全年客流量稳步增长。",
+                "各线路的准点率均有提高，乘客满意度达到新高。",
+            ],
+        ),
         ("二、客流统计", None),
-        ("三、服务变更", ["东入口将于周二关闭进行维修。西入口照常开放。",
-                       "夜间班车的发车间隔缩短为十五分钟。"]),
+        (
+            "三、服务变更",
+            ["东入口将于周二关闭进行维修。西入口照常开放。", "夜间班车的发车间隔缩短为十五分钟。"],
+        ),
     ],
-    "table": [["线路", "一月", "二月", "三月"], ["红线", "1200", "1350", "1410"],
-              ["蓝线", "980", "1010", "1100"], ["绿线", "760", "800", "845"]],
+    "table": [
+        ["线路", "一月", "二月", "三月"],
+        ["红线", "1200", "1350", "1410"],
+        ["蓝线", "980", "1010", "1100"],
+        ["绿线", "760", "800", "845"],
+    ],
 }
 
 
-def render_report(content: dict, regular: str, bold: str, width: int = 1240,
-                  height: int = 1500) -> Page:
+def render_report(
+    content: dict, regular: str, bold: str, width: int = 1240, height: int = 1500
+) -> Page:
     """A report page: centred title, numbered sections, paragraphs and a ruled table."""
     from PIL import Image as PILImage, ImageDraw, ImageFont
 
@@ -82,8 +111,11 @@ def render_report(content: dict, regular: str, bold: str, width: int = 1240,
         draw.text(xy, s, font=font, fill="black")
         return Box(*draw.textbbox(xy, s, font=font))
 
-    big, head, body = (ImageFont.truetype(bold, 48), ImageFont.truetype(bold, 34),
-                       ImageFont.truetype(regular, 28))
+    big, head, body = (
+        ImageFont.truetype(bold, 48),
+        ImageFont.truetype(bold, 34),
+        ImageFont.truetype(regular, 28),
+    )
     title = content["title"]
     out = Page(np.zeros(1), text(((width - draw.textlength(title, font=big)) / 2, 100), title, big))
     y = 220
@@ -91,8 +123,18 @@ def render_report(content: dict, regular: str, bold: str, width: int = 1240,
         out.headings[number] = text((100, y), heading, head)
         y += 70
         if paragraph is None:
-            y = _table(draw, content["table"], ImageFont.truetype(regular, 28),
-                       ImageFont.truetype(bold, 28), 140, y, out) + 60
+            y = (
+                _table(
+                    draw,
+                    content["table"],
+                    ImageFont.truetype(regular, 28),
+                    ImageFont.truetype(bold, 28),
+                    140,
+                    y,
+                    out,
+                )
+                + 60
+            )
             continue
         for line in paragraph:
             out.lines[line] = text((100, y), line, body)
@@ -128,22 +170,56 @@ def chinese_report() -> Page:
 
 
 CODE = {
-    "python": ["import json", "", "class InvoiceParser(BaseParser):",
-               "    def parse_header(self, line):", "        return line.split(';')", "",
-               "def load_invoices(folder):", "    return [InvoiceParser(p) for p in folder]"],
-    "javascript": ["export async function fetchOrders(userId) {",
-                   "  const res = await fetch(`/api/orders/${userId}`);", "  return res.json();",
-                   "}"],
-    "go": ["package main", "", "type Server struct {", "    port int", "}", "",
-           "func (s *Server) handleRequest(w http.ResponseWriter, r *http.Request) {",
-           "    fmt.Fprintln(w, \"ok\")", "}"],
-    "c": ["#include <stdio.h>", "", "static int checksum_block(const uint8_t *data, size_t n)",
-          "{", "    int sum = 0;", "    for (size_t i = 0; i < n; i++) sum += data[i];",
-          "    return sum;", "}"],
-    "sql": ["CREATE TABLE IF NOT EXISTS shipments (", "    id SERIAL PRIMARY KEY,",
-            "    sent_at TIMESTAMP", ");", "SELECT * FROM shipments WHERE id = 4;"],
-    "rust": ["pub fn parse_config(path: &Path) -> Result<Config, Error> {",
-             "    let text = fs::read_to_string(path)?;", "    toml::from_str(&text)", "}"],
+    "python": [
+        "import json",
+        "",
+        "class InvoiceParser(BaseParser):",
+        "    def parse_header(self, line):",
+        "        return line.split(';')",
+        "",
+        "def load_invoices(folder):",
+        "    return [InvoiceParser(p) for p in folder]",
+    ],
+    "javascript": [
+        "export async function fetchOrders(userId) {",
+        "  const res = await fetch(`/api/orders/${userId}`);",
+        "  return res.json();",
+        "}",
+    ],
+    "go": [
+        "package main",
+        "",
+        "type Server struct {",
+        "    port int",
+        "}",
+        "",
+        "func (s *Server) handleRequest(w http.ResponseWriter, r *http.Request) {",
+        '    fmt.Fprintln(w, "ok")',
+        "}",
+    ],
+    "c": [
+        "#include <stdio.h>",
+        "",
+        "static int checksum_block(const uint8_t *data, size_t n)",
+        "{",
+        "    int sum = 0;",
+        "    for (size_t i = 0; i < n; i++) sum += data[i];",
+        "    return sum;",
+        "}",
+    ],
+    "sql": [
+        "CREATE TABLE IF NOT EXISTS shipments (",
+        "    id SERIAL PRIMARY KEY,",
+        "    sent_at TIMESTAMP",
+        ");",
+        "SELECT * FROM shipments WHERE id = 4;",
+    ],
+    "rust": [
+        "pub fn parse_config(path: &Path) -> Result<Config, Error> {",
+        "    let text = fs::read_to_string(path)?;",
+        "    toml::from_str(&text)",
+        "}",
+    ],
 }
 
 
@@ -173,8 +249,9 @@ def read(*pixels: np.ndarray) -> tuple[list, list]:
     return lines, regions
 
 
-def photographed(pixels: np.ndarray, angle: float,
-                 own_words: tuple[tuple[str, int, int], ...] = ()) -> np.ndarray:
+def photographed(
+    pixels: np.ndarray, angle: float, own_words: tuple[tuple[str, int, int], ...] = ()
+) -> np.ndarray:
     """The page shrunk, turned, at lower contrast, on a photo, saved as a JPEG; `own_words`
     (text, x, y) are the photo's own big texts (a shop sign, a number on a bus) beside the page."""
     from PIL import Image as PILImage, ImageDraw, ImageEnhance, ImageFont
@@ -198,13 +275,31 @@ def photographed(pixels: np.ndarray, angle: float,
 
 
 NEWS = [  # two columns: (heading, body lines) each
-    [("Ferry timetable changes", ["The morning ferry to Skye will leave",
-                                  "at 07:40 from Pier 3 starting on",
-                                  "Monday. Tickets cost 12.50 each."]),
-     ("Market reopens", ["The fish market reopens on Friday", "after a month of repairs to the roof."])],
-    [("Council notice", ["Road works on Mill Street begin on",
-                         "Wednesday and last two weeks. Buses", "will divert via Quay Road."]),
-     ("Weather", ["Strong winds are expected over the", "weekend, with gusts up to 60 mph."])],
+    [
+        (
+            "Ferry timetable changes",
+            [
+                "The morning ferry to Skye will leave",
+                "at 07:40 from Pier 3 starting on",
+                "Monday. Tickets cost 12.50 each.",
+            ],
+        ),
+        (
+            "Market reopens",
+            ["The fish market reopens on Friday", "after a month of repairs to the roof."],
+        ),
+    ],
+    [
+        (
+            "Council notice",
+            [
+                "Road works on Mill Street begin on",
+                "Wednesday and last two weeks. Buses",
+                "will divert via Quay Road.",
+            ],
+        ),
+        ("Weather", ["Strong winds are expected over the", "weekend, with gusts up to 60 mph."]),
+    ],
 ]
 
 
@@ -228,8 +323,15 @@ def render_two_columns() -> np.ndarray:
     return np.asarray(page)
 
 
-RECEIPT = [("品名", "数量", "金额"), ("拿铁咖啡", "2", "¥ 56.00"), ("牛角包", "1", "¥ 18.50"),
-           ("矿泉水", "3", "¥ 9.00"), None, ("小计", "", "¥ 83.50"), ("合计", "", "¥ 83.50")]
+RECEIPT = [
+    ("品名", "数量", "金额"),
+    ("拿铁咖啡", "2", "¥ 56.00"),
+    ("牛角包", "1", "¥ 18.50"),
+    ("矿泉水", "3", "¥ 9.00"),
+    None,
+    ("小计", "", "¥ 83.50"),
+    ("合计", "", "¥ 83.50"),
+]
 
 
 def render_receipt() -> np.ndarray:
@@ -246,6 +348,10 @@ def render_receipt() -> np.ndarray:
             name, count, amount = row
             draw.text((40, 60 + 50 * i), name, font=small, fill="black")
             draw.text((300, 60 + 50 * i), count, font=small, fill="black")
-            draw.text((560 - draw.textlength(amount, font=small), 60 + 50 * i), amount, font=small,
-                      fill="black")
+            draw.text(
+                (560 - draw.textlength(amount, font=small), 60 + 50 * i),
+                amount,
+                font=small,
+                fill="black",
+            )
     return np.asarray(page)

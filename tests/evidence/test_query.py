@@ -1,4 +1,5 @@
 """`understand`: one typed Query per question, per target kind, in English and Chinese."""
+
 import dataclasses
 
 import pytest
@@ -22,8 +23,11 @@ CASES = [
     ("第三节的标题是什么？", "heading", {"section_number": "3"}),
     # the section asked for by what it treats
     ("Which section covers the guest wireless?", "heading", {"section_name": "guest wireless"}),
-    ("In which part of the page is floor polishing mentioned?", "heading",
-     {"section_name": "floor polishing"}),
+    (
+        "In which part of the page is floor polishing mentioned?",
+        "heading",
+        {"section_name": "floor polishing"},
+    ),
     ("Which heading are the parking rules under?", "heading", {"section_name": "parking rules"}),
     ("退款政策在哪一节？", "heading", {"section_name": "退款政策", "cues": ()}),
     ("哪个部分介绍了停车规定？", "heading", {"section_name": "停车规定"}),
@@ -38,21 +42,40 @@ CASES = [
     # what a text says is done with a thing, not where the thing is in the picture
     ("Where can lost umbrellas be collected?", "paragraph_fact", {}),
     ("Where is the umbrella in the photo?", "object", {"label": "umbrella"}),
-    ("What is the Dep. of Express 12 in the table?", "table_cell",
-     {"row_key": "Express 12", "column_key": "Dep", "answer_type": "cell"}),
-    ("In row Express 12, column Dep., what is the value?", "table_cell",
-     {"row_key": "Express 12", "column_key": "Dep"}),
-    ("表格中快车12的出发时间是什么？", "table_cell", {"row_key": "快车12", "column_key": "出发时间"}),
-    ("On which day will the east entrance be closed?", "paragraph_fact",
-     {"answer_type": "day", "cues": ("closed", "east", "entrance")}),
+    (
+        "What is the Dep. of Express 12 in the table?",
+        "table_cell",
+        {"row_key": "Express 12", "column_key": "Dep", "answer_type": "cell"},
+    ),
+    (
+        "In row Express 12, column Dep., what is the value?",
+        "table_cell",
+        {"row_key": "Express 12", "column_key": "Dep"},
+    ),
+    (
+        "表格中快车12的出发时间是什么？",
+        "table_cell",
+        {"row_key": "快车12", "column_key": "出发时间"},
+    ),
+    (
+        "On which day will the east entrance be closed?",
+        "paragraph_fact",
+        {"answer_type": "day", "cues": ("closed", "east", "entrance")},
+    ),
     ("What time does the museum open?", "paragraph_fact", {"answer_type": "time"}),
     ("东门哪天关闭？", "paragraph_fact", {"answer_type": "day", "cues": ("东门", "关闭")}),
-    ("What is the name of the function that this code defines?", "code_identifier",
-     {"code_kind": "function", "answer_type": "identifier"}),
+    (
+        "What is the name of the function that this code defines?",
+        "code_identifier",
+        {"code_kind": "function", "answer_type": "identifier"},
+    ),
     ("这段代码定义的函数名是什么？", "code_identifier", {"code_kind": "function"}),
     ("What is the total amount?", "key_value", {"key": "total", "answer_type": "amount"}),
-    ("What is the invoice number?", "key_value",
-     {"key": "number", "key_noun": "invoice", "answer_type": "id"}),
+    (
+        "What is the invoice number?",
+        "key_value",
+        {"key": "number", "key_noun": "invoice", "answer_type": "id"},
+    ),
     ("What is the date on the receipt?", "key_value", {"key": "date", "answer_type": "date"}),
     ("合计多少钱？", "key_value", {"key": "total", "answer_type": "amount"}),
     # what was done to the document on its date asks for its Date field; an event's date does not
@@ -61,10 +84,18 @@ CASES = [
     ("On what date did the festival open?", "paragraph_fact", {"answer_type": "date"}),
     # how much is due / owed / payable on a bill: its total; a priced item is not
     ("How much is owed on this bill?", "key_value", {"key": "total", "answer_type": "amount"}),
-    ("What amount is payable on the invoice?", "key_value", {"key": "total", "key_noun": "invoice"}),
+    (
+        "What amount is payable on the invoice?",
+        "key_value",
+        {"key": "total", "key_noun": "invoice"},
+    ),
     ("How much is the coffee on the bill?", "paragraph_fact", {"answer_type": "amount"}),
     # the same two readings asked in Chinese; an event's day or a price stays a fact
-    ("这张发票是哪天开的？", "key_value", {"key": "date", "key_noun": "invoice", "answer_type": "date"}),
+    (
+        "这张发票是哪天开的？",
+        "key_value",
+        {"key": "date", "key_noun": "invoice", "answer_type": "date"},
+    ),
     ("这张小票一共要付多少？", "key_value", {"key": "total", "answer_type": "amount"}),
     ("活动是哪天开始的？", "paragraph_fact", {"answer_type": "day"}),
     ("门票多少钱？", "paragraph_fact", {"answer_type": "amount"}),
@@ -73,9 +104,16 @@ CASES = [
     ("What does the heading of the handout say?", "title", {"cues": ()}),
     ("发票号码是多少？", "key_value", {"key": "number", "key_noun": "invoice"}),
     # a purchase order named by its abbreviation or in full is one key noun, never a cue
-    ("Which P.O. number does the letter quote?", "key_value",
-     {"key": "number", "key_noun": "purchase order", "answer_type": "id"}),
-    ("What's the purchase order no.?", "key_value", {"key": "number", "key_noun": "purchase order"}),
+    (
+        "Which P.O. number does the letter quote?",
+        "key_value",
+        {"key": "number", "key_noun": "purchase order", "answer_type": "id"},
+    ),
+    (
+        "What's the purchase order no.?",
+        "key_value",
+        {"key": "number", "key_noun": "purchase order"},
+    ),
     ("When was the PO raised?", "key_value", {"key": "date", "key_noun": "purchase order"}),
     ("采购单号码是什么？", "key_value", {"key": "number", "key_noun": "purchase order"}),
     ("订单编号是多少？", "key_value", {"key": "number", "key_noun": "order"}),
@@ -105,13 +143,22 @@ def test_every_target_kind_is_covered_in_both_languages():
         assert seen >= set(TARGETS) - {"object"} if lang == "zh" else seen == set(TARGETS)
 
 
-@pytest.mark.parametrize("question,relation,anchor,size,label", [
-    ("What does the small sign that appears after the big banner say?", "after", "big banner",
-     "big", None),
-    ("What does the sign say after the bus passes?", "after", "bus", None, "bus"),
-    ("What did the sign show before the red truck?", "before", "red truck", None, "truck"),
-    ("在大横幅之后出现的小牌子上写着什么？", "after", "大横幅", "big", None),
-    ("公交车开走以前牌子上写着什么？", "before", "公交车", None, "bus")])
+@pytest.mark.parametrize(
+    "question,relation,anchor,size,label",
+    [
+        (
+            "What does the small sign that appears after the big banner say?",
+            "after",
+            "big banner",
+            "big",
+            None,
+        ),
+        ("What does the sign say after the bus passes?", "after", "bus", None, "bus"),
+        ("What did the sign show before the red truck?", "before", "red truck", None, "truck"),
+        ("在大横幅之后出现的小牌子上写着什么？", "after", "大横幅", "big", None),
+        ("公交车开走以前牌子上写着什么？", "before", "公交车", None, "bus"),
+    ],
+)
 def test_time_order_names_its_anchor_apart_from_the_target(question, relation, anchor, size, label):
     q = understand(question)
     assert q.time_order.relation == relation and q.time_order.anchor == anchor
@@ -121,17 +168,29 @@ def test_time_order_names_its_anchor_apart_from_the_target(question, relation, a
         assert q.size == "small"  # the target's size, not the banner's
 
 
-@pytest.mark.parametrize("question,relation", [
-    ("What does the last sign say?", "last"), ("What does the first sign say?", "first"),
-    ("最后出现的牌子上写着什么？", "last"), ("第一个牌子上写着什么？", "first")])
+@pytest.mark.parametrize(
+    "question,relation",
+    [
+        ("What does the last sign say?", "last"),
+        ("What does the first sign say?", "first"),
+        ("最后出现的牌子上写着什么？", "last"),
+        ("第一个牌子上写着什么？", "first"),
+    ],
+)
 def test_first_and_last(question, relation):
     assert understand(question).time_order.relation == relation
 
 
-@pytest.mark.parametrize("question,colour,position", [
-    ("What does the red sign say?", "red", None), ("What does the sign on the left say?", None, "left"),
-    ("What is written on the blue sign in the top right corner?", "blue", "top-right"),
-    ("红色的牌子上写的是什么？", "red", None), ("左边的牌子写着什么？", None, "left")])
+@pytest.mark.parametrize(
+    "question,colour,position",
+    [
+        ("What does the red sign say?", "red", None),
+        ("What does the sign on the left say?", None, "left"),
+        ("What is written on the blue sign in the top right corner?", "blue", "top-right"),
+        ("红色的牌子上写的是什么？", "red", None),
+        ("左边的牌子写着什么？", None, "left"),
+    ],
+)
 def test_colour_and_position(question, colour, position):
     q = understand(question)
     assert (q.colour, q.position) == (colour, position) and q.target == "sign"
@@ -175,13 +234,27 @@ def test_understand_stage_refuses_an_empty_question():
         get_stage_class("understand")({"text_model": None})(question="  ")
 
 
-@pytest.mark.parametrize("question,relation,anchor_size,target_size", [
-    ("Once the big red banner has disappeared, what does the small sign say?", "after", "big",
-     "small"),
-    ("When the GRAND OPENING banner is gone, which sign comes next?", "after", "big", None),
-    ("Until the large poster appears, what does the little plate read?", "before", "big", "small")])
-def test_a_clause_that_ends_or_starts_the_anchor_is_a_time_order(question, relation, anchor_size,
-                                                                  target_size):
+@pytest.mark.parametrize(
+    "question,relation,anchor_size,target_size",
+    [
+        (
+            "Once the big red banner has disappeared, what does the small sign say?",
+            "after",
+            "big",
+            "small",
+        ),
+        ("When the GRAND OPENING banner is gone, which sign comes next?", "after", "big", None),
+        (
+            "Until the large poster appears, what does the little plate read?",
+            "before",
+            "big",
+            "small",
+        ),
+    ],
+)
+def test_a_clause_that_ends_or_starts_the_anchor_is_a_time_order(
+    question, relation, anchor_size, target_size
+):
     q = understand(question)
     assert q.target == "sign" and q.time_order.relation == relation, q.describe()
     assert (q.time_order.anchor_size, q.size) == (anchor_size, target_size), q.describe()

@@ -7,6 +7,7 @@ set 1's fixes), set 3 128, set 4 131, set 5 127 (each after the earlier sets' fi
 were fixed as general rules, and 707 of the 720 are now read as meant. The 13 still read otherwise
 are listed below with why, and must stay so (strict xfail): a new rule that reads one of them as
 written is told to take it off the list."""
+
 from __future__ import annotations
 
 import json
@@ -16,33 +17,29 @@ import pytest
 
 from cascade.evidence.understanding import understand
 
-QUESTIONS = json.loads((Path(__file__).parents[1] / "fixtures" / "questions_written_blind.json")
-                       .read_text(encoding="utf-8"))
+QUESTIONS = json.loads(
+    (Path(__file__).parents[1] / "fixtures" / "questions_written_blind.json").read_text(
+        encoding="utf-8"
+    )
+)
 
 READ_OTHERWISE = {
     "这封信里说的婚礼是哪天举行？": "哪天 asks for a day; the rules read it as a weekday, not a date",
     "表格里张伟的数学成绩是多少？": "the column is read with its measure: 数学成绩, not 数学",
     "价目表里美式咖啡的大杯价格是多少？": "the column is read with its measure: 大杯价格, not 大杯",
     "Platform for the Express 402?": "no question word and no table word: read as a scene",
-    "what's Maria Lopez's score for Midterm in this grade sheet screenshot":
-        "a grade sheet is a table the question does not call one: read as a fact, its keys cut "
-        "wrongly (the question's own words still find the cell: documents._cells_by_words)",
-    "how many units of SKU 4471 are listed under Stock in that table":
-        "'how many X are listed under Y': the row inside the counted phrase is not picked out",
-    "What's the Units value for March?":
-        "no table word: read as a fact with the column 'Units value' (the question's own words "
-        "still find the cell)",
-    "In the train schedule, what is the Departure time for train 204?":
-        "the column is read as 'Departure time' (its writer meant 'Departure'; the table lookup "
-        "matches either)",
-    "What's listed under Status for order #1182?":
-        "'order #' makes it a key-value (the keys are still read: 'order #1182' x 'Status')",
+    "what's Maria Lopez's score for Midterm in this grade sheet screenshot": "a grade sheet is a table the question does not call one: read as a fact, its keys cut "
+    "wrongly (the question's own words still find the cell: documents._cells_by_words)",
+    "how many units of SKU 4471 are listed under Stock in that table": "'how many X are listed under Y': the row inside the counted phrase is not picked out",
+    "What's the Units value for March?": "no table word: read as a fact with the column 'Units value' (the question's own words "
+    "still find the cell)",
+    "In the train schedule, what is the Departure time for train 204?": "the column is read as 'Departure time' (its writer meant 'Departure'; the table lookup "
+    "matches either)",
+    "What's listed under Status for order #1182?": "'order #' makes it a key-value (the keys are still read: 'order #1182' x 'Status')",
     "成绩单上李明的数学成绩是多少？": "the column is read with its measure: 数学成绩, not 数学",
     "价目表里拿铁的中杯价格是多少？": "the column is read with its measure: 中杯价格, not 中杯",
-    "What phone number does the letter ask me to call?":
-        "read as the key-value 'phone number'; its writer meant a fact the letter tells",
-    "In the timetable, what is the departure time for the Riverside stop?":
-        "the row is read with its noun, 'Riverside stop' (the table lookup matches it fuzzily)",
+    "What phone number does the letter ask me to call?": "read as the key-value 'phone number'; its writer meant a fact the letter tells",
+    "In the timetable, what is the departure time for the Riverside stop?": "the row is read with its noun, 'Riverside stop' (the table lookup matches it fuzzily)",
 }
 
 
@@ -59,11 +56,19 @@ def _same(field: str, got, want) -> bool:
     return str(got) == str(want)
 
 
-@pytest.mark.parametrize("case", [
-    pytest.param(c, id=f"set{c['set']}-{c['lang']}-{c['target']}-{i}",
-                 marks=[pytest.mark.xfail(reason=READ_OTHERWISE[c["question"]], strict=True)]
-                 if c["question"] in READ_OTHERWISE else [])
-    for i, c in enumerate(QUESTIONS)])
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(
+            c,
+            id=f"set{c['set']}-{c['lang']}-{c['target']}-{i}",
+            marks=[pytest.mark.xfail(reason=READ_OTHERWISE[c["question"]], strict=True)]
+            if c["question"] in READ_OTHERWISE
+            else [],
+        )
+        for i, c in enumerate(QUESTIONS)
+    ],
+)
 def test_a_question_written_blind_is_understood_as_its_writer_meant(case):
     query = understand(case["question"])
     assert query.language == case["lang"]

@@ -1,6 +1,7 @@
 """Recall first, on media rendered here and read by the real OCR: a time-order question sends the
 sign shown after the named event; a colour question sends the sign of that colour (both when the
 colour is not there); a tool answers only when the attributes single one out."""
+
 from __future__ import annotations
 
 import pytest
@@ -38,16 +39,24 @@ def timeline():
     """A small sign at 1 s, a big banner at 3-4 s, another small sign at 6 s."""
     before, after = sign("DOCK 7", 22), sign("BAY 12", 22)
     banner = sign("GRAND OPENING", 64, plate=(250, 210, 40))
-    frames = [with_signs([(before, 600, 380)], t=1.0, seed=1), with_signs([], t=2.0, seed=2),
-              with_signs([(banner, 150, 100)], t=3.0, seed=3),
-              with_signs([(banner, 150, 100)], t=4.0, seed=4), with_signs([], t=5.0, seed=5),
-              with_signs([(after, 100, 420)], t=6.0, seed=6)]
+    frames = [
+        with_signs([(before, 600, 380)], t=1.0, seed=1),
+        with_signs([], t=2.0, seed=2),
+        with_signs([(banner, 150, 100)], t=3.0, seed=3),
+        with_signs([(banner, 150, 100)], t=4.0, seed=4),
+        with_signs([], t=5.0, seed=5),
+        with_signs([(after, 100, 420)], t=6.0, seed=6),
+    ]
     return frames, readers()(frames)
 
 
-@pytest.mark.parametrize("question", [
-    "What does the small sign that appears after the big banner say?",
-    "大横幅之后出现的小牌子上写着什么？"])
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What does the small sign that appears after the big banner say?",
+        "大横幅之后出现的小牌子上写着什么？",
+    ],
+)
 def test_time_order_sends_the_sign_after_the_event(timeline, question):
     frames, lines = timeline
     query = understand(question)
@@ -64,24 +73,35 @@ def test_time_order_sends_the_sign_after_the_event(timeline, question):
 
 def test_before_sends_the_earlier_sign_and_first_the_first(timeline):
     frames, lines = timeline
-    before = stage("retrieve", top_k=1)(images=frames, ocr_lines=lines, query=understand(
-        "What did the small sign say before the big banner?"))
+    before = stage("retrieve", top_k=1)(
+        images=frames,
+        ocr_lines=lines,
+        query=understand("What did the small sign say before the big banner?"),
+    )
     assert before.images[0].timestamp == 1.0
-    first = stage("retrieve", top_k=1)(images=frames, ocr_lines=lines,
-                                       query=understand("What does the first sign say?"))
+    first = stage("retrieve", top_k=1)(
+        images=frames, ocr_lines=lines, query=understand("What does the first sign say?")
+    )
     assert first.images[0].timestamp == 1.0
 
 
 @pytest.fixture(scope="module")
 def two_signs():
-    image = with_signs([(sign("EXIT 4", 26, plate=RED, ink=WHITE), 120, 200),
-                        (sign("EXIT 9", 26, plate=BLUE, ink=WHITE), 640, 260)], seed=7,
-                       size=(1280, 720))
+    image = with_signs(
+        [
+            (sign("EXIT 4", 26, plate=RED, ink=WHITE), 120, 200),
+            (sign("EXIT 9", 26, plate=BLUE, ink=WHITE), 640, 260),
+        ],
+        seed=7,
+        size=(1280, 720),
+    )
     return image, readers()([image])
 
 
-@pytest.mark.parametrize("question,colour_text", [
-    ("What does the red sign say?", "EXIT 4"), ("蓝色的牌子上写着什么？", "EXIT 9")])
+@pytest.mark.parametrize(
+    "question,colour_text",
+    [("What does the red sign say?", "EXIT 4"), ("蓝色的牌子上写着什么？", "EXIT 9")],
+)
 def test_a_colour_question_sends_the_sign_of_that_colour(two_signs, question, colour_text):
     image, lines = two_signs
     query = understand(question)

@@ -1,6 +1,7 @@
 """A size the question names ranks the texts by their print size relative to their frame: "the
 small sign" retrieves and sends the text printed smallest first (a similar one too: recall first),
 "the big banner" the largest; the route says which text was taken as the small one and why."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,8 +28,9 @@ def photo(index: int, width: int, height: int) -> Image:
 
 
 def line(text: str, index: int, x: int, y: int, height: int, confidence: float = 0.97) -> OcrLine:
-    return OcrLine(text, confidence, Box(x, y, x + 0.6 * height * len(text), y + height),
-                   media_index=index)
+    return OcrLine(
+        text, confidence, Box(x, y, x + 0.6 * height * len(text), y + height), media_index=index
+    )
 
 
 # A set of three photos of different sizes: a big caption in the first, nothing in the second, a
@@ -59,28 +61,34 @@ def test_texts_of_a_similar_size_both_fit_and_no_size_ranks_nothing():
 
 
 def test_faint_glyphs_do_not_set_what_small_is():
-    lines = [line("ROOM 27K", 0, 10, 10, 16), line("SALE TODAY", 0, 400, 300, 48),
-             line("ii", 0, 900, 600, 6, confidence=0.5)]  # texture misread as two tiny glyphs
+    lines = [
+        line("ROOM 27K", 0, 10, 10, 16),
+        line("SALE TODAY", 0, 400, 300, 48),
+        line("ii", 0, 900, 600, 6, confidence=0.5),
+    ]  # texture misread as two tiny glyphs
     blocks = text_blocks(lines)
     strength = {b: (0.1 if b.text == "ii" else 1.0) for b in blocks}
     fit = size_fit("small", blocks, ByFrame([photo(0, 1280, 720)]), strength)
     assert {b.text: fit.of(b) for b in blocks}["ROOM 27K"] == 1.0
 
 
-@pytest.mark.parametrize("question", ["What does the small sign in these photos say?",
-                                      "这些照片里的小牌子上写了什么？"])
+@pytest.mark.parametrize(
+    "question", ["What does the small sign in these photos say?", "这些照片里的小牌子上写了什么？"]
+)
 def test_a_small_sign_question_retrieves_the_photo_with_the_small_text(question):
     out = stage("retrieve", top_k=1)(images=SET, query=understand(question), ocr_lines=SET_LINES)
     assert out.images[0].media_index == 2
     assert "size small: 1 text(s) printed smallest ('ROOM 27K'" in out.routes[0].reason
-    plain = stage("retrieve", top_k=1)(images=SET, query=understand("What does the sign say?"),
-                                       ocr_lines=SET_LINES)
+    plain = stage("retrieve", top_k=1)(
+        images=SET, query=understand("What does the sign say?"), ocr_lines=SET_LINES
+    )
     assert plain.images[0].media_index == 0  # without the size the bigger text ranks first
 
 
 def test_a_big_text_question_retrieves_the_big_one():
-    out = stage("retrieve", top_k=1)(images=SET, query=understand("What does the big banner say?"),
-                                     ocr_lines=SET_LINES)
+    out = stage("retrieve", top_k=1)(
+        images=SET, query=understand("What does the big banner say?"), ocr_lines=SET_LINES
+    )
     assert out.images[0].media_index == 0
 
 
@@ -97,20 +105,26 @@ def crop_holds(crop, ln: OcrLine) -> bool:
 
 @pytest.mark.parametrize("question", ["What does the little plate say?", "小牌子上写着什么？"])
 def test_the_small_texts_are_sent_first_and_the_larger_caption_after_them(question):
-    out = stage("select_tiles")(images=[FRAME], query=understand(question),
-                                ocr_lines=[CAPTION, PLATE, OTHER])
+    out = stage("select_tiles")(
+        images=[FRAME], query=understand(question), ocr_lines=[CAPTION, PLATE, OTHER]
+    )
     # both plausible small plates first; the caption too, last: the question singles out no
     # text, so recall first sends every text the budget allows
     assert len(out.tiles) == 3 and not any(crop_holds(t, CAPTION) for t in out.tiles[:2])
-    assert any(crop_holds(t, PLATE) for t in out.tiles[:2]) and any(crop_holds(t, OTHER) for t in out.tiles[:2])
+    assert any(crop_holds(t, PLATE) for t in out.tiles[:2]) and any(
+        crop_holds(t, OTHER) for t in out.tiles[:2]
+    )
     assert crop_holds(out.tiles[2], CAPTION) and out.scores[2] < 0.5 * out.scores[0]
     reason = out.routes[-1].reason
-    assert "size small: 2 text(s) printed smallest" in reason and "1 other(s) ranked after" in reason
+    assert (
+        "size small: 2 text(s) printed smallest" in reason and "1 other(s) ranked after" in reason
+    )
 
 
 def test_a_small_question_with_only_a_caption_still_sends_it():
-    out = stage("select_tiles")(images=[FRAME], query=understand("What does the small sign say?"),
-                                ocr_lines=[CAPTION])
+    out = stage("select_tiles")(
+        images=[FRAME], query=understand("What does the small sign say?"), ocr_lines=[CAPTION]
+    )
     (crop,) = out.tiles
     assert crop_holds(crop, CAPTION)
 
@@ -127,18 +141,30 @@ def test_a_size_in_a_document_question_is_a_word_not_a_print_size():
 def test_a_small_sign_question_looks_further_when_only_a_caption_was_read():
     from ._render import sign, with_signs
 
-    caption, empty, plate = (Image(with_signs(signs, seed=11 + i).pixels, media_index=i) for i, signs in
-                             enumerate(([(sign("SUMMER FESTIVAL", 40), 60, 60)], [],
-                                        [(sign("ROOM 27K", 16), 620, 400)])))
+    caption, empty, plate = (
+        Image(with_signs(signs, seed=11 + i).pixels, media_index=i)
+        for i, signs in enumerate(
+            ([(sign("SUMMER FESTIVAL", 40), 60, 60)], [], [(sign("ROOM 27K", 16), 620, 400)])
+        )
+    )
     ocr = stage("ocr")
     query = understand("What is written on the little sign?")
     # whole_set=0: widening itself (a small set is otherwise read whole: test_signness)
-    out = stage("find_evidence", hires_side=0, whole_set=0)(query=query, frames=[caption],
-                                                            ocr_lines=ocr(images=[caption]).lines,
-                                                            ranked=[caption, empty, plate])
+    out = stage("find_evidence", hires_side=0, whole_set=0)(
+        query=query,
+        frames=[caption],
+        ocr_lines=ocr(images=[caption]).lines,
+        ranked=[caption, empty, plate],
+    )
     assert any("27K" in l.text for l in out.ocr_lines)  # OCR may read the O's as zeros
     assert out.routes[-1].branch == "widened" and "printed smallest ('R" in out.routes[-1].reason
-    alone = stage("find_evidence", hires_side=0, whole_set=0)(query=query, frames=[caption],
-                                                              ocr_lines=ocr(images=[caption]).lines,
-                                                              ranked=[caption, empty])
-    assert alone.routes[-1].branch == "widened" and "none stands out as small" in alone.routes[-1].reason
+    alone = stage("find_evidence", hires_side=0, whole_set=0)(
+        query=query,
+        frames=[caption],
+        ocr_lines=ocr(images=[caption]).lines,
+        ranked=[caption, empty],
+    )
+    assert (
+        alone.routes[-1].branch == "widened"
+        and "none stands out as small" in alone.routes[-1].reason
+    )

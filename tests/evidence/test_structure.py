@@ -3,6 +3,7 @@ models: titles and headings by number and by topic, table cells by row x column 
 the sentence holding a phrase and its exact span, code definitions in several languages; English,
 Chinese, and a page photographed at an angle. Every result's box is checked against where the
 renderer drew it."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,8 +12,18 @@ from cascade.artifacts import Box, OcrLine
 from cascade.evidence import codeblocks, headings, paragraphs, structure, tables
 from cascade.evidence.spans import exact_span
 
-from ._pages import (CODE, chinese_report, english_report, font_file, photographed, read,
-                     render_code, render_receipt, render_report, render_two_columns)
+from ._pages import (
+    CODE,
+    chinese_report,
+    english_report,
+    font_file,
+    photographed,
+    read,
+    render_code,
+    render_receipt,
+    render_report,
+    render_two_columns,
+)
 
 
 def holds(found: Box, drawn: Box, slack: float = 8) -> bool:
@@ -70,8 +81,12 @@ def test_table_cell_by_row_and_column(english, with_layout):
     regions = regions if with_layout else []
     (table,) = tables.tables(lines, regions)
     assert (table.n_rows, table.n_columns, table.header_row, table.key_column) == (4, 4, 0, 0)
-    for row, column in (("Blue", "February"), ("February", "Blue"), ("blue", "Feb"),
-                        ("the blue line", "february")):
+    for row, column in (
+        ("Blue", "February"),
+        ("February", "Blue"),
+        ("blue", "Feb"),
+        ("the blue line", "february"),
+    ):
         cell = table.cell(row, column)
         assert cell is not None and cell.text == "1010", (row, column)
         assert (cell.row_key, cell.column_key) == ("Blue", "February")
@@ -94,16 +109,21 @@ def test_table_cell_in_chinese(chinese):
 AMBIGUOUS = {
     "title": "Timetable",
     "sections": [("1. Departures", None)],
-    "table": [["Service", "Weekday", "Weekend"], ["Line 2", "07:10", "08:40"],
-              ["Line 21", "07:25", "09:05"], ["Blue Express", "06:55", "07:50"],
-              ["Red Express", "07:05", "08:15"]],
+    "table": [
+        ["Service", "Weekday", "Weekend"],
+        ["Line 2", "07:10", "08:40"],
+        ["Line 21", "07:25", "09:05"],
+        ["Blue Express", "06:55", "07:50"],
+        ["Red Express", "07:05", "08:15"],
+    ],
 }
 
 
 @pytest.fixture(scope="module")
 def timetable():
-    page = render_report(AMBIGUOUS, font_file("DejaVuSans.ttf"), font_file("DejaVuSans-Bold.ttf"),
-                         height=700)
+    page = render_report(
+        AMBIGUOUS, font_file("DejaVuSans.ttf"), font_file("DejaVuSans-Bold.ttf"), height=700
+    )
     return page, *read(page.pixels)
 
 
@@ -118,17 +138,26 @@ def test_table_keys_exact_about_digits_and_abstaining_when_ambiguous(timetable):
     both = table.cells_for("Express", "Weekday")
     assert sorted(c.text for c in both) == ["06:55", "07:05"]
     assert table.cell("Express", "Weekday") is None
-    assert {c.text for c in tables.table_cell(lines, regions, row_key="Express",
-                                              column_key="Weekday")} == {"06:55", "07:05"}
+    assert {
+        c.text for c in tables.table_cell(lines, regions, row_key="Express", column_key="Weekday")
+    } == {"06:55", "07:05"}
     # keys a question names without them being picked out
-    (weekend,) = tables.cells_named_in(lines, regions,
-                                       question="When does Line 21 run at the weekend?")
+    (weekend,) = tables.cells_named_in(
+        lines, regions, question="When does Line 21 run at the weekend?"
+    )
     assert weekend.text == "09:05"
-    assert tables.cells_named_in(  # no row named in full: 'Express' is two rows' half
-        lines, regions, question="When does the Express run on a weekday?") == []
-    assert {c.text for c in tables.cells_named_in(  # two rows named: both, no single answer
-        lines, regions, question="On a weekday, is Line 2 or Line 21 first?")} == {"07:10",
-                                                                               "07:25"}
+    assert (
+        tables.cells_named_in(  # no row named in full: 'Express' is two rows' half
+            lines, regions, question="When does the Express run on a weekday?"
+        )
+        == []
+    )
+    assert {
+        c.text
+        for c in tables.cells_named_in(  # two rows named: both, no single answer
+            lines, regions, question="On a weekday, is Line 2 or Line 21 first?"
+        )
+    } == {"07:10", "07:25"}
 
 
 def test_sentence_holding_a_phrase_and_its_span(english, chinese):
@@ -153,12 +182,20 @@ def listings():
     return read(*(render_code(CODE[lang]) for lang in CODE))
 
 
-@pytest.mark.parametrize("lang,kind,names", [
-    ("python", "function", {"load_invoices"}), ("python", "method", {"parse_header"}),
-    ("python", "class", {"InvoiceParser"}), ("javascript", "function", {"fetchOrders"}),
-    ("go", "function", {"handleRequest"}), ("go", "class", {"Server"}),
-    ("c", "function", {"checksum_block"}), ("sql", "table", {"shipments"}),
-    ("rust", "function", {"parse_config"})])
+@pytest.mark.parametrize(
+    "lang,kind,names",
+    [
+        ("python", "function", {"load_invoices"}),
+        ("python", "method", {"parse_header"}),
+        ("python", "class", {"InvoiceParser"}),
+        ("javascript", "function", {"fetchOrders"}),
+        ("go", "function", {"handleRequest"}),
+        ("go", "class", {"Server"}),
+        ("c", "function", {"checksum_block"}),
+        ("sql", "table", {"shipments"}),
+        ("rust", "function", {"parse_config"}),
+    ],
+)
 def test_code_definitions_in_several_languages(listings, lang, kind, names):
     lines, regions = listings
     index = list(CODE).index(lang)
@@ -187,8 +224,11 @@ def test_a_page_photographed_at_an_angle(english):
 def test_a_photographed_page_beside_the_photos_own_big_words(english):
     # a steeper turn, and big texts of the photo's own (a shop sign, a number) beside the page:
     # the tallest lines in view, but level in the photo, so at an angle on the page read level
-    lines, regions = read(photographed(english[0].pixels, angle=-12,
-                                       own_words=(("CERO", 1250, 300), ("47", 1350, 900))))
+    lines, regions = read(
+        photographed(
+            english[0].pixels, angle=-12, own_words=(("CERO", 1250, 300), ("47", 1350, 900))
+        )
+    )
     (title,) = headings.document_title(lines, regions)
     assert title.text == "Annual Report on Urban Transit"
     (page,) = structure.pages(lines, regions)
@@ -203,8 +243,12 @@ def newsletter():
 def test_two_columns_keep_their_headings_and_paragraphs(newsletter):
     lines, regions = newsletter
     assert [h.text for h in headings.headings(lines, regions)] == [
-        "The Harbour Gazette", "Ferry timetable changes", "Council notice", "Market reopens",
-        "Weather"]
+        "The Harbour Gazette",
+        "Ferry timetable changes",
+        "Council notice",
+        "Market reopens",
+        "Weather",
+    ]
     (title,) = headings.document_title(lines, regions)
     assert title.text == "The Harbour Gazette"
     (council,) = headings.section_heading(lines, regions, topic="road works on Mill Street")
@@ -235,7 +279,9 @@ def test_keys_read_wrongly_out_of_the_question_fall_back_to_its_words(chinese):
     from cascade.evidence.understanding import understand
 
     _, lines, regions = chinese
-    query = dataclasses.replace(understand("请问蓝线二月的客流是多少？"), row_key="请问", column_key="客流")
+    query = dataclasses.replace(
+        understand("请问蓝线二月的客流是多少？"), row_key="请问", column_key="客流"
+    )
     (cell,), _ = located_for(query, lines, regions)
     assert (cell.row_key, cell.column_key) == ("蓝线", "二月")
 

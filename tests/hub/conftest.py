@@ -1,5 +1,6 @@
 """Fixtures for the first-run tests: a user's environment with the hub switched back on (the
 suite's conftest sets HF_HUB_OFFLINE), pointed at a local hub that refuses, hangs or mirrors."""
+
 from __future__ import annotations
 
 import os
@@ -36,8 +37,9 @@ class Ran:
 
 def run_cascade(args: list[str], env: dict[str, str], timeout: float = 600) -> Ran:
     start = time.monotonic()
-    p = subprocess.run([CASCADE, *map(str, args)], env=env, capture_output=True, text=True,
-                       timeout=timeout)
+    p = subprocess.run(
+        [CASCADE, *map(str, args)], env=env, capture_output=True, text=True, timeout=timeout
+    )
     return Ran(p.returncode, p.stdout, p.stderr, time.monotonic() - start)
 
 

@@ -1,6 +1,7 @@
 """Hubs a test can point `HF_ENDPOINT` at, all on 127.0.0.1 (no network): one that refuses
 connections, one that accepts them and never answers, and a mirror serving model folders the way
 the Hugging Face hub does (the file and tree endpoints `huggingface_hub` downloads through)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -79,8 +80,14 @@ class _MirrorHandler(BaseHTTPRequestHandler):
         for p in sorted(base.rglob("*") if recursive else base.iterdir()):
             rel = p.relative_to(repo).as_posix()
             if p.is_file():
-                entries.append({"type": "file", "path": rel, "size": p.stat().st_size,
-                                "oid": hashlib.sha1(p.read_bytes()).hexdigest()})
+                entries.append(
+                    {
+                        "type": "file",
+                        "path": rel,
+                        "size": p.stat().st_size,
+                        "oid": hashlib.sha1(p.read_bytes()).hexdigest(),
+                    }
+                )
             else:
                 entries.append({"type": "directory", "path": rel, "oid": "0" * 40})
         data = json.dumps(entries).encode()
@@ -97,8 +104,11 @@ class _MirrorHandler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         parts = unquote(url.path).strip("/").split("/")
         if parts[:2] == ["api", "models"] and len(parts) >= 6 and parts[4] == "tree":
-            self._send_tree(self.root / parts[2] / parts[3], "/".join(parts[6:]),
-                            "recursive=true" in url.query.lower())
+            self._send_tree(
+                self.root / parts[2] / parts[3],
+                "/".join(parts[6:]),
+                "recursive=true" in url.query.lower(),
+            )
             return
         self._send_file(body=True)
 

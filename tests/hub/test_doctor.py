@@ -1,5 +1,6 @@
 """`cascade doctor` as a user runs it: the JSON report's schema and facts on this machine, and a
 pipeline whose model is neither here nor downloadable turning the exit status to 1."""
+
 from __future__ import annotations
 
 import json
@@ -53,7 +54,13 @@ def test_doctor_json_on_this_machine(tmp_path):
     assert all(p.ready for p in report.pipelines)
     video_qa = next(p for p in report.pipelines if p.name == "video_qa")
     # --offline: the tiny VLM folder, and random CLIP, which loads no file
-    assert {m.kind for m in video_qa.models} == {"VLM", "text embedder", "detector", "OCR", "layout"}
+    assert {m.kind for m in video_qa.models} == {
+        "VLM",
+        "text embedder",
+        "detector",
+        "OCR",
+        "layout",
+    }
     assert report.ray.version
     assert isinstance(report.fonts.cjk, list)
     assert report.disk[0].path == str(tmp_path / "hub") and report.disk[0].free_gib > 0
@@ -64,8 +71,10 @@ def test_doctor_json_on_this_machine(tmp_path):
 def test_a_model_nowhere_flips_the_exit_status(tmp_path):
     bad = tmp_path / "needs_missing_embedder.yaml"
     bad.write_text(NEEDS_MISSING_EMBEDDER)
-    ran = run_cascade(["doctor", "--json", "--offline", "--pipeline", "route_demo",
-                       "--pipeline", bad], user_env(refusing_endpoint(), tmp_path))
+    ran = run_cascade(
+        ["doctor", "--json", "--offline", "--pipeline", "route_demo", "--pipeline", bad],
+        user_env(refusing_endpoint(), tmp_path),
+    )
     assert ran.returncode == 1, ran.stderr
     report = DoctorReport.model_validate(json.loads(ran.stdout))
     assert not report.ok
@@ -85,19 +94,33 @@ def test_a_model_nowhere_flips_the_exit_status(tmp_path):
 def test_doctor_help_says_what_and_when_it_fails(tmp_path):
     ran = run_cascade(["doctor", "--help"], user_env(refusing_endpoint(), tmp_path))
     assert ran.returncode == 0
-    for word in ("--json", "--offline", "--pipeline", "--timeout", "Exit status", "Triton",
-                 "H.264", "HF_ENDPOINT"):
+    for word in (
+        "--json",
+        "--offline",
+        "--pipeline",
+        "--timeout",
+        "Exit status",
+        "Triton",
+        "H.264",
+        "HF_ENDPOINT",
+    ):
         assert word in ran.stdout
 
 
 def test_verdicts_fail_on_what_the_pipelines_need():
     no_h264 = Video(pyav="18.0", codecs=[Codec(name="h264", mode="decode", available=False)])
     assert _video_check(no_h264).status == "fail"
-    no_encoder = Video(pyav="18.0", codecs=[Codec(name="h264", mode="decode", available=True)],
-                       h264_roundtrip=False, detail="no encoder")
+    no_encoder = Video(
+        pyav="18.0",
+        codecs=[Codec(name="h264", mode="decode", available=True)],
+        h264_roundtrip=False,
+        detail="no encoder",
+    )
     assert _video_check(no_encoder).status == "warn"
     old_torch = Package(name="torch", version="2.13.0", wanted=">=2.14", satisfied=False)
     check = _packages_check([old_torch])
     assert check.status == "fail" and check.fix == "pip install 'torch>=2.14'"
-    missing_extra = Package(name="gradio", version=None, wanted=">=5.0", extra="web", satisfied=False)
+    missing_extra = Package(
+        name="gradio", version=None, wanted=">=5.0", extra="web", satisfied=False
+    )
     assert _packages_check([missing_extra]).status == "ok"

@@ -1,6 +1,7 @@
 """A first run that downloads: through a hub mirror (`HF_ENDPOINT`), the cache folder named once and
 one progress bar per model file on the user's terminal; a later run with the hub gone loads the
 cached copy without waiting on the hub client."""
+
 from __future__ import annotations
 
 import fcntl
@@ -22,9 +23,19 @@ from .test_first_run import RETRY_NOISE
 
 pytestmark = pytest.mark.slow
 
-ARGS = ["run", "thumbnail_only", "--set", "models.vlm.id=tiny-org/tiny-vlm",
-        "--input", f"images={bus_image_path()}", "--input", "question=What is this?",
-        "--input", "max_new_tokens=2", "--json"]
+ARGS = [
+    "run",
+    "thumbnail_only",
+    "--set",
+    "models.vlm.id=tiny-org/tiny-vlm",
+    "--input",
+    f"images={bus_image_path()}",
+    "--input",
+    "question=What is this?",
+    "--input",
+    "max_new_tokens=2",
+    "--json",
+]
 
 
 def run_on_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
@@ -55,7 +66,9 @@ def test_download_shows_cache_once_and_a_bar_per_file_then_runs_offline(mirror_r
     assert json.loads(stdout)["outputs"]["answer"]["produced_by"] == "vlm"
     cache = str(tmp_path / "hub")
     assert terminal.count(cache) == 1, terminal
-    assert re.search(r"downloading 1 model\(s\), [\d.]+ [KMG]?B, into " + re.escape(cache), terminal)
+    assert re.search(
+        r"downloading 1 model\(s\), [\d.]+ [KMG]?B, into " + re.escape(cache), terminal
+    )
     segments = re.split(r"[\r\n]+", terminal)
     for name in files:  # each file's own bar reaches 100 %
         assert any(name in s and "100%" in s for s in segments), (name, terminal)

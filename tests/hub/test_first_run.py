@@ -4,6 +4,7 @@ Without `--offline` it must fail in seconds (not after the hub client's minute o
 every missing model and the ways out, and without retry noise; with `--offline` it answers. The
 hub is a local address that refuses connections, or one that accepts them and never answers.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,13 @@ QUESTION = "question=What does the sign say?"
 # (HF_HUB_OFFLINE=1, measured just before) plus the probe and a margin.
 FAIL_FAST_S = 10.0
 MARGIN_S = 5.0
-RETRY_NOISE = ("Retrying in", "thrown while requesting", "WARNING:huggingface_hub",
-               "couldn't connect", "Traceback")
+RETRY_NOISE = (
+    "Retrying in",
+    "thrown while requesting",
+    "WARNING:huggingface_hub",
+    "couldn't connect",
+    "Traceback",
+)
 
 
 def fail_fast_bound(args: list[str], tmp_path) -> float:
@@ -60,17 +66,34 @@ def test_main_command_without_hub_fails_fast_with_the_ways_out(hub, sign_clip, t
     assert ran.returncode == 1, ran.stderr
     assert ran.seconds < bound, f"took {ran.seconds:.1f} s (bound {bound:.1f} s)"
     assert ran.stdout == ""
-    assert_remedy(ran.stderr, "--offline",
-                  ["--set models.vlm.id=<checkpoint folder>",
-                   "--set clip.pretrained=<open_clip .safetensors/.pt file>"])
+    assert_remedy(
+        ran.stderr,
+        "--offline",
+        [
+            "--set models.vlm.id=<checkpoint folder>",
+            "--set clip.pretrained=<open_clip .safetensors/.pt file>",
+        ],
+    )
     if hub == "never answers":
         assert "no answer within" in ran.stderr
 
 
 def test_main_command_with_offline_answers(sign_clip, tmp_path):
-    ran = run_cascade(["run", "video_qa", "--input", f"video={sign_clip.path}", "--input", QUESTION,
-                       "--input", "max_new_tokens=2", "--json", "--offline"],
-                      user_env(refusing_endpoint(), tmp_path))
+    ran = run_cascade(
+        [
+            "run",
+            "video_qa",
+            "--input",
+            f"video={sign_clip.path}",
+            "--input",
+            QUESTION,
+            "--input",
+            "max_new_tokens=2",
+            "--json",
+            "--offline",
+        ],
+        user_env(refusing_endpoint(), tmp_path),
+    )
     assert ran.returncode == 0, ran.stderr
     answer = json.loads(ran.stdout)["outputs"]["answer"]
     assert answer["produced_by"] in ("vlm", "tool") and answer["text"] is not None

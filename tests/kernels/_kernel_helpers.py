@@ -1,5 +1,6 @@
 """Shared checks for kernel tests: per-dtype tolerances and a comparison that names the first
 mismatching element, so a failing kernel points at the block/tail that broke."""
+
 from __future__ import annotations
 
 import pytest
@@ -26,9 +27,16 @@ def poisoned(shape, dtype, device=DEVICE) -> torch.Tensor:
     return torch.full(shape, torch.iinfo(dtype).min, dtype=dtype, device=device)
 
 
-def assert_close_first_mismatch(actual: torch.Tensor, expected: torch.Tensor, rtol: float = 0.0,
-                                atol: float = 0.0, what: str = "") -> None:
-    assert actual.shape == expected.shape, f"{what}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+def assert_close_first_mismatch(
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    rtol: float = 0.0,
+    atol: float = 0.0,
+    what: str = "",
+) -> None:
+    assert actual.shape == expected.shape, (
+        f"{what}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+    )
     assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
     a, e = actual.detach().cpu(), expected.detach().cpu()
     if a.dtype.is_floating_point:
@@ -42,4 +50,5 @@ def assert_close_first_mismatch(actual: torch.Tensor, expected: torch.Tensor, rt
         idx = tuple(bad[0].tolist())
         raise AssertionError(
             f"{what}: {bad.shape[0]} of {ok.numel()} elements differ (rtol={rtol}, atol={atol}); "
-            f"first at index {idx}: got {actual[idx].item()!r}, expected {expected[idx].item()!r}")
+            f"first at index {idx}: got {actual[idx].item()!r}, expected {expected[idx].item()!r}"
+        )

@@ -1,4 +1,5 @@
 """impl= handling shared by every op (kernels/impl.py)."""
+
 import subprocess
 import sys
 
@@ -12,17 +13,33 @@ from cascade.kernels import kv_quant, preprocess, prune, rmsnorm, topk
 from ._kernel_helpers import poisoned
 
 CASES = {  # op call on small CPU inputs, and the reference function it must reach
-    "patchify": (lambda impl: K.patchify_normalize(torch.zeros(28, 28, 3, dtype=torch.uint8),
-                                                   (0.5,) * 3, (0.5,) * 3, impl=impl),
-                 preprocess.reference, "patchify_normalize"),
-    "prune": (lambda impl: K.score_and_gather(torch.randn(6, 4), 3, impl=impl),
-              prune.reference, "keep_scores"),
-    "rmsnorm": (lambda impl: K.rms_norm(torch.randn(2, 4), torch.ones(4), impl=impl),
-                rmsnorm.reference, "rms_norm"),
-    "kv_quant": (lambda impl: K.quantize_kv(torch.randn(1, 1, 2, 4), torch.randn(1, 1, 2, 4),
-                                            impl=impl), kv_quant.reference, "quantize"),
-    "topk": (lambda impl: K.similarity_topk(torch.randn(1, 4), torch.randn(3, 4), 2, impl=impl),
-             topk.reference, "similarity_topk"),
+    "patchify": (
+        lambda impl: K.patchify_normalize(
+            torch.zeros(28, 28, 3, dtype=torch.uint8), (0.5,) * 3, (0.5,) * 3, impl=impl
+        ),
+        preprocess.reference,
+        "patchify_normalize",
+    ),
+    "prune": (
+        lambda impl: K.score_and_gather(torch.randn(6, 4), 3, impl=impl),
+        prune.reference,
+        "keep_scores",
+    ),
+    "rmsnorm": (
+        lambda impl: K.rms_norm(torch.randn(2, 4), torch.ones(4), impl=impl),
+        rmsnorm.reference,
+        "rms_norm",
+    ),
+    "kv_quant": (
+        lambda impl: K.quantize_kv(torch.randn(1, 1, 2, 4), torch.randn(1, 1, 2, 4), impl=impl),
+        kv_quant.reference,
+        "quantize",
+    ),
+    "topk": (
+        lambda impl: K.similarity_topk(torch.randn(1, 4), torch.randn(3, 4), 2, impl=impl),
+        topk.reference,
+        "similarity_topk",
+    ),
 }
 
 
@@ -60,7 +77,9 @@ def test_triton_is_looked_up_once_per_process(monkeypatch):
 
     calls = []
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: calls.append(name) or real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: calls.append(name) or real(name, *a)
+    )
     _impl.triton_available.cache_clear()
     for _ in range(5):
         assert _impl.choose_impl("triton", torch.zeros(1)) == "triton"  # interpreter is on
@@ -83,6 +102,7 @@ def test_importing_the_package_does_not_import_triton():
 
 def test_poisoned_helper_fails_unwritten_buffers():
     from ._kernel_helpers import assert_close_first_mismatch
+
     with pytest.raises(AssertionError, match=r"first at index \(1,\)"):
         assert_close_first_mismatch(torch.tensor([1.0, float("nan")]), torch.tensor([1.0, 2.0]))
     assert poisoned((2,), torch.int8, "cpu").tolist() == [-128, -128]

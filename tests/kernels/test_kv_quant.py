@@ -5,13 +5,22 @@ import torch
 
 from cascade.kernels.kv_quant import QuantizedKV, dequantize_kv, quantize_kv, reference
 
-from ._kernel_helpers import (DEVICE, FLOAT_DTYPES, TOL, assert_close_first_mismatch, gpu,
-                              needs_gpu, poisoned)
+from ._kernel_helpers import (
+    DEVICE,
+    FLOAT_DTYPES,
+    TOL,
+    assert_close_first_mismatch,
+    gpu,
+    needs_gpu,
+    poisoned,
+)
 
 
 def _kv(shape, dtype, seed=0):
     g = torch.Generator().manual_seed(seed)
-    k = torch.randn(*shape, generator=g) * torch.rand(shape[-1], generator=g) * 4  # channel outliers
+    k = (
+        torch.randn(*shape, generator=g) * torch.rand(shape[-1], generator=g) * 4
+    )  # channel outliers
     v = torch.randn(*shape, generator=g)
     return k.to(dtype).to(DEVICE), v.to(dtype).to(DEVICE)
 
@@ -23,7 +32,8 @@ def _check_bound(x: torch.Tensor, q_int: torch.Tensor, scale: torch.Tensor, what
     worst = (err - bound).flatten().argmax()
     assert bool((err <= bound).all()), (
         f"{what}: error {err.flatten()[worst].item()} > {bound.flatten()[worst].item()} at flat "
-        f"index {worst.item()}")
+        f"index {worst.item()}"
+    )
 
 
 def _layers(n, shape, dtype):
@@ -55,6 +65,7 @@ def test_triton_matches_reference(shape, dtype, n_layers):
         _check_bound(kk, got.k[at], got.k_scale[at].unsqueeze(2), f"keys of layer {i}")
         _check_bound(vv, got.v[at], got.v_scale[at].unsqueeze(3), f"values of layer {i}")
     from cascade.kernels.kv_quant import triton as kernel
+
     out_k, out_v = poisoned(got.k.shape, dtype), poisoned(got.k.shape, dtype)
     dk, dv = kernel.dequantize(got.k, got.v, got.k_scale, got.v_scale, dtype, out_k, out_v)
     rk, rv = dequantize_kv(exp, impl="torch")
@@ -66,7 +77,10 @@ def test_triton_matches_reference(shape, dtype, n_layers):
 def test_strided_hf_layout():
     k, v = _kv((2, 11, 3, 16), torch.float16)  # [batch, seq, heads, dim] viewed as [b, h, s, d]
     k, v = k.transpose(1, 2), v.transpose(1, 2)
-    got, exp = quantize_kv(k, v, impl="triton"), quantize_kv(k.contiguous(), v.contiguous(), impl="torch")
+    got, exp = (
+        quantize_kv(k, v, impl="triton"),
+        quantize_kv(k.contiguous(), v.contiguous(), impl="torch"),
+    )
     assert_close_first_mismatch(got.k, exp.k, what="k")
     assert_close_first_mismatch(got.v, exp.v, what="v")
 
@@ -104,16 +118,27 @@ def test_quantized_kv_record():
     assert dk.dtype == dv.dtype == torch.float16 and dk.shape == k.shape
 
 
-@pytest.mark.parametrize("k, v, error", [
-    ([torch.zeros(1, 2, 3, 4)], torch.zeros(1, 2, 3, 4), TypeError),
-    ([torch.zeros(1, 2, 3, 4)] * 2, [torch.zeros(1, 2, 3, 4)], ValueError),
-    ([torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 5, 4)], [torch.zeros(1, 2, 3, 4)] * 2, ValueError),
-    ([], [], ValueError),
-    (torch.zeros(2, 3, 4), torch.zeros(2, 3, 4), ValueError),
-    (torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 5), ValueError),
-    (torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4, dtype=torch.float16), ValueError),
-    (torch.zeros(1, 2, 3, 4, dtype=torch.int8), torch.zeros(1, 2, 3, 4, dtype=torch.int8), TypeError),
-])
+@pytest.mark.parametrize(
+    "k, v, error",
+    [
+        ([torch.zeros(1, 2, 3, 4)], torch.zeros(1, 2, 3, 4), TypeError),
+        ([torch.zeros(1, 2, 3, 4)] * 2, [torch.zeros(1, 2, 3, 4)], ValueError),
+        (
+            [torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 5, 4)],
+            [torch.zeros(1, 2, 3, 4)] * 2,
+            ValueError,
+        ),
+        ([], [], ValueError),
+        (torch.zeros(2, 3, 4), torch.zeros(2, 3, 4), ValueError),
+        (torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 5), ValueError),
+        (torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4, dtype=torch.float16), ValueError),
+        (
+            torch.zeros(1, 2, 3, 4, dtype=torch.int8),
+            torch.zeros(1, 2, 3, 4, dtype=torch.int8),
+            TypeError,
+        ),
+    ],
+)
 def test_bad_input_is_a_clear_error(k, v, error):
     with pytest.raises(error):
         quantize_kv(k, v)

@@ -16,8 +16,14 @@ def _image(h, w, seed=0):
 @pytest.mark.parametrize("h, w, ps, tps, ms", [(56, 84, 14, 2, 2), (24, 12, 4, 3, 3)])
 def test_reference_matches_transformers(h, w, ps, tps, ms):
     img = _image(h, w)
-    proc = Qwen2VLImageProcessor(do_resize=False, patch_size=ps, temporal_patch_size=tps,
-                                 merge_size=ms, image_mean=list(MEAN), image_std=list(STD))
+    proc = Qwen2VLImageProcessor(
+        do_resize=False,
+        patch_size=ps,
+        temporal_patch_size=tps,
+        merge_size=ms,
+        image_mean=list(MEAN),
+        image_std=list(STD),
+    )
     hf = proc(images=img.numpy(), return_tensors="pt")
     patches, grid = patchify_normalize(img, MEAN, STD, ps, tps, ms, impl="torch")
     assert_close_first_mismatch(patches, hf["pixel_values"], what="pixel_values")
@@ -28,11 +34,19 @@ def test_reference_matches_transformers(h, w, ps, tps, ms):
 # temporal size of 3 change the index arithmetic; widths 30 and 24 leave masked lanes in a row's
 # block; max_block_w 32 splits an 84-pixel row over three programs (the last a tail).
 @pytest.mark.slow
-@pytest.mark.parametrize("h, w, ps, tps, ms, max_block_w", [
-    (28, 28, 14, 2, 2, 512), (56, 84, 14, 2, 2, 512), (56, 84, 14, 2, 2, 32),
-    (20, 30, 5, 3, 1, 512), (16, 24, 4, 1, 2, 512)])
+@pytest.mark.parametrize(
+    "h, w, ps, tps, ms, max_block_w",
+    [
+        (28, 28, 14, 2, 2, 512),
+        (56, 84, 14, 2, 2, 512),
+        (56, 84, 14, 2, 2, 32),
+        (20, 30, 5, 3, 1, 512),
+        (16, 24, 4, 1, 2, 512),
+    ],
+)
 def test_triton_matches_reference(h, w, ps, tps, ms, max_block_w, monkeypatch):
     from cascade.kernels.preprocess import triton as kernel
+
     monkeypatch.setattr(kernel, "MAX_BLOCK_W", max_block_w)
     img = _image(h, w, seed=h + w).to(DEVICE)
     mean_t, std_t = reference.fused_mean_std(MEAN, STD, 1 / 255, DEVICE)
@@ -52,12 +66,15 @@ def test_triton_reads_strided_crop():
     assert_close_first_mismatch(got, expected, what="crop patches")
 
 
-@pytest.mark.parametrize("pixels, error", [
-    (torch.zeros(28, 28, 3), TypeError),
-    (torch.zeros(28, 28, 4, dtype=torch.uint8), ValueError),
-    (torch.zeros(3, 28, 28, dtype=torch.uint8), ValueError),
-    (torch.zeros(28, 42, 3, dtype=torch.uint8), ValueError),
-])
+@pytest.mark.parametrize(
+    "pixels, error",
+    [
+        (torch.zeros(28, 28, 3), TypeError),
+        (torch.zeros(28, 28, 4, dtype=torch.uint8), ValueError),
+        (torch.zeros(3, 28, 28, dtype=torch.uint8), ValueError),
+        (torch.zeros(28, 42, 3, dtype=torch.uint8), ValueError),
+    ],
+)
 def test_bad_input_is_a_clear_error(pixels, error):
     with pytest.raises(error):
         patchify_normalize(pixels, MEAN, STD)

@@ -6,8 +6,15 @@ from transformers.models.qwen2.modeling_qwen2 import Qwen2RMSNorm
 
 from cascade.kernels.rmsnorm import patch_rmsnorm, reference, rms_norm
 
-from ._kernel_helpers import (DEVICE, FLOAT_DTYPES, TOL, assert_close_first_mismatch, gpu,
-                              needs_gpu, poisoned)
+from ._kernel_helpers import (
+    DEVICE,
+    FLOAT_DTYPES,
+    TOL,
+    assert_close_first_mismatch,
+    gpu,
+    needs_gpu,
+    poisoned,
+)
 
 
 def _rand(*shape, dtype=torch.float32, seed=0):
@@ -28,6 +35,7 @@ def test_reference_is_qwen2_rmsnorm():
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_triton_matches_reference(shape, dtype):
     from cascade.kernels.rmsnorm import triton as kernel
+
     x, w = _rand(*shape, dtype=dtype), _rand(shape[-1], dtype=dtype, seed=1)
     out = poisoned(shape, dtype)
     got = kernel.rms_norm(x, w, 1e-6, out=out)
@@ -44,8 +52,14 @@ def test_mixed_dtypes_promote_like_qwen2():
 
 def test_patch_tiny_qwen2():
     torch.manual_seed(0)
-    cfg = Qwen2Config(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, intermediate_size=128, vocab_size=256)
+    cfg = Qwen2Config(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        vocab_size=256,
+    )
     model = Qwen2ForCausalLM(cfg).to(DEVICE).eval()
     for m in model.modules():  # random norm weights, so a wrong weight use cannot hide
         if isinstance(m, Qwen2RMSNorm):
@@ -97,10 +111,13 @@ def test_patch_skips_lookalike_norms():
     assert "forward" not in vars(model[1])
 
 
-@pytest.mark.parametrize("args, error", [
-    ((torch.zeros(2, 8), torch.ones(7)), ValueError),
-    ((torch.zeros(2, 8, dtype=torch.int64), torch.ones(8)), TypeError),
-])
+@pytest.mark.parametrize(
+    "args, error",
+    [
+        ((torch.zeros(2, 8), torch.ones(7)), ValueError),
+        ((torch.zeros(2, 8, dtype=torch.int64), torch.ones(8)), TypeError),
+    ],
+)
 def test_bad_input_is_a_clear_error(args, error):
     with pytest.raises(error):
         rms_norm(*args)
@@ -111,5 +128,9 @@ def test_gpu_realistic():
     needs_gpu()
     x = torch.randn(4096, 3584, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(3584, device="cuda", dtype=torch.bfloat16)
-    assert_close_first_mismatch(rms_norm(x, w, impl="triton"), rms_norm(x, w, impl="torch"),
-                                *TOL[torch.bfloat16], what="gpu rmsnorm")
+    assert_close_first_mismatch(
+        rms_norm(x, w, impl="triton"),
+        rms_norm(x, w, impl="torch"),
+        *TOL[torch.bfloat16],
+        what="gpu rmsnorm",
+    )

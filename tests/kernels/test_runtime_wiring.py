@@ -1,6 +1,7 @@
 """The VLM runtime's `kernels` switch: "triton" answers with the tokens of "torch", and really runs
 the Triton kernels (preprocessing, RMSNorm, VisionZip scoring, int8 KV). On CPU the conftest sets
 TRITON_INTERPRET=1, so "triton" runs the interpreter; on a GPU it runs the compiled kernels."""
+
 from __future__ import annotations
 
 import collections
@@ -21,8 +22,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # (op package, Triton launcher) that the runtime reaches through each op's public function.
 pytestmark = pytest.mark.slow  # Triton interpreter + two tiny VLMs: minutes on a CPU
 
-LAUNCHERS = [("preprocess", "patchify_normalize"), ("rmsnorm", "rms_norm"),
-             ("prune", "keep_scores"), ("kv_quant", "quantize"), ("kv_quant", "dequantize")]
+LAUNCHERS = [
+    ("preprocess", "patchify_normalize"),
+    ("rmsnorm", "rms_norm"),
+    ("prune", "keep_scores"),
+    ("kv_quant", "quantize"),
+    ("kv_quant", "dequantize"),
+]
 
 
 def _image(seed: int, h: int, w: int) -> Image:
@@ -39,8 +45,12 @@ def tiny(tmp_path_factory):
 def vlms(tiny):
     """One float32 VLM per switch value, each with its own int8 prefix cache."""
     torch.set_num_threads(1)
-    return {k: VLM.load(tiny, device=DEVICE, dtype="float32", kernels=k, kv_cache_bytes=64 << 20,
-                        kv_int8=True) for k in ("torch", "triton")}
+    return {
+        k: VLM.load(
+            tiny, device=DEVICE, dtype="float32", kernels=k, kv_cache_bytes=64 << 20, kv_int8=True
+        )
+        for k in ("torch", "triton")
+    }
 
 
 @pytest.fixture
@@ -59,8 +69,9 @@ def launches(monkeypatch):
     return counts
 
 
-@pytest.mark.parametrize("reduction", [None, ReductionConfig("visionzip", 0.25)],
-                         ids=["none", "visionzip"])
+@pytest.mark.parametrize(
+    "reduction", [None, ReductionConfig("visionzip", 0.25)], ids=["none", "visionzip"]
+)
 def test_triton_gives_the_tokens_of_torch(vlms, launches, reduction):
     img = _image(1, 60, 90)
     runs = {}
@@ -75,8 +86,12 @@ def test_triton_gives_the_tokens_of_torch(vlms, launches, reduction):
         if kernels == "torch":
             assert not used, f"kernels='torch' launched Triton: {used}"
         else:
-            expected = {"preprocess.patchify_normalize", "rmsnorm.rms_norm", "kv_quant.quantize",
-                        "kv_quant.dequantize"} | ({"prune.keep_scores"} if reduction else set())
+            expected = {
+                "preprocess.patchify_normalize",
+                "rmsnorm.rms_norm",
+                "kv_quant.quantize",
+                "kv_quant.dequantize",
+            } | ({"prune.keep_scores"} if reduction else set())
             assert used == expected
     assert runs["triton"] == runs["torch"]
     assert vlms["triton"].backend.rmsnorm_patch.patched  # the decoder's norms, undoable
@@ -99,8 +114,14 @@ def test_preprocessing_equals_the_hf_processor(vlms, kernels):
 
 
 def test_preprocessing_honours_the_pixel_budget(tiny):
-    vlm = VLM.load(tiny, device=DEVICE, dtype="float32", kernels="triton",
-                   min_pixels=28 * 28 * 9, max_pixels=28 * 28 * 16)
+    vlm = VLM.load(
+        tiny,
+        device=DEVICE,
+        dtype="float32",
+        kernels="triton",
+        min_pixels=28 * 28 * 9,
+        max_pixels=28 * 28 * 16,
+    )
     b = vlm.backend
     prefix, _ = b.layout.first_turn(2, None, "q")
     pil = [_image(7, 30, 40).to_pil(), _image(8, 200, 150).to_pil()]
@@ -122,7 +143,8 @@ def test_triton_on_cpu_without_interpreter_fails_at_load(tiny, monkeypatch):
 def test_stage_passes_the_switch_through(tiny):
     from cascade.stages.vlm_answer import VLMAnswer
 
-    st = VLMAnswer({"max_new_tokens": 2},
-                   models={"vlm": {"id": tiny, "device": "cpu", "kernels": "torch"}})
+    st = VLMAnswer(
+        {"max_new_tokens": 2}, models={"vlm": {"id": tiny, "device": "cpu", "kernels": "torch"}}
+    )
     st(images=[_image(6, 40, 40)], question="What?")
     assert st.model("vlm").vlm.backend.ops.requested == "torch"

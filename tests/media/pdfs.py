@@ -1,5 +1,6 @@
 """PDF documents for tests, made here: rendered pages saved by PIL's PDF writer (one image per
 page, at a stated resolution so a page's size in points is known)."""
+
 from __future__ import annotations
 
 import io
@@ -25,11 +26,25 @@ def invoice_pages() -> list[np.ndarray]:
     from cascade.eval.render import render_document
 
     font = "DejaVuSans.ttf"
-    first = render_document([[("ACME SUPPLY CO", 0.0, "left")],
-                             [("Invoice No", 0.0, "left"), ("INV-1001", 1.0, "right")],
-                             [("Date", 0.0, "left"), ("2024-03-05", 1.0, "right")]], font, 24, 600)
-    second = render_document([[("Widgets", 0.0, "left"), ("40.00", 1.0, "right")],
-                              [("Gears", 0.0, "left"), ("83.45", 1.0, "right")],
-                              [("-", 0.0, "left")],
-                              [("Total", 0.0, "left"), (INVOICE_TOTAL, 1.0, "right")]], font, 24, 600)
+    first = render_document(
+        [
+            [("ACME SUPPLY CO", 0.0, "left")],
+            [("Invoice No", 0.0, "left"), ("INV-1001", 1.0, "right")],
+            [("Date", 0.0, "left"), ("2024-03-05", 1.0, "right")],
+        ],
+        font,
+        24,
+        600,
+    )
+    second = render_document(
+        [
+            [("Widgets", 0.0, "left"), ("40.00", 1.0, "right")],
+            [("Gears", 0.0, "left"), ("83.45", 1.0, "right")],
+            [("-", 0.0, "left")],
+            [("Total", 0.0, "left"), (INVOICE_TOTAL, 1.0, "right")],
+        ],
+        font,
+        24,
+        600,
+    )
     return [first, second]

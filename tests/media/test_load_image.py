@@ -1,6 +1,7 @@
 """`cascade.media.load_image`, the one place anything becomes an `Image`: every PIL mode converted
 right, only raster formats opened, sizes refused from the header, errors that say what is wrong.
 """
+
 from __future__ import annotations
 
 import io
@@ -31,12 +32,15 @@ def test_16_bit_grey_is_scaled_not_clipped(tmp_path):
     assert np.all(np.diff(px[:, :, 0].astype(int).ravel()) >= 0)  # the ramp stays a ramp
 
 
-@pytest.mark.parametrize("mode, values, expected", [
-    ("I", [0, 30000, 65535], [0, 117, 255]),  # 16-bit samples in a 32-bit image
-    ("I", [0, 128, 255], [0, 128, 255]),  # 8-bit samples in a 32-bit image
-    ("F", [0.0, 0.5, 1.0], [0, 128, 255]),  # the [0, 1] float convention
-    ("F", [-1.0, 0.0, 3.0], [0, 64, 255]),  # any other range: its own min..max
-])
+@pytest.mark.parametrize(
+    "mode, values, expected",
+    [
+        ("I", [0, 30000, 65535], [0, 117, 255]),  # 16-bit samples in a 32-bit image
+        ("I", [0, 128, 255], [0, 128, 255]),  # 8-bit samples in a 32-bit image
+        ("F", [0.0, 0.5, 1.0], [0, 128, 255]),  # the [0, 1] float convention
+        ("F", [-1.0, 0.0, 3.0], [0, 64, 255]),  # any other range: its own min..max
+    ],
+)
 def test_wide_samples_are_scaled_to_their_range(mode, values, expected):
     arr = np.array([values], dtype=np.int32 if mode == "I" else np.float32)
     got = load_image(PILImage.fromarray(arr, mode)).pixels
@@ -63,7 +67,11 @@ def test_transparency_is_flattened_onto_white():
 @pytest.mark.parametrize("mode", ["1", "L", "P", "CMYK", "YCbCr", "LAB", "HSV", "RGBX", "I;16"])
 def test_every_mode_becomes_rgb_uint8(mode):
     src = PILImage.new("RGB", (6, 4), (10, 200, 30))
-    im = PILImage.fromarray(np.full((4, 6), 1000, np.uint16)) if mode == "I;16" else src.convert(mode)
+    im = (
+        PILImage.fromarray(np.full((4, 6), 1000, np.uint16))
+        if mode == "I;16"
+        else src.convert(mode)
+    )
     px = load_image(im).pixels
     assert px.shape == (4, 6, 3) and px.dtype == np.uint8
     if mode in ("CMYK", "RGBX"):
@@ -77,8 +85,9 @@ def test_not_an_image_says_so_without_internals(tmp_path):
     for data in (b"this is not an image", b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 1 1\n"):
         (tmp_path / "x.png").write_bytes(data)
         for value in (data, tmp_path / "x.png"):
-            with pytest.raises(InputError, match=r"not a readable image \(unknown or unsupported"
-                               ) as e:
+            with pytest.raises(
+                InputError, match=r"not a readable image \(unknown or unsupported"
+            ) as e:
                 load_image(value)
             assert "pi_heif" not in str(e.value) and "BytesIO" not in str(e.value)
     good = _png(PILImage.new("RGB", (40, 30), "red"))
@@ -121,8 +130,12 @@ def test_every_entry_point_is_the_same_function(tmp_path):
     path = tmp_path / "s.png"
     PILImage.fromarray(ramp).save(path)
     want = load_image(path).pixels
-    got = [Image.open(path).pixels, Image.from_pil(PILImage.open(path)).pixels,
-           as_images([path])[0].pixels, coerce("im", "image", str(path)).pixels,
-           coerce("ims", "images", [PILImage.open(path)])[0].pixels,
-           _decode_image(path.read_bytes(), ServeConfig(), "p")]
+    got = [
+        Image.open(path).pixels,
+        Image.from_pil(PILImage.open(path)).pixels,
+        as_images([path])[0].pixels,
+        coerce("im", "image", str(path)).pixels,
+        coerce("ims", "images", [PILImage.open(path)])[0].pixels,
+        _decode_image(path.read_bytes(), ServeConfig(), "p"),
+    ]
     assert all(np.array_equal(g, want) for g in got)

@@ -1,4 +1,5 @@
 """PDF documents as page images (`cascade.pdf`), through the pipeline inputs and the Python API."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -47,8 +48,12 @@ def test_bad_documents_are_refused_naming_them():
 
 def test_before_page_sees_each_page_before_it_is_rendered():
     seen = []
-    render_pdf(pdf_bytes([_page(255), _page(0, 100, 50)], dpi=72), name="d", dpi=72,
-               before_page=lambda n, w, h: seen.append((n, w, h)))
+    render_pdf(
+        pdf_bytes([_page(255), _page(0, 100, 50)], dpi=72),
+        name="d",
+        dpi=72,
+        before_page=lambda n, w, h: seen.append((n, w, h)),
+    )
     assert seen == [(1, 200, 100), (2, 100, 50)]
 
 

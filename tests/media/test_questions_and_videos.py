@@ -1,5 +1,6 @@
 """Pipeline inputs are checked before any model loads; a truncated video answers from the part
 that decodes, with a warning in the trace."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,11 +13,15 @@ from cascade.trace import StageRecord, stage_scope
 from .videos import remux
 
 
-@pytest.mark.parametrize("question, match", [
-    ("", "input 'question' is empty"), ("   \n", "input 'question' is empty"),
-    (b"caf\xe9?", "input 'question': not valid UTF-8"),
-    ("what \udcff is it?", "input 'question': not valid UTF-8 text"),  # undecodable argv bytes
-])
+@pytest.mark.parametrize(
+    "question, match",
+    [
+        ("", "input 'question' is empty"),
+        ("   \n", "input 'question' is empty"),
+        (b"caf\xe9?", "input 'question': not valid UTF-8"),
+        ("what \udcff is it?", "input 'question': not valid UTF-8 text"),  # undecodable argv bytes
+    ],
+)
 def test_bad_questions_fail_before_any_model_loads(question, match, tmp_path):
     from cascade.eval.video import make_sign_video
 

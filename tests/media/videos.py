@@ -1,4 +1,5 @@
 """Video files for media tests: containers rewritten without re-encoding."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,6 +1,7 @@
 """Plugins registered from outside the package (modules beside these tests), each for the tests
 that use it: registered on entry, unregistered on exit, so the rest of the suite sees only the
 built-ins."""
+
 from __future__ import annotations
 
 import importlib
@@ -12,15 +13,24 @@ import pytest
 from cascade import plugins
 from cascade.artifacts import Image
 
-REGISTRIES = (plugins.stages, plugins.families, plugins.backends, plugins.reductions,
-              plugins.tiny_recipes)
+REGISTRIES = (
+    plugins.stages,
+    plugins.families,
+    plugins.backends,
+    plugins.reductions,
+    plugins.tiny_recipes,
+)
 
 
 def _registered(module: str):
     """Import (or re-import) `module`, which registers its plugins; afterwards remove exactly
     what it added."""
     before = [set(r.names()) for r in REGISTRIES]
-    mod = importlib.reload(sys.modules[module]) if module in sys.modules else importlib.import_module(module)
+    mod = (
+        importlib.reload(sys.modules[module])
+        if module in sys.modules
+        else importlib.import_module(module)
+    )
     added = [set(r.names()) - b for r, b in zip(REGISTRIES, before)]
     assert any(added), f"{module} registered nothing"
     yield mod

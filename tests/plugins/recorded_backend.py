@@ -5,6 +5,7 @@ Three parts: its options (a `ModelSpec` subclass: what a `models:` entry with `b
 may say, validated with YAML paths), the backend (the `cascade.vlm.backend.Backend` protocol)
 and its loader; `register_backend` makes `VLM.load(..., backend="recorded")` and the YAML reach it.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,11 @@ class RecordedSpec(ModelSpec):
 
     backend: Literal["recorded"] = "recorded"
     answers: str = Field(description="JSON file of recorded answers, {question: answer}")
-    fallback: str = Field("(no recorded answer)", min_length=1,
-                          description="the answer to a question the file does not have")
+    fallback: str = Field(
+        "(no recorded answer)",
+        min_length=1,
+        description="the answer to a question the file does not have",
+    )
 
 
 class RecordedBackend:
@@ -44,10 +48,18 @@ class RecordedBackend:
     def __init__(self, model_id: str, answers: dict[str, str], fallback: str):
         self.model_id, self.answers, self.fallback = model_id, answers, fallback
 
-    def generate(self, images: Any, question: str, *, max_new_tokens: int = 64,
-                 reduction: ReductionConfig | None = None, system_prompt: str | None = None,
-                 history: Any = (), sampling: SamplingParams = GREEDY,
-                 on_token: OnToken | None = None) -> VLMResult:
+    def generate(
+        self,
+        images: Any,
+        question: str,
+        *,
+        max_new_tokens: int = 64,
+        reduction: ReductionConfig | None = None,
+        system_prompt: str | None = None,
+        history: Any = (),
+        sampling: SamplingParams = GREEDY,
+        on_token: OnToken | None = None,
+    ) -> VLMResult:
         t0 = time.perf_counter()
         if not as_images(images):
             raise InputError("no image given: this VLM call needs at least one image")
@@ -57,21 +69,39 @@ class RecordedBackend:
             if on_token is not None:
                 on_token(TokenEvent(0, i, -1, word if i == 0 else " " + word, 0.0))
         elapsed = time.perf_counter() - t0
-        bill = Bill(model=self.model_id, generated_tokens=len(kept), ttft_s=elapsed, total_s=elapsed,
-                    finish_reason="length" if len(kept) < len(words) else "stop")
+        bill = Bill(
+            model=self.model_id,
+            generated_tokens=len(kept),
+            ttft_s=elapsed,
+            total_s=elapsed,
+            finish_reason="length" if len(kept) < len(words) else "stop",
+        )
         return VLMResult(" ".join(kept), (), self.model_id, self.name, bill)
 
-    def generate_batch(self, requests: Any, *, max_new_tokens: int = 64,
-                       reduction: ReductionConfig | None = None, system_prompt: str | None = None,
-                       sampling: SamplingParams = GREEDY) -> list[VLMResult]:
+    def generate_batch(
+        self,
+        requests: Any,
+        *,
+        max_new_tokens: int = 64,
+        reduction: ReductionConfig | None = None,
+        system_prompt: str | None = None,
+        sampling: SamplingParams = GREEDY,
+    ) -> list[VLMResult]:
         return [self.generate(images, q, max_new_tokens=max_new_tokens) for images, q in requests]
 
     def session(self, images: Any, **_: Any) -> Any:
         raise CascadeError("the recorded backend has no sessions")
 
 
-def load(model: str, *, answers: str, fallback: str = "(no recorded answer)",
-         device: str = "auto", dtype: Any = "auto", limits: Any = None) -> RecordedBackend:
+def load(
+    model: str,
+    *,
+    answers: str,
+    fallback: str = "(no recorded answer)",
+    device: str = "auto",
+    dtype: Any = "auto",
+    limits: Any = None,
+) -> RecordedBackend:
     """`VLM.load(model, backend="recorded", answers=...)`; device, dtype and image limits do not
     apply to a recording."""
     try:

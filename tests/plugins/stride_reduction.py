@@ -5,6 +5,7 @@ A `Selection` keeps exactly round(n * keep_ratio) tokens; `select` says which. R
 all it takes for `ReductionConfig("stride", 0.25)`, a `models:` entry's `reduction: stride`, a
 stage's `reduction` param and `cascade stages` to know it.
 """
+
 from __future__ import annotations
 
 import torch

@@ -1,5 +1,6 @@
 """A backend registered from outside the package (`recorded_backend.py`, one file) is chosen by
 `backend:` in YAML, with its own options validated by YAML path, and by `VLM.load`."""
+
 import json
 
 import pytest
@@ -35,12 +36,21 @@ def test_yaml_selects_it_with_its_own_options(recorded, answers, make_image):
     assert pipe.run(images=[make_image(1)], question="Who?")["answer"].text == "unsure"
 
 
-@pytest.mark.parametrize("options, parts", [
-    (", answer: a.json", [":3: models.vlm.answer", "unknown field 'answer'", "did you mean 'answers'?"]),
-    ("", ["models.vlm.answers", "required field 'answers' is missing"]),
-    (", answers: a.json, device: cpu", ["models.vlm.device", "an option of backend transformers"]),
-    (", answers: a.json, fallback: ''", ["models.vlm.fallback", "at least 1 character"]),
-])
+@pytest.mark.parametrize(
+    "options, parts",
+    [
+        (
+            ", answer: a.json",
+            [":3: models.vlm.answer", "unknown field 'answer'", "did you mean 'answers'?"],
+        ),
+        ("", ["models.vlm.answers", "required field 'answers' is missing"]),
+        (
+            ", answers: a.json, device: cpu",
+            ["models.vlm.device", "an option of backend transformers"],
+        ),
+        (", answers: a.json, fallback: ''", ["models.vlm.fallback", "at least 1 character"]),
+    ],
+)
 def test_its_options_are_validated_by_yaml_path(recorded, options, parts):
     with pytest.raises(SpecError) as info:
         Pipeline.from_yaml(PIPELINE.format(options=options), label="replay.yaml")
@@ -51,7 +61,9 @@ def test_its_options_are_validated_by_yaml_path(recorded, options, parts):
 def test_vlm_load_reaches_it(recorded, answers, make_image):
     vlm = VLM.load("eval-run-1", backend="recorded", answers=str(answers))
     tokens = []
-    r = vlm.generate([make_image(2)], "What does the sign say?", max_new_tokens=16, on_token=tokens.append)
+    r = vlm.generate(
+        [make_image(2)], "What does the sign say?", max_new_tokens=16, on_token=tokens.append
+    )
     assert r.text == "It says EXIT three now please" and r.backend == "recorded"
     assert "".join(t.text for t in tokens) == r.text and vlm.family is None
     with pytest.raises(InputError, match="cannot read answers file"):
@@ -61,5 +73,7 @@ def test_vlm_load_reaches_it(recorded, answers, make_image):
 def test_unregistered_the_backend_is_refused_by_name():
     with pytest.raises(SpecError, match=r"models\.vlm\.backend: .*'openai' or 'transformers'"):
         Pipeline.from_yaml(PIPELINE.format(options=", answers: a.json"))
-    with pytest.raises(InputError, match=r"unknown VLM backend 'recorded'.*\['openai', 'transformers'\]"):
+    with pytest.raises(
+        InputError, match=r"unknown VLM backend 'recorded'.*\['openai', 'transformers'\]"
+    ):
         VLM.load("x", backend="recorded")

@@ -1,6 +1,7 @@
 """A family registered from outside the package (`llava_family.py`, one file: LLaVA-1.5) loads
 with `VLM.load` and runs as the plain model: greedy tokens equal `model.generate`, the tower's
 billed FLOPs equal torch's count, reductions apply, a pipeline prices its baseline with it."""
+
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -17,8 +18,12 @@ def tiny_llava(llava, tmp_path_factory):
 
 
 def _plain(b, images, question):
-    msgs = [{"role": "user", "content": [{"type": "image"}] * len(images)
-             + [{"type": "text", "text": question}]}]
+    msgs = [
+        {
+            "role": "user",
+            "content": [{"type": "image"}] * len(images) + [{"type": "text", "text": question}],
+        }
+    ]
     text = b.processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
     return b.processor(text=[text], images=[im.to_pil() for im in images], return_tensors="pt")
 
@@ -33,7 +38,7 @@ def test_loads_the_normal_way_and_answers_as_model_generate(tiny_llava, make_ima
     with torch.inference_mode():
         out = b.model.generate(**inp, max_new_tokens=8, do_sample=False)
     r = vlm.generate(images, "What is in the picture?", max_new_tokens=8)
-    assert list(r.token_ids) == out[0, inp["input_ids"].shape[1]:].tolist()
+    assert list(r.token_ids) == out[0, inp["input_ids"].shape[1] :].tolist()
     n_vis = int((inp["input_ids"] == vlm.family.image_token_id).sum())
     assert r.bill.visual_tokens == n_vis == 2 * vlm.family.visual_tokens(120, 90) == 128
     assert r.bill.visual_tokens + r.bill.prompt_tokens == inp["input_ids"].shape[1]

@@ -1,6 +1,7 @@
 """A reduction registered from outside the package (`stride_reduction.py`, one file) is a method
 like the built-ins: in `ReductionConfig`, the runtime, a `models:` entry, a stage param, the JSON
 schema and `cascade stages`; unregistered, the same YAML is refused by name."""
+
 import pytest
 import torch
 
@@ -32,8 +33,12 @@ def test_the_runtime_runs_it_and_keep_1_is_the_unreduced_model(stride, tiny_qwen
     vlm = VLM.load(str(tiny_qwen), device="cpu")
     img = make_image(1)
     plain = vlm.generate([img], "What is it?", max_new_tokens=4)
-    same = vlm.generate([img], "What is it?", max_new_tokens=4, reduction=ReductionConfig("stride", 1.0))
-    fewer = vlm.generate([img], "What is it?", max_new_tokens=4, reduction=ReductionConfig("stride", 0.25))
+    same = vlm.generate(
+        [img], "What is it?", max_new_tokens=4, reduction=ReductionConfig("stride", 1.0)
+    )
+    fewer = vlm.generate(
+        [img], "What is it?", max_new_tokens=4, reduction=ReductionConfig("stride", 0.25)
+    )
     assert same.token_ids == plain.token_ids
     assert fewer.bill.visual_tokens == keep_count(plain.bill.visual_tokens, 0.25)
     assert fewer.bill.prefill_flops < plain.bill.prefill_flops and fewer.bill.reduction == "stride"
@@ -51,5 +56,7 @@ def test_yaml_stage_params_schema_and_cascade_stages_know_it(stride, tiny_qwen, 
 
 def test_unregistered_the_yaml_is_refused_by_name(tiny_qwen):
     assert "stride" not in reduction_names()  # registered only for the tests that ask for it
-    with pytest.raises(SpecError, match=r"models\.vlm\.reduction: .*unknown reduction method 'stride'"):
+    with pytest.raises(
+        SpecError, match=r"models\.vlm\.reduction: .*unknown reduction method 'stride'"
+    ):
         Pipeline.from_yaml(PIPELINE.format(model=tiny_qwen, param=""))

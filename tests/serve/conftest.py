@@ -6,6 +6,7 @@ random-weight tiny Qwen2-VL (`build_tiny_vlm(size="test")`), built once per sess
 the server the way a user would: `ServeConfig(model=<its folder>)`, i.e. `cascade serve --model`.
 A `test_fault` stage in front of the VLM injects delays and crashes on request (fault_stage.py).
 """
+
 from __future__ import annotations
 
 import base64
@@ -21,8 +22,10 @@ import pytest
 from . import fault_stage  # noqa: F401  (registers test_fault)
 
 PIPELINES = Path(__file__).resolve().parent / "pipelines"
-SMALL = {"video_small": str(PIPELINES / "video_small.yaml"),
-         "images_small": str(PIPELINES / "images_small.yaml")}
+SMALL = {
+    "video_small": str(PIPELINES / "video_small.yaml"),
+    "images_small": str(PIPELINES / "images_small.yaml"),
+}
 VIDEO, IMAGES = "cascade/video_small", "cascade/images_small"
 VLM_MAX_PIXELS = 28 * 28 * 64  # the `max_pixels` of the VLM stage in the small pipelines
 
@@ -73,8 +76,14 @@ def media_dir(tmp_path_factory):
     from cascade.eval.video import make_sign_video
 
     d = tmp_path_factory.mktemp("serve-media")
-    truth = make_sign_video(d / "sign.mp4", width=320, height=240, frames_per_scene=10,
-                            sign_frames=range(22, 26), sign_font_size=24)
+    truth = make_sign_video(
+        d / "sign.mp4",
+        width=320,
+        height=240,
+        frames_per_scene=10,
+        sign_frames=range(22, 26),
+        sign_font_size=24,
+    )
     (d / "text.png").write_bytes(png_bytes(render_text_image("HELLO 42")))
     (d / "corrupt.png").write_bytes(b"\x89PNG\r\n\x1a\nthis is not a png")
     (d / "corrupt.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42 not really a video")
@@ -110,8 +119,9 @@ def running_server(app, *, send_buffer: int | None = None):
 
     port = free_port()
     link = {"http": _thin_link(send_buffer)} if send_buffer else {}
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                           **link))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", **link)
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -135,8 +145,9 @@ def warm(app) -> None:
 def stream_spread(client, model: str, messages: list, max_tokens: int):
     """Stream a completion: (the content pieces, their arrival times, `decode_seconds`)."""
     arrivals, texts, last = [], [], None
-    for chunk in client.chat.completions.create(model=model, messages=messages,
-                                                max_tokens=max_tokens, stream=True):
+    for chunk in client.chat.completions.create(
+        model=model, messages=messages, max_tokens=max_tokens, stream=True
+    ):
         if chunk.choices and chunk.choices[0].delta.content:
             arrivals.append(time.perf_counter())
             texts.append(chunk.choices[0].delta.content)
@@ -146,9 +157,10 @@ def stream_spread(client, model: str, messages: list, max_tokens: int):
 
 def decode_seconds(completion) -> float:
     """First token to last, on the server: the `vlm` stage's time less its time to first token."""
-    vlm = next(s for s in completion.model_extra["cascade"]["trace"]["stages"] if s["name"] == "vlm")
+    vlm = next(
+        s for s in completion.model_extra["cascade"]["trace"]["stages"] if s["name"] == "vlm"
+    )
     return vlm["seconds"] - vlm["counters"]["ttft_s"]
-
 
 
 @contextmanager
@@ -162,9 +174,13 @@ def cascade_serve(*flags: str, ready_within: float = 600):
     import httpx
 
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "cascade.cli", "serve", "--tiny", "--port",
-                             str(port), *flags], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=dict(os.environ))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cascade.cli", "serve", "--tiny", "--port", str(port), *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ),
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + ready_within

@@ -8,6 +8,7 @@ Not stand-ins for any of our components:
   `FAIL_AFTER <n> ...` makes its decode raise after n tokens, from inside the token loop, where a
   device error between two tokens would surface.
 """
+
 from __future__ import annotations
 
 import time
@@ -45,9 +46,14 @@ VLMAnswer = get_stage_class("vlm_answer")
 class FailingDecode(VLMAnswer):
     """`vlm_answer`, whose decode fails after n tokens when the question says `FAIL_AFTER n`."""
 
-    def run(self, images: list[Image] | Image, question: str, hint: str | None = None,
-            max_new_tokens: int | None = None,
-            history: list[tuple[str, str]] | None = None) -> VLMAnswer.Outputs:
+    def run(
+        self,
+        images: list[Image] | Image,
+        question: str,
+        hint: str | None = None,
+        max_new_tokens: int | None = None,
+        history: list[tuple[str, str]] | None = None,
+    ) -> VLMAnswer.Outputs:
         if not question.startswith("FAIL_AFTER "):
             return super().run(images, question, hint, max_new_tokens, history)
         limit, caller, seen = int(question.split()[1]), claim_stream(self.name), [0]

@@ -9,6 +9,7 @@
   never as malformed. A malformed-type refusal of a schema-valid body means the published
   schema and the parser disagree.
 """
+
 from __future__ import annotations
 
 import base64
@@ -21,8 +22,13 @@ import schemathesis
 from hypothesis import strategies as st
 
 # The codes that say "this body does not match the schema": a schema-valid body never gets one.
-MALFORMED = {"invalid_json", "invalid_request", "unknown_parameter", "invalid_text",
-             "unsupported_media_type"}
+MALFORMED = {
+    "invalid_json",
+    "invalid_request",
+    "unknown_parameter",
+    "invalid_text",
+    "unsupported_media_type",
+}
 
 
 def _data_url(data: bytes, mime: str) -> str:
@@ -43,27 +49,51 @@ def _mp4() -> str:
 
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "v.mp4"
-        make_sign_video(path, width=160, height=120, frames_per_scene=2,
-                        sign_frames=range(2, 4), sign_font_size=12)
+        make_sign_video(
+            path,
+            width=160,
+            height=120,
+            frames_per_scene=2,
+            sign_frames=range(2, 4),
+            sign_font_size=12,
+        )
         return _data_url(path.read_bytes(), "video/mp4")
 
 
 _DECODABLE = [_png(24, 16, 0), _png(40, 40, 1), _png(8, 64, 2), _mp4()]
-schemathesis.openapi.format("uri", st.one_of(
-    st.sampled_from(_DECODABLE), st.sampled_from(_DECODABLE), st.sampled_from(
-        ["file:///etc/passwd", "http://127.0.0.1:1/x.png", "data:image/png;base64,AAAA",
-         "data:,plain"]), st.text(min_size=1, max_size=40)))
+schemathesis.openapi.format(
+    "uri",
+    st.one_of(
+        st.sampled_from(_DECODABLE),
+        st.sampled_from(_DECODABLE),
+        st.sampled_from(
+            [
+                "file:///etc/passwd",
+                "http://127.0.0.1:1/x.png",
+                "data:image/png;base64,AAAA",
+                "data:,plain",
+            ]
+        ),
+        st.text(min_size=1, max_size=40),
+    ),
+)
 
 
 @schemathesis.check
 def schema_valid_requests_are_refused_only_for_content(ctx, response, case):
     meta = case.meta
-    if meta is None or not meta.generation.mode.is_positive or response.status_code not in (400, 413):
+    if (
+        meta is None
+        or not meta.generation.mode.is_positive
+        or response.status_code not in (400, 413)
+    ):
         return None
     if case.operation.path != "/v1/chat/completions":
         return None
     code = response.json()["error"]["code"]
     if code in MALFORMED:
-        raise AssertionError(f"a request valid by the published schema was refused as malformed "
-                             f"({response.status_code} {code}): {response.json()['error']['message']}")
+        raise AssertionError(
+            f"a request valid by the published schema was refused as malformed "
+            f"({response.status_code} {code}): {response.json()['error']['message']}"
+        )
     return None

@@ -1,4 +1,5 @@
 """`cascade serve` / `cascade demo` from the command line."""
+
 from __future__ import annotations
 
 import os
@@ -18,14 +19,42 @@ from .conftest import free_port
 
 
 def test_flags_become_the_config(tmp_path):
-    args = build_parser().parse_args([
-        "serve", "--tiny", "--pipeline", f"mine={tmp_path / 'p.yaml'}", "--media-root", str(tmp_path),
-        "--max-upload-mb", "2", "--max-frames", "10", "--max-pixels", "1000", "--timeout", "5",
-        "--max-concurrent", "3", "--workers", "1", "--no-shipped", "--max-total-pixels", "5000",
-        "--upload-timeout", "7", "--send-timeout", "2"])
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--tiny",
+            "--pipeline",
+            f"mine={tmp_path / 'p.yaml'}",
+            "--media-root",
+            str(tmp_path),
+            "--max-upload-mb",
+            "2",
+            "--max-frames",
+            "10",
+            "--max-pixels",
+            "1000",
+            "--timeout",
+            "5",
+            "--max-concurrent",
+            "3",
+            "--workers",
+            "1",
+            "--no-shipped",
+            "--max-total-pixels",
+            "5000",
+            "--upload-timeout",
+            "7",
+            "--send-timeout",
+            "2",
+        ]
+    )
     cfg = from_args(args)
     assert (cfg.max_total_pixels, cfg.upload_timeout_s, cfg.send_timeout_s) == (5000, 7, 2)
-    assert cfg.random_weights and not cfg.shipped and cfg.pipelines == {"mine": str(tmp_path / "p.yaml")}
+    assert (
+        cfg.random_weights
+        and not cfg.shipped
+        and cfg.pipelines == {"mine": str(tmp_path / "p.yaml")}
+    )
     assert cfg.max_upload_bytes == 2 << 20 and cfg.max_frames == 10 and cfg.max_pixels == 1000
     assert cfg.request_timeout_s == 5 and cfg.max_concurrent == 3 and cfg.media_root == tmp_path
     assert build_parser().parse_args(["demo"]).demo is True
@@ -68,11 +97,32 @@ def test_cascade_serve_is_live_at_once_and_ready_when_its_models_are(tmp_path):
     """Polled from launch: /health/live answers as soon as HTTP does, /health answers 503 naming
     what is loading until every served pipeline's models are loaded, then 200."""
     port = free_port()
-    env = {**os.environ, "VLM_CASCADE_CACHE": os.environ.get("VLM_CASCADE_CACHE", str(Path.home() / ".cache" / "vlm-cascade"))}
-    proc = subprocess.Popen([sys.executable, "-m", "cascade.cli", "serve", "--tiny", "--port", str(port),
-                             "--no-shipped", "--pipeline", "doc_qa=doc_qa",
-                             "--pipeline", "multi_image_qa=multi_image_qa"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    env = {
+        **os.environ,
+        "VLM_CASCADE_CACHE": os.environ.get(
+            "VLM_CASCADE_CACHE", str(Path.home() / ".cache" / "vlm-cascade")
+        ),
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cascade.cli",
+            "serve",
+            "--tiny",
+            "--port",
+            str(port),
+            "--no-shipped",
+            "--pipeline",
+            "doc_qa=doc_qa",
+            "--pipeline",
+            "multi_image_qa=multi_image_qa",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     url, seen = f"http://127.0.0.1:{port}", []
     try:
         deadline = time.monotonic() + 300

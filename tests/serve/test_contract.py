@@ -8,6 +8,7 @@ schemathesis_hooks.py, settings: schemathesis.toml); 405 with `Allow` for other 
 cheap ones (`*_fuzz.yaml`: the real tiny VLM, two new tokens), so the cases that get through
 (the documented examples and their variants) are answered in milliseconds.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,9 +32,15 @@ def server(tiny_vlm):
     from cascade.serve.app import create_app
     from cascade.serve.config import ServeConfig
 
-    app = create_app(ServeConfig(model=tiny_vlm, shipped=False, max_queue=512, workers=2,
-                                 pipelines={n: str(PIPELINES / f"{n}.yaml")
-                                            for n in ("images_fuzz", "video_fuzz")}))
+    app = create_app(
+        ServeConfig(
+            model=tiny_vlm,
+            shipped=False,
+            max_queue=512,
+            workers=2,
+            pipelines={n: str(PIPELINES / f"{n}.yaml") for n in ("images_fuzz", "video_fuzz")},
+        )
+    )
     warm(app)
     with running_server(app) as url:
         yield url
@@ -42,11 +49,24 @@ def server(tiny_vlm):
 def test_the_schema_documents_every_route_status_and_model(server):
     schema = httpx.get(f"{server}/openapi.json").json()
     chat = schema["paths"]["/v1/chat/completions"]["post"]
-    assert set(chat["responses"]) == {"200", "400", "404", "408", "413", "415", "429", "499",
-                                      "500", "503", "504", "507"}
+    assert set(chat["responses"]) == {
+        "200",
+        "400",
+        "404",
+        "408",
+        "413",
+        "415",
+        "429",
+        "499",
+        "500",
+        "503",
+        "504",
+        "507",
+    }
     assert set(chat["responses"]["200"]["content"]) == {"application/json", "text/event-stream"}
     assert chat["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith(
-        "/ChatCompletionRequest")
+        "/ChatCompletionRequest"
+    )
     request = schema["components"]["schemas"]["ChatCompletionRequest"]
     assert request["properties"]["model"]["enum"] == ["cascade/images_fuzz", "cascade/video_fuzz"]
     assert request["additionalProperties"] is False
@@ -64,11 +84,34 @@ def test_schemathesis_finds_no_failure_in_1000_cases(server, tmp_path):
     report = tmp_path / "report.json"
     env = {**os.environ, "SCHEMATHESIS_HOOKS": str(HERE / "schemathesis_hooks.py")}
     run = subprocess.run(
-        [str(ST), "--config-file", str(HERE / "schemathesis.toml"), "run",
-         f"{server}/openapi.json", "--checks", "all", "--max-examples", "300", "--seed", "1",
-         "--workers", "2", "--request-timeout", "120", "--no-color", "--report", "json",
-         "--report-json-path", str(report)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)  # its cache: tmp
+        [
+            str(ST),
+            "--config-file",
+            str(HERE / "schemathesis.toml"),
+            "run",
+            f"{server}/openapi.json",
+            "--checks",
+            "all",
+            "--max-examples",
+            "300",
+            "--seed",
+            "1",
+            "--workers",
+            "2",
+            "--request-timeout",
+            "120",
+            "--no-color",
+            "--report",
+            "json",
+            "--report-json-path",
+            str(report),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )  # its cache: tmp
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
     result = json.loads(report.read_text())
     assert result["failures"] == [] and result["errors"] == []

@@ -10,6 +10,7 @@ text appears nowhere, nothing is copied, no server path is echoed; Gradio's file
 them too. The same image uploaded by the client is read, and its text comes back: the refusals
 are what keeps it out.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -45,9 +46,14 @@ def _copies_in_gradio_cache(data: bytes, since: float) -> list[Path]:
     from gradio.utils import get_upload_folder
 
     digest = hashlib.sha256(data).hexdigest()
-    return [p for p in Path(get_upload_folder()).rglob("*")
-            if p.is_file() and not p.is_symlink() and p.stat().st_mtime >= since
-            and hashlib.sha256(p.read_bytes()).hexdigest() == digest]
+    return [
+        p
+        for p in Path(get_upload_folder()).rglob("*")
+        if p.is_file()
+        and not p.is_symlink()
+        and p.stat().st_mtime >= since
+        and hashlib.sha256(p.read_bytes()).hexdigest() == digest
+    ]
 
 
 def _secret_image() -> bytes:
@@ -78,8 +84,9 @@ def launched(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.chdir(launch)
     mp.setenv("VLM_CASCADE_CACHE", str(cache))  # the examples are made here, fresh
-    app = create_app(ServeConfig(tiny=True, shipped=False, pipelines={"doc_qa": "doc_qa"},
-                                 workers=1), demo=True)
+    app = create_app(
+        ServeConfig(tiny=True, shipped=False, pipelines={"doc_qa": "doc_qa"}, workers=1), demo=True
+    )
     (cache / "demo-examples" / "notes.png").write_bytes(_secret_image())  # not an example
     for served in app.state.engine.models.values():
         served.qa.setup()
@@ -98,13 +105,23 @@ def test_server_paths_in_filedata_are_refused_unread(launched):
     link.unlink(missing_ok=True)
     link.symlink_to(launch / "secret.png")  # as if another local process had planted it
     try:
-        _assert_refused(url, [
-            str(launch / "secret.png"), "secret.png", "./sub/../secret.png",
-            f"{get_upload_folder()}/../../{launch.relative_to('/')}/secret.png".replace(
-                "//", "/"),
-            str(link), str(cache / "demo-examples" / "notes.png"), "/etc/hostname",
-            (launch / "secret.png").as_uri(), "http://127.0.0.1:1/x.png",
-        ], [str(launch), str(cache)])
+        _assert_refused(
+            url,
+            [
+                str(launch / "secret.png"),
+                "secret.png",
+                "./sub/../secret.png",
+                f"{get_upload_folder()}/../../{launch.relative_to('/')}/secret.png".replace(
+                    "//", "/"
+                ),
+                str(link),
+                str(cache / "demo-examples" / "notes.png"),
+                "/etc/hostname",
+                (launch / "secret.png").as_uri(),
+                "http://127.0.0.1:1/x.png",
+            ],
+            [str(launch), str(cache)],
+        )
     finally:
         link.unlink()
         link.parent.rmdir()
@@ -119,8 +136,9 @@ def test_the_same_image_uploaded_is_read(launched, tmp_path):
     mine = tmp_path / "mine.png"
     mine.write_bytes(_secret_image())
     client = Client(url + "/demo/", verbose=False)
-    out = client.predict([handle_file(str(mine))], "What does the text say?", "cascade/doc_qa",
-                         None, api_name="/ask")
+    out = client.predict(
+        [handle_file(str(mine))], "What does the text say?", "cascade/doc_qa", None, api_name="/ask"
+    )
     answer, tools = out[0], out[7]
     assert answer.startswith("### ") and "ZEBRA" in answer + tools
 
@@ -135,10 +153,14 @@ def test_an_uploaded_pdf_is_read_page_by_page(launched, tmp_path):
     doc = tmp_path / "invoice.pdf"
     doc.write_bytes(pdf_bytes(invoice_pages()))
     client = Client(url + "/demo/", verbose=False)
-    out = client.predict([handle_file(str(doc))], "What is the total?", "cascade/doc_qa", None,
-                         api_name="/ask")
+    out = client.predict(
+        [handle_file(str(doc))], "What is the total?", "cascade/doc_qa", None, api_name="/ask"
+    )
     answer, tools = out[0], out[7]
-    assert answer == f"### {INVOICE_TOTAL}" and f"“{INVOICE_TOTAL}” (1.00, invoice.pdf page 2)" in tools
+    assert (
+        answer == f"### {INVOICE_TOTAL}"
+        and f"“{INVOICE_TOTAL}” (1.00, invoice.pdf page 2)" in tools
+    )
 
 
 def test_cascade_serve_demo_reads_nothing_from_its_launch_or_home_folder(tmp_path):
@@ -152,10 +174,25 @@ def test_cascade_serve_demo_reads_nothing_from_its_launch_or_home_folder(tmp_pat
     cache = os.environ.get("VLM_CASCADE_CACHE") or str(Path.home() / ".cache" / "vlm-cascade")
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cascade.cli", "serve", "--demo", "--tiny", "--no-shipped",
-         "--pipeline", "doc_qa=doc_qa", "--port", str(port)], cwd=launch,
+        [
+            sys.executable,
+            "-m",
+            "cascade.cli",
+            "serve",
+            "--demo",
+            "--tiny",
+            "--no-shipped",
+            "--pipeline",
+            "doc_qa=doc_qa",
+            "--port",
+            str(port),
+        ],
+        cwd=launch,
         env={**os.environ, "HOME": str(home), "VLM_CASCADE_CACHE": cache},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 300
@@ -168,8 +205,16 @@ def test_cascade_serve_demo_reads_nothing_from_its_launch_or_home_folder(tmp_pat
             except httpx.TransportError:
                 pass
             time.sleep(0.3)
-        _assert_refused(url, [str(launch / "secret.png"), "secret.png", str(home / "photo.png"),
-                              "../home/photo.png"], [str(launch), str(home)])
+        _assert_refused(
+            url,
+            [
+                str(launch / "secret.png"),
+                "secret.png",
+                str(home / "photo.png"),
+                "../home/photo.png",
+            ],
+            [str(launch), str(home)],
+        )
     finally:
         proc.terminate()
         proc.communicate(timeout=60)

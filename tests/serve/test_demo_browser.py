@@ -3,6 +3,7 @@
 Needs Debian's chromium (`apt-get install -y chromium`); skipped with the reason when it is missing.
 The screenshot is saved in the test's tmp dir and its path printed (run with -s to see it).
 """
+
 from __future__ import annotations
 
 import os
@@ -12,13 +13,20 @@ import pytest
 from .conftest import running_server, small_config, warm
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+]
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not os.path.exists(CHROMIUM),
-                       reason=f"{CHROMIUM} missing: install Debian's chromium (apt-get install -y chromium)"),
+    pytest.mark.skipif(
+        not os.path.exists(CHROMIUM),
+        reason=f"{CHROMIUM} missing: install Debian's chromium (apt-get install -y chromium)",
+    ),
 ]
 
 
@@ -38,10 +46,13 @@ def test_demo_example_ask_shows_answer_evidence_and_bill(tmp_path, monkeypatch, 
             page = browser.new_page(viewport={"width": 1400, "height": 1500})
             page.goto(url + "/", wait_until="domcontentloaded")  # / redirects to /demo/
             page.locator("#ask").wait_for(timeout=60_000)
-            page.locator("#examples").get_by_text("What are the opening hours on the sign?").first.click()
+            page.locator("#examples").get_by_text(
+                "What are the opening hours on the sign?"
+            ).first.click()
             page.wait_for_function(
                 "() => document.querySelector('#question textarea').value.includes('sign')",
-                timeout=20_000)
+                timeout=20_000,
+            )
             page.locator("#ask").click()
             # The tiny VLM's answer is random text: wait for the turn to land, then check the
             # answer heading is there and not empty.
@@ -59,8 +70,9 @@ def test_demo_example_ask_shows_answer_evidence_and_bill(tmp_path, monkeypatch, 
             table = page.locator("#bill-table").inner_text()
             # A VLM answer: tokens, FLOPs and seconds all have their full-resolution baseline.
             rows = {r.split("\t")[0]: r.split("\t")[1:] for r in table.splitlines() if "\t" in r}
-            assert all(rows[k][1] not in ("", "—") for k in ("visual tokens", "prefill FLOPs",
-                                                             "seconds")), rows
+            assert all(
+                rows[k][1] not in ("", "—") for k in ("visual tokens", "prefill FLOPs", "seconds")
+            ), rows
             assert "(est.)" in rows["seconds"][1] and "estimated, not measured" in table
             assert "Turn 1" in page.locator("#cache").inner_text()
             page.locator("#overview img").first.click()  # click to zoom: the preview opens
@@ -78,8 +90,9 @@ def test_demo_example_ask_shows_answer_evidence_and_bill(tmp_path, monkeypatch, 
     print(f"\ndemo screenshot: {shot}")
 
 
-def test_an_upload_picks_the_pipeline_and_errors_show_in_the_answer_panel(tmp_path, monkeypatch,
-                                                                          tiny_vlm):
+def test_an_upload_picks_the_pipeline_and_errors_show_in_the_answer_panel(
+    tmp_path, monkeypatch, tiny_vlm
+):
     """Three photos uploaded while the pipeline is still the video one: the upload switches it to
     the images pipeline, the question is answered; switched back by hand, the answer panel says
     in words why that pipeline cannot answer (no error box, no toast)."""
@@ -95,8 +108,9 @@ def test_an_upload_picks_the_pipeline_and_errors_show_in_the_answer_panel(tmp_pa
     photos = []
     for i in range(3):
         photos.append(tmp_path / f"photo{i}.png")
-        photos[-1].write_bytes(png_bytes(np.random.default_rng(i).integers(
-            0, 255, (96, 128, 3), dtype=np.uint8)))
+        photos[-1].write_bytes(
+            png_bytes(np.random.default_rng(i).integers(0, 255, (96, 128, 3), dtype=np.uint8))
+        )
     app = create_app(small_config(tiny_vlm), demo=True)
     warm(app)
     with running_server(app) as url, sync_playwright() as p:
@@ -126,7 +140,9 @@ def test_an_upload_picks_the_pipeline_and_errors_show_in_the_answer_panel(tmp_pa
             assert "video_small pipeline answers about a video, and you uploaded 3 images" in said
             assert "Choose images_small instead" in said
             assert page.locator(".toast-body").count() == 0  # no vanishing toast ...
-            assert not page.locator("#answer").get_by_text("Error", exact=True).count()  # ... no box
+            assert (
+                not page.locator("#answer").get_by_text("Error", exact=True).count()
+            )  # ... no box
             page.screenshot(path=str(tmp_path / "demo_error.png"), full_page=True)
         finally:
             browser.close()

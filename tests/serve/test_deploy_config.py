@@ -1,5 +1,6 @@
 """`cascade deploy` without Ray: every server setting reaches the application's args through one
 settings model (flags, `CASCADE_*` variables, defaults), and bad values are named."""
+
 from __future__ import annotations
 
 import yaml
@@ -26,8 +27,22 @@ def _refused(tmp_path, capsys, *flags: str) -> str:
 def test_flags_and_environment_reach_the_args_and_the_deployments(tmp_path, monkeypatch):
     monkeypatch.setenv("CASCADE_DEPLOY_MAX_REPLICAS", "6")
     monkeypatch.setenv("CASCADE_MAX_QUEUE", "7")
-    raw = _deploy(tmp_path, "--tiny", "--timeout", "12", "--vlm-gpus", "0.5", "--vlm-cpus", "2",
-                  "--max-batch-size", "3", "--name", "docs", "--port", "9000")
+    raw = _deploy(
+        tmp_path,
+        "--tiny",
+        "--timeout",
+        "12",
+        "--vlm-gpus",
+        "0.5",
+        "--vlm-cpus",
+        "2",
+        "--max-batch-size",
+        "3",
+        "--name",
+        "docs",
+        "--port",
+        "9000",
+    )
     app = raw["applications"][0]
     config, options = split_args(app["args"])  # what build_app will be given
     assert config.tiny and config.request_timeout_s == 12 and config.max_queue == 7

@@ -2,6 +2,7 @@
 every served pipeline runs through, and the run-lock policy. Without the lock, runs of one
 pipeline overlap, and a cancelled request stops only its own run (the cancel hook reads the
 request's event from its context)."""
+
 from __future__ import annotations
 
 import threading
@@ -47,7 +48,9 @@ def _ask_both(engine: Engine, cancels: dict[str, threading.Event]) -> dict[str, 
 
     def ask(question: str, seed: int) -> None:
         try:
-            results[question] = engine.answer(served, _media(seed), question, cancel=cancels[question])
+            results[question] = engine.answer(
+                served, _media(seed), question, cancel=cancels[question]
+            )
         except Exception as e:  # noqa: BLE001 - compared below
             results[question] = e
 

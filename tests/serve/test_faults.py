@@ -8,6 +8,7 @@ after n tokens when asked (`test_vlm_fault`, fault_stage.py). The module's serve
 thin link (4 KiB of send buffer, conftest.running_server) so that a client that stops reading
 blocks the server's writes after a few kilobytes, as a slow network would.
 """
+
 from __future__ import annotations
 
 import io
@@ -26,8 +27,19 @@ import httpx
 import numpy as np
 import pytest
 
-from .conftest import (IMAGES, PIPELINES, SMALL, chat, data_url, free_port, image_part, png_bytes,
-                       running_server, video_part, warm)
+from .conftest import (
+    IMAGES,
+    PIPELINES,
+    SMALL,
+    chat,
+    data_url,
+    free_port,
+    image_part,
+    png_bytes,
+    running_server,
+    video_part,
+    warm,
+)
 
 FAILING = "cascade/images_failing"
 
@@ -59,8 +71,10 @@ def _raw_post(url: str, body: bytes, *, length: int | None = None, rcvbuf: int |
     if rcvbuf:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     s.connect((u.hostname, u.port))
-    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json"
-              b"\r\nContent-Length: " + str(length or len(body)).encode() + b"\r\n\r\n" + body)
+    s.sendall(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json"
+        b"\r\nContent-Length: " + str(length or len(body)).encode() + b"\r\n\r\n" + body
+    )
     return s
 
 
@@ -69,9 +83,16 @@ def served(tiny_vlm):
     from cascade.serve.app import create_app
     from cascade.serve.config import ServeConfig
 
-    config = ServeConfig(model=tiny_vlm, shipped=False, workers=4, max_concurrent=4,
-                         pipelines={**SMALL, "images_failing": str(PIPELINES / "images_failing.yaml")},
-                         send_timeout_s=1.0, upload_timeout_s=2.0, max_total_pixels=8000)
+    config = ServeConfig(
+        model=tiny_vlm,
+        shipped=False,
+        workers=4,
+        max_concurrent=4,
+        pipelines={**SMALL, "images_failing": str(PIPELINES / "images_failing.yaml")},
+        send_timeout_s=1.0,
+        upload_timeout_s=2.0,
+        max_total_pixels=8000,
+    )
     app = create_app(config)
     warm(app)
     with running_server(app, send_buffer=4096) as url:
@@ -83,11 +104,15 @@ def test_a_decode_failing_mid_stream_ends_with_an_error_event_and_done(served):
     picture = _image(1)
     failing = chat(FAILING, "FAIL_AFTER 3 then describe it", picture, stream=True, max_tokens=32)
     with ThreadPoolExecutor(1) as pool:  # another request, served meanwhile
-        other = pool.submit(httpx.post, f"{url}/v1/chat/completions", timeout=300,
-                            json=chat(IMAGES, "What is it?", _image(2)))
+        other = pool.submit(
+            httpx.post,
+            f"{url}/v1/chat/completions",
+            timeout=300,
+            json=chat(IMAGES, "What is it?", _image(2)),
+        )
         with httpx.stream("POST", f"{url}/v1/chat/completions", json=failing, timeout=300) as r:
             assert r.status_code == 200  # the first token was out: the status was sent
-            events = [ln[len("data: "):] for ln in r.iter_lines() if ln]
+            events = [ln[len("data: ") :] for ln in r.iter_lines() if ln]
         assert other.result().status_code == 200
     assert events[-1] == "[DONE]"
     error = json.loads(events[-2])["error"]
@@ -97,8 +122,11 @@ def test_a_decode_failing_mid_stream_ends_with_an_error_event_and_done(served):
     assert 1 <= len(tokens) <= 3 and all(t for t in tokens)  # what was decoded before the fault
     assert not any(c["choices"][0]["finish_reason"] for c in chunks)
     # The pipeline, its model and its KV cache keep serving: the same picture answers again.
-    again = httpx.post(f"{url}/v1/chat/completions", timeout=300,
-                       json=chat(FAILING, "then describe it", picture, max_tokens=8))
+    again = httpx.post(
+        f"{url}/v1/chat/completions",
+        timeout=300,
+        json=chat(FAILING, "then describe it", picture, max_tokens=8),
+    )
     assert again.status_code == 200 and again.json()["choices"][0]["message"]["content"]
     metrics = httpx.get(f"{url}/metrics").text
     assert _metric(metrics, "cascade_requests_total", f'{{model="{FAILING}",status="500"}}') == 1
@@ -108,8 +136,9 @@ def test_a_decode_failing_mid_stream_ends_with_an_error_event_and_done(served):
 def test_a_client_that_stops_reading_is_dropped_and_its_decode_cancelled(served):
     url, engine = served
     before = httpx.get(f"{url}/metrics").text
-    body = json.dumps(chat(IMAGES, "Describe it.", _image(3), stream=True,
-                           max_tokens=2000)).encode()
+    body = json.dumps(
+        chat(IMAGES, "Describe it.", _image(3), stream=True, max_tokens=2000)
+    ).encode()
     with _raw_post(url, body, rcvbuf=4096) as s:
         got = b""
         while b"data: " not in got:  # the stream has begun ...
@@ -119,15 +148,20 @@ def test_a_client_that_stops_reading_is_dropped_and_its_decode_cancelled(served)
         # a chunk waits past --send-timeout (1 s): the stream is dropped, the decode cancelled.
         _wait_until(lambda: engine.busy == 0, timeout=600)
         after = httpx.get(f"{url}/metrics").text
-        ok = httpx.post(f"{url}/v1/chat/completions", timeout=300,
-                        json=chat(IMAGES, "What is it?", _image(4)))
+        ok = httpx.post(
+            f"{url}/v1/chat/completions", timeout=300, json=chat(IMAGES, "What is it?", _image(4))
+        )
         assert ok.status_code == 200  # served while the stalled client still holds its socket
     label = f'{{model="{IMAGES}",status="499"}}'
-    assert _metric(after, "cascade_requests_total", label) == \
-        _metric(before, "cascade_requests_total", label) + 1
+    assert (
+        _metric(after, "cascade_requests_total", label)
+        == _metric(before, "cascade_requests_total", label) + 1
+    )
     # The run was cancelled, not finished: no answer and no completion tokens were recorded.
-    for name, labels in (("cascade_answers_total", f'{{model="{IMAGES}",produced_by="vlm"}}'),
-                         ("cascade_completion_tokens_total", f'{{model="{IMAGES}"}}')):
+    for name, labels in (
+        ("cascade_answers_total", f'{{model="{IMAGES}",produced_by="vlm"}}'),
+        ("cascade_completion_tokens_total", f'{{model="{IMAGES}"}}'),
+    ):
         assert _metric(after, name, labels) == _metric(before, name, labels), name
 
 
@@ -136,8 +170,9 @@ def test_a_slow_upload_times_out_alone(served):
     with _raw_post(url, b'{"model": "cascade/images_small", "mess', length=100_000) as s:
         # While this body trickles (it never finishes), other requests are served and this one
         # holds no slot: the body is read before a request is admitted.
-        ok = httpx.post(f"{url}/v1/chat/completions", timeout=300,
-                        json=chat(IMAGES, "What is it?", _image(5)))
+        ok = httpx.post(
+            f"{url}/v1/chat/completions", timeout=300, json=chat(IMAGES, "What is it?", _image(5))
+        )
         assert ok.status_code == 200
         s.settimeout(60)
         reply = b""
@@ -170,11 +205,17 @@ def _noise_video(frames: int = 20) -> bytes:
     buf = io.BytesIO()
     with av.open(buf, "w", format="mp4") as out:
         stream = out.add_stream("mpeg4", rate=10)
-        stream.width, stream.height, stream.pix_fmt, stream.bit_rate = 320, 240, "yuv420p", 20_000_000
+        stream.width, stream.height, stream.pix_fmt, stream.bit_rate = (
+            320,
+            240,
+            "yuv420p",
+            20_000_000,
+        )
         rng = np.random.default_rng(0)
         for _ in range(frames):
-            frame = av.VideoFrame.from_ndarray(rng.integers(0, 255, (240, 320, 3), np.uint8),
-                                               format="rgb24")
+            frame = av.VideoFrame.from_ndarray(
+                rng.integers(0, 255, (240, 320, 3), np.uint8), format="rgb24"
+            )
             for packet in stream.encode(frame):
                 out.mux(packet)
         for packet in stream.encode():
@@ -187,8 +228,12 @@ def _can_mount_a_tmpfs() -> str | None:
     if shutil.which("unshare") is None:
         return "no unshare(1)"
     try:
-        probe = subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs tmpfs /mnt"],
-                               capture_output=True, text=True, timeout=30)
+        probe = subprocess.run(
+            ["unshare", "-Urm", "sh", "-c", "mount -t tmpfs tmpfs /mnt"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return str(e)
     return None if probe.returncode == 0 else probe.stderr.strip() or "unshare -Urm failed"
@@ -205,12 +250,36 @@ def test_a_full_upload_disk_is_507_and_leaves_nothing(tmp_path, tiny_vlm, media_
     uploads.mkdir()
     mount = 'mount -t tmpfs -o size=1m,mode=0700 tmpfs "$0" && exec "$@"'
     proc = subprocess.Popen(
-        ["unshare", "-Urm", "sh", "-c", mount, str(uploads), sys.executable, "-m", "cascade.cli",
-         "serve", "--model", tiny_vlm, "--no-shipped", "--port", str(port), "--upload-dir",
-         str(uploads), "--pipeline", f"video={PIPELINES / 'video_fuzz.yaml'}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
-    url, seen = f"http://127.0.0.1:{port}", Path(f"/proc/{proc.pid}/root") / str(uploads).lstrip("/")
+        [
+            "unshare",
+            "-Urm",
+            "sh",
+            "-c",
+            mount,
+            str(uploads),
+            sys.executable,
+            "-m",
+            "cascade.cli",
+            "serve",
+            "--model",
+            tiny_vlm,
+            "--no-shipped",
+            "--port",
+            str(port),
+            "--upload-dir",
+            str(uploads),
+            "--pipeline",
+            f"video={PIPELINES / 'video_fuzz.yaml'}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    url, seen = (
+        f"http://127.0.0.1:{port}",
+        Path(f"/proc/{proc.pid}/root") / str(uploads).lstrip("/"),
+    )
     try:
         deadline = time.monotonic() + 300
         while True:
@@ -224,16 +293,22 @@ def test_a_full_upload_disk_is_507_and_leaves_nothing(tmp_path, tiny_vlm, media_
             time.sleep(0.2)
         big = _noise_video()
         assert len(big) > 1 << 20
-        r = httpx.post(f"{url}/v1/chat/completions", timeout=300, json=chat(
-            "cascade/video", "What is it?", video_part(data_url(big, "video/mp4"))))
+        r = httpx.post(
+            f"{url}/v1/chat/completions",
+            timeout=300,
+            json=chat("cascade/video", "What is it?", video_part(data_url(big, "video/mp4"))),
+        )
         assert r.status_code == 507, r.text
         error = r.json()["error"]
         assert (error["code"], error["param"]) == ("insufficient_storage", "messages[0].content[0]")
         assert "no space left" in error["message"] and str(uploads) not in error["message"]
         assert list(seen.iterdir()) == []  # nothing half-written stays on the full disk
         small = (d / "sign.mp4").read_bytes()  # what fits is still served
-        r = httpx.post(f"{url}/v1/chat/completions", timeout=300, json=chat(
-            "cascade/video", "What is it?", video_part(data_url(small, "video/mp4"))))
+        r = httpx.post(
+            f"{url}/v1/chat/completions",
+            timeout=300,
+            json=chat("cascade/video", "What is it?", video_part(data_url(small, "video/mp4"))),
+        )
         assert r.status_code == 200, r.text
         assert list(seen.iterdir()) == []
     finally:

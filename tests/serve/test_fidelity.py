@@ -5,6 +5,7 @@ chunks leave while the VLM is still generating.
 The small test pipelines run the real `vlm_answer` stage on the random-weight tiny Qwen2-VL: the
 answers are noise, the token counts, the KV cache and the timing are real.
 """
+
 from __future__ import annotations
 
 import re
@@ -16,8 +17,17 @@ import openai
 import pytest
 from openai import OpenAI
 
-from .conftest import (IMAGES, VIDEO, data_url, decode_seconds, png_bytes, running_server,
-                       small_config, stream_spread, warm)
+from .conftest import (
+    IMAGES,
+    VIDEO,
+    data_url,
+    decode_seconds,
+    png_bytes,
+    running_server,
+    small_config,
+    stream_spread,
+    warm,
+)
 
 
 @pytest.fixture(scope="module")
@@ -66,17 +76,25 @@ def test_max_tokens_caps_the_answer(served, image_url, video_url, model, kind):
         assert r.model_extra["cascade"]["bill"]["completion_tokens"] == 3
     # above the stage's param too: the request's limit replaces it, not only lowers it
     r = client.chat.completions.create(model=model, messages=messages, max_tokens=24)
-    assert r.usage.completion_tokens > full.usage.completion_tokens or \
-        r.choices[0].finish_reason == "stop"
-    stream = client.chat.completions.create(model=model, messages=messages, max_tokens=3,
-                                            stream=True, stream_options={"include_usage": True})
+    assert (
+        r.usage.completion_tokens > full.usage.completion_tokens
+        or r.choices[0].finish_reason == "stop"
+    )
+    stream = client.chat.completions.create(
+        model=model,
+        messages=messages,
+        max_tokens=3,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     chunks = list(stream)
     assert chunks[-1].usage.completion_tokens == 3
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
 
 
-def test_earlier_turns_are_in_the_prompt_and_the_media_prefix_still_hits(served, image_url,
-                                                                        tiny_vlm):
+def test_earlier_turns_are_in_the_prompt_and_the_media_prefix_still_hits(
+    served, image_url, tiny_vlm
+):
     from transformers import AutoTokenizer
 
     client, *_ = served
@@ -84,29 +102,38 @@ def test_earlier_turns_are_in_the_prompt_and_the_media_prefix_still_hits(served,
     r1 = client.chat.completions.create(model=IMAGES, messages=[_user(q1, image_url)])
     a1 = r1.choices[0].message.content
     alone = client.chat.completions.create(model=IMAGES, messages=[_user(q2, image_url)])
-    r2 = client.chat.completions.create(model=IMAGES, messages=[
-        _user(q1, image_url), {"role": "assistant", "content": a1}, _user(q2)])
+    r2 = client.chat.completions.create(
+        model=IMAGES,
+        messages=[_user(q1, image_url), {"role": "assistant", "content": a1}, _user(q2)],
+    )
     tok = AutoTokenizer.from_pretrained(tiny_vlm)
     history_tokens = len(tok(q1)["input_ids"]) + len(tok(a1)["input_ids"])
     # The first turn is in the second request's prompt: at least its text's tokens more (plus the
     # template's turn markers) than the same question asked alone about the same image.
     grown = r2.usage.prompt_tokens - alone.usage.prompt_tokens
     assert history_tokens <= grown <= history_tokens + 16
-    assert r2.model_extra["cascade"]["trace"]["counters"]["prompt_tokens"] == \
-        alone.model_extra["cascade"]["trace"]["counters"]["prompt_tokens"] + grown
+    assert (
+        r2.model_extra["cascade"]["trace"]["counters"]["prompt_tokens"]
+        == alone.model_extra["cascade"]["trace"]["counters"]["prompt_tokens"] + grown
+    )
     # ... and the image's KV prefix is reused: the history sits after it, in the suffix.
     bill2 = r2.model_extra["cascade"]["bill"]
     assert bill2["kv_cache"] == "hit"
     assert r2.model_extra["cascade"]["trace"]["counters"]["vision_tower_calls"] == 0
-    assert bill2["visual_tokens"] < r2.usage.prompt_tokens_details.cached_tokens \
+    assert (
+        bill2["visual_tokens"]
+        < r2.usage.prompt_tokens_details.cached_tokens
         < r2.usage.prompt_tokens
+    )
 
 
 def test_an_assistant_message_with_nothing_to_answer_is_a_400(served, image_url):
     client, *_ = served
     with pytest.raises(openai.BadRequestError) as e:
-        client.chat.completions.create(model=IMAGES, messages=[
-            {"role": "assistant", "content": "Hello!"}, _user("What is it?", image_url)])
+        client.chat.completions.create(
+            model=IMAGES,
+            messages=[{"role": "assistant", "content": "Hello!"}, _user("What is it?", image_url)],
+        )
     assert e.value.body["code"] == "invalid_conversation" and e.value.body["param"] == "messages[0]"
 
 
@@ -124,20 +151,35 @@ stages:
   vlm: {type: vlm_answer, inputs: {images: $images, question: $question}}
 outputs: {answer: vlm.answer}
 """)
-    engine = Engine(ServeConfig(model=tiny_vlm, shipped=False,
-                                pipelines={"bare": str(tmp_path / "bare.yaml")}))
+    engine = Engine(
+        ServeConfig(model=tiny_vlm, shipped=False, pipelines={"bare": str(tmp_path / "bare.yaml")})
+    )
     try:
         served, url = engine.get("cascade/bare"), "data:image/png;base64,AAAA"
-        for body, param in [({"max_tokens": 3, "messages": [_user("q", url)]}, "max_tokens"),
-                            ({"seed": 3, "temperature": 0.5, "messages": [_user("q", url)]}, "seed"),
-                            ({"messages": [_user("q1", url), {"role": "assistant", "content": "a"},
-                                           _user("q2")]}, "messages")]:
+        for body, param in [
+            ({"max_tokens": 3, "messages": [_user("q", url)]}, "max_tokens"),
+            ({"seed": 3, "temperature": 0.5, "messages": [_user("q", url)]}, "seed"),
+            (
+                {
+                    "messages": [
+                        _user("q1", url),
+                        {"role": "assistant", "content": "a"},
+                        _user("q2"),
+                    ]
+                },
+                "messages",
+            ),
+        ]:
             with pytest.raises(APIError) as e:
                 engine.check_request(parse_chat_request({"model": "cascade/bare", **body}), served)
-            assert (e.value.status, e.value.code, e.value.param) == \
-                (400, "unsupported_parameter", param)
-        engine.check_request(parse_chat_request({"model": "cascade/bare",
-                                                 "messages": [_user("q", url)]}), served)
+            assert (e.value.status, e.value.code, e.value.param) == (
+                400,
+                "unsupported_parameter",
+                param,
+            )
+        engine.check_request(
+            parse_chat_request({"model": "cascade/bare", "messages": [_user("q", url)]}), served
+        )
     finally:
         engine.close()
 
@@ -170,12 +212,14 @@ def test_stream_chunks_leave_while_the_vlm_generates(served, image_url):
 def test_a_stream_that_fails_before_its_first_token_keeps_its_status(served, image_url):
     client, *_ = served
     with pytest.raises(openai.InternalServerError) as e:
-        client.chat.completions.create(model=IMAGES, messages=[_user("CRASH now", image_url)],
-                                       stream=True)
+        client.chat.completions.create(
+            model=IMAGES, messages=[_user("CRASH now", image_url)], stream=True
+        )
     assert e.value.body["code"] == "pipeline_error"
     with pytest.raises(openai.BadRequestError) as e:
-        client.chat.completions.create(model=IMAGES, messages=[_user("hi", image_url)],
-                                       stream=True, logit_bias={"42": 5})
+        client.chat.completions.create(
+            model=IMAGES, messages=[_user("hi", image_url)], stream=True, logit_bias={"42": 5}
+        )
     assert e.value.body["param"] == "logit_bias"
 
 
@@ -185,8 +229,9 @@ def test_a_client_that_leaves_mid_stream_stops_the_generation(served, image_url)
     messages, timed = _long_answer(client, image_url, 64)
     per_token = decode_seconds(timed) / (timed.usage.completion_tokens - 1)
     before = httpx.get(url + "/metrics").text
-    stream = client.chat.completions.create(model=IMAGES, messages=messages, max_tokens=2000,
-                                            stream=True)
+    stream = client.chat.completions.create(
+        model=IMAGES, messages=messages, max_tokens=2000, stream=True
+    )
     got = 0
     for chunk in stream:
         got += bool(chunk.choices and chunk.choices[0].delta.content)
@@ -204,8 +249,9 @@ def test_a_client_that_leaves_mid_stream_stops_the_generation(served, image_url)
     # limit of 64 before, as it does again: greedy); the run stopped at its next token
     # instead, was not answered (no completion tokens counted) and is a 499, not a 500.
     assert stopped_after < 0.1 * 2000 * per_token
-    assert _metric(after, "cascade_completion_tokens_total", label) == \
-        _metric(before, "cascade_completion_tokens_total", label)
+    assert _metric(after, "cascade_completion_tokens_total", label) == _metric(
+        before, "cascade_completion_tokens_total", label
+    )
     status = lambda s, t: _metric(t, "cascade_requests_total", f'{{model="{IMAGES}",status="{s}"}}')
     assert status(499, after) == status(499, before) + 1
     assert status(500, after) == status(500, before)
@@ -220,8 +266,12 @@ def test_an_error_after_the_first_token_is_an_error_event_then_done(tiny_vlm, im
     # decode step of the tiny model takes over a millisecond on any CPU).
     app = create_app(small_config(tiny_vlm, request_timeout_s=1.0))
     warm(app)
-    body = {"model": IMAGES, "stream": True, "max_tokens": 2000,
-            "messages": [_user("Go on and on.", image_url)]}
+    body = {
+        "model": IMAGES,
+        "stream": True,
+        "max_tokens": 2000,
+        "messages": [_user("Go on and on.", image_url)],
+    }
     with running_server(app) as url:
         client = OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=60)
         got = []
@@ -259,8 +309,17 @@ def test_a_stream_whose_text_is_not_the_answer_says_so():
         first = await anext(tokens, None)
         work.set_result(Answer("Goodbye"))  # a draft streamed, another stage answered
         statuses: list[int] = []
-        response = event_stream(tokens, work, first, model="m", cid="c", created=0,
-                                include_usage=False, extra=lambda a: {}, finished=statuses.append)
+        response = event_stream(
+            tokens,
+            work,
+            first,
+            model="m",
+            cid="c",
+            created=0,
+            include_usage=False,
+            extra=lambda a: {},
+            finished=statuses.append,
+        )
         return [part async for part in response.body_iterator], statuses
 
     parts, statuses = asyncio.run(run())

@@ -4,6 +4,7 @@
 The small image pipeline runs the real tiny VLM; `SLEEP n` questions hold a slot for n seconds
 through the `test_fault` stage that sits before the VLM (conftest.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -50,10 +51,13 @@ def _wait_until(cond, timeout: float = 30.0) -> None:
 def test_burst_of_12_at_max_concurrent_2_is_all_answered(tiny_vlm, img):
     app = _serve(tiny_vlm, max_concurrent=2)
     with running_server(app) as url:
+
         def ask(i: int) -> httpx.Response:
             with httpx.Client(base_url=url, timeout=120) as c:
-                return c.post("/v1/chat/completions", json=chat(IMAGES, f"What is written? ({i})",
-                                                               image_part(img)))
+                return c.post(
+                    "/v1/chat/completions",
+                    json=chat(IMAGES, f"What is written? ({i})", image_part(img)),
+                )
 
         with ThreadPoolExecutor(12) as pool:
             answers = list(pool.map(ask, range(12)))
@@ -70,9 +74,13 @@ def test_a_full_queue_answers_429_with_retry_after(tiny_vlm, img):
     app = _serve(tiny_vlm, max_concurrent=1, max_queue=1)
     engine = app.state.engine
     with running_server(app) as url, ThreadPoolExecutor(2) as pool:
+
         def post(question: str) -> httpx.Response:
-            return httpx.post(url + "/v1/chat/completions", json=chat(IMAGES, question, image_part(img)),
-                              timeout=60)
+            return httpx.post(
+                url + "/v1/chat/completions",
+                json=chat(IMAGES, question, image_part(img)),
+                timeout=60,
+            )
 
         running = pool.submit(post, "SLEEP 1.5 then answer")
         _wait_until(lambda: engine.busy == 1)
@@ -93,8 +101,10 @@ def _hang_up_after(url: str, body: dict, seconds: float) -> None:
     u = urlparse(url)
     data = json.dumps(body).encode()
     with socket.create_connection((u.hostname, u.port)) as s:
-        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nContent-Type: "
-                  b"application/json\r\nContent-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
+        s.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nContent-Type: "
+            b"application/json\r\nContent-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data
+        )
         time.sleep(seconds)
 
 
@@ -105,19 +115,25 @@ def test_a_client_that_hangs_up_is_a_499_and_its_work_stops(tiny_vlm, img):
         before = httpx.get(url + "/metrics").text
         # The first request runs (its fault stage sleeps), the second waits in the queue; both
         # clients hang up. The first stops before the VLM stage, the second never starts.
-        first = threading.Thread(target=_hang_up_after,
-                                 args=(url, chat(IMAGES, "SLEEP 1.0 first", image_part(img)), 0.6))
+        first = threading.Thread(
+            target=_hang_up_after, args=(url, chat(IMAGES, "SLEEP 1.0 first", image_part(img)), 0.6)
+        )
         first.start()
         _wait_until(lambda: engine.busy == 1)
         _hang_up_after(url, chat(IMAGES, "SLEEP 1.0 second", image_part(img)), 0.3)
         first.join()
         _wait_until(lambda: engine.busy == 0 and engine.queued == 0)
         after = httpx.get(url + "/metrics").text
-        ok = httpx.post(url + "/v1/chat/completions", json=chat(IMAGES, "Still there?", image_part(img)),
-                        timeout=60)
+        ok = httpx.post(
+            url + "/v1/chat/completions",
+            json=chat(IMAGES, "Still there?", image_part(img)),
+            timeout=60,
+        )
     label = f'{{model="{IMAGES}",status="499"}}'
     assert _metric(after, "cascade_requests_total", label) == 2
     assert _metric(after, "cascade_requests_total", f'{{model="{IMAGES}",status="500"}}') == 0
     answers = f'{{model="{IMAGES}",produced_by="vlm"}}'
-    assert _metric(after, "cascade_answers_total", answers) == _metric(before, "cascade_answers_total", answers)
+    assert _metric(after, "cascade_answers_total", answers) == _metric(
+        before, "cascade_answers_total", answers
+    )
     assert ok.status_code == 200

@@ -1,5 +1,6 @@
 """The media-id store (`uuid` on a content part): bounded in bytes, least recently used out
 first, one id one piece of media."""
+
 from __future__ import annotations
 
 import hashlib
@@ -37,7 +38,9 @@ def test_one_uuid_names_one_piece_of_media():
         ids.resolve("x", "image", payload(b"second"), "messages[0].content[2]")
     assert e.value.status == 400 and e.value.param == "messages[0].content[2].uuid"
     assert "already names other media" in str(e.value)
-    with pytest.raises(APIError, match="names the media of an image part, and this part is a video part"):
+    with pytest.raises(
+        APIError, match="names the media of an image part, and this part is a video part"
+    ):
         ids.resolve("x", "video", None, "p")
 
 
@@ -54,13 +57,26 @@ def test_a_conversation_names_each_uuid_once_with_its_bytes_where_they_came():
     from cascade.serve.protocol import parse_chat_request
 
     url = "data:image/png;base64,AAAA"
-    req = parse_chat_request({"model": "m", "messages": [
-        {"role": "user", "content": [{"type": "image_url", "uuid": "a"},
-                                     {"type": "image_url", "image_url": {"url": url}, "uuid": "a"},
-                                     {"type": "image_url", "image_url": None, "uuid": "b"},
-                                     {"type": "text", "text": "q"}]}]})
+    req = parse_chat_request(
+        {
+            "model": "m",
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image_url", "uuid": "a"},
+                        {"type": "image_url", "image_url": {"url": url}, "uuid": "a"},
+                        {"type": "image_url", "image_url": None, "uuid": "b"},
+                        {"type": "text", "text": "q"},
+                    ],
+                }
+            ],
+        }
+    )
     assert [(m.url, m.uuid, m.param) for m in req.media] == [
-        (url, "a", "messages[0].content[1]"), (None, "b", "messages[0].content[2]")]
+        (url, "a", "messages[0].content[1]"),
+        (None, "b", "messages[0].content[2]"),
+    ]
 
 
 def test_a_uuid_sent_alone_that_names_nothing_is_refused_before_it_queues():
@@ -72,8 +88,17 @@ def test_a_uuid_sent_alone_that_names_nothing_is_refused_before_it_queues():
     try:
         served = engine.get("cascade/doc_qa")
         part = {"type": "image_url", "image_url": None, "uuid": "never-sent"}
-        req = parse_chat_request({"model": "cascade/doc_qa", "messages": [
-            {"role": "user", "content": [part, {"type": "text", "text": "What does it say?"}]}]})
+        req = parse_chat_request(
+            {
+                "model": "cascade/doc_qa",
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [part, {"type": "text", "text": "What does it say?"}],
+                    }
+                ],
+            }
+        )
         with pytest.raises(APIError) as e:
             engine.check_request(req, served)  # what runs before the request takes a queue place
         assert (e.value.status, e.value.code) == (400, "media_not_cached")

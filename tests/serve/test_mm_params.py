@@ -1,5 +1,6 @@
 """vLLM's media parameters: `mm_processor_kwargs` onto a pipeline's stages, and
 `--limit-mm-per-prompt` in both of vLLM's forms."""
+
 from __future__ import annotations
 
 import pytest
@@ -35,8 +36,10 @@ def test_a_key_with_nothing_to_set_or_a_value_the_stage_refuses_is_400():
 
 @pytest.mark.parametrize("text", ["image=2,video=1", '{"image": 2, "video": 1}'])
 def test_limit_mm_per_prompt_takes_vllms_two_forms(text):
-    assert ServeConfig(limit_mm_per_prompt=_mm_limits(text)).limit_mm_per_prompt == \
-        {"image": 2, "video": 1}
+    assert ServeConfig(limit_mm_per_prompt=_mm_limits(text)).limit_mm_per_prompt == {
+        "image": 2,
+        "video": 1,
+    }
 
 
 def test_limit_mm_per_prompt_refuses_what_it_cannot_mean():

@@ -1,4 +1,5 @@
 """The official `openai` client, unchanged, against the server on a real port."""
+
 from __future__ import annotations
 
 import openai
@@ -22,8 +23,15 @@ def client(media_dir, tiny_vlm):
 def messages(media_dir):
     d, _ = media_dir
     url = data_url((d / "sign.mp4").read_bytes(), "video/mp4")
-    return [{"role": "user", "content": [{"type": "video_url", "video_url": {"url": url}},
-                                         {"type": "text", "text": "What does the sign say?"}]}]
+    return [
+        {
+            "role": "user",
+            "content": [
+                {"type": "video_url", "video_url": {"url": url}},
+                {"type": "text", "text": "What does the sign say?"},
+            ],
+        }
+    ]
 
 
 def test_models_list(client):
@@ -42,8 +50,9 @@ def test_non_streaming_and_streaming_agree(client, messages):
     assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
     assert bill["baseline_visual_tokens"] > bill["visual_tokens"] > 0
 
-    stream = client.chat.completions.create(model=VIDEO, messages=messages,
-                                            stream=True, stream_options={"include_usage": True})
+    stream = client.chat.completions.create(
+        model=VIDEO, messages=messages, stream=True, stream_options={"include_usage": True}
+    )
     chunks = list(stream)
     streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert streamed == text  # greedy decoding: the same answer either way
@@ -62,8 +71,10 @@ def test_errors_raise_the_right_exceptions(client, messages):
 
 
 def test_what_cannot_be_honoured_raises_bad_request(client, messages):
-    for kwargs, param in [({"logit_bias": {"42": 5}}, "logit_bias"),
-                          ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools")]:
+    for kwargs, param in [
+        ({"logit_bias": {"42": 5}}, "logit_bias"),
+        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+    ]:
         with pytest.raises(openai.BadRequestError) as e:
             client.chat.completions.create(model=VIDEO, messages=messages, **kwargs)
         assert e.value.body["param"] == param and e.value.body["code"] == "unsupported_parameter"

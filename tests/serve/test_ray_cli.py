@@ -1,6 +1,7 @@
 """`cascade serve --ray` as a user runs it: its own local Ray cluster, two VLM replicas, the
 official `openai` client; ^C shuts Serve and the cluster down. (Runs before test_ray_serve.py's
 cluster starts: one cluster at a time.)"""
+
 from __future__ import annotations
 
 import signal
@@ -24,9 +25,27 @@ def test_cascade_serve_ray_answers_an_image_chat_on_two_replicas(tiny_vlm):
 
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cascade.cli", "serve", "--ray", "--replicas", "2", "--tiny",
-         "--threads", "1", "--no-shipped", "--pipeline", f"plain={PIPELINES / 'images_plain.yaml'}",
-         "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "cascade.cli",
+            "serve",
+            "--ray",
+            "--replicas",
+            "2",
+            "--tiny",
+            "--threads",
+            "1",
+            "--no-shipped",
+            "--pipeline",
+            f"plain={PIPELINES / 'images_plain.yaml'}",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     url, ours = f"http://127.0.0.1:{port}", []  # /health answers of our ingress, from launch
     try:
         deadline = time.monotonic() + 180
@@ -52,14 +71,27 @@ def test_cascade_serve_ray_answers_an_image_chat_on_two_replicas(tiny_vlm):
         assert health["replicas"] == {"ingress": 1, "vlm_answer": 2} and health["random_weights"]
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
         image = np.random.default_rng(7).integers(0, 255, (48, 64, 3), dtype=np.uint8)
-        messages = [{"role": "user", "content": [
-            {"type": "image_url", "image_url": {"url": data_url(png_bytes(image), "image/png")}},
-            {"type": "text", "text": "What is in the picture?"}]}]
-        turns = [client.chat.completions.create(model="cascade/plain", messages=messages)
-                 for _ in range(2)]
+        messages = [
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": data_url(png_bytes(image), "image/png")},
+                    },
+                    {"type": "text", "text": "What is in the picture?"},
+                ],
+            }
+        ]
+        turns = [
+            client.chat.completions.create(model="cascade/plain", messages=messages)
+            for _ in range(2)
+        ]
         assert all(isinstance(t.choices[0].message.content, str) for t in turns)
-        vlm = [next(s for s in t.model_extra["cascade"]["trace"]["stages"] if s["name"] == "vlm")
-               for t in turns]
+        vlm = [
+            next(s for s in t.model_extra["cascade"]["trace"]["stages"] if s["name"] == "vlm")
+            for t in turns
+        ]
         assert [v["counters"]["kv_cache_hits"] for v in vlm] == [0, 1]  # turn 2: same replica
     finally:
         proc.send_signal(signal.SIGINT)  # ^C: serve.shutdown(), ray.shutdown()

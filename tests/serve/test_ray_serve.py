@@ -8,6 +8,7 @@ fault stage is a plugin from outside the package (`fault_stage.py`) that declare
 replica can be killed while a request is surely in it.
 Nothing is mocked: HTTP to Serve's proxy on 127.0.0.1, handles, object refs, replicas.
 """
+
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -20,7 +21,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ray = pytest.importorskip("ray", reason="ray[serve] is not installed (pip install 'vlm-cascade[ray]')")
+ray = pytest.importorskip(
+    "ray", reason="ray[serve] is not installed (pip install 'vlm-cascade[ray]')"
+)
 serve = pytest.importorskip("ray.serve")
 httpx = pytest.importorskip("httpx")
 
@@ -28,8 +31,17 @@ from cascade.serve.ray.app import build_app  # noqa: E402
 from cascade.serve.ray.executor import RemoteStages  # noqa: E402
 from cascade.serve.ray.options import APP_NAME, RayOptions, app_args  # noqa: E402
 
-from .conftest import (IMAGES, PIPELINES, chat, data_url, free_port, image_part,  # noqa: E402
-                       png_bytes, small_config, stream_spread)
+from .conftest import (
+    IMAGES,
+    PIPELINES,
+    chat,
+    data_url,
+    free_port,
+    image_part,  # noqa: E402
+    png_bytes,
+    small_config,
+    stream_spread,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.timeout(300)]
 REPO = Path(__file__).resolve().parents[2]
@@ -37,8 +49,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})  # replicas import tests.*
+    ray.init(
+        num_cpus=4,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}},
+    )  # replicas import tests.*
     port = free_port()
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
@@ -52,10 +68,14 @@ def cluster():
 def server(cluster, tiny_vlm):
     # `test_fault` (tests/serve/fault_stage.py, a stage from outside the package) declares itself
     # heavy: it gets a deployment of its own, like the built-in heavy stages.
-    options = RayOptions(replicas=2, threads=1, imports=("tests.serve.fault_stage",),
-                         batch_wait_timeout_s=0.2,
-                         num_cpus={"vlm_answer": 0.5, "ingress": 0.5},
-                         health_check_period_s=1.0)
+    options = RayOptions(
+        replicas=2,
+        threads=1,
+        imports=("tests.serve.fault_stage",),
+        batch_wait_timeout_s=0.2,
+        num_cpus={"vlm_answer": 0.5, "ingress": 0.5},
+        health_check_period_s=1.0,
+    )
     config = small_config(tiny_vlm, max_concurrent=8)
     t0 = time.perf_counter()
     serve.run(build_app(app_args(config, options)), name=APP_NAME, route_prefix="/")
@@ -65,8 +85,9 @@ def server(cluster, tiny_vlm):
 
 def _image(seed: int) -> dict:
     rng = np.random.default_rng(seed)
-    return image_part(data_url(png_bytes(rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)),
-                               "image/png"))
+    return image_part(
+        data_url(png_bytes(rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)), "image/png")
+    )
 
 
 def _post(url: str, body: dict, timeout: float = 120) -> httpx.Response:
@@ -123,9 +144,15 @@ def test_health_reports_running_replicas_and_the_api_is_the_same(server):
 def test_openai_client_chat_with_an_image(server):
     openai = pytest.importorskip("openai")
     client = openai.OpenAI(base_url=f"{server}/v1", api_key="unused", max_retries=0)
-    out = client.chat.completions.create(model=IMAGES, messages=[{"role": "user", "content": [
-        _image(1), {"type": "text", "text": "What colour is it?"}]}])
-    assert out.choices[0].message.role == "assistant" and isinstance(out.choices[0].message.content, str)
+    out = client.chat.completions.create(
+        model=IMAGES,
+        messages=[
+            {"role": "user", "content": [_image(1), {"type": "text", "text": "What colour is it?"}]}
+        ],
+    )
+    assert out.choices[0].message.role == "assistant" and isinstance(
+        out.choices[0].message.content, str
+    )
     assert out.usage.prompt_tokens > 0 and out.model_extra["cascade"]["produced_by"] == "vlm"
 
 
@@ -148,8 +175,11 @@ def test_tokens_stream_from_the_vlm_replica_as_they_are_generated(server):
 def test_two_vlm_replicas_answer_concurrent_requests(server):
     before = _replica_calls(server, "vlm_answer")
     with cf.ThreadPoolExecutor(8) as pool:
-        resps = list(pool.map(lambda i: _post(server, chat(IMAGES, f"Question {i}?", _image(100 + i))),
-                              range(8)))
+        resps = list(
+            pool.map(
+                lambda i: _post(server, chat(IMAGES, f"Question {i}?", _image(100 + i))), range(8)
+            )
+        )
     assert [r.status_code for r in resps] == [200] * 8
     assert all(r.json()["choices"][0]["message"]["content"] is not None for r in resps)
     after = _replica_calls(server, "vlm_answer")
@@ -161,11 +191,14 @@ def test_two_vlm_replicas_answer_concurrent_requests(server):
     assert batched[0]["kv_cache_hits"] == 0 and batched[0]["kv_cache_misses"] == 0  # bypassed
     # A batch bypasses the KV prefix cache: a batched conversation's next turn, alone, takes the
     # single path and fills the cache (a miss), the turn after hits.
-    part = _image(100 + next(i for i, r in enumerate(resps)
-                             if _vlm_counters(r).get("vlm_batch_size", 1) > 1))
+    part = _image(
+        100 + next(i for i, r in enumerate(resps) if _vlm_counters(r).get("vlm_batch_size", 1) > 1)
+    )
     fill = _vlm_counters(_post(server, chat(IMAGES, "Once more?", part)))
     hit = _vlm_counters(_post(server, chat(IMAGES, "And again?", part)))
-    assert fill["kv_cache_misses"] == 1 and hit["kv_cache_hits"] == 1 and "vlm_batch_size" not in hit
+    assert (
+        fill["kv_cache_misses"] == 1 and hit["kv_cache_hits"] == 1 and "vlm_batch_size" not in hit
+    )
     assert set(batched[0]) - {"vlm_batch_size"} == set(hit)  # the batch path bills the same way
 
 
@@ -195,8 +228,11 @@ def _health_down_then_ready(url: str, timeout: float = 120) -> list[tuple[int, d
 
 
 def test_a_killed_replica_is_replaced_and_its_request_retried(server):
-    name = next(n for n in ray.util.list_named_actors(all_namespaces=True)
-                if isinstance(n, dict) and "#test_fault#" in n["name"])
+    name = next(
+        n
+        for n in ray.util.list_named_actors(all_namespaces=True)
+        if isinstance(n, dict) and "#test_fault#" in n["name"]
+    )
     victim = ray.get_actor(name["name"], namespace=name["namespace"])
     result: dict = {}
 
@@ -215,36 +251,52 @@ def test_a_killed_replica_is_replaced_and_its_request_retried(server):
     assert resp.status_code == 200, resp.text
     assert resp.json()["cascade"]["trace"]["counters"].get("remote_retries", 0) >= 1
     down = [body for status, body in seen if status == 503]
-    assert down and all("deployment 'test_fault': no running replica" in b["waiting_for"]
-                        and b["replicas"].get("test_fault", 0) == 0 for b in down), seen[:3]
+    assert down and all(
+        "deployment 'test_fault': no running replica" in b["waiting_for"]
+        and b["replicas"].get("test_fault", 0) == 0
+        for b in down
+    ), seen[:3]
     assert all(b["replicas"]["test_fault"] >= 1 for status, b in seen if status == 200)
     assert seen[-1][1]["status"] == "ok" and seen[-1][1]["replicas"]["test_fault"] == 1
-    names = {n["name"] for n in ray.util.list_named_actors(all_namespaces=True)
-             if isinstance(n, dict) and "#test_fault#" in n["name"]}
+    names = {
+        n["name"]
+        for n in ray.util.list_named_actors(all_namespaces=True)
+        if isinstance(n, dict) and "#test_fault#" in n["name"]
+    }
     assert name["name"] not in names and names  # a new replica, not the dead one
     text = httpx.get(f"{server}/metrics").text
     assert _metric(text, "cascade_remote_retries_total", deployment="test_fault") >= 1
 
 
 def _stream(url: str, body: dict) -> list[str]:
-    with httpx.stream("POST", f"{url}/v1/chat/completions", json={**body, "stream": True},
-                      timeout=120) as r:
+    with httpx.stream(
+        "POST", f"{url}/v1/chat/completions", json={**body, "stream": True}, timeout=120
+    ) as r:
         assert r.status_code == 200, r.read()
-        return [ln[len("data: "):] for ln in r.iter_lines() if ln]
+        return [ln[len("data: ") :] for ln in r.iter_lines() if ln]
 
 
 def test_killing_a_vlm_replica_under_load_ends_every_request_clearly(server):
     """Plain and streamed requests in flight when a VLM replica dies: a plain call is sent again
     (200); a stream whose tokens had left cannot be, and ends with an error event and [DONE];
     Serve replaces the replica; the next request is answered."""
-    name = next(n for n in ray.util.list_named_actors(all_namespaces=True)
-                if isinstance(n, dict) and "#vlm_answer#" in n["name"])
+    name = next(
+        n
+        for n in ray.util.list_named_actors(all_namespaces=True)
+        if isinstance(n, dict) and "#vlm_answer#" in n["name"]
+    )
     with cf.ThreadPoolExecutor(8) as pool:
-        plain = [pool.submit(_post, server, chat(IMAGES, f"Q{i}?", _image(400 + i)))
-                 for i in range(6)]
-        streamed = [pool.submit(_stream, server, chat(IMAGES, f"Tell me about it ({i}).",
-                                                      _image(410 + i), max_tokens=48))
-                    for i in range(2)]
+        plain = [
+            pool.submit(_post, server, chat(IMAGES, f"Q{i}?", _image(400 + i))) for i in range(6)
+        ]
+        streamed = [
+            pool.submit(
+                _stream,
+                server,
+                chat(IMAGES, f"Tell me about it ({i}).", _image(410 + i), max_tokens=48),
+            )
+            for i in range(2)
+        ]
         time.sleep(0.2)
         ray.kill(ray.get_actor(name["name"], namespace=name["namespace"]), no_restart=True)
         resps = [f.result() for f in plain]
@@ -295,17 +347,39 @@ def test_cascade_deploy_writes_a_config_serve_accepts_and_runs(server, tmp_path)
     from cascade.cli import main
 
     out = tmp_path / "serve_config.yaml"
-    assert main(["deploy", str(PIPELINES / "images_plain.yaml"), "--tiny", "--out", str(out),
-                 "--min-replicas", "1", "--max-replicas", "2", "--vlm-cpus", "0.5",
-                 "--name", "deployed", "--route-prefix", "/deployed"]) == 0
+    assert (
+        main(
+            [
+                "deploy",
+                str(PIPELINES / "images_plain.yaml"),
+                "--tiny",
+                "--out",
+                str(out),
+                "--min-replicas",
+                "1",
+                "--max-replicas",
+                "2",
+                "--vlm-cpus",
+                "0.5",
+                "--name",
+                "deployed",
+                "--route-prefix",
+                "/deployed",
+            ]
+        )
+        == 0
+    )
     raw = yaml.safe_load(out.read_text())
     config = ServeDeploySchema.model_validate(raw)
     app = config.applications[0]
     assert app.import_path == "cascade.serve.ray.app:build_app"
     assert [d.name for d in app.deployments] == ["ingress", "vlm_answer"]
     vlm = raw["applications"][0]["deployments"][1]
-    assert vlm["autoscaling_config"] == {"min_replicas": 1, "max_replicas": 2,
-                                         "target_ongoing_requests": 2.0}
+    assert vlm["autoscaling_config"] == {
+        "min_replicas": 1,
+        "max_replicas": 2,
+        "target_ongoing_requests": 2.0,
+    }
     assert vlm["ray_actor_options"] == {"num_cpus": 0.5}
     serve.delete(APP_NAME)  # free the CPUs; this test runs last
     # What `serve run serve_config.yaml` does: hand the config to the controller, which imports
@@ -316,12 +390,16 @@ def test_cascade_deploy_writes_a_config_serve_accepts_and_runs(server, tmp_path)
         status = serve.status().applications.get("deployed")
         if status is not None and status.status == "RUNNING":
             break
-        assert time.monotonic() < deadline and (status is None or status.status != "DEPLOY_FAILED"), \
-            status and status.message
+        assert time.monotonic() < deadline and (
+            status is None or status.status != "DEPLOY_FAILED"
+        ), status and status.message
         time.sleep(0.5)
     assert status.deployments["vlm_answer"].replica_states.get("RUNNING") >= 1
-    r = httpx.post(f"{server}/deployed/v1/chat/completions",
-                   json=chat("cascade/images_plain", "What is it?", _image(500)), timeout=120)
+    r = httpx.post(
+        f"{server}/deployed/v1/chat/completions",
+        json=chat("cascade/images_plain", "What is it?", _image(500)),
+        timeout=120,
+    )
     assert r.status_code == 200 and r.json()["cascade"]["produced_by"] == "vlm"
     health = httpx.get(f"{server}/deployed/health").json()
     assert health["replicas"]["vlm_answer"] >= 1
@@ -336,9 +414,23 @@ def test_cli_flags_become_the_layout_and_args_round_trip(tmp_path):
     from cascade.serve.ray.deploy import local_cluster_cpus
     from cascade.serve.ray.options import split_args
 
-    args = build_parser().parse_args(["serve", "--ray", "--replicas", "3", "--vlm-gpus", "0.5",
-                                      "--threads", "1", "--max-batch-size", "8", "--tiny",
-                                      "--media-root", str(tmp_path)])
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--ray",
+            "--replicas",
+            "3",
+            "--vlm-gpus",
+            "0.5",
+            "--threads",
+            "1",
+            "--max-batch-size",
+            "8",
+            "--tiny",
+            "--media-root",
+            str(tmp_path),
+        ]
+    )
     assert args.ray and args.address is None
     options, config = ray_options(args), from_args(args)
     assert (options.replicas, options.gpus("vlm_answer"), options.threads) == (3, 0.5, 1)

@@ -5,6 +5,7 @@ Qwen2-VL, with a `test_fault` stage in front for timeouts and crashes. Answers a
 only their shape is checked; token counts, the bill and the KV cache are real. The shipped
 pipelines are exercised in test_shipped.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,19 @@ import pytest
 
 from cascade.vlm.families import ImageLimits, load_family
 
-from .conftest import (IMAGES, VIDEO, VLM_MAX_PIXELS, chat, data_url, image_part, png_bytes,
-                       running_server, small_config, video_part, warm)
+from .conftest import (
+    IMAGES,
+    VIDEO,
+    VLM_MAX_PIXELS,
+    chat,
+    data_url,
+    image_part,
+    png_bytes,
+    running_server,
+    small_config,
+    video_part,
+    warm,
+)
 
 
 def visual_tokens(model: str, sizes, **limits) -> int:
@@ -32,9 +44,17 @@ def server(media_dir, tmp_path_factory, tiny_vlm):
     from cascade.serve.app import create_app
 
     d, truth = media_dir
-    cfg = small_config(tiny_vlm, media_root=d, upload_dir=tmp_path_factory.mktemp("uploads"),
-                       max_upload_bytes=3 << 20, max_pixels=1_000_000, max_frames=500,
-                       request_timeout_s=60.0, max_concurrent=8, workers=4)
+    cfg = small_config(
+        tiny_vlm,
+        media_root=d,
+        upload_dir=tmp_path_factory.mktemp("uploads"),
+        max_upload_bytes=3 << 20,
+        max_pixels=1_000_000,
+        max_frames=500,
+        request_timeout_s=60.0,
+        max_concurrent=8,
+        workers=4,
+    )
     app = create_app(cfg)
     warm(app)
     with running_server(app) as url, httpx.Client(base_url=url, timeout=60) as client:
@@ -69,8 +89,9 @@ def test_models_health_and_index(server):
 
 def test_video_completion_has_usage_and_cascade_extra(server, video_url, tiny_vlm):
     client, *_ = server
-    r = client.post("/v1/chat/completions", json=chat(VIDEO, "What does the sign say?",
-                                                      video_part(video_url)))
+    r = client.post(
+        "/v1/chat/completions", json=chat(VIDEO, "What does the sign say?", video_part(video_url))
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["object"] == "chat.completion" and body["id"].startswith("chatcmpl-")
@@ -86,18 +107,34 @@ def test_video_completion_has_usage_and_cascade_extra(server, video_url, tiny_vl
     # The VLM's real visual token count: Qwen2-VL's resize of each 224x168 thumbnail under the
     # stage's max_pixels; the baseline is every sampled frame at full resolution.
     assert {(im["width"], im["height"]) for im in images} == {(224, 168)}
-    assert bill["visual_tokens"] == counters["visual_tokens"] == visual_tokens(
-        tiny_vlm, [(im["width"], im["height"]) for im in images], max_pixels=VLM_MAX_PIXELS)
-    assert bill["baseline_visual_tokens"] == counters["baseline_visual_tokens"] == visual_tokens(
-        tiny_vlm, [im["source_size"] for im in images], resolution="full")
+    assert (
+        bill["visual_tokens"]
+        == counters["visual_tokens"]
+        == visual_tokens(
+            tiny_vlm, [(im["width"], im["height"]) for im in images], max_pixels=VLM_MAX_PIXELS
+        )
+    )
+    assert (
+        bill["baseline_visual_tokens"]
+        == counters["baseline_visual_tokens"]
+        == visual_tokens(tiny_vlm, [im["source_size"] for im in images], resolution="full")
+    )
     assert bill["baseline_visual_tokens"] > bill["visual_tokens"] > 0
     assert bill["text_tokens"] == counters["prompt_tokens"] > 0
     assert usage["prompt_tokens"] == bill["visual_tokens"] + bill["text_tokens"]
-    assert usage["completion_tokens"] == bill["completion_tokens"] == counters["generated_tokens"] > 0
+    assert (
+        usage["completion_tokens"] == bill["completion_tokens"] == counters["generated_tokens"] > 0
+    )
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
     assert bill["prefill_flops"] == counters["prefill_flops"] > 0
     assert bill["prefill_savings"] > 1
-    assert [s["name"] for s in cas["trace"]["stages"]] == ["fault", "frames", "thumbs", "vlm", "answer"]
+    assert [s["name"] for s in cas["trace"]["stages"]] == [
+        "fault",
+        "frames",
+        "thumbs",
+        "vlm",
+        "answer",
+    ]
 
 
 def test_follow_up_turn_hits_the_cache(server, media_dir, tiny_vlm):
@@ -106,20 +143,33 @@ def test_follow_up_turn_hits_the_cache(server, media_dir, tiny_vlm):
     url = data_url(png_bytes(np.full((64, 96, 3), 7, np.uint8)), "image/png")
     first = chat(IMAGES, "What is this?", image_part(url))
     r1 = client.post("/v1/chat/completions", json=first).json()
-    follow = {"model": IMAGES, "messages": first["messages"] + [
-        {"role": "assistant", "content": r1["choices"][0]["message"]["content"]},
-        {"role": "user", "content": "And what colour is it?"}]}
+    follow = {
+        "model": IMAGES,
+        "messages": first["messages"]
+        + [
+            {"role": "assistant", "content": r1["choices"][0]["message"]["content"]},
+            {"role": "user", "content": "And what colour is it?"},
+        ],
+    }
     r2 = client.post("/v1/chat/completions", json=follow).json()
     # The real KV prefix cache of the VLM: the second turn reuses the image's prefix.
     c1, c2 = r1["cascade"]["trace"]["counters"], r2["cascade"]["trace"]["counters"]
-    assert r1["cascade"]["bill"]["kv_cache"] == "miss" and r2["cascade"]["bill"]["kv_cache"] == "hit"
+    assert (
+        r1["cascade"]["bill"]["kv_cache"] == "miss" and r2["cascade"]["bill"]["kv_cache"] == "hit"
+    )
     assert (c1["kv_cache_misses"], c1["kv_cache_hits"], c1["vision_tower_calls"]) == (1, 0, 1)
     assert (c2["kv_cache_misses"], c2["kv_cache_hits"], c2["vision_tower_calls"]) == (0, 1, 0)
     visual = visual_tokens(tiny_vlm, [(96, 64)], max_pixels=VLM_MAX_PIXELS)
-    assert r1["cascade"]["bill"]["visual_tokens"] == r2["cascade"]["bill"]["visual_tokens"] == visual
+    assert (
+        r1["cascade"]["bill"]["visual_tokens"] == r2["cascade"]["bill"]["visual_tokens"] == visual
+    )
     assert r1["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
     # the cached prefix: the image's tokens and the template text before the question
-    assert visual < r2["usage"]["prompt_tokens_details"]["cached_tokens"] < r2["usage"]["prompt_tokens"]
+    assert (
+        visual
+        < r2["usage"]["prompt_tokens_details"]["cached_tokens"]
+        < r2["usage"]["prompt_tokens"]
+    )
     metrics = client.get("/metrics").text
     assert 'cascade_cache_hits_total{cache="kv_prefix"}' in metrics
     assert 'cascade_cache_hit_ratio{cache="kv_prefix"}' in metrics
@@ -127,10 +177,16 @@ def test_follow_up_turn_hits_the_cache(server, media_dir, tiny_vlm):
 
 def test_streaming_chunks_and_done(server, video_url):
     client, *_ = server
-    plain = client.post("/v1/chat/completions",
-                        json=chat(VIDEO, "What does the sign say?", video_part(video_url))).json()
-    body = chat(VIDEO, "What does the sign say?", video_part(video_url), stream=True,
-                stream_options={"include_usage": True})
+    plain = client.post(
+        "/v1/chat/completions", json=chat(VIDEO, "What does the sign say?", video_part(video_url))
+    ).json()
+    body = chat(
+        VIDEO,
+        "What does the sign say?",
+        video_part(video_url),
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     with client.stream("POST", "/v1/chat/completions", json=body) as r:
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
         lines = [ln for ln in r.iter_lines() if ln]
@@ -154,9 +210,13 @@ def test_streaming_chunks_and_done(server, video_url):
 
 def test_file_url_under_media_root(server):
     client, _, d, _ = server
-    r = client.post("/v1/chat/completions", json=chat(IMAGES, "Read it", image_part((d / "text.png").as_uri())))
+    r = client.post(
+        "/v1/chat/completions", json=chat(IMAGES, "Read it", image_part((d / "text.png").as_uri()))
+    )
     assert r.status_code == 200, r.text
-    r = client.post("/v1/chat/completions", json=chat(VIDEO, "Sign?", video_part((d / "sign.mp4").as_uri())))
+    r = client.post(
+        "/v1/chat/completions", json=chat(VIDEO, "Sign?", video_part((d / "sign.mp4").as_uri()))
+    )
     assert r.status_code == 200, r.text
 
 
@@ -169,17 +229,54 @@ def _bad_requests(d, video_url) -> list[tuple[str, dict | bytes, int, str]]:
         ("unknown model", chat("cascade/nope", "q?", image_part(img)), 404, "model_not_found"),
         ("no question", chat(IMAGES, "", image_part(img)), 400, "no_question"),
         ("no media", chat(IMAGES, "what?"), 400, "missing_media"),
-        ("video to an image pipeline", chat(IMAGES, "what?", video_part(video_url)), 400, "wrong_media"),
-        ("corrupt image", chat(IMAGES, "q?", image_part(data_url((d / "corrupt.png").read_bytes(), "image/png"))),
-         400, "invalid_image"),
-        ("corrupt video", chat(VIDEO, "q?", video_part(data_url((d / "corrupt.mp4").read_bytes(), "video/mp4"))),
-         400, "invalid_video"),
-        ("outside media root", chat(IMAGES, "q?", image_part("file:///etc/hostname")), 400, "file_url_not_allowed"),
-        ("traversal", chat(IMAGES, "q?", image_part(f"file://{d}/../../etc/hostname")), 400, "file_url_not_allowed"),
-        ("remote url", chat(IMAGES, "q?", image_part("http://127.0.0.1:1/x.png")), 400, "invalid_url"),
-        ("too many pixels", chat(IMAGES, "q?", image_part(data_url(big, "image/png"))), 413, "image_too_large"),
-        ("oversized upload", chat(IMAGES, "q?", image_part("data:image/png;base64," + "A" * (5 << 20))),
-         413, "upload_too_large"),
+        (
+            "video to an image pipeline",
+            chat(IMAGES, "what?", video_part(video_url)),
+            400,
+            "wrong_media",
+        ),
+        (
+            "corrupt image",
+            chat(IMAGES, "q?", image_part(data_url((d / "corrupt.png").read_bytes(), "image/png"))),
+            400,
+            "invalid_image",
+        ),
+        (
+            "corrupt video",
+            chat(VIDEO, "q?", video_part(data_url((d / "corrupt.mp4").read_bytes(), "video/mp4"))),
+            400,
+            "invalid_video",
+        ),
+        (
+            "outside media root",
+            chat(IMAGES, "q?", image_part("file:///etc/hostname")),
+            400,
+            "file_url_not_allowed",
+        ),
+        (
+            "traversal",
+            chat(IMAGES, "q?", image_part(f"file://{d}/../../etc/hostname")),
+            400,
+            "file_url_not_allowed",
+        ),
+        (
+            "remote url",
+            chat(IMAGES, "q?", image_part("http://127.0.0.1:1/x.png")),
+            400,
+            "invalid_url",
+        ),
+        (
+            "too many pixels",
+            chat(IMAGES, "q?", image_part(data_url(big, "image/png"))),
+            413,
+            "image_too_large",
+        ),
+        (
+            "oversized upload",
+            chat(IMAGES, "q?", image_part("data:image/png;base64," + "A" * (5 << 20))),
+            413,
+            "upload_too_large",
+        ),
         ("stage crash", chat(IMAGES, "CRASH now", image_part(img)), 500, "pipeline_error"),
     ]
 
@@ -197,8 +294,10 @@ def test_each_bad_request_gets_a_clear_error(server, video_url):
 def test_concurrent_good_and_bad_requests(server, video_url):
     client, _, d, _ = server
     img = data_url((d / "text.png").read_bytes(), "image/png")
-    good = [("good video", chat(VIDEO, "What does the sign say?", video_part(video_url)), 200, None),
-            ("good image", chat(IMAGES, "What is written?", image_part(img)), 200, None)] * 3
+    good = [
+        ("good video", chat(VIDEO, "What does the sign say?", video_part(video_url)), 200, None),
+        ("good image", chat(IMAGES, "What is written?", image_part(img)), 200, None),
+    ] * 3
     cases = good + _bad_requests(d, video_url)
 
     def send(case):
@@ -234,11 +333,18 @@ def test_timeout_gives_504_and_the_server_keeps_serving(media_dir, tiny_vlm):
     warm(app)
     img = data_url((d / "text.png").read_bytes(), "image/png")
     with TestClient(app) as client:
-        _error(client.post("/v1/chat/completions", json=chat(IMAGES, "SLEEP 4 then answer", image_part(img))),
-               504, "timeout")
+        _error(
+            client.post(
+                "/v1/chat/completions", json=chat(IMAGES, "SLEEP 4 then answer", image_part(img))
+            ),
+            504,
+            "timeout",
+        )
         for _ in range(300):  # the timed-out run keeps its slot until it really ends
             if not app.state.engine.busy:
                 break
             threading.Event().wait(0.02)
-        r = client.post("/v1/chat/completions", json=chat(IMAGES, "What is written?", image_part(img)))
+        r = client.post(
+            "/v1/chat/completions", json=chat(IMAGES, "What is written?", image_part(img))
+        )
         assert r.status_code == 200, r.text

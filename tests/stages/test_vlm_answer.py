@@ -1,4 +1,5 @@
 """The vlm_answer stage on the tiny random-weight Qwen2-VL: loading, accounting, trace, pipelines."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,7 +25,9 @@ def _image(seed: int) -> Image:
 
 def test_answers_and_records_the_bill(tiny_model):
     # the model's declared reduction is the default; the stage overrides the keep ratio
-    models = {"vlm": {"id": tiny_model, "device": "cpu", "reduction": "divprune", "keep_ratio": 0.25}}
+    models = {
+        "vlm": {"id": tiny_model, "device": "cpu", "reduction": "divprune", "keep_ratio": 0.25}
+    }
     st = VLMAnswer({"max_new_tokens": 4, "keep_ratio": 0.5}, name="vlm", models=models)
     img = _image(0)
     rec = StageRecord("vlm", "vlm_answer")
@@ -125,8 +128,14 @@ def test_per_request_length_and_history_and_the_run_s_token_stream(tiny_model):
     base = st(images=[img], question="What is this?").answer
     assert base.bill.generated_tokens == 6  # random weights: no early end-of-turn
     # the max_new_tokens input overrides the param, below and above it
-    assert st(images=[img], question="What is this?", max_new_tokens=2).answer.bill.generated_tokens == 2
-    assert st(images=[img], question="What is this?", max_new_tokens=9).answer.bill.generated_tokens == 9
+    assert (
+        st(images=[img], question="What is this?", max_new_tokens=2).answer.bill.generated_tokens
+        == 2
+    )
+    assert (
+        st(images=[img], question="What is this?", max_new_tokens=9).answer.bill.generated_tokens
+        == 9
+    )
     with pytest.raises(Exception, match="max_new_tokens must be >= 1"):
         st(images=[img], question="What is this?", max_new_tokens=0)
 
@@ -198,8 +207,10 @@ def test_run_batch_answers_several_calls_at_once_and_counts_each_in_its_own_reco
     st = VLMAnswer({"max_new_tokens": 4}, name="vlm", models=models)
     st.ensure_setup()
     assert st.serving.heavy and st.serving.batch and st.serving.affinity == "images"
-    calls = [{"images": [_image(10)], "question": "What is it?"},
-             {"images": [_image(11)], "question": "Which colour?", "hint": "OCR: STOP"}]
+    calls = [
+        {"images": [_image(10)], "question": "What is it?"},
+        {"images": [_image(11)], "question": "Which colour?", "hint": "OCR: STOP"},
+    ]
     assert all(st.batchable(c) for c in calls)
     assert not st.batchable({**calls[0], "history": [("q", "a")]})  # a conversation: `run`
     assert not st.batchable({**calls[0], "max_new_tokens": 9})  # its own length: `run`
@@ -210,9 +221,11 @@ def test_run_batch_answers_several_calls_at_once_and_counts_each_in_its_own_reco
             outs.append(next(items))
     assert next(items, None) is None
     vlm = st.model("vlm").vlm
-    expected = vlm.generate_batch([(c["images"], q) for c, q in zip(
-        calls, ["What is it?", "OCR: STOP\nWhich colour?"])], max_new_tokens=4,
-        reduction=st.model("vlm").reduction(None, None, None))
+    expected = vlm.generate_batch(
+        [(c["images"], q) for c, q in zip(calls, ["What is it?", "OCR: STOP\nWhich colour?"])],
+        max_new_tokens=4,
+        reduction=st.model("vlm").reduction(None, None, None),
+    )
     assert [o.answer.text for o in outs] == [r.text for r in expected]
     for rec, out, call in zip(records, outs, calls):
         assert out.answer.evidence.images == tuple(call["images"])

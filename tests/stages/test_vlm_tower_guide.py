@@ -1,5 +1,6 @@
 """vlm_answer with the `tower` reduction: guided by the evidence the stages found, never applied
 unguided to a reading question (tiny random-weight Qwen2-VL, real OCR)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -78,8 +79,13 @@ def test_evidence_lands_in_a_tiles_own_pixels_and_other_media_is_ignored():
     other = OcrLine("Gate 12", 0.9, Box(30, 200, 150, 236), media_index=1)
     outside = OcrLine("TOTAL 84.50", 0.9, Box(30, 40, 220, 76))
     bus = Detection("bus", 0.8, Box(220, 190, 400, 290))
-    regions, used = image_regions(tile, understand("How many buses are there?"), [gate, other, outside, bus])
-    assert used == [bus, gate]  # the question's label first; another image's line and one off the tile left out
+    regions, used = image_regions(
+        tile, understand("How many buses are there?"), [gate, other, outside, bus]
+    )
+    assert used == [
+        bus,
+        gate,
+    ]  # the question's label first; another image's line and one off the tile left out
     assert regions.size == (200, 60)
     assert regions.boxes == ((100.0, 5.0, 190.0, 55.0), (5.0, 10.0, 65.0, 28.0))
 
@@ -102,7 +108,9 @@ def test_a_code_question_keeps_the_defining_line_first():
     page = _page()
     imp = OcrLine('import { encodeOrder } from "./lib.js";', 0.9, Box(10, 10, 400, 30))
     fn = OcrLine("export async function syncLedger(items) {", 0.9, Box(10, 40, 400, 60))
-    _, used = image_regions(page, understand("Which function is declared in this snippet?"), [imp, fn])
+    _, used = image_regions(
+        page, understand("Which function is declared in this snippet?"), [imp, fn]
+    )
     assert used == [fn, imp]
 
 
@@ -111,12 +119,26 @@ def test_the_row_key_the_question_names_leads_not_every_row_key_sharing_a_word()
 
     page = _page()
     title = OcrLine("Weekday Bus Departures", 0.9, Box(10, 5, 300, 25))
-    head = [OcrLine(t, 0.9, Box(x, 40, x + 70, 60)) for t, x in (("Service", 10), ("Elm Park", 110), ("Quay", 210))]
-    keys = [OcrLine(f"Bus {n}", 0.9, Box(10, 70 + 30 * i, 80, 90 + 30 * i)) for i, n in enumerate((12, 14, 16))]
-    cells = [OcrLine(f"0{7 + i}:{10 * j + 5}", 0.9, Box(110 + 100 * j, 70 + 30 * i, 170 + 100 * j, 90 + 30 * i))
-             for i in range(3) for j in range(2)]
-    regions, used = image_regions(page, understand("When does Bus 16 leave Elm Park?"),
-                                  [title, *head, *keys, *cells])
+    head = [
+        OcrLine(t, 0.9, Box(x, 40, x + 70, 60))
+        for t, x in (("Service", 10), ("Elm Park", 110), ("Quay", 210))
+    ]
+    keys = [
+        OcrLine(f"Bus {n}", 0.9, Box(10, 70 + 30 * i, 80, 90 + 30 * i))
+        for i, n in enumerate((12, 14, 16))
+    ]
+    cells = [
+        OcrLine(
+            f"0{7 + i}:{10 * j + 5}",
+            0.9,
+            Box(110 + 100 * j, 70 + 30 * i, 170 + 100 * j, 90 + 30 * i),
+        )
+        for i in range(3)
+        for j in range(2)
+    ]
+    regions, used = image_regions(
+        page, understand("When does Bus 16 leave Elm Park?"), [title, *head, *keys, *cells]
+    )
     # the row key and the column key hold two of its words each; then their rows (the answer
     # 08:15 / 09:05 on bus 16's row, the header row), which lead with them; then the rest
     assert used[:2] == [head[1], keys[2]]
@@ -128,12 +150,25 @@ def test_a_c_signature_without_a_brace_leads_on_a_page_of_code_and_the_kind_aske
     from cascade.stages._tower_guide import image_regions
 
     page = _page()
-    code = [OcrLine(t, 0.9, Box(10, 10 + 30 * i, 400, 30 + 30 * i)) for i, t in enumerate((
-        "1 #include <stdio.h>", "2 static int total_cost(const char *name, int n)", "3 {",
-        "4 int total = count_items(name);", "5 return total;", "6 }"))]
-    regions, used = image_regions(page, understand("What is the name of the function that this code defines?"),
-                                  code)
-    assert used[0] is code[1] and regions.lead == 2  # its name, then the line; not line 4's variable
+    code = [
+        OcrLine(t, 0.9, Box(10, 10 + 30 * i, 400, 30 + 30 * i))
+        for i, t in enumerate(
+            (
+                "1 #include <stdio.h>",
+                "2 static int total_cost(const char *name, int n)",
+                "3 {",
+                "4 int total = count_items(name);",
+                "5 return total;",
+                "6 }",
+            )
+        )
+    ]
+    regions, used = image_regions(
+        page, understand("What is the name of the function that this code defines?"), code
+    )
+    assert (
+        used[0] is code[1] and regions.lead == 2
+    )  # its name, then the line; not line 4's variable
 
 
 def test_the_keys_line_leads_a_line_that_only_names_the_document():
@@ -155,10 +190,20 @@ def test_a_section_asked_for_by_its_numeral_leads_though_it_holds_no_word_of_the
     from cascade.stages._tower_guide import image_regions
 
     page = _page()
-    lines = [OcrLine(t, 0.9, Box(10, 10 + 25 * i, 300, 30 + 25 * i)) for i, t in enumerate((
-        "Owner's Handbook", "I. Getting Started", "Unpack the unit and charge it.",
-        "II. Daily Use", "Press the key once to wake the screen.", "III. Warranty Terms",
-        "Repairs are free for two years."))]
+    lines = [
+        OcrLine(t, 0.9, Box(10, 10 + 25 * i, 300, 30 + 25 * i))
+        for i, t in enumerate(
+            (
+                "Owner's Handbook",
+                "I. Getting Started",
+                "Unpack the unit and charge it.",
+                "II. Daily Use",
+                "Press the key once to wake the screen.",
+                "III. Warranty Terms",
+                "Repairs are free for two years.",
+            )
+        )
+    ]
     regions, used = image_regions(page, understand("Name the third section of the page."), lines)
     assert used[0] is lines[5] and regions.lead == 1
 
@@ -167,10 +212,13 @@ def test_the_answers_own_characters_lead_its_line_so_a_long_line_still_gives_the
     from cascade.stages._tower_guide import image_regions
 
     page = _page()
-    fn = OcrLine("export async function sanitizeSnapshot(key, path = {}) {", 0.9, Box(10, 40, 410, 60))
+    fn = OcrLine(
+        "export async function sanitizeSnapshot(key, path = {}) {", 0.9, Box(10, 40, 410, 60)
+    )
     other = OcrLine("const res = await compressLedger(key);", 0.9, Box(30, 70, 300, 90))
-    regions, used = image_regions(page, understand("Which function is declared in this snippet?"),
-                                  [other, fn])
+    regions, used = image_regions(
+        page, understand("Which function is declared in this snippet?"), [other, fn]
+    )
     span, line = regions.boxes[:2]
     assert used == [fn, other] and regions.lead == 2 and line == (10, 40, 410, 60)
     # 'sanitizeSnapshot' is characters 22-38 of 56: the box over them, one character of slack

@@ -4,6 +4,7 @@ safetensors, `torch.load(weights_only=True)`) unless the stage says `allow_pickl
 The "weights" here are pickles whose unpickling creates a marker file: the marker existing means
 the file's code ran.
 """
+
 from __future__ import annotations
 
 import os
@@ -67,8 +68,13 @@ def test_a_pickled_pt_in_a_yaml_never_runs(tmp_path, evil, bus_path):
     msg = str(e.value)
     assert "stages.det.params.weights" in msg and "allow_pickle: true" in msg
     assert "runs any code" in msg
-    out = subprocess.run([sys.executable, "-m", "cascade.cli", "run", yaml, "-i", f"images={bus_path}"],
-                         capture_output=True, text=True, env={**os.environ}, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "cascade.cli", "run", yaml, "-i", f"images={bus_path}"],
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+        timeout=300,
+    )
     assert out.returncode != 0 and "allow_pickle" in out.stderr
     assert not marker.exists()
 
@@ -97,8 +103,9 @@ def test_a_clip_checkpoint_loads_tensors_only(evil):
     from cascade.registry import get_stage_class
 
     weights, marker = evil
-    clip = get_stage_class("clip_embed")({"model": "ViT-B-32", "pretrained": str(weights),
-                                          "device": "cpu"})
+    clip = get_stage_class("clip_embed")(
+        {"model": "ViT-B-32", "pretrained": str(weights), "device": "cpu"}
+    )
     with pytest.raises(RuntimeError, match="allow_pickle: true"):
         clip.setup()
     assert not marker.exists()

@@ -1,5 +1,6 @@
 """What the reuse tests (encoder cache, prefix blocks, position-independent KV) share: loading a
 fresh runtime and the first answer token's logits through the runtime's own path."""
+
 import torch
 
 from cascade.vlm import VLM, ReductionConfig

@@ -1,4 +1,5 @@
 """Fixtures for the VLM runtime tests: tiny random-weight models built once per test session."""
+
 from __future__ import annotations
 
 import os

@@ -3,6 +3,7 @@
 Serves POST /v1/chat/completions (plain and streamed as server-sent events) and the same under
 /v1/quiet/..., which leaves `prompt_tokens_details.image_tokens` out of the usage, as some servers do.
 """
+
 from __future__ import annotations
 
 import base64
@@ -47,25 +48,50 @@ def make_app(vlm):
         system, images, history, question = _parse(body)
         if body.get("model") != vlm.model_id:
             raise HTTPException(404, f"model {body.get('model')} not served")
-        r = vlm.generate(images, question, max_new_tokens=body.get("max_tokens", 16),
-                         system_prompt=system, history=history)
+        r = vlm.generate(
+            images,
+            question,
+            max_new_tokens=body.get("max_tokens", 16),
+            system_prompt=system,
+            history=history,
+        )
         b = r.bill
-        usage = {"prompt_tokens": b.input_tokens, "completion_tokens": b.generated_tokens,
-                 "total_tokens": b.input_tokens + b.generated_tokens}
+        usage = {
+            "prompt_tokens": b.input_tokens,
+            "completion_tokens": b.generated_tokens,
+            "total_tokens": b.input_tokens + b.generated_tokens,
+        }
         if report_images:
             usage["prompt_tokens_details"] = {"image_tokens": b.visual_tokens}
-        logprobs = {"content": [{"token": "", "logprob": lp, "top_logprobs": []} for lp in r.logprobs]}
+        logprobs = {
+            "content": [{"token": "", "logprob": lp, "top_logprobs": []} for lp in r.logprobs]
+        }
         if not body.get("stream"):
-            return {"id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
-                    "model": vlm.model_id, "usage": usage,
-                    "choices": [{"index": 0, "finish_reason": r.finish_reason, "logprobs": logprobs,
-                                 "message": {"role": "assistant", "content": r.text}}]}
+            return {
+                "id": "chatcmpl-test",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": vlm.model_id,
+                "usage": usage,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": r.finish_reason,
+                        "logprobs": logprobs,
+                        "message": {"role": "assistant", "content": r.text},
+                    }
+                ],
+            }
 
         def events():
-            head = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 0,
-                    "model": vlm.model_id}
+            head = {
+                "id": "chatcmpl-test",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": vlm.model_id,
+            }
             for i in range(0, len(r.text), 3):  # pieces whose concatenation is the text
-                delta = {"index": 0, "delta": {"content": r.text[i:i + 3]}, "finish_reason": None}
+                delta = {"index": 0, "delta": {"content": r.text[i : i + 3]}, "finish_reason": None}
                 yield f"data: {json.dumps({**head, 'choices': [delta]})}\n\n"
             end = {"index": 0, "delta": {}, "finish_reason": r.finish_reason}
             yield f"data: {json.dumps({**head, 'choices': [end]})}\n\n"

@@ -1,4 +1,5 @@
 """Continuous batching: concurrent calls decode in one batch, each as it would alone."""
+
 import threading
 import time
 
@@ -17,11 +18,13 @@ def vlm(tiny_path):
 def _hold_first_token(batcher, others: int):
     """An on_token that, on the first token, waits until `others` requests are prefilled and
     waiting: they then join this one's batch at the next step (no timing luck)."""
+
     def on_token(event):
         if event.index == 0:
             deadline = time.monotonic() + 60
             while batcher.waiting < others and time.monotonic() < deadline:
                 time.sleep(0.005)
+
     return on_token
 
 
@@ -46,8 +49,14 @@ def _concurrently(calls):
 
 def _requests(make_image):
     # prompts of different lengths (image sizes, questions) and answer lengths
-    return [([make_image(40 + i, 90 + 30 * i, 120 + 20 * i)], "What is this?" + " Be precise." * i,
-             6 + 5 * i) for i in range(4)]
+    return [
+        (
+            [make_image(40 + i, 90 + 30 * i, 120 + 20 * i)],
+            "What is this?" + " Be precise." * i,
+            6 + 5 * i,
+        )
+        for i in range(4)
+    ]
 
 
 def test_concurrent_calls_decode_in_one_batch_with_their_own_tokens(vlm, make_image, one_thread):
@@ -56,13 +65,23 @@ def test_concurrent_calls_decode_in_one_batch_with_their_own_tokens(vlm, make_im
     b = vlm.backend.batcher
     steps, b.peak_rows = b.steps, 0
     first = _hold_first_token(b, len(reqs) - 1)
-    together = _concurrently([
-        lambda i=i: vlm.generate(reqs[i][0], reqs[i][1], max_new_tokens=reqs[i][2],
-                                 on_token=first if i == 0 else None) for i in range(len(reqs))])
+    together = _concurrently(
+        [
+            lambda i=i: vlm.generate(
+                reqs[i][0],
+                reqs[i][1],
+                max_new_tokens=reqs[i][2],
+                on_token=first if i == 0 else None,
+            )
+            for i in range(len(reqs))
+        ]
+    )
     assert b.peak_rows == len(reqs)  # all four decoded in one step
     assert b.steps - steps < sum(len(r.token_ids) for r in alone)  # fewer steps than one by one
     for a, t in zip(alone, together):
-        assert t.token_ids == a.token_ids and t.text == a.text and t.finish_reason == a.finish_reason
+        assert (
+            t.token_ids == a.token_ids and t.text == a.text and t.finish_reason == a.finish_reason
+        )
         # padded, batched attention rounds differently: close, not bit-identical
         assert max(abs(x - y) for x, y in zip(a.logprobs, t.logprobs)) < 1e-4
         assert t.bill.prompt_tokens == a.bill.prompt_tokens
@@ -82,7 +101,9 @@ def test_a_call_alone_decodes_bit_identically_to_the_plain_loop(vlm, make_image,
     ids = be.layout.tokenize(suffix)
     hidden = be.engine.prefill(cache, state.next_pos, ids)
     seqs = be.decoder.sequences(SamplingParams(), 10)
-    gen, = be.decoder.run(share_prefix(hidden, cache, 1), cache, [state.next_pos + len(ids)], seqs)
+    (gen,) = be.decoder.run(
+        share_prefix(hidden, cache, 1), cache, [state.next_pos + len(ids)], seqs
+    )
     assert list(r.token_ids) == gen.tokens and list(r.logprobs) == gen.logprobs
 
 
@@ -92,14 +113,25 @@ def test_each_request_keeps_its_own_sampling_stop_and_n(vlm, make_image, one_thr
     greedy_alone = vlm.generate(reqs[1][0], reqs[1][1], max_new_tokens=12)
     stop = greedy_alone.text[3:6]
     settings = [seeded, SamplingParams(stop=[stop]), SamplingParams(max_tokens=3)]
-    alone = [vlm.generate(reqs[i][0], reqs[i][1], max_new_tokens=12, sampling=s)
-             for i, s in enumerate(settings)]
+    alone = [
+        vlm.generate(reqs[i][0], reqs[i][1], max_new_tokens=12, sampling=s)
+        for i, s in enumerate(settings)
+    ]
     b = vlm.backend.batcher
     b.peak_rows = 0
     first = _hold_first_token(b, len(settings) - 1)
-    together = _concurrently([
-        lambda i=i: vlm.generate(reqs[i][0], reqs[i][1], max_new_tokens=12, sampling=settings[i],
-                                 on_token=first if i == 0 else None) for i in range(len(settings))])
+    together = _concurrently(
+        [
+            lambda i=i: vlm.generate(
+                reqs[i][0],
+                reqs[i][1],
+                max_new_tokens=12,
+                sampling=settings[i],
+                on_token=first if i == 0 else None,
+            )
+            for i in range(len(settings))
+        ]
+    )
     assert b.peak_rows == 4  # n = 2, and two more requests
     for a, t in zip(alone, together):
         assert [c.token_ids for c in t.completions] == [c.token_ids for c in a.completions]
@@ -125,10 +157,13 @@ def test_a_cancelled_request_ends_alone(vlm, make_image, one_thread):
         if event.index == 2:
             raise Gone("the client went away")
 
-    out = _concurrently([lambda: vlm.generate(reqs[0][0], reqs[0][1], max_new_tokens=30,
-                                              on_token=cancelled)]
-                        + [lambda i=i: vlm.generate(reqs[i][0], reqs[i][1], max_new_tokens=reqs[i][2])
-                           for i in range(1, len(reqs))])
+    out = _concurrently(
+        [lambda: vlm.generate(reqs[0][0], reqs[0][1], max_new_tokens=30, on_token=cancelled)]
+        + [
+            lambda i=i: vlm.generate(reqs[i][0], reqs[i][1], max_new_tokens=reqs[i][2])
+            for i in range(1, len(reqs))
+        ]
+    )
     assert isinstance(out[0], Gone)
     assert b.peak_rows == len(reqs)
     for a, t in zip(alone, out[1:]):
@@ -144,19 +179,27 @@ def test_generate_batch_joins_the_running_batch(vlm, make_image, one_thread):
     b = vlm.backend.batcher
     b.peak_rows = 0
     first = _hold_first_token(b, 1)
-    one, batch = _concurrently([
-        lambda: vlm.generate(reqs[0][0], reqs[0][1], max_new_tokens=20, on_token=first),
-        lambda: vlm.generate_batch(pairs, max_new_tokens=8)])
+    one, batch = _concurrently(
+        [
+            lambda: vlm.generate(reqs[0][0], reqs[0][1], max_new_tokens=20, on_token=first),
+            lambda: vlm.generate_batch(pairs, max_new_tokens=8),
+        ]
+    )
     assert b.peak_rows == 1 + len(pairs)
     assert one.token_ids == one_alone.token_ids
     assert [r.token_ids for r in batch] == [r.token_ids for r in batch_alone]
 
 
 def test_a_request_wider_than_max_num_seqs_runs_alone(tiny_path, make_image, one_thread):
-    small = VLM.load(str(tiny_path), device="cpu", encoder_cache_bytes=0, kv_cache_bytes=0,
-                     max_num_seqs=2)
-    r = small.generate([make_image(70)], "What?", max_new_tokens=4,
-                       sampling=SamplingParams(temperature=1.0, seed=1, n=3))
+    small = VLM.load(
+        str(tiny_path), device="cpu", encoder_cache_bytes=0, kv_cache_bytes=0, max_num_seqs=2
+    )
+    r = small.generate(
+        [make_image(70)],
+        "What?",
+        max_new_tokens=4,
+        sampling=SamplingParams(temperature=1.0, seed=1, n=3),
+    )
     assert len(r.completions) == 3 and small.backend.batcher.peak_rows == 3
     with pytest.raises(Exception, match="max_num_seqs must be >= 1"):
         VLM.load(str(tiny_path), device="cpu", max_num_seqs=0)

@@ -1,4 +1,5 @@
 """The VLM's confidence: exp(mean log p) of its greedy tokens, the same on every path."""
+
 import json
 import math
 
@@ -19,10 +20,16 @@ def plain_confidence(backend, images, question, tokens) -> float:
     n = inp["input_ids"].shape[1]
     new = torch.tensor([tokens[:-1]], dtype=inp["input_ids"].dtype)
     # Per-token inputs grow with the generated tokens: ids, mask, (mm_)token type ids (text: 0).
-    inp = {k: torch.cat([v, new if k == "input_ids" else torch.full_like(new, int(k == "attention_mask"))], 1)
-           if torch.is_tensor(v) and v.shape[:2] == (1, n) else v for k, v in inp.items()}
+    inp = {
+        k: torch.cat(
+            [v, new if k == "input_ids" else torch.full_like(new, int(k == "attention_mask"))], 1
+        )
+        if torch.is_tensor(v) and v.shape[:2] == (1, n)
+        else v
+        for k, v in inp.items()
+    }
     with torch.inference_mode():
-        logits = backend.model(**inp).logits[0, n - 1:]
+        logits = backend.model(**inp).logits[0, n - 1 :]
     assert logits.argmax(-1).tolist() == list(tokens)  # the plain model picks the same tokens
     lp = torch.log_softmax(logits.float(), -1).gather(-1, torch.tensor(tokens)[:, None])
     return math.exp(float(lp.mean()))
@@ -34,8 +41,9 @@ def test_confidence_is_the_geometric_mean_probability_of_a_plain_forward(vlm, ma
     r = vlm.generate(images, q, max_new_tokens=10)
     assert 0.0 < r.confidence <= 1.0
     assert r.bill.generated_tokens > 1
-    assert r.confidence == pytest.approx(plain_confidence(vlm.backend, images, q, r.token_ids),
-                                         rel=1e-4)
+    assert r.confidence == pytest.approx(
+        plain_confidence(vlm.backend, images, q, r.token_ids), rel=1e-4
+    )
     assert r.bill.confidence == r.confidence
 
 
@@ -57,8 +65,12 @@ def test_prefix_cache_hit_and_session_give_the_same_confidence(tiny_path, vlm, m
 
 
 def test_fastv_result_has_a_confidence(vlm, make_image):
-    r = vlm.generate([make_image(6)], "What is this?", max_new_tokens=5,
-                     reduction=ReductionConfig("fastv", 0.5, fastv_layer=1))
+    r = vlm.generate(
+        [make_image(6)],
+        "What is this?",
+        max_new_tokens=5,
+        reduction=ReductionConfig("fastv", 0.5, fastv_layer=1),
+    )
     assert 0.0 < r.confidence <= 1.0
 
 
@@ -73,8 +85,11 @@ def test_one_token_confidence_is_its_probability(vlm, make_image):
 
 def _requests(make_image):
     a, b = make_image(21), make_image(22, 120, 90)
-    return [([a], "What is in the picture?"), ([b, a], "How many?"),
-            ([make_image(23, 60, 200)], "Describe the image in detail: what colour is the bus?")]
+    return [
+        ([a], "What is in the picture?"),
+        ([b, a], "How many?"),
+        ([make_image(23, 60, 200)], "Describe the image in detail: what colour is the bus?"),
+    ]
 
 
 def test_batched_confidence_equals_one_by_one(vlm, make_image):
@@ -82,7 +97,9 @@ def test_batched_confidence_equals_one_by_one(vlm, make_image):
     b = vlm.backend
     free = vlm.generate_batch(reqs, max_new_tokens=8)
     saved = b.decoder.eos_ids
-    b.decoder.eos_ids = saved | {free[0].token_ids[2]}  # request 0 stops early; the batch decodes on
+    b.decoder.eos_ids = saved | {
+        free[0].token_ids[2]
+    }  # request 0 stops early; the batch decodes on
     try:
         batch = vlm.generate_batch(reqs, max_new_tokens=8)
         one = [vlm.generate(i, q, max_new_tokens=8) for i, q in reqs]
@@ -102,34 +119,58 @@ def _mock_client(choice_extra: dict, seen: list):
 
     def handler(request: httpx2.Request) -> httpx2.Response:
         seen.append(json.loads(request.content))
-        choice = {"index": 0, "finish_reason": "stop",
-                  "message": {"role": "assistant", "content": "a cat"}, **choice_extra}
-        return httpx2.Response(200, json={
-            "id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}})
+        choice = {
+            "index": 0,
+            "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "a cat"},
+            **choice_extra,
+        }
+        return httpx2.Response(
+            200,
+            json={
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "m",
+                "choices": [choice],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+            },
+        )
 
-    return openai.OpenAI(base_url="http://test/v1", api_key="none",
-                         http_client=openai.DefaultHttpxClient(transport=httpx2.MockTransport(handler)))
+    return openai.OpenAI(
+        base_url="http://test/v1",
+        api_key="none",
+        http_client=openai.DefaultHttpxClient(transport=httpx2.MockTransport(handler)),
+    )
 
 
 def test_openai_confidence_from_logprobs(image):
     seen: list = []
-    lps = {"logprobs": {"content": [{"token": "a", "logprob": -0.1, "top_logprobs": []},
-                                    {"token": " cat", "logprob": -0.7, "top_logprobs": []}]}}
+    lps = {
+        "logprobs": {
+            "content": [
+                {"token": "a", "logprob": -0.1, "top_logprobs": []},
+                {"token": " cat", "logprob": -0.7, "top_logprobs": []},
+            ]
+        }
+    }
     r = OpenAIBackend("m", config=None, client=_mock_client(lps, seen)).generate([image], "What?")
     assert seen[0]["logprobs"] is True
     assert r.confidence == pytest.approx(math.exp(-0.4)) and r.bill.confidence == r.confidence
     assert r.logprobs == (-0.1, -0.7) and r.bill.generated_tokens == 2
     for extra in ({}, {"logprobs": None}, {"logprobs": {"content": None}}):
-        r = OpenAIBackend("m", config=None, client=_mock_client(extra, [])).generate([image], "What?")
+        r = OpenAIBackend("m", config=None, client=_mock_client(extra, [])).generate(
+            [image], "What?"
+        )
         assert r.confidence is None and r.bill.confidence is None
 
 
 def test_vlm_answer_stage_outputs_and_records_confidence(tiny_path, image):
     from cascade.stages.vlm_answer import VLMAnswer
 
-    st = VLMAnswer({"max_new_tokens": 4}, name="vlm",
-                   models={"vlm": {"id": str(tiny_path), "device": "cpu"}})
+    st = VLMAnswer(
+        {"max_new_tokens": 4}, name="vlm", models={"vlm": {"id": str(tiny_path), "device": "cpu"}}
+    )
     rec = StageRecord("vlm", "vlm_answer")
     with stage_scope(rec):
         out = st(images=[image], question="What is this?")

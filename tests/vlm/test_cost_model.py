@@ -7,6 +7,7 @@ mergers included). The language model's eager attention materializes the whole s
 matrix; the cost model bills the causal half a fused kernel computes, so there the dense part
 must match exactly and attention be half the square.
 """
+
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -34,8 +35,11 @@ def test_prefill_flops_are_the_counted_matmuls_and_half_the_attention_square(req
     vlm = VLM.load(str(request.getfixturevalue(fixture)), device="cpu", attn_implementation="eager")
     fam, shape, n = vlm.backend.runtime, vlm.family.shapes.llm, 48
     with torch.inference_mode(), FlopCounterMode(display=False) as counter:
-        hidden = fam.forward(torch.randn(1, n, shape.hidden), fam.text_positions(0, n),
-                             vlm.backend.engine.new_cache())
+        hidden = fam.forward(
+            torch.randn(1, n, shape.hidden),
+            fam.text_positions(0, n),
+            vlm.backend.engine.new_cache(),
+        )
         fam.lm_head(hidden[:, -1])
     counted = counter.get_flop_counts()["Global"]
     attention = sum(v for op, v in counted.items() if "bmm" in str(op) or "matmul" in str(op))

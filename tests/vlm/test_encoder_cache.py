@@ -1,5 +1,6 @@
 """The encoder-output cache: the vision tower runs once per image, and what it serves is exactly
 what the tower computes (same tokens, same logits as a cold run)."""
+
 import pytest
 import torch
 
@@ -70,10 +71,15 @@ def test_key_covers_preprocessing_and_tower_reduction_not_after_tower_methods(ti
     tower = ReductionConfig("tower", 0.5)
     assert vlm.generate([a], Q, max_new_tokens=1, reduction=tower).bill.images_encoded == 1
     assert vlm.generate([a], Q, max_new_tokens=1, reduction=tower).bill.images_encoded == 0
-    assert vlm.generate([a], Q, max_new_tokens=1,
-                        reduction=ReductionConfig("tower", 0.25)).bill.images_encoded == 1
-    guided = ReductionConfig("tower", 0.5, keep_regions=(KeepRegions((a.width, a.height),
-                                                                      ((0, 0, 40, 40),)),))
+    assert (
+        vlm.generate(
+            [a], Q, max_new_tokens=1, reduction=ReductionConfig("tower", 0.25)
+        ).bill.images_encoded
+        == 1
+    )
+    guided = ReductionConfig(
+        "tower", 0.5, keep_regions=(KeepRegions((a.width, a.height), ((0, 0, 40, 40),)),)
+    )
     assert vlm.generate([a], Q, max_new_tokens=1, reduction=guided).bill.images_encoded == 1
     # other image limits (preprocessing) are another model input
     small = load(tiny_path, max_pixels=28 * 28 * 4, encoder_cache=vlm.backend.encoder_cache)
@@ -103,7 +109,9 @@ def test_shared_by_batches_sessions_fastv_and_repeats_in_one_prompt(tiny_path, a
     assert [r.bill.images_cached for r in batch] == [1, 1, 0]
     s = vlm.session([b, a])
     assert s.ask(Q, max_new_tokens=1).bill.images_encoded == 0 and s.vision_tower_calls == 0
-    fastv = vlm.generate([c, a], Q, max_new_tokens=1, reduction=ReductionConfig("fastv", 0.5, fastv_layer=1))
+    fastv = vlm.generate(
+        [c, a], Q, max_new_tokens=1, reduction=ReductionConfig("fastv", 0.5, fastv_layer=1)
+    )
     assert (fastv.bill.images_encoded, fastv.bill.images_cached) == (1, 1)
 
 
@@ -117,7 +125,11 @@ def test_shared_across_pipelines_of_one_loaded_model(tiny_path, abc, tmp_path):
     try:
         first = one["vlm"].vlm.generate([abc[0]], Q, max_new_tokens=1)
         again = two["vlm"].vlm.generate([abc[0], abc[1]], Q, max_new_tokens=1)
-        assert (first.bill.images_encoded, again.bill.images_encoded, again.bill.images_cached) == (1, 1, 1)
+        assert (first.bill.images_encoded, again.bill.images_encoded, again.bill.images_cached) == (
+            1,
+            1,
+            1,
+        )
     finally:
         release_models()
 
@@ -134,7 +146,9 @@ def test_byte_bound_evicts_least_recently_used():
     cache.get("b")
     cache.put("d", entry(16))
     assert "c" not in cache and "b" in cache
-    assert EncoderCache.key("m", ("p",), "h", ("none",)) != EncoderCache.key("m", ("p",), "h", ("tower", 0.5))
+    assert EncoderCache.key("m", ("p",), "h", ("none",)) != EncoderCache.key(
+        "m", ("p",), "h", ("tower", 0.5)
+    )
 
 
 def test_encoder_cache_bytes_validates_in_yaml_and_zero_turns_it_off(tiny_path, abc):

@@ -33,8 +33,13 @@ def test_corrupt_and_wrong_images(vlm, tmp_path):
 def test_unsupported_model_type_lists_supported(tmp_path):
     from transformers import LlamaConfig
 
-    LlamaConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                vocab_size=64).save_pretrained(tmp_path)
+    LlamaConfig(
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        vocab_size=64,
+    ).save_pretrained(tmp_path)
     with pytest.raises(CascadeError, match=r"'llama' is not supported.*qwen2_5_vl.*qwen2_vl"):
         VLM.load(str(tmp_path), device="cpu")
 

@@ -1,4 +1,5 @@
 """FastV equals a full run in which, from layer K on, the dropped tokens are attention-masked."""
+
 import pytest
 import torch
 
@@ -45,12 +46,29 @@ def test_fastv_matches_masked_reference(request, fixture, make_image):
     pruned[dropped, dropped] = 0.0  # dropped rows attend to themselves (avoids NaN; unused)
     layers = len(fam.text_model.layers)
     with torch.inference_mode():
-        ref = _layer_by_layer(fam, emb, pos, [causal if i < k else pruned for i in range(layers)],
-                              vis, a.extra, b.engine.new_cache())
+        ref = _layer_by_layer(
+            fam,
+            emb,
+            pos,
+            [causal if i < k else pruned for i in range(layers)],
+            vis,
+            a.extra,
+            b.engine.new_cache(),
+        )
         # The same loop without pruning is the family's own forward (DeepStack included).
-        unpruned = _layer_by_layer(fam, emb, pos, [causal] * layers, vis, a.extra, b.engine.new_cache())
-        visual = {} if a.extra is None else fam.visual_kwargs(
-            torch.cat([a.ids == fam.image_token_id, torch.zeros(len(sfx), dtype=torch.bool)])[None], a.extra)
+        unpruned = _layer_by_layer(
+            fam, emb, pos, [causal] * layers, vis, a.extra, b.engine.new_cache()
+        )
+        visual = (
+            {}
+            if a.extra is None
+            else fam.visual_kwargs(
+                torch.cat([a.ids == fam.image_token_id, torch.zeros(len(sfx), dtype=torch.bool)])[
+                    None
+                ],
+                a.extra,
+            )
+        )
         full = fam.forward(emb, pos, b.engine.new_cache(), **visual)[:, -1:]
     torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(unpruned, full, rtol=1e-4, atol=1e-5)
@@ -59,7 +77,14 @@ def test_fastv_matches_masked_reference(request, fixture, make_image):
 
 
 def test_fastv_generate_reports_kept_tokens(vlm, image):
-    r = vlm.generate([image], "What colour?", max_new_tokens=4,
-                     reduction=ReductionConfig("fastv", 0.5, fastv_layer=1))
-    assert r.bill.visual_tokens == round(r.bill.unreduced_visual_tokens * 0.5) and r.bill.cache == "off"
+    r = vlm.generate(
+        [image],
+        "What colour?",
+        max_new_tokens=4,
+        reduction=ReductionConfig("fastv", 0.5, fastv_layer=1),
+    )
+    assert (
+        r.bill.visual_tokens == round(r.bill.unreduced_visual_tokens * 0.5)
+        and r.bill.cache == "off"
+    )
     assert r.bill.prefill_flops < r.bill.unreduced_prefill_flops

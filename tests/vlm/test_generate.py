@@ -1,4 +1,5 @@
 """With reduction off, the runtime is the plain model: same logits, same greedy tokens."""
+
 import pytest
 import torch
 
@@ -6,14 +7,20 @@ from cascade.vlm import VLM, ReductionConfig
 
 
 def _plain(backend, images, question, max_new_tokens):
-    msgs = [{"role": "user", "content": [{"type": "image"}] * len(images)
-             + [{"type": "text", "text": question}]}]
+    msgs = [
+        {
+            "role": "user",
+            "content": [{"type": "image"}] * len(images) + [{"type": "text", "text": question}],
+        }
+    ]
     text = backend.processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
     inp = backend.processor(text=[text], images=[im.to_pil() for im in images], return_tensors="pt")
     return inp
 
 
-@pytest.mark.parametrize("fixture", ["tiny_path", "tiny_path_25", "tiny_path_idefics3", "tiny_path_qwen3"])
+@pytest.mark.parametrize(
+    "fixture", ["tiny_path", "tiny_path_25", "tiny_path_idefics3", "tiny_path_qwen3"]
+)
 def test_greedy_tokens_equal_model_generate(request, fixture, make_image):
     vlm = VLM.load(str(request.getfixturevalue(fixture)), device="cpu")
     b = vlm.backend
@@ -22,10 +29,14 @@ def test_greedy_tokens_equal_model_generate(request, fixture, make_image):
     inp = _plain(b, images, q, 12)
     with torch.inference_mode():
         out = b.model.generate(**inp, max_new_tokens=12, do_sample=False)
-    expected = out[0, inp["input_ids"].shape[1]:].tolist()
+    expected = out[0, inp["input_ids"].shape[1] :].tolist()
     r = vlm.generate(images, q, max_new_tokens=12)
     assert list(r.token_ids) == expected
-    assert r.bill.visual_tokens == r.bill.unreduced_visual_tokens == int((inp["input_ids"] == b.family.image_token_id).sum())
+    assert (
+        r.bill.visual_tokens
+        == r.bill.unreduced_visual_tokens
+        == int((inp["input_ids"] == b.family.image_token_id).sum())
+    )
     assert r.bill.visual_tokens + r.bill.prompt_tokens == inp["input_ids"].shape[1]
 
 
@@ -63,5 +74,7 @@ def test_pixel_budget_changes_tokens_and_cache_key(tiny_path, image):
     small = VLM.load(str(tiny_path), device="cpu", max_pixels=28 * 28 * 4)
     r = small.generate([image], "What?", max_new_tokens=1)
     assert r.bill.unreduced_visual_tokens <= 4
-    assert small.backend.family.preprocessing_key() != VLM.load(
-        str(tiny_path), device="cpu").backend.family.preprocessing_key()
+    assert (
+        small.backend.family.preprocessing_key()
+        != VLM.load(str(tiny_path), device="cpu").backend.family.preprocessing_key()
+    )

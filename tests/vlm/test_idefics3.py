@@ -1,4 +1,5 @@
 """The second family: Idefics3 / SmolVLM (tiles + pixel shuffle, 1-D RoPE Llama decoder)."""
+
 import pytest
 import torch
 
@@ -16,8 +17,15 @@ def test_tiny_idefics3_loads_the_normal_way(tiny_path_idefics3):
     assert type(model).__name__ == "Idefics3ForConditionalGeneration"
     assert type(processor).__name__ == "Idefics3Processor"
     tok = processor.tokenizer
-    for special in ("<image>", "<fake_token_around_image>", "<global-img>", "<row_1_col_1>",
-                    "<row_6_col_6>", "<end_of_utterance>", "<|im_start|>"):
+    for special in (
+        "<image>",
+        "<fake_token_around_image>",
+        "<global-img>",
+        "<row_1_col_1>",
+        "<row_6_col_6>",
+        "<end_of_utterance>",
+        "<|im_start|>",
+    ):
         ids = tok(special, add_special_tokens=False)["input_ids"]
         assert len(ids) == 1 and ids[0] == tok.convert_tokens_to_ids(special)
     assert model.config.image_token_id == tok.convert_tokens_to_ids("<image>")
@@ -40,9 +48,15 @@ def test_accounting_follows_the_tile_grid(vlm_idefics3, make_image):
     b = vlm_idefics3.backend
     images = [make_image(1), make_image(2, 150, 60)]  # 2x2 tiles + global; 2x1 + global
     r = vlm_idefics3.generate(images, "What is this?", max_new_tokens=3)
-    assert r.bill.visual_tokens == r.bill.unreduced_visual_tokens == _expected_visual_tokens(b.processor, images) == 128
-    pre = b.runtime.build_prefix(b.layout.first_turn(2, None, "q")[0],
-                                b.runtime.preprocess([im.to_pil() for im in images]))
+    assert (
+        r.bill.visual_tokens
+        == r.bill.unreduced_visual_tokens
+        == _expected_visual_tokens(b.processor, images)
+        == 128
+    )
+    pre = b.runtime.build_prefix(
+        b.layout.first_turn(2, None, "q")[0], b.runtime.preprocess([im.to_pil() for im in images])
+    )
     assert len(pre.spans) == 8 and all(g == (1, 4, 4) for g in pre.grids)
     assert r.bill.prefill_flops == r.bill.unreduced_prefill_flops > 0
 
@@ -72,8 +86,12 @@ def test_pruning_is_the_plain_model_on_fewer_placeholders(vlm_idefics3, make_ima
 
 
 def test_fastv_generates(vlm_idefics3, image):
-    r = vlm_idefics3.generate([image], "What colour?", max_new_tokens=3,
-                              reduction=ReductionConfig("fastv", 0.5, fastv_layer=1))
+    r = vlm_idefics3.generate(
+        [image],
+        "What colour?",
+        max_new_tokens=3,
+        reduction=ReductionConfig("fastv", 0.5, fastv_layer=1),
+    )
     assert r.bill.visual_tokens == 40 and r.bill.unreduced_visual_tokens == 80
 
 
@@ -81,10 +99,17 @@ def test_kv_cache_hit_and_session(tiny_path_idefics3, vlm_idefics3, make_image):
     cached = VLM.load(str(tiny_path_idefics3), device="cpu", kv_cache_bytes=16 << 20)
     img = make_image(4)
     red = ReductionConfig("pool", 0.25)
-    assert cached.generate([img], "What is this?", max_new_tokens=6, reduction=red).bill.cache == "miss"
+    assert (
+        cached.generate([img], "What is this?", max_new_tokens=6, reduction=red).bill.cache
+        == "miss"
+    )
     hit = cached.generate([img], "Where is it?", max_new_tokens=6, reduction=red)
     ref = vlm_idefics3.generate([img], "Where is it?", max_new_tokens=6, reduction=red)
-    assert hit.bill.cache == "hit" and hit.token_ids == ref.token_ids and cached.vision_tower_calls == 1
+    assert (
+        hit.bill.cache == "hit"
+        and hit.token_ids == ref.token_ids
+        and cached.vision_tower_calls == 1
+    )
     s = cached.session([img], reduction=red, max_new_tokens=4)
     r1, r2 = s.ask("Anything?"), s.ask("And?")
     assert (r1.bill.cache, r2.bill.cache) == ("hit", "session") and s.vision_tower_calls == 0
@@ -94,16 +119,26 @@ def test_kv_cache_hit_and_session(tiny_path_idefics3, vlm_idefics3, make_image):
 def test_unsupported_reduction_is_refused(tiny_path_idefics3, image, monkeypatch):
     vlm = VLM.load(str(tiny_path_idefics3), device="cpu")
     monkeypatch.setattr(vlm.backend.family, "supports", lambda m: m in ("none", "pool"))
-    with pytest.raises(InputError, match=r"'divprune' is not supported for idefics3.*\['none', 'pool'\]"):
+    with pytest.raises(
+        InputError, match=r"'divprune' is not supported for idefics3.*\['none', 'pool'\]"
+    ):
         vlm.generate([image], "q", reduction=ReductionConfig("divprune", 0.5))
     with pytest.raises(InputError, match="not supported"):
         vlm.session([image], reduction=ReductionConfig("dart", 0.5))
-    assert vlm.generate([image], "q", max_new_tokens=1, reduction=ReductionConfig("dart", 1.0)).bill.visual_tokens == 80
+    assert (
+        vlm.generate(
+            [image], "q", max_new_tokens=1, reduction=ReductionConfig("dart", 1.0)
+        ).bill.visual_tokens
+        == 80
+    )
 
 
-def test_limits_are_the_longest_edge_and_placeholder_in_question(tiny_path_idefics3, vlm_idefics3,
-                                                                 image):
-    with pytest.raises(InputError, match=r"no 'max_pixels' image limit; its limits: \['longest_edge'\]"):
+def test_limits_are_the_longest_edge_and_placeholder_in_question(
+    tiny_path_idefics3, vlm_idefics3, image
+):
+    with pytest.raises(
+        InputError, match=r"no 'max_pixels' image limit; its limits: \['longest_edge'\]"
+    ):
         VLM.load(str(tiny_path_idefics3), device="cpu", max_pixels=28 * 28 * 4)
     small = VLM.load(str(tiny_path_idefics3), device="cpu", longest_edge=64)  # one 64-px tile
     assert small.family.visual_tokens(200, 150) == 16
@@ -116,9 +151,16 @@ def test_unsupported_model_type_lists_both_families(tmp_path):
     from transformers import LlamaConfig
 
     assert {"idefics3", "smolvlm", "qwen2_vl", "qwen2_5_vl"} <= set(FAMILIES)
-    LlamaConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                vocab_size=64).save_pretrained(tmp_path)
-    with pytest.raises(CascadeError, match=r"'llama' is not supported.*'idefics3'.*'qwen2_vl'.*'smolvlm'"):
+    LlamaConfig(
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        vocab_size=64,
+    ).save_pretrained(tmp_path)
+    with pytest.raises(
+        CascadeError, match=r"'llama' is not supported.*'idefics3'.*'qwen2_vl'.*'smolvlm'"
+    ):
         VLM.load(str(tmp_path), device="cpu")
 
 
@@ -131,13 +173,22 @@ def test_smolvlm_model_type_runs_like_model_generate(tmp_path, make_image):
     from cascade.vlm.tiny_recipes import idefics3
 
     s = tiny._SHAPES["test"]
-    ref, processor = idefics3("idefics3", s, lambda special, eos, template:
-                              tiny._train_tokenizer(s["vocab"], special, eos, template))
-    cfg = SmolVLMConfig(text_config=ref.text_config.to_dict(), vision_config=ref.vision_config.to_dict(),
-                        scale_factor=ref.scale_factor, image_token_id=ref.image_token_id)
+    ref, processor = idefics3(
+        "idefics3",
+        s,
+        lambda special, eos, template: tiny._train_tokenizer(s["vocab"], special, eos, template),
+    )
+    cfg = SmolVLMConfig(
+        text_config=ref.text_config.to_dict(),
+        vision_config=ref.vision_config.to_dict(),
+        scale_factor=ref.scale_factor,
+        image_token_id=ref.image_token_id,
+    )
     torch.manual_seed(0)
     model = AutoModelForImageTextToText.from_config(cfg).eval()
-    model.generation_config = GenerationConfig(do_sample=False, eos_token_id=cfg.text_config.eos_token_id)
+    model.generation_config = GenerationConfig(
+        do_sample=False, eos_token_id=cfg.text_config.eos_token_id
+    )
     model.save_pretrained(tmp_path)
     processor.save_pretrained(tmp_path)
     vlm = VLM.load(str(tmp_path), device="cpu")
@@ -146,8 +197,13 @@ def test_smolvlm_model_type_runs_like_model_generate(tmp_path, make_image):
     images, q = [make_image(5), make_image(6, 60, 90)], "What is it?"
     text = b.processor.apply_chat_template(
         [{"role": "user", "content": [{"type": "image"}] * 2 + [{"type": "text", "text": q}]}],
-        add_generation_prompt=True, tokenize=False)
+        add_generation_prompt=True,
+        tokenize=False,
+    )
     inp = b.processor(text=[text], images=[im.to_pil() for im in images], return_tensors="pt")
     with torch.inference_mode():
         out = b.model.generate(**inp, max_new_tokens=8, do_sample=False)
-    assert list(vlm.generate(images, q, max_new_tokens=8).token_ids) == out[0, inp["input_ids"].shape[1]:].tolist()
+    assert (
+        list(vlm.generate(images, q, max_new_tokens=8).token_ids)
+        == out[0, inp["input_ids"].shape[1] :].tolist()
+    )

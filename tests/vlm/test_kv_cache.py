@@ -10,8 +10,9 @@ def cached_vlm(tiny_path):
     return VLM.load(str(tiny_path), device="cpu", kv_cache_bytes=64 << 20)
 
 
-@pytest.mark.parametrize("red", [ReductionConfig(), ReductionConfig("divprune", 0.5),
-                                 ReductionConfig("pool", 0.25)])
+@pytest.mark.parametrize(
+    "red", [ReductionConfig(), ReductionConfig("divprune", 0.5), ReductionConfig("pool", 0.25)]
+)
 def test_hit_gives_the_tokens_of_recomputation(cached_vlm, vlm, make_image, red):
     img = make_image(7)
     first = cached_vlm.generate([img], "What is this?", max_new_tokens=10, reduction=red)
@@ -31,9 +32,16 @@ def test_key_covers_media_reduction_and_system_prompt_not_question(cached_vlm, m
     assert cached_vlm.generate([b], "q1", max_new_tokens=1).bill.cache == "miss"
     # the system text and a lead the prompt: that block is reused, b's and the text after prefilled
     assert cached_vlm.generate([a, b], "q1", max_new_tokens=1).bill.cache == "partial"
-    assert cached_vlm.generate([a], "q1", max_new_tokens=1,
-                               reduction=ReductionConfig("dart", 0.5)).bill.cache == "miss"
-    assert cached_vlm.generate([a], "q1", max_new_tokens=1, system_prompt="Be brief.").bill.cache == "miss"
+    assert (
+        cached_vlm.generate(
+            [a], "q1", max_new_tokens=1, reduction=ReductionConfig("dart", 0.5)
+        ).bill.cache
+        == "miss"
+    )
+    assert (
+        cached_vlm.generate([a], "q1", max_new_tokens=1, system_prompt="Be brief.").bill.cache
+        == "miss"
+    )
     same_pixels = type(a)(a.pixels.copy(), source="elsewhere.png")
     assert cached_vlm.generate([same_pixels], "q1", max_new_tokens=1).bill.cache == "hit"
     stats = cached_vlm.kv_cache.stats()  # counted per block: an image's and the text after them

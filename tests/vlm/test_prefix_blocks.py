@@ -1,5 +1,6 @@
 """Prefix reuse by blocks: a prompt whose leading blocks (system text and leading images) are cached
 prefills only the rest, and answers with exactly the logits of a cold run (fp storage)."""
+
 import pytest
 import torch
 
@@ -44,8 +45,11 @@ def test_a_hit_reuses_the_whole_prefix_and_a_partial_what_leads(tiny_path, abc):
     vlm = load(tiny_path, kv_cache_bytes=64 << 20)
     ab = vlm.generate([a, b], Q, max_new_tokens=1).bill
     hit = vlm.generate([a, b], "Something else?", max_new_tokens=1).bill
-    assert hit.cache == "hit" and hit.cached_tokens == ab.visual_tokens + ab.prompt_tokens - _question_tokens(vlm, Q) \
+    assert (
+        hit.cache == "hit"
+        and hit.cached_tokens == ab.visual_tokens + ab.prompt_tokens - _question_tokens(vlm, Q)
         and hit.computed_vision_flops == 0
+    )
     # a subset that drops the first image, a reorder: the first block differs, nothing to reuse
     # without position-independent KV
     assert vlm.generate([b], Q, max_new_tokens=1).bill.cache == "miss"
@@ -54,10 +58,18 @@ def test_a_hit_reuses_the_whole_prefix_and_a_partial_what_leads(tiny_path, abc):
     # a new system prompt changes every block after it
     assert vlm.generate([a, b], Q, max_new_tokens=1, system_prompt="Be brief.").bill.cache == "miss"
     # the same media and system prompt, another reduction: another chain
-    assert vlm.generate([a, b], Q, max_new_tokens=1,
-                        reduction=ReductionConfig("divprune", 0.5)).bill.cache == "miss"
-    assert vlm.generate([a, b, c], Q, max_new_tokens=1,
-                        reduction=ReductionConfig("divprune", 0.5)).bill.cache == "partial"
+    assert (
+        vlm.generate(
+            [a, b], Q, max_new_tokens=1, reduction=ReductionConfig("divprune", 0.5)
+        ).bill.cache
+        == "miss"
+    )
+    assert (
+        vlm.generate(
+            [a, b, c], Q, max_new_tokens=1, reduction=ReductionConfig("divprune", 0.5)
+        ).bill.cache
+        == "partial"
+    )
 
 
 def _question_tokens(vlm, question):
@@ -74,8 +86,13 @@ def test_partial_reuse_under_reduction_is_exact(tiny_path, abc, red):
     r = vlm.generate([a, b, c], Q, max_new_tokens=6, reduction=red)
     ref = cold.generate([a, b, c], Q, max_new_tokens=6, reduction=red)
     assert r.bill.cache == "partial" and r.token_ids == ref.token_ids
-    assert (r.bill.visual_tokens, r.bill.vision_flops) == (ref.bill.visual_tokens, ref.bill.vision_flops)
-    assert torch.equal(first_logits(vlm, [a, b, c], red=red), first_logits(cold, [a, b, c], red=red))
+    assert (r.bill.visual_tokens, r.bill.vision_flops) == (
+        ref.bill.visual_tokens,
+        ref.bill.vision_flops,
+    )
+    assert torch.equal(
+        first_logits(vlm, [a, b, c], red=red), first_logits(cold, [a, b, c], red=red)
+    )
 
 
 def test_sessions_and_int8_blocks(tiny_path, abc):
@@ -87,13 +104,16 @@ def test_sessions_and_int8_blocks(tiny_path, abc):
     assert (r1.bill.cache, r2.bill.cache) == ("partial", "session") and r1.bill.cached_tokens > 0
     assert s.vision_tower_calls == 1 and r1.bill.images_encoded == 1
     assert vlm.kv_cache.stats()["int8"] is True and all(
-        vlm.kv_cache.get(k).quantized for k in list(vlm.kv_cache._items))
+        vlm.kv_cache.get(k).quantized for k in list(vlm.kv_cache._items)
+    )
 
 
 def test_eviction_takes_the_ends_of_chains_first():
     def block(n):
         kv = [(torch.randn(1, 2, n, 8), torch.randn(1, 2, n, 8))]
-        return KVBlock(kv, torch.zeros(n, dtype=torch.long), torch.ones(n, dtype=torch.bool), 0, 0, n)
+        return KVBlock(
+            kv, torch.zeros(n, dtype=torch.long), torch.ones(n, dtype=torch.bool), 0, 0, n
+        )
 
     one = block(16).nbytes
     cache = KVPrefixCache(max_bytes=int(one * 3.5))

@@ -117,7 +117,7 @@ def _divprune_one_row_at_a_time(x: torch.Tensor, k: int) -> list[int]:
 def _image_like(n: int, d: int, seed: int) -> torch.Tensor:
     """Spatially smooth tokens with flat regions (exact duplicates), like a photo's patches."""
     g = torch.Generator().manual_seed(seed)
-    side = int(n ** 0.5)
+    side = int(n**0.5)
     coarse = torch.randn(1, d, side // 8, side // 8, generator=g)
     x = torch.nn.functional.interpolate(coarse, size=(side, side), mode="nearest")[0]
     x = x.permute(1, 2, 0).reshape(-1, d)
@@ -125,14 +125,25 @@ def _image_like(n: int, d: int, seed: int) -> torch.Tensor:
     return torch.where(noisy[:, None], x + 0.2 * torch.randn(x.shape, generator=g), x)
 
 
-@pytest.mark.parametrize("n, d, k, data", [
-    (48, 16, 12, "random"), (300, 64, 75, "random"), (1024, 128, 256, "random"),
-    (1024, 128, 102, "image"), (256, 32, 100, "image"), (37, 8, 36, "random")])
+@pytest.mark.parametrize(
+    "n, d, k, data",
+    [
+        (48, 16, 12, "random"),
+        (300, 64, 75, "random"),
+        (1024, 128, 256, "random"),
+        (1024, 128, 102, "image"),
+        (256, 32, 100, "image"),
+        (37, 8, 36, "random"),
+    ],
+)
 def test_divprune_keeps_the_tokens_of_the_one_row_greedy(n, d, k, data, monkeypatch):
     from cascade.vlm.reduction import divprune
 
-    x = torch.randn(n, d, generator=torch.Generator().manual_seed(n)) if data == "random" \
+    x = (
+        torch.randn(n, d, generator=torch.Generator().manual_seed(n))
+        if data == "random"
         else _image_like(n, d, seed=k)
+    )
     expected = _divprune_one_row_at_a_time(x, k)
     assert divprune.farthest_points(x, k).tolist() == expected
     # a tiny pool ends rounds after a pick or two: many rounds, same picks
@@ -152,8 +163,9 @@ def test_divprune_past_the_distinct_tokens_keeps_every_distinct_one():
     assert len(distinct) < 200 and kept == distinct
 
 
-@pytest.mark.parametrize("grid, ratio", [((1, 6, 8), 0.25), ((2, 5, 7), 0.25), ((1, 9, 4), 0.1),
-                                         ((3, 4, 4), 0.5)])
+@pytest.mark.parametrize(
+    "grid, ratio", [((1, 6, 8), 0.25), ((2, 5, 7), 0.25), ((1, 9, 4), 0.1), ((3, 4, 4), 0.5)]
+)
 def test_pool_takes_each_bin_centre_position(grid, ratio):
     import math
 

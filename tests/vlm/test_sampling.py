@@ -1,5 +1,6 @@
 """Sampling in the decode loop: per-sequence settings and generators, n completions from one
 prefill, stop strings and ids, logprobs in OpenAI's shape, penalties, and the checks."""
+
 import pytest
 import torch
 from pydantic import ValidationError
@@ -63,12 +64,17 @@ def test_n_greedy_completions_are_the_greedy_answer(vlm, make_image):
 def test_a_stop_string_ends_the_answer_and_is_never_streamed(vlm, make_image):
     img = make_image(14)
     full = vlm.generate([img], Q, max_new_tokens=24)
-    stop = full.text[len(full.text) // 2:][:3]
+    stop = full.text[len(full.text) // 2 :][:3]
     assert stop and stop in full.text
     events = []
-    r = vlm.generate([img], Q, max_new_tokens=24, sampling=SamplingParams(stop=["\u2603", stop]),
-                     on_token=events.append)
-    assert r.text == full.text[:full.text.index(stop)] and stop not in r.text
+    r = vlm.generate(
+        [img],
+        Q,
+        max_new_tokens=24,
+        sampling=SamplingParams(stop=["\u2603", stop]),
+        on_token=events.append,
+    )
+    assert r.text == full.text[: full.text.index(stop)] and stop not in r.text
     assert r.finish_reason == "stop" and r.completions[0].finish_reason == "stop"
     assert "".join(e.text for e in events) == r.text
     assert len(r.token_ids) < len(full.token_ids)
@@ -80,7 +86,7 @@ def test_stop_token_ids_end_the_answer_without_their_text(vlm, make_image):
     stop_id = full.token_ids[2]
     r = vlm.generate([img], Q, max_new_tokens=12, sampling=SamplingParams(stop_token_ids=[stop_id]))
     first = full.token_ids.index(stop_id)
-    assert r.token_ids == full.token_ids[:first + 1] and r.finish_reason == "stop"
+    assert r.token_ids == full.token_ids[: first + 1] and r.finish_reason == "stop"
     tok = vlm.backend.processor.tokenizer
     assert r.text == tok.decode(full.token_ids[:first], skip_special_tokens=True)
 
@@ -88,8 +94,13 @@ def test_stop_token_ids_end_the_answer_without_their_text(vlm, make_image):
 def test_logprobs_come_in_openais_shape(vlm, make_image):
     img = make_image(16)
     events = []
-    r = vlm.generate([img], Q, max_new_tokens=10, on_token=events.append,
-                     sampling=SamplingParams(logprobs=True, top_logprobs=2))
+    r = vlm.generate(
+        [img],
+        Q,
+        max_new_tokens=10,
+        on_token=events.append,
+        sampling=SamplingParams(logprobs=True, top_logprobs=2),
+    )
     entries = r.completions[0].logprobs
     assert len(entries) == len(r.token_ids) == len(events)
     assert [e.entry for e in events] == list(entries)
@@ -109,12 +120,18 @@ def test_penalties_and_cuts(vlm, make_image):
     img = make_image(0)
     greedy = vlm.generate([img], Q, max_new_tokens=16)
     assert len(set(greedy.token_ids)) < len(greedy.token_ids)  # the random model repeats itself
-    for s in (SamplingParams(repetition_penalty=50.0), SamplingParams(frequency_penalty=2.0),
-              SamplingParams(presence_penalty=2.0)):
+    for s in (
+        SamplingParams(repetition_penalty=50.0),
+        SamplingParams(frequency_penalty=2.0),
+        SamplingParams(presence_penalty=2.0),
+    ):
         assert vlm.generate([img], Q, max_new_tokens=16, sampling=s).token_ids != greedy.token_ids
     # cuts that leave only the most likely token reduce sampling to greedy
-    for s in (SamplingParams(min_p=1.0, seed=1, **HOT), SamplingParams(top_k=1, **HOT),
-              SamplingParams(top_p=1e-9, **HOT)):
+    for s in (
+        SamplingParams(min_p=1.0, seed=1, **HOT),
+        SamplingParams(top_k=1, **HOT),
+        SamplingParams(top_p=1e-9, **HOT),
+    ):
         assert vlm.generate([img], Q, max_new_tokens=16, sampling=s).token_ids == greedy.token_ids
 
 
@@ -122,8 +139,9 @@ def test_penalize_processor_on_known_logits(vlm):
     from cascade.vlm.logits import penalize
 
     d = vlm.backend.decoder
-    s, = d.sequences(SamplingParams(repetition_penalty=2.0, presence_penalty=0.5,
-                                    frequency_penalty=0.25), 8)
+    (s,) = d.sequences(
+        SamplingParams(repetition_penalty=2.0, presence_penalty=0.5, frequency_penalty=0.25), 8
+    )
     s.generated.tokens[:] = [1, 1, 2]
     x = torch.zeros(1, 5)
     x[0, :3] = torch.tensor([4.0, 4.0, -4.0])
@@ -132,24 +150,36 @@ def test_penalize_processor_on_known_logits(vlm):
 
 
 def test_max_tokens_in_the_settings_caps_each_completion(vlm, make_image):
-    r = vlm.generate([make_image(18)], Q, max_new_tokens=20,
-                     sampling=SamplingParams(max_tokens=3, n=2, seed=0, **HOT))
+    r = vlm.generate(
+        [make_image(18)],
+        Q,
+        max_new_tokens=20,
+        sampling=SamplingParams(max_tokens=3, n=2, seed=0, **HOT),
+    )
     assert [len(c.token_ids) for c in r.completions] == [3, 3]
     assert {c.finish_reason for c in r.completions} == {"length"}
 
 
-@pytest.mark.parametrize("fields, where", [
-    ({"temperature": -1}, "sampling.temperature"), ({"top_p": 0}, "sampling.top_p"),
-    ({"top_k": -2}, "sampling.top_k"), ({"min_p": 1.5}, "sampling.min_p"),
-    ({"n": 0}, "sampling.n"), ({"stop": [""]}, "sampling.stop"),
-    ({"stop": ["a", "b", "c", "d", "e"]}, "sampling.stop"),
-    ({"stop_token_ids": [-1]}, "sampling.stop_token_ids"),
-    ({"top_logprobs": 2}, "top_logprobs needs logprobs"), ({"top_logprobs": 21, "logprobs": True},
-                                                            "sampling.top_logprobs"),
-    ({"repetition_penalty": 0}, "sampling.repetition_penalty"),
-    ({"presence_penalty": 3}, "sampling.presence_penalty"), ({"max_tokens": 0}, "sampling.max_tokens"),
-    ({"temprature": 1}, "sampling.temprature"), ({"temperature": float("nan")}, "sampling.temperature"),
-])
+@pytest.mark.parametrize(
+    "fields, where",
+    [
+        ({"temperature": -1}, "sampling.temperature"),
+        ({"top_p": 0}, "sampling.top_p"),
+        ({"top_k": -2}, "sampling.top_k"),
+        ({"min_p": 1.5}, "sampling.min_p"),
+        ({"n": 0}, "sampling.n"),
+        ({"stop": [""]}, "sampling.stop"),
+        ({"stop": ["a", "b", "c", "d", "e"]}, "sampling.stop"),
+        ({"stop_token_ids": [-1]}, "sampling.stop_token_ids"),
+        ({"top_logprobs": 2}, "top_logprobs needs logprobs"),
+        ({"top_logprobs": 21, "logprobs": True}, "sampling.top_logprobs"),
+        ({"repetition_penalty": 0}, "sampling.repetition_penalty"),
+        ({"presence_penalty": 3}, "sampling.presence_penalty"),
+        ({"max_tokens": 0}, "sampling.max_tokens"),
+        ({"temprature": 1}, "sampling.temprature"),
+        ({"temperature": float("nan")}, "sampling.temperature"),
+    ],
+)
 def test_settings_are_checked_naming_the_field(fields, where):
     with pytest.raises(ValidationError, match=where.split(".")[-1].split()[0]):
         SamplingParams(**fields)

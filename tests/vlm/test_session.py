@@ -29,11 +29,17 @@ def test_session_turn_equals_one_shot_prefill_of_the_same_context(vlm, make_imag
     prefix, suffix = b.layout.first_turn(1, None, "Describe it.")
     state, *_ = b.engine.compute([img], prefix, ReductionConfig())
     pending = [] if r1.token_ids[-1] in b.eos_ids else list(r1.token_ids[-1:])
-    context = (b.layout.tokenize(suffix) + list(r1.token_ids[:-1]) + pending
-               + b.layout.tokenize(b.layout.next_turn(1, None, 1, "Anything else?")))
+    context = (
+        b.layout.tokenize(suffix)
+        + list(r1.token_ids[:-1])
+        + pending
+        + b.layout.tokenize(b.layout.next_turn(1, None, 1, "Anything else?"))
+    )
     cache = b.engine.cache_of(state)
     hidden = b.engine.prefill(cache, state.next_pos, context)
-    gen, = b.decoder.run(hidden, cache, [state.next_pos + len(context)], b.decoder.sequences(GREEDY, 5))
+    (gen,) = b.decoder.run(
+        hidden, cache, [state.next_pos + len(context)], b.decoder.sequences(GREEDY, 5)
+    )
     assert tuple(gen.tokens) == r2.token_ids
 
 

@@ -1,5 +1,6 @@
 """Structured output: JSON / JSON Schema constrained decoding (xgrammar) on the random-weight tiny
 model, whose own choices are noise: whatever it prefers, the grammar lets only valid JSON out."""
+
 import json
 
 import jsonschema
@@ -9,10 +10,16 @@ from cascade.decoding import SamplingParams, sampling_params
 from cascade.errors import InputError
 
 Q = "Describe it as JSON."
-SCHEMA = {"type": "object", "additionalProperties": False, "required": ["name", "count", "tags"],
-          "properties": {"name": {"type": "string", "maxLength": 8},
-                         "count": {"type": "integer", "minimum": 0, "maximum": 99},
-                         "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2}}}
+SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name", "count", "tags"],
+    "properties": {
+        "name": {"type": "string", "maxLength": 8},
+        "count": {"type": "integer", "minimum": 0, "maximum": 99},
+        "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2},
+    },
+}
 
 
 def _fmt(schema=None, **kw):
@@ -27,7 +34,9 @@ def test_the_tiny_tokenizer_is_read_as_byte_level(vlm):
     assert info.vocab_type == xgr.VocabType.BYTE_LEVEL
 
 
-@pytest.mark.parametrize("kw", [{}, {"temperature": 1.0, "seed": 1}, {"temperature": 1.5, "seed": 2}])
+@pytest.mark.parametrize(
+    "kw", [{}, {"temperature": 1.0, "seed": 1}, {"temperature": 1.5, "seed": 2}]
+)
 def test_a_schema_answer_parses_and_matches(vlm, make_image, kw):
     r = vlm.generate([make_image(21)], Q, max_new_tokens=96, sampling=_fmt(SCHEMA, **kw))
     assert r.finish_reason == "stop"
@@ -37,8 +46,9 @@ def test_a_schema_answer_parses_and_matches(vlm, make_image, kw):
 
 
 def test_every_completion_is_constrained(vlm, make_image):
-    r = vlm.generate([make_image(22)], Q, max_new_tokens=96,
-                     sampling=_fmt(SCHEMA, n=3, temperature=1.0, seed=5))
+    r = vlm.generate(
+        [make_image(22)], Q, max_new_tokens=96, sampling=_fmt(SCHEMA, n=3, temperature=1.0, seed=5)
+    )
     values = [json.loads(c.text) for c in r.completions]
     for v in values:
         jsonschema.validate(v, SCHEMA)
@@ -53,16 +63,19 @@ def test_json_object_gives_an_object(vlm, make_image):
 
 def test_streamed_text_is_the_json(vlm, make_image):
     events = []
-    r = vlm.generate([make_image(24)], Q, max_new_tokens=96, sampling=_fmt(SCHEMA),
-                     on_token=events.append)
+    r = vlm.generate(
+        [make_image(24)], Q, max_new_tokens=96, sampling=_fmt(SCHEMA), on_token=events.append
+    )
     assert "".join(e.text for e in events) == r.text
     jsonschema.validate(json.loads(r.text), SCHEMA)
 
 
 def test_greedy_without_a_format_is_unchanged(vlm, make_image):
     img = make_image(25)
-    assert vlm.generate([img], Q, max_new_tokens=8).token_ids == \
-        vlm.generate([img], Q, max_new_tokens=8, sampling=SamplingParams()).token_ids
+    assert (
+        vlm.generate([img], Q, max_new_tokens=8).token_ids
+        == vlm.generate([img], Q, max_new_tokens=8, sampling=SamplingParams()).token_ids
+    )
 
 
 def test_format_errors_name_the_place(vlm, make_image):

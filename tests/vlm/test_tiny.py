@@ -17,8 +17,15 @@ def test_tiny_model_loads_the_normal_way(request, fixture):
     assert model.config.model_type == meta["family"]
     assert "random" in meta["weights"]
     tok = processor.tokenizer
-    for special in ("<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
-                    "<|image_pad|>", "<|video_pad|>", "<|endoftext|>"):
+    for special in (
+        "<|im_start|>",
+        "<|im_end|>",
+        "<|vision_start|>",
+        "<|vision_end|>",
+        "<|image_pad|>",
+        "<|video_pad|>",
+        "<|endoftext|>",
+    ):
         ids = tok(special, add_special_tokens=False)["input_ids"]
         assert len(ids) == 1 and ids[0] == tok.convert_tokens_to_ids(special)
     assert model.config.image_token_id == tok.convert_tokens_to_ids("<|image_pad|>")

@@ -1,5 +1,6 @@
 """The `tower` reduction guided by evidence: boxes in source pixels land on the right merge units
 through the family's own resize, and the units of the text the cascade found are kept whole."""
+
 import numpy as np
 import pytest
 import torch
@@ -29,9 +30,13 @@ def test_box_units_are_the_units_the_resized_box_overlaps(vlm):
         y0, y1 = sorted(rng.uniform(0, ODD[1], 2))
         # brute force: unit (r, c) covers resized pixels [c*unit, (c+1)*unit) x [r*unit, ...)
         sx0, sx1, sy0, sy1 = x0 * rw / ODD[0], x1 * rw / ODD[0], y0 * rh / ODD[1], y1 * rh / ODD[1]
-        want = {(r, c) for r in range(rows) for c in range(cols)
-                if min(sx1, (c + 1) * unit) > max(sx0, c * unit)
-                and min(sy1, (r + 1) * unit) > max(sy0, r * unit)}
+        want = {
+            (r, c)
+            for r in range(rows)
+            for c in range(cols)
+            if min(sx1, (c + 1) * unit) > max(sx0, c * unit)
+            and min(sy1, (r + 1) * unit) > max(sy0, r * unit)
+        }
         r0, r1, c0, c1 = box_units((x0, y0, x1, y1), ODD, (rows, cols))
         assert {(r, c) for r in range(r0, r1) for c in range(c0, c1)} == want
 
@@ -45,7 +50,7 @@ def test_a_drawn_box_lands_on_its_units_through_the_real_preprocessing(vlm):
 
     def units(px):
         vi = rt.collate(rt.preprocess([Image(px).to_pil()]))
-        return vi["pixel_values"].reshape(-1, vi["pixel_values"].shape[1] * rt.family.merge ** 2), vi
+        return vi["pixel_values"].reshape(-1, vi["pixel_values"].shape[1] * rt.family.merge**2), vi
 
     plain, vi = units(white)
     dark, _ = units(drawn)
@@ -109,13 +114,17 @@ def test_evidence_beyond_the_budget_is_kept_box_by_box_never_cut():
 
 def test_no_evidence_is_todays_rule():
     units = torch.randn(96, 8)
-    assert torch.equal(tower_select(units, (1, 8, 12), 0.25, KeepRegions((336, 224), ())),
-                       tower_select(units, (1, 8, 12), 0.25))
+    assert torch.equal(
+        tower_select(units, (1, 8, 12), 0.25, KeepRegions((336, 224), ())),
+        tower_select(units, (1, 8, 12), 0.25),
+    )
 
 
 def test_what_is_left_of_the_budget_covers_cells_the_evidence_left_empty():
     grid = (1, 8, 8)  # budget: 4x4 cells of 2x2 units
-    kept = tower_select(torch.randn(64, 8), grid, 0.25, KeepRegions((224, 224), ((0.0, 0.0, 28.0, 28.0),)))
+    kept = tower_select(
+        torch.randn(64, 8), grid, 0.25, KeepRegions((224, 224), ((0.0, 0.0, 28.0, 28.0),))
+    )
     units = set(kept.tolist())
     # the evidence and its margin fill units (0..1, 0..1); 12 are left, of which scattered single
     # units may take 6 (a tenth of 64): the 6 over grow the evidence, the next ring (5 units)
@@ -134,7 +143,12 @@ def _component(mask: torch.Tensor, start: tuple[int, int]) -> set[tuple[int, int
         for dr in (-1, 0, 1):
             for dc in (-1, 0, 1):
                 n = (r + dr, c + dc)
-                if n not in seen and 0 <= n[0] < mask.shape[0] and 0 <= n[1] < mask.shape[1] and mask[n]:
+                if (
+                    n not in seen
+                    and 0 <= n[0] < mask.shape[0]
+                    and 0 <= n[1] < mask.shape[1]
+                    and mask[n]
+                ):
                     seen.add(n)
                     todo.append(n)
     return seen
@@ -166,12 +180,18 @@ def test_keep_regions_guide_only_a_reduction_before_the_tower():
 
 def test_the_kept_set_is_part_of_the_reductions_identity(tiny_path, make_image):
     img = make_image(11, 224, 224)
-    a = ReductionConfig("tower", 0.25, keep_regions=(KeepRegions((224, 224), ((0.0, 0.0, 60.0, 30.0),)),))
-    b = ReductionConfig("tower", 0.25, keep_regions=(KeepRegions((224, 224), ((100.0, 100.0, 200.0, 130.0),)),))
+    a = ReductionConfig(
+        "tower", 0.25, keep_regions=(KeepRegions((224, 224), ((0.0, 0.0, 60.0, 30.0),)),)
+    )
+    b = ReductionConfig(
+        "tower", 0.25, keep_regions=(KeepRegions((224, 224), ((100.0, 100.0, 200.0, 130.0),)),)
+    )
     assert len({a.cache_key(), b.cache_key(), ReductionConfig("tower", 0.25).cache_key()}) == 3
     cached = VLM.load(str(tiny_path), device="cpu", kv_cache=KVPrefixCache(64 << 20))
-    outcomes = [cached.generate([img], "What is it?", max_new_tokens=1, reduction=red).bill.cache
-                for red in (a, b, a)]
+    outcomes = [
+        cached.generate([img], "What is it?", max_new_tokens=1, reduction=red).bill.cache
+        for red in (a, b, a)
+    ]
     assert outcomes == ["miss", "miss", "hit"]
 
 
@@ -185,8 +205,13 @@ def test_the_target_is_kept_with_its_margin_before_other_boxes_when_the_budget_i
     grid, size = (1, 10, 10), (280, 280)  # one 28-px unit per 28 source pixels; budget 25
     units = torch.randn(100, 12)
     target = (140.0, 140.0, 168.0, 168.0)  # unit (5, 5); 3x3 with its margin
-    others = ((0.0, 0.0, 112.0, 28.0), (0.0, 56.0, 112.0, 84.0), (0.0, 224.0, 112.0, 252.0),
-              (168.0, 0.0, 280.0, 28.0), (168.0, 56.0, 280.0, 84.0))  # five 4-unit lines
+    others = (
+        (0.0, 0.0, 112.0, 28.0),
+        (0.0, 56.0, 112.0, 84.0),
+        (0.0, 224.0, 112.0, 252.0),
+        (168.0, 0.0, 280.0, 28.0),
+        (168.0, 56.0, 280.0, 84.0),
+    )  # five 4-unit lines
     margin = {r * 10 + c for r in range(4, 7) for c in range(4, 7)}
     boxes = (target,) + others
     led = set(tower_select(units, grid, 0.25, KeepRegions(size, boxes, lead=1)).tolist())
@@ -200,7 +225,9 @@ def test_the_target_is_kept_with_its_margin_before_other_boxes_when_the_budget_i
 def test_a_lead_box_too_big_with_its_margin_is_kept_without_it():
     grid, size = (1, 10, 10), (280, 280)
     wide = (0.0, 28.0, 280.0, 56.0)  # a whole row of 10 units; 30 with its margin, over 25
-    kept = set(tower_select(torch.randn(100, 12), grid, 0.25, KeepRegions(size, (wide,), lead=1)).tolist())
+    kept = set(
+        tower_select(torch.randn(100, 12), grid, 0.25, KeepRegions(size, (wide,), lead=1)).tolist()
+    )
     assert set(range(10, 20)) <= kept and len(kept) == 25
 
 
@@ -233,8 +260,12 @@ def test_a_line_photographed_at_an_angle_is_kept_whole(vlm):
     from cascade.stages._tower_guide import image_regions
     from cascade.stages.ocr import Ocr
 
-    lines = [((70, 90), "Harbour Supplies Ltd"), ((70, 180), "Invoice No: INV-40213"),
-             ((70, 250), "Date: 12/03/2021"), ((70, 330), "Please quote it when you pay")]
+    lines = [
+        ((70, 90), "Harbour Supplies Ltd"),
+        ((70, 180), "Invoice No: INV-40213"),
+        ((70, 250), "Date: 12/03/2021"),
+        ((70, 330), "Please quote it when you pay"),
+    ]
     page, alone = _tilted_page(lines, 7)
     found = Ocr(name="ocr")(images=[Image(page)]).lines
     target = next(ln for ln in found if "INV" in ln.text)
@@ -264,14 +295,19 @@ def _sign_at_dusk(rows=30, cols=36, unit=28):
     from cascade.eval.fonts import load_font
 
     rng = np.random.default_rng(0)
-    yy, xx = np.mgrid[0:rows * unit, 0:cols * unit] / (rows * unit)
-    sky = np.stack([40 + 30 * yy, 50 + 30 * yy, 90 + 33 * xx], -1) + rng.normal(0, 2, (*yy.shape, 3))
+    yy, xx = np.mgrid[0 : rows * unit, 0 : cols * unit] / (rows * unit)
+    sky = np.stack([40 + 30 * yy, 50 + 30 * yy, 90 + 33 * xx], -1) + rng.normal(
+        0, 2, (*yy.shape, 3)
+    )
     im = PILImage.fromarray(np.clip(sky, 0, 255).astype(np.uint8))
     draw = ImageDraw.Draw(im)
     for _ in range(12):
         x = int(rng.integers(0, cols * unit))
-        draw.line((x, rows * unit, x + int(rng.integers(-80, 80)), int(rng.integers(0, rows * unit))),
-                  fill=(20, 20, 30), width=3)
+        draw.line(
+            (x, rows * unit, x + int(rng.integers(-80, 80)), int(rng.integers(0, rows * unit))),
+            fill=(20, 20, 30),
+            width=3,
+        )
     text, font = "GATE 7B", load_font("DejaVuSans-Bold.ttf", 20)
     x0, y0, x1, y1 = draw.textbbox((390, 320), text, font=font)
     box = (x0 - 6.0, y0 - 5.0, x1 + 6.0, y1 + 5.0)
@@ -289,8 +325,12 @@ def test_a_sign_kept_with_its_surroundings_is_read_on_the_kept_pixels():
 
     rows, cols, unit = 30, 36, 28
     px, box, text = _sign_at_dusk(rows, cols, unit)
-    units = torch.from_numpy(px.reshape(rows, unit, cols, unit, 3).transpose(0, 2, 1, 3, 4)
-                             .reshape(rows * cols, -1).copy())
+    units = torch.from_numpy(
+        px.reshape(rows, unit, cols, unit, 3)
+        .transpose(0, 2, 1, 3, 4)
+        .reshape(rows * cols, -1)
+        .copy()
+    )
     grid, size = (1, rows, cols), (cols * unit, rows * unit)
     kept = tower_select(units, grid, 0.25, KeepRegions(size, (box,), lead=1))
 
@@ -298,7 +338,9 @@ def test_a_sign_kept_with_its_surroundings_is_read_on_the_kept_pixels():
         out = np.full_like(px, 255)
         for i in idx.tolist():
             r, c = divmod(i, cols)
-            out[r * unit:(r + 1) * unit, c * unit:(c + 1) * unit] = px[r * unit:(r + 1) * unit, c * unit:(c + 1) * unit]
+            out[r * unit : (r + 1) * unit, c * unit : (c + 1) * unit] = px[
+                r * unit : (r + 1) * unit, c * unit : (c + 1) * unit
+            ]
         return " ".join(ln.text for ln in Ocr(name="ocr")(images=[Image(out)]).lines)
 
     assert text in read(kept)
@@ -310,8 +352,10 @@ def test_a_sign_kept_with_its_surroundings_is_read_on_the_kept_pixels():
     covered = torch.zeros(budget, dtype=torch.bool)
     covered[cell[mask]] = True
     score = _variance(units)
-    spread = torch.nonzero(_best_per_cell(score.masked_fill(mask, float("-inf")), cell) & ~covered[cell])
+    spread = torch.nonzero(
+        _best_per_cell(score.masked_fill(mask, float("-inf")), cell) & ~covered[cell]
+    )
     spread = spread.reshape(-1)[torch.argsort(-score[spread.reshape(-1)], stable=True)]
-    mask[spread[:budget - int(mask.sum())]] = True
+    mask[spread[: budget - int(mask.sum())]] = True
     assert kept.numel() == budget == int(mask.sum())
     assert text not in read(torch.nonzero(mask).reshape(-1))

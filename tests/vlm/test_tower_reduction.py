@@ -1,5 +1,6 @@
 """The `tower` reduction: whole merge units dropped before the vision blocks (Qwen2-VL, Qwen2.5-VL,
 Qwen3-VL), checked against what the tower itself sees and computes."""
+
 import math
 
 import pytest
@@ -18,8 +19,12 @@ TOWER = ReductionConfig("tower", 0.25)
 def qwen(request):
     torch.set_num_threads(1)
     # no encoder cache: these tests bill what the tower runs on each call
-    return VLM.load(str(request.getfixturevalue(request.param)), device="cpu", attn_implementation="eager",
-                    encoder_cache_bytes=0)
+    return VLM.load(
+        str(request.getfixturevalue(request.param)),
+        device="cpu",
+        attn_implementation="eager",
+        encoder_cache_bytes=0,
+    )
 
 
 def _inputs(fam, images):
@@ -56,9 +61,15 @@ def test_the_tower_blocks_see_a_quarter_of_the_patches(qwen, make_image):
     fam, img = qwen.family, make_image(4, 448, 448)
     seen = []
     tower = qwen.backend.model.model.visual
-    hooks = [blk.register_forward_pre_hook(lambda m, args, kw: seen.append(args[0].shape[0]) if args
-                                           else seen.append(kw["hidden_states"].shape[0]), with_kwargs=True)
-             for blk in tower.blocks]
+    hooks = [
+        blk.register_forward_pre_hook(
+            lambda m, args, kw: (
+                seen.append(args[0].shape[0]) if args else seen.append(kw["hidden_states"].shape[0])
+            ),
+            with_kwargs=True,
+        )
+        for blk in tower.blocks
+    ]
     try:
         full = qwen.generate([img], "What is it?", max_new_tokens=1)
         n_full = seen[0]
@@ -68,9 +79,9 @@ def test_the_tower_blocks_see_a_quarter_of_the_patches(qwen, make_image):
         for h in hooks:
             h.remove()
     assert len(set(seen)) == 1 and len(seen) == len(tower.blocks)  # every block, the same length
-    assert seen[0] == r.bill.visual_tokens * fam.merge ** 2
+    assert seen[0] == r.bill.visual_tokens * fam.merge**2
     assert 0.2 <= seen[0] / n_full <= 0.3
-    assert n_full == full.bill.unreduced_visual_tokens * fam.merge ** 2
+    assert n_full == full.bill.unreduced_visual_tokens * fam.merge**2
     assert r.bill.unreduced_visual_tokens == full.bill.visual_tokens
 
 
@@ -108,21 +119,29 @@ def test_kept_tokens_keep_their_mrope_positions(qwen, make_image):
 
 def test_prefix_cache_keys_the_tower_reduction_and_a_hit_has_the_logits_and_bill(qwen, make_image):
     path = qwen.backend.model_id
-    cached = VLM.load(path, device="cpu", attn_implementation="eager", kv_cache=KVPrefixCache(64 << 20))
+    cached = VLM.load(
+        path, device="cpu", attn_implementation="eager", kv_cache=KVPrefixCache(64 << 20)
+    )
     img = make_image(9)
     first = cached.generate([img], "What is it?", max_new_tokens=3, reduction=TOWER)
-    pool = cached.generate([img], "What is it?", max_new_tokens=3, reduction=ReductionConfig("pool", 0.25))
+    pool = cached.generate(
+        [img], "What is it?", max_new_tokens=3, reduction=ReductionConfig("pool", 0.25)
+    )
     again = cached.generate([img], "What is it?", max_new_tokens=3, reduction=TOWER)
     assert (first.bill.cache, pool.bill.cache, again.bill.cache) == ("miss", "miss", "hit")
     assert again.token_ids == first.token_ids
-    assert again.bill.vision_flops == first.bill.vision_flops and again.bill.computed_vision_flops == 0
+    assert (
+        again.bill.vision_flops == first.bill.vision_flops and again.bill.computed_vision_flops == 0
+    )
     b = cached.backend
     prefix, suffix = b.layout.first_turn(1, None, "What is it?")
     hit, status, *_ = b.engine.state([img], prefix, TOWER)
     fresh, *_ = b.engine.compute([img], prefix, TOWER)
     logits = []
     for state in (fresh, hit):
-        hidden = b.engine.prefill(b.engine.cache_of(state), state.next_pos, b.layout.tokenize(suffix))
+        hidden = b.engine.prefill(
+            b.engine.cache_of(state), state.next_pos, b.layout.tokenize(suffix)
+        )
         with torch.inference_mode():
             logits.append(b.runtime.lm_head(hidden[0, -1]))
     assert status == "hit" and torch.equal(*logits)
@@ -131,13 +150,18 @@ def test_prefix_cache_keys_the_tower_reduction_and_a_hit_has_the_logits_and_bill
 def test_batches_and_sessions_bill_the_reduced_tower(qwen, make_image):
     img = make_image(10)
     one = qwen.generate([img], "What is it?", max_new_tokens=2, reduction=TOWER)
-    batch = qwen.generate_batch([([img], "What is it?"), ([img], "Why?")], max_new_tokens=2, reduction=TOWER)
+    batch = qwen.generate_batch(
+        [([img], "What is it?"), ([img], "Why?")], max_new_tokens=2, reduction=TOWER
+    )
     assert [r.bill.visual_tokens for r in batch] == [one.bill.visual_tokens] * 2
     assert batch[0].bill.computed_vision_flops == one.bill.vision_flops
     assert batch[1].bill.computed_vision_flops == 0
     s = qwen.session([img], reduction=TOWER, max_new_tokens=2)
     r1, r2 = s.ask("What is it?"), s.ask("Why?")
-    assert r1.bill.visual_tokens == one.bill.visual_tokens and r1.bill.vision_flops == one.bill.vision_flops
+    assert (
+        r1.bill.visual_tokens == one.bill.visual_tokens
+        and r1.bill.vision_flops == one.bill.vision_flops
+    )
     assert r2.bill.computed_vision_flops == 0
 
 
@@ -145,7 +169,9 @@ def test_a_family_whose_tower_cannot_do_it_says_so(vlm_idefics3, image):
     with pytest.raises(InputError, match=r"'tower'.*idefics3.*vision tower"):
         vlm_idefics3.generate([image], "What is it?", max_new_tokens=1, reduction=TOWER)
     # keep 1.0 is the identity, which every family runs
-    vlm_idefics3.generate([image], "What is it?", max_new_tokens=1, reduction=ReductionConfig("tower", 1.0))
+    vlm_idefics3.generate(
+        [image], "What is it?", max_new_tokens=1, reduction=ReductionConfig("tower", 1.0)
+    )
 
 
 def test_selection_covers_the_grid_and_prefers_detail():

@@ -1,6 +1,7 @@
 """One generator per genre. Each takes a `Ctx` (the split's spec, a seeded rng of its own, a folder
 and how many units to make) and returns its questions; a unit (a video, a page, an image set) may
 carry more than one question."""
+
 from __future__ import annotations
 
 from collections.abc import Callable

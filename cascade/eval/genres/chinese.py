@@ -1,5 +1,6 @@
 """Chinese: signs with Chinese text (asked in Chinese or English), and questions asked in Chinese
 about English signs and documents."""
+
 from __future__ import annotations
 
 from ..items import EvalItem
@@ -18,14 +19,29 @@ def zh_sign(ctx: Ctx) -> list[EvalItem]:
         text = sign_text(rng, spec.zh_sign_words)
         size = rng.randint(16, 28)
         if i % 2 == 0:
-            fields = sign_video(ctx, f"zh_video_{i}.mp4", text, fonts, size,
-                                spec.footage[(i // 2) % len(spec.footage)],
-                                other_words=spec.zh_sign_words)
+            fields = sign_video(
+                ctx,
+                f"zh_video_{i}.mp4",
+                text,
+                fonts,
+                size,
+                spec.footage[(i // 2) % len(spec.footage)],
+                other_words=spec.zh_sign_words,
+            )
         else:
             fields = sign_image_set(ctx, f"zh_set_{i}", text, fonts, size)
         lang = "zh" if rng.random() < 0.6 else "en"
-        items.append(ctx.item(i, question=spec.ask(f"zh_sign_{lang}", rng), answer=text,
-                              kind="read", target="sign", lang=lang, **fields))
+        items.append(
+            ctx.item(
+                i,
+                question=spec.ask(f"zh_sign_{lang}", rng),
+                answer=text,
+                kind="read",
+                target="sign",
+                lang=lang,
+                **fields,
+            )
+        )
     return items
 
 
@@ -42,11 +58,29 @@ def zh_question(ctx: Ctx) -> list[EvalItem]:
         if unit in ("video", "images"):
             text = sign_text(rng, spec.sign_words)
             size = rng.randint(14, 24)
-            fields = (sign_video(ctx, f"video_{i}.mp4", text, spec.fonts.sign, size,
-                                 spec.footage[i % len(spec.footage)]) if unit == "video" else
-                      sign_image_set(ctx, f"set_{i}", text, spec.fonts.sign, size))
-            items.append(ctx.item(i, question=spec.ask(f"zh_{unit}", rng), answer=text,
-                                  kind="read", target="sign", lang="zh", **fields))
+            fields = (
+                sign_video(
+                    ctx,
+                    f"video_{i}.mp4",
+                    text,
+                    spec.fonts.sign,
+                    size,
+                    spec.footage[i % len(spec.footage)],
+                )
+                if unit == "video"
+                else sign_image_set(ctx, f"set_{i}", text, spec.fonts.sign, size)
+            )
+            items.append(
+                ctx.item(
+                    i,
+                    question=spec.ask(f"zh_{unit}", rng),
+                    answer=text,
+                    kind="read",
+                    target="sign",
+                    lang="zh",
+                    **fields,
+                )
+            )
             continue
         if unit == "total":
             page, values, _, size = receipt_page(ctx, rng.choice(spec.receipt_layouts))
@@ -59,7 +93,19 @@ def zh_question(ctx: Ctx) -> list[EvalItem]:
             label = spec.id_fields[0].label
             gold, box, target, size = truth.spans[label], truth.box(label), "identifier", None
         path = save_png(page, ctx.path(f"doc_{i}.png"))
-        items.append(ctx.item(i, media_kind="document", media=(path,),
-                              question=spec.ask(f"zh_doc_{unit}", rng), answer=gold, kind="doc",
-                              target=target, lang="zh", text_size=size, frames=(0,), box=box))
+        items.append(
+            ctx.item(
+                i,
+                media_kind="document",
+                media=(path,),
+                question=spec.ask(f"zh_doc_{unit}", rng),
+                answer=gold,
+                kind="doc",
+                target=target,
+                lang="zh",
+                text_size=size,
+                frames=(0,),
+                box=box,
+            )
+        )
     return items

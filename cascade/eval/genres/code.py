@@ -1,5 +1,6 @@
 """Code screenshots: one function (or class) defined, other identifiers called or imported around
 it, syntax-coloured in a light or dark editor theme."""
+
 from __future__ import annotations
 
 import random
@@ -13,19 +14,70 @@ from ..page import Page, Run
 from .common import Ctx, save_png
 
 KEYWORDS = {
-    "python": {"import", "from", "def", "return", "if", "is", "None", "for", "in", "class", "self",
-               "not", "else"},
+    "python": {
+        "import",
+        "from",
+        "def",
+        "return",
+        "if",
+        "is",
+        "None",
+        "for",
+        "in",
+        "class",
+        "self",
+        "not",
+        "else",
+    },
     "c": {"include", "static", "int", "const", "char", "if", "return", "void", "for", "size_t"},
-    "javascript": {"import", "from", "export", "async", "function", "const", "await", "return",
-                   "class", "constructor", "this", "if", "new"},
-    "go": {"package", "import", "func", "return", "if", "nil", "err", "string", "int", "error",
-           "for", "range"},
+    "javascript": {
+        "import",
+        "from",
+        "export",
+        "async",
+        "function",
+        "const",
+        "await",
+        "return",
+        "class",
+        "constructor",
+        "this",
+        "if",
+        "new",
+    },
+    "go": {
+        "package",
+        "import",
+        "func",
+        "return",
+        "if",
+        "nil",
+        "err",
+        "string",
+        "int",
+        "error",
+        "for",
+        "range",
+    },
     "rust": {"use", "pub", "fn", "let", "mut", "Ok", "Result", "return", "if", "impl", "for", "in"},
 }
 THEMES = {  # background, text, keyword, string, defined name, line numbers
-    "light": ((255, 255, 255), (30, 30, 30), (0, 0, 190), (20, 120, 40), (140, 60, 0), (150, 150, 150)),
-    "dark": ((30, 31, 36), (220, 220, 220), (198, 120, 221), (152, 195, 121), (97, 175, 239),
-             (100, 100, 110)),
+    "light": (
+        (255, 255, 255),
+        (30, 30, 30),
+        (0, 0, 190),
+        (20, 120, 40),
+        (140, 60, 0),
+        (150, 150, 150),
+    ),
+    "dark": (
+        (30, 31, 36),
+        (220, 220, 220),
+        (198, 120, 221),
+        (152, 195, 121),
+        (97, 175, 239),
+        (100, 100, 110),
+    ),
 }
 
 
@@ -37,44 +89,98 @@ def _function(lang: str, fn: str, helpers: list[str], rng: random.Random) -> lis
     a, b = rng.sample(("path", "items", "limit", "data", "source", "key", "count", "name"), 2)
     h1, h2, h3 = helpers
     if lang == "python":
-        return ["import os", "from pathlib import Path", "", "",
-                f"def {fn}({a}, {b}=None):", f'    """Return the {a} after {h1}."""',
-                f"    result = {h1}(Path({a}))", f"    if {b} is None:",
-                f"        {b} = {h2}(result)", f"    return [{h3}(x, {b}) for x in result]"]
+        return [
+            "import os",
+            "from pathlib import Path",
+            "",
+            "",
+            f"def {fn}({a}, {b}=None):",
+            f'    """Return the {a} after {h1}."""',
+            f"    result = {h1}(Path({a}))",
+            f"    if {b} is None:",
+            f"        {b} = {h2}(result)",
+            f"    return [{h3}(x, {b}) for x in result]",
+        ]
     if lang == "c":
-        return ["#include <stdio.h>", '#include "util.h"', "",
-                f"static int {fn}(const char *{a}, int {b})", "{",
-                f"    int total = {h1}({a});", f"    if ({b} > 0)",
-                f"        total += {h2}({b});", f"    return {h3}(total);", "}"]
+        return [
+            "#include <stdio.h>",
+            '#include "util.h"',
+            "",
+            f"static int {fn}(const char *{a}, int {b})",
+            "{",
+            f"    int total = {h1}({a});",
+            f"    if ({b} > 0)",
+            f"        total += {h2}({b});",
+            f"    return {h3}(total);",
+            "}",
+        ]
     if lang == "javascript":
-        return [f'import {{ {h1}, {h2} }} from "./lib.js";', "",
-                f"export async function {fn}({a}, {b} = {{}}) {{",
-                f"  const res = await {h1}({a});", f"  if (!res.ok) return {h3}(res);",
-                f"  return {h2}(res, {b});", "}"]
+        return [
+            f'import {{ {h1}, {h2} }} from "./lib.js";',
+            "",
+            f"export async function {fn}({a}, {b} = {{}}) {{",
+            f"  const res = await {h1}({a});",
+            f"  if (!res.ok) return {h3}(res);",
+            f"  return {h2}(res, {b});",
+            "}",
+        ]
     if lang == "go":
-        return ["package main", "", 'import "fmt"', "",
-                f"func {fn}({a} string, {b} int) (int, error) {{",
-                f"    v, err := {h1}({a})", "    if err != nil {",
-                f'        return 0, fmt.Errorf("{h1}: %w", err)', "    }",
-                f"    return {h2}(v, {b}) + {h3}(v), nil", "}"]
-    return ["use std::collections::HashMap;", "",  # rust
-            f"pub fn {fn}({a}: &str, {b}: usize) -> Result<Vec<u8>, Error> {{",
-            f"    let mut seen = HashMap::new();", f"    let data = {h1}({a})?;",
-            f"    seen.insert({a}, {h2}(&data));", f"    Ok({h3}(data, {b}))", "}"]
+        return [
+            "package main",
+            "",
+            'import "fmt"',
+            "",
+            f"func {fn}({a} string, {b} int) (int, error) {{",
+            f"    v, err := {h1}({a})",
+            "    if err != nil {",
+            f'        return 0, fmt.Errorf("{h1}: %w", err)',
+            "    }",
+            f"    return {h2}(v, {b}) + {h3}(v), nil",
+            "}",
+        ]
+    return [
+        "use std::collections::HashMap;",
+        "",  # rust
+        f"pub fn {fn}({a}: &str, {b}: usize) -> Result<Vec<u8>, Error> {{",
+        f"    let mut seen = HashMap::new();",
+        f"    let data = {h1}({a})?;",
+        f"    seen.insert({a}, {h2}(&data));",
+        f"    Ok({h3}(data, {b}))",
+        "}",
+    ]
 
 
 def _class(lang: str, cls: str, method: str, helpers: list[str]) -> list[str]:
     h1, h2, _ = helpers
     if lang == "python":
-        return ["from dataclasses import dataclass", "", "",
-                f"class {cls}:", "    def __init__(self, source):", "        self.source = source",
-                "        self.items = []", "", f"    def {method}(self):",
-                f"        self.items = {h1}(self.source)", f"        return {h2}(self.items)"]
-    return ['import { EventEmitter } from "events";', "",  # javascript
-            f"export class {cls} extends EventEmitter {{", "  constructor(source) {",
-            "    super();", "    this.source = source;", "  }", "",
-            f"  async {method}() {{", f"    const rows = await {h1}(this.source);",
-            f"    return {h2}(rows);", "  }", "}"]
+        return [
+            "from dataclasses import dataclass",
+            "",
+            "",
+            f"class {cls}:",
+            "    def __init__(self, source):",
+            "        self.source = source",
+            "        self.items = []",
+            "",
+            f"    def {method}(self):",
+            f"        self.items = {h1}(self.source)",
+            f"        return {h2}(self.items)",
+        ]
+    return [
+        'import { EventEmitter } from "events";',
+        "",  # javascript
+        f"export class {cls} extends EventEmitter {{",
+        "  constructor(source) {",
+        "    super();",
+        "    this.source = source;",
+        "  }",
+        "",
+        f"  async {method}() {{",
+        f"    const rows = await {h1}(this.source);",
+        f"    return {h2}(rows);",
+        "  }",
+        "}",
+    ]
 
 
 _TOKEN = re.compile(r'("[^"]*"|\'[^\']*\'|[A-Za-z_][A-Za-z_0-9]*|\s+|.)')
@@ -84,8 +190,15 @@ def _runs(line: str, lang: str, font: str, size: int, theme, defined: str) -> li
     _, text, kw, string, name, _ = theme
     runs = []
     for tok in _TOKEN.findall(line) or [""]:
-        fill = (kw if tok in KEYWORDS[lang] else string if tok[:1] in "\"'" else
-                name if tok == defined else text)
+        fill = (
+            kw
+            if tok in KEYWORDS[lang]
+            else string
+            if tok[:1] in "\"'"
+            else name
+            if tok == defined
+            else text
+        )
         if runs and runs[-1].fill == fill:
             runs[-1] = Run(runs[-1].text + tok, font, size, fill)
         else:
@@ -93,8 +206,9 @@ def _runs(line: str, lang: str, font: str, size: int, theme, defined: str) -> li
     return runs
 
 
-def code_screenshot(ctx: Ctx, lang: str, lines: list[str],
-                    defined: str) -> tuple[np.ndarray, tuple, int]:
+def code_screenshot(
+    ctx: Ctx, lang: str, lines: list[str], defined: str
+) -> tuple[np.ndarray, tuple, int]:
     """The screenshot (an editor pane), the box of `defined` on its definition line, the font
     size."""
     rng = ctx.rng
@@ -111,8 +225,9 @@ def code_screenshot(ctx: Ctx, lang: str, lines: list[str],
         if numbers:
             page.runs([Run(f"{k:>3}", font, size, theme[5])], line_height=0)
         is_def = box is None and re.search(rf"\b{re.escape(defined)}\b", line) is not None
-        drawn = page.runs(runs, x=page.margin + gutter, line_height=1.55,
-                          marks=[defined] if is_def else [])
+        drawn = page.runs(
+            runs, x=page.margin + gutter, line_height=1.55, marks=[defined] if is_def else []
+        )
         if is_def:
             box = tuple(int(v) for v in page.marks.get(defined, drawn).as_tuple())
     return page.render(), box, size
@@ -139,7 +254,19 @@ def code(ctx: Ctx) -> list[EvalItem]:
             question = spec.ask("code_function", rng)
         arr, box, size = code_screenshot(ctx, lang, lines, gold)
         path = save_png(arr, ctx.path(f"code_{i}.png"))
-        items.append(ctx.item(i, media_kind="document", media=(path,), question=question,
-                              answer=gold, kind="doc", target="identifier", frames=(0,), box=box,
-                              text_size=size, distractors=tuple(n for n in names if n != gold)))
+        items.append(
+            ctx.item(
+                i,
+                media_kind="document",
+                media=(path,),
+                question=question,
+                answer=gold,
+                kind="doc",
+                target="identifier",
+                frames=(0,),
+                box=box,
+                text_size=size,
+                distractors=tuple(n for n in names if n != gold),
+            )
+        )
     return items

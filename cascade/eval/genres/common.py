@@ -1,5 +1,6 @@
 """What the genre generators share: the context they write into, sign texts and plates, where a
 sign goes, sign videos and image sets with distractors."""
+
 from __future__ import annotations
 
 import random
@@ -18,14 +19,29 @@ from ..video import make_overlay_video
 # A caption keeps this many pixels off the signs a question is about.
 CLEAR = 8
 
-PLATES = (((255, 255, 255), (0, 0, 0)), ((30, 110, 60), (255, 255, 255)),
-          ((20, 60, 150), (255, 255, 255)), ((250, 210, 40), (0, 0, 0)))
+PLATES = (
+    ((255, 255, 255), (0, 0, 0)),
+    ((30, 110, 60), (255, 255, 255)),
+    ((20, 60, 150), (255, 255, 255)),
+    ((250, 210, 40), (0, 0, 0)),
+)
 # named plate colours for questions by colour: (plate, ink)
-COLOURS = {"red": ((200, 35, 35), (255, 255, 255)), "blue": ((25, 70, 170), (255, 255, 255)),
-           "green": ((30, 120, 60), (255, 255, 255)), "yellow": ((245, 205, 40), (0, 0, 0)),
-           "orange": ((240, 130, 20), (0, 0, 0)), "white": ((250, 250, 250), (0, 0, 0))}
-ZH_COLOURS = {"red": "红色", "blue": "蓝色", "green": "绿色", "yellow": "黄色", "orange": "橙色",
-              "white": "白色"}
+COLOURS = {
+    "red": ((200, 35, 35), (255, 255, 255)),
+    "blue": ((25, 70, 170), (255, 255, 255)),
+    "green": ((30, 120, 60), (255, 255, 255)),
+    "yellow": ((245, 205, 40), (0, 0, 0)),
+    "orange": ((240, 130, 20), (0, 0, 0)),
+    "white": ((250, 250, 250), (0, 0, 0)),
+}
+ZH_COLOURS = {
+    "red": "红色",
+    "blue": "蓝色",
+    "green": "绿色",
+    "yellow": "黄色",
+    "orange": "橙色",
+    "white": "白色",
+}
 
 
 @dataclass
@@ -43,8 +59,9 @@ class Ctx:
         return self.folder / name
 
     def item(self, index: int, **fields) -> EvalItem:
-        return EvalItem(id=f"{self.split}/{self.genre}_{index}", split=self.split,
-                        genre=self.genre, **fields)
+        return EvalItem(
+            id=f"{self.split}/{self.genre}_{index}", split=self.split, genre=self.genre, **fields
+        )
 
 
 def sign_text(rng: random.Random, words: tuple[str, ...]) -> str:
@@ -69,37 +86,50 @@ def place(rng: random.Random, w: int, h: int, bw: int, bh: int) -> tuple[int, in
     return max(4, min(w - bw - 4, x)), rng.randint(8, max(8, h - bh - 8))
 
 
-def place_apart(rng: random.Random, w: int, h: int, boxes: list[tuple[int, int, int, int]],
-                bw: int, bh: int) -> tuple[int, int]:
+def place_apart(
+    rng: random.Random, w: int, h: int, boxes: list[tuple[int, int, int, int]], bw: int, bh: int
+) -> tuple[int, int]:
     """A spot for a bw x bh box that overlaps none of `boxes` (x0, y0, x1, y1), with a margin."""
     for _ in range(200):
         x, y = place(rng, w, h, bw, bh)
-        if all(x + bw + 24 < x0 or x > x1 + 24 or y + bh + 24 < y0 or y > y1 + 24
-               for x0, y0, x1, y1 in boxes):
+        if all(
+            x + bw + 24 < x0 or x > x1 + 24 or y + bh + 24 < y0 or y > y1 + 24
+            for x0, y0, x1, y1 in boxes
+        ):
             return x, y
     raise RuntimeError(f"no free place for a {bw}x{bh} box in {w}x{h}")
 
 
-def sign(rng: random.Random, fonts: tuple[str, ...], text: str, size: int,
-         colours: tuple[tuple[int, int, int], tuple[int, int, int]] | None = None) -> np.ndarray:
+def sign(
+    rng: random.Random,
+    fonts: tuple[str, ...],
+    text: str,
+    size: int,
+    colours: tuple[tuple[int, int, int], tuple[int, int, int]] | None = None,
+) -> np.ndarray:
     plate, ink = colours or rng.choice(PLATES)
     return render_sign(text, rng.choice(fonts), size, plate, ink)
 
 
-def shade(rng: random.Random, colour: tuple[int, int, int], spread: int = 14) -> tuple[int, int, int]:
+def shade(
+    rng: random.Random, colour: tuple[int, int, int], spread: int = 14
+) -> tuple[int, int, int]:
     """`colour` moved a little per channel, so no split has one exact RGB per colour name."""
     return tuple(int(np.clip(c + rng.randint(-spread, spread), 0, 255)) for c in colour)
 
 
-def caption_overlay(ctx: Ctx, width: int, height: int, clear_of: tuple[Overlay, ...] = ()
-                    ) -> tuple[Overlay, str]:
+def caption_overlay(
+    ctx: Ctx, width: int, height: int, clear_of: tuple[Overlay, ...] = ()
+) -> tuple[Overlay, str]:
     """A caption on the footage for the whole clip in a corner (a channel logo, a watermark).
     It is drawn over the footage's other overlays, so it keeps `CLEAR` px off each sign in
     `clear_of` (a sign a question is about must stay readable, and not run into the caption as
     one line): the drawn corner, else the next one clear (no further draws, so every caption
     that was clear stays where it was)."""
     text = ctx.rng.choice(ctx.spec.distractor_words)
-    cap, alpha = render_caption(text, ctx.rng.choice(ctx.spec.fonts.caption), ctx.rng.randint(14, 28))
+    cap, alpha = render_caption(
+        text, ctx.rng.choice(ctx.spec.fonts.caption), ctx.rng.randint(14, 28)
+    )
     corners = [(16, 16), (width - cap.shape[1] - 16, 16), (16, height - cap.shape[0] - 16)]
     drawn = ctx.rng.choice(corners)
     for corner in (drawn, *corners):
@@ -122,10 +152,19 @@ def box_of(ov: Overlay) -> tuple[int, int, int, int]:
     return tuple(int(v) for v in ov.box.as_tuple())
 
 
-def sign_video(ctx: Ctx, name: str, text: str, fonts: tuple[str, ...], size: int,
-               footage: tuple[str, int, int], seconds: float = 10.0, fps: float = 10.0,
-               shown_for: float | None = None, other_words: tuple[str, ...] | None = None,
-               other_p: float = 0.6) -> dict:
+def sign_video(
+    ctx: Ctx,
+    name: str,
+    text: str,
+    fonts: tuple[str, ...],
+    size: int,
+    footage: tuple[str, int, int],
+    seconds: float = 10.0,
+    fps: float = 10.0,
+    shown_for: float | None = None,
+    other_words: tuple[str, ...] | None = None,
+    other_p: float = 0.6,
+) -> dict:
     """A clip of real footage with a small sign reading `text` shown once, a caption on the
     footage all along and (with probability `other_p`) a second sign at another time.
     Returns the fields of an EvalItem about the sign (media, times, box, text_size, distractors)."""
@@ -145,11 +184,17 @@ def sign_video(ctx: Ctx, name: str, text: str, fonts: tuple[str, ...], size: int
         ox, oy = place(rng, width, height, other.shape[1], other.shape[0])
         overlays.append(Overlay(other, ox, oy, d0, d0 + 2.0))
         distractors.append(other_text)
-    path = make_overlay_video(ctx.path(name), source, width, height, seconds, overlays, fps,
-                              start=rng.uniform(0, 2))
-    return dict(media_kind="video", media=(str(path),), text_size=size, box=box_of(target),
-                times=visible_times(target.t0, target.t1, fps, seconds),
-                distractors=tuple(distractors))
+    path = make_overlay_video(
+        ctx.path(name), source, width, height, seconds, overlays, fps, start=rng.uniform(0, 2)
+    )
+    return dict(
+        media_kind="video",
+        media=(str(path),),
+        text_size=size,
+        box=box_of(target),
+        times=visible_times(target.t0, target.t1, fps, seconds),
+        distractors=tuple(distractors),
+    )
 
 
 def resized_photo(rng: random.Random, name: str, lo: int = 800, hi: int = 1600) -> np.ndarray:
@@ -185,10 +230,17 @@ def sign_image_set(ctx: Ctx, stem: str, text: str, fonts: tuple[str, ...], size:
             ov.paste(arr)
         elif k == distractor:
             caption_text = rng.choice(ctx.spec.distractor_words)
-            pixels, alpha = render_caption(caption_text, rng.choice(ctx.spec.fonts.caption),
-                                           rng.randint(16, 30))
+            pixels, alpha = render_caption(
+                caption_text, rng.choice(ctx.spec.fonts.caption), rng.randint(16, 30)
+            )
             x, y = place(rng, arr.shape[1], arr.shape[0], pixels.shape[1], pixels.shape[0])
             Overlay(pixels, x, y, alpha=alpha).paste(arr)
         paths.append(save_png(arr, ctx.path(f"{stem}_{k}.png")))
-    return dict(media_kind="images", media=tuple(paths), text_size=size, frames=(target,), box=box,
-                distractors=(caption_text,))
+    return dict(
+        media_kind="images",
+        media=tuple(paths),
+        text_size=size,
+        frames=(target,),
+        box=box,
+        distractors=(caption_text,),
+    )

@@ -1,6 +1,7 @@
 """Printed pages: multi-section documents (titles, headings), tables, notices with facts inside
 paragraphs, and letters with ids among other numbers. Each page builder returns the pixels and
 the gold spans with their boxes, so other genres (photographed pages, Chinese questions) reuse it."""
+
 from __future__ import annotations
 
 import random
@@ -46,23 +47,35 @@ def heading_page(ctx: Ctx, sections: int | None = None) -> tuple[np.ndarray, Pag
     page = Page(rng.randint(1000, 1300), margin=rng.randint(44, 72))
     truth = PageTruth()
     # a running header above the title (a distractor for "the title"), a page number below
-    page.text(f"{rng.choice(spec.companies)} | internal", body, size - 4, align="right",
-              fill=(120, 120, 120))
+    page.text(
+        f"{rng.choice(spec.companies)} | internal",
+        body,
+        size - 4,
+        align="right",
+        fill=(120, 120, 120),
+    )
     page.gap(size * 0.5)
     title = rng.choice(spec.doc_titles)
     align = rng.choice(("left", "center"))
     truth.boxes["title"] = page.text(title, bold, int(size * rng.uniform(1.7, 2.1)), align=align)
     truth.spans["title"] = title
-    page.text(f"Revision {rng.randint(2, 9)}.{rng.randint(0, 9)}, {rng.randint(2019, 2025)}", body,
-              size - 2, align=align, fill=(110, 110, 110))
+    page.text(
+        f"Revision {rng.randint(2, 9)}.{rng.randint(0, 9)}, {rng.randint(2019, 2025)}",
+        body,
+        size - 2,
+        align=align,
+        fill=(110, 110, 110),
+    )
     page.gap(size)
     style = rng.choice(spec.numbering)
     chosen = rng.sample(spec.sections, k=sections or rng.randint(4, 6))
     for n, section in enumerate(chosen, start=1):
         number = style.format(n=n, r=ROMAN[n - 1])
         hsize = int(size * 1.3)
-        line = page.runs([Run(f"{number} ", bold, hsize), Run(section.heading, bold, hsize)],
-                         marks=[section.heading])
+        line = page.runs(
+            [Run(f"{number} ", bold, hsize), Run(section.heading, bold, hsize)],
+            marks=[section.heading],
+        )
         truth.spans[f"section {n}"] = section.heading
         truth.boxes[f"section {n}"] = page.marks.get(section.heading, line)
         page.paragraph(section.body, body, size)
@@ -75,8 +88,13 @@ def heading_page(ctx: Ctx, sections: int | None = None) -> tuple[np.ndarray, Pag
 def heading(ctx: Ctx) -> list[EvalItem]:
     """Two questions per page: the title, a section heading by number, or by topic."""
     rng, spec = ctx.rng, ctx.spec
-    plans = (("title", "number"), ("number", "topic"), ("topic", "title"), ("number", "topic"),
-             ("title", "number"))
+    plans = (
+        ("title", "number"),
+        ("number", "topic"),
+        ("topic", "title"),
+        ("number", "topic"),
+        ("title", "number"),
+    )
     items = []
     for i in range(ctx.n):
         arr, truth = heading_page(ctx)
@@ -94,10 +112,20 @@ def heading(ctx: Ctx) -> list[EvalItem]:
                 question = spec.ask("heading_topic", rng, topic=sections[n - 1].topic)
                 key, target = f"section {n}", "heading"
             others = tuple(v for k, v in truth.spans.items() if k != key)
-            items.append(ctx.item(2 * i + q, media_kind="document", media=(path,),
-                                  question=question, answer=truth.spans[key], kind="doc",
-                                  target=target, frames=(0,), box=truth.box(key),
-                                  distractors=others))
+            items.append(
+                ctx.item(
+                    2 * i + q,
+                    media_kind="document",
+                    media=(path,),
+                    question=question,
+                    answer=truth.spans[key],
+                    kind="doc",
+                    target=target,
+                    frames=(0,),
+                    box=truth.box(key),
+                    distractors=others,
+                )
+            )
     return items
 
 
@@ -122,8 +150,10 @@ def _cells(table, rng: random.Random) -> list[list[str]]:
             out.append([f"{table.unit}{base + c * rng.uniform(0.4, 1.6):.2f}" for c in range(cols)])
         return out
     recipes = [u.split(":") for u in table.units]
-    return [[f"{rng.uniform(float(lo), float(hi)):.{int(d)}f} {unit}" for unit, lo, hi, d in recipes]
-            for _ in range(rows)]
+    return [
+        [f"{rng.uniform(float(lo), float(hi)):.{int(d)}f} {unit}" for unit, lo, hi, d in recipes]
+        for _ in range(rows)
+    ]
 
 
 def table_page(ctx: Ctx, table) -> tuple[np.ndarray, PageTruth, list[list[str]]]:
@@ -140,14 +170,28 @@ def table_page(ctx: Ctx, table) -> tuple[np.ndarray, PageTruth, list[list[str]]]
     truth.boxes["title"] = page.text(table.title, bold, int(size * 1.6))
     truth.spans["title"] = table.title
     page.gap(size * 0.5)
-    boxes = page.table([table.corner, *table.cols], [[r, *row] for r, row in zip(table.rows, cells)],
-                       body, bold, size, style=rng.choice(ctx.spec.table_styles))
+    boxes = page.table(
+        [table.corner, *table.cols],
+        [[r, *row] for r, row in zip(table.rows, cells)],
+        body,
+        bold,
+        size,
+        style=rng.choice(ctx.spec.table_styles),
+    )
     for (r, c), b in boxes.items():
         if c > 0:
             truth.boxes[f"{r},{c - 1}"] = b
-    page.paragraph(rng.choice(("All prices and times may change without notice.",
-                               "Figures are as supplied by the maker.",
-                               "Printed copies are not updated; check online.")), body, size - 2)
+    page.paragraph(
+        rng.choice(
+            (
+                "All prices and times may change without notice.",
+                "Figures are as supplied by the maker.",
+                "Printed copies are not updated; check online.",
+            )
+        ),
+        body,
+        size - 2,
+    )
     return page.render(), truth, cells
 
 
@@ -161,13 +205,25 @@ def table(ctx: Ctx) -> list[EvalItem]:
         path = save_png(arr, ctx.path(f"table_{i}.png"))
         picks = rng.sample([(r, c) for r in range(len(tab.rows)) for c in range(len(tab.cols))], 2)
         for q, (r, c) in enumerate(picks):
-            col = tab.cols[c] if tab.kind in ("timetable", "stop_timetable") else tab.cols[c].lower()
+            col = (
+                tab.cols[c] if tab.kind in ("timetable", "stop_timetable") else tab.cols[c].lower()
+            )
             question = spec.ask(f"cell_{tab.kind}", rng, row=tab.rows[r], col=col)
             same_row = tuple(v for k, v in enumerate(cells[r]) if k != c)
-            items.append(ctx.item(2 * i + q, media_kind="document", media=(path,),
-                                  question=question, answer=cells[r][c], kind="doc",
-                                  target="cell", frames=(0,), box=truth.box(f"{r},{c}"),
-                                  distractors=same_row))
+            items.append(
+                ctx.item(
+                    2 * i + q,
+                    media_kind="document",
+                    media=(path,),
+                    question=question,
+                    answer=cells[r][c],
+                    kind="doc",
+                    target="cell",
+                    frames=(0,),
+                    box=truth.box(f"{r},{c}"),
+                    distractors=same_row,
+                )
+            )
     return items
 
 
@@ -213,16 +269,32 @@ def paragraph(ctx: Ctx) -> list[EvalItem]:
         arr, truth, pairs, distractors = notice_page(ctx)
         path = save_png(arr, ctx.path(f"notice_{i}.png"))
         for q, (fact, value) in enumerate(pairs):
-            items.append(ctx.item(2 * i + q, media_kind="document", media=(path,),
-                                  question=fact.question, answer=value, kind="doc", target="fact",
-                                  frames=(0,), box=truth.box(value),
-                                  distractors=tuple(distractors)))
+            items.append(
+                ctx.item(
+                    2 * i + q,
+                    media_kind="document",
+                    media=(path,),
+                    question=fact.question,
+                    answer=value,
+                    kind="doc",
+                    target="fact",
+                    frames=(0,),
+                    box=truth.box(value),
+                    distractors=tuple(distractors),
+                )
+            )
     return items
 
 
 def _fill(pattern: str, rng: random.Random) -> str:
-    return "".join(str(rng.randint(0, 9)) if ch == "#" else
-                   rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ") if ch == "A" else ch for ch in pattern)
+    return "".join(
+        str(rng.randint(0, 9))
+        if ch == "#"
+        else rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ")
+        if ch == "A"
+        else ch
+        for ch in pattern
+    )
 
 
 def id_letter(ctx: Ctx) -> tuple[np.ndarray, PageTruth]:
@@ -235,11 +307,19 @@ def id_letter(ctx: Ctx) -> tuple[np.ndarray, PageTruth]:
     truth = PageTruth()
     company = rng.choice(spec.companies)
     page.text(company, bold, int(size * 1.6))
-    page.text(f"{rng.randint(10, 299)} Harbour Road, Springfield {rng.randint(10000, 99999)}", body,
-              size - 1, fill=(90, 90, 90))
-    page.text(f"Tel: +1 555 {rng.randint(100, 999)} {rng.randint(1000, 9999)}   "
-              f"Fax: +1 555 {rng.randint(100, 999)} {rng.randint(1000, 9999)}", body, size - 1,
-              fill=(90, 90, 90))
+    page.text(
+        f"{rng.randint(10, 299)} Harbour Road, Springfield {rng.randint(10000, 99999)}",
+        body,
+        size - 1,
+        fill=(90, 90, 90),
+    )
+    page.text(
+        f"Tel: +1 555 {rng.randint(100, 999)} {rng.randint(1000, 9999)}   "
+        f"Fax: +1 555 {rng.randint(100, 999)} {rng.randint(1000, 9999)}",
+        body,
+        size - 1,
+        fill=(90, 90, 90),
+    )
     page.gap(size)
     y, m, d = rng.randint(2019, 2025), rng.randint(1, 12), rng.randint(1, 28)
     rows = [("Date", f"{d:02d}/{m:02d}/{y}")]
@@ -247,8 +327,10 @@ def id_letter(ctx: Ctx) -> tuple[np.ndarray, PageTruth]:
         value = _fill(f.pattern, rng)
         truth.spans[f.label] = value
         rows.append((f.label, value))
-    rows += [("Account", " ".join(str(rng.randint(1000, 9999)) for _ in range(3))),
-             ("Amount due", f"${rng.randint(100, 4999)}.{rng.randint(0, 99):02d}")]
+    rows += [
+        ("Account", " ".join(str(rng.randint(1000, 9999)) for _ in range(3))),
+        ("Amount due", f"${rng.randint(100, 4999)}.{rng.randint(0, 99):02d}"),
+    ]
     rng.shuffle(rows)
     label_w = max(page.draw.textlength(f"{k}:", font=load_font(bold, size)) for k, _ in rows)
     for label, value in rows:
@@ -257,9 +339,13 @@ def id_letter(ctx: Ctx) -> tuple[np.ndarray, PageTruth]:
         if label in truth.spans:
             truth.boxes[label] = page.marks.get(value, box)
     page.gap(size)
-    page.paragraph("Please quote the references above in any message about this matter. Our "
-                   f"office is open on weekdays; call +1 555 {rng.randint(100, 999)} "
-                   f"{rng.randint(1000, 9999)} for help.", body, size)
+    page.paragraph(
+        "Please quote the references above in any message about this matter. Our "
+        f"office is open on weekdays; call +1 555 {rng.randint(100, 999)} "
+        f"{rng.randint(1000, 9999)} for help.",
+        body,
+        size,
+    )
     return page.render(), truth
 
 
@@ -273,8 +359,18 @@ def ids(ctx: Ctx) -> list[EvalItem]:
         path = save_png(arr, ctx.path(f"letter_{i}.png"))
         for q, f in enumerate(rng.sample(spec.id_fields, 2)):
             others = tuple(v for k, v in truth.spans.items() if k != f.label)
-            items.append(ctx.item(2 * i + q, media_kind="document", media=(path,),
-                                  question=f.question, answer=truth.spans[f.label], kind="doc",
-                                  target="identifier", frames=(0,), box=truth.box(f.label),
-                                  distractors=others))
+            items.append(
+                ctx.item(
+                    2 * i + q,
+                    media_kind="document",
+                    media=(path,),
+                    question=f.question,
+                    answer=truth.spans[f.label],
+                    kind="doc",
+                    target="identifier",
+                    frames=(0,),
+                    box=truth.box(f.label),
+                    distractors=others,
+                )
+            )
     return items

@@ -1,5 +1,6 @@
 """Count and scene questions: the resolution router should keep the cheap path for scenes and
 look closer only when counting needs it."""
+
 from __future__ import annotations
 
 from ..items import EvalItem
@@ -16,12 +17,14 @@ def router(ctx: Ctx) -> list[EvalItem]:
     counts = [("count", *c) for c in spec.counts]
     scenes = [("scene", source, q, a, None) for source, q, a in spec.scenes]
     order = [x for pair in zip(counts, scenes) for x in pair]
-    order += counts[len(scenes):] + scenes[len(counts):]
+    order += counts[len(scenes) :] + scenes[len(counts) :]
     items = []
-    for i, (kind, source, question, answer, label) in enumerate(order[:ctx.n]):
+    for i, (kind, source, question, answer, label) in enumerate(order[: ctx.n]):
         if source == "images":
-            media = tuple(save_png(photo(name), ctx.path(f"scene_{i}_{k}.png"))
-                          for k, name in enumerate(spec.photos[:5]))
+            media = tuple(
+                save_png(photo(name), ctx.path(f"scene_{i}_{k}.png"))
+                for k, name in enumerate(spec.photos[:5])
+            )
             fields = dict(media_kind="images", media=media)
         elif source.startswith("image:"):
             path = save_png(photo(source.split(":", 1)[1]), ctx.path(f"photo_{i}.png"))
@@ -29,6 +32,9 @@ def router(ctx: Ctx) -> list[EvalItem]:
         else:
             path = make_overlay_video(ctx.path(f"plain_{i}.mp4"), source, 1280, 720, 6.0, [], 5.0)
             fields = dict(media_kind="video", media=(str(path),), times=(3.0,))
-        items.append(ctx.item(i, question=question, answer=answer, kind=kind, target=kind,
-                              label=label, **fields))
+        items.append(
+            ctx.item(
+                i, question=question, answer=answer, kind=kind, target=kind, label=label, **fields
+            )
+        )
     return items

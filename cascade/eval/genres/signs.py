@@ -1,11 +1,21 @@
 """Small signs: in 10 s videos, in image sets, and in videos of several minutes."""
+
 from __future__ import annotations
 
 from ..items import EvalItem
 from ..render import Overlay
 from ..video import make_overlay_video
-from .common import (Ctx, box_of, caption_overlay, place, sign, sign_image_set, sign_text,
-                     sign_video, visible_times)
+from .common import (
+    Ctx,
+    box_of,
+    caption_overlay,
+    place,
+    sign,
+    sign_image_set,
+    sign_text,
+    sign_video,
+    visible_times,
+)
 
 
 def video_sign(ctx: Ctx) -> list[EvalItem]:
@@ -14,10 +24,24 @@ def video_sign(ctx: Ctx) -> list[EvalItem]:
     items = []
     for i in range(ctx.n):
         text = sign_text(ctx.rng, ctx.spec.sign_words)
-        fields = sign_video(ctx, f"video_{i}.mp4", text, ctx.spec.fonts.sign,
-                            ctx.rng.randint(12, 24), ctx.spec.footage[i % len(ctx.spec.footage)])
-        items.append(ctx.item(i, question=ctx.spec.ask("video_sign", ctx.rng), answer=text,
-                              kind="read", target="sign", **fields))
+        fields = sign_video(
+            ctx,
+            f"video_{i}.mp4",
+            text,
+            ctx.spec.fonts.sign,
+            ctx.rng.randint(12, 24),
+            ctx.spec.footage[i % len(ctx.spec.footage)],
+        )
+        items.append(
+            ctx.item(
+                i,
+                question=ctx.spec.ask("video_sign", ctx.rng),
+                answer=text,
+                kind="read",
+                target="sign",
+                **fields,
+            )
+        )
     return items
 
 
@@ -27,8 +51,16 @@ def image_sign(ctx: Ctx) -> list[EvalItem]:
     for i in range(ctx.n):
         text = sign_text(ctx.rng, ctx.spec.sign_words)
         fields = sign_image_set(ctx, f"set_{i}", text, ctx.spec.fonts.sign, ctx.rng.randint(12, 24))
-        items.append(ctx.item(i, question=ctx.spec.ask("image_sign", ctx.rng), answer=text,
-                              kind="read", target="sign", **fields))
+        items.append(
+            ctx.item(
+                i,
+                question=ctx.spec.ask("image_sign", ctx.rng),
+                answer=text,
+                kind="read",
+                target="sign",
+                **fields,
+            )
+        )
     return items
 
 
@@ -48,12 +80,31 @@ def long_video(ctx: Ctx) -> list[EvalItem]:
         x, y = place(rng, width, height, board.shape[1], board.shape[0])
         target = Overlay(board, x, y, t0, t0 + shown_for)
         caption, caption_text = caption_overlay(ctx, width, height, clear_of=(target,))
-        path = make_overlay_video(ctx.path(f"long_{i}.mp4"), source, width, height, seconds,
-                                  [target, caption], spec.long_fps, start=rng.uniform(0, 2),
-                                  crf=23, keyframe_s=10.0)
-        items.append(ctx.item(
-            i, media_kind="video", media=(str(path),), question=spec.ask("long_video", rng),
-            answer=text, kind="read", target="sign", text_size=size, box=box_of(target),
-            times=visible_times(target.t0, target.t1, spec.long_fps, seconds),
-            distractors=(caption_text,)))
+        path = make_overlay_video(
+            ctx.path(f"long_{i}.mp4"),
+            source,
+            width,
+            height,
+            seconds,
+            [target, caption],
+            spec.long_fps,
+            start=rng.uniform(0, 2),
+            crf=23,
+            keyframe_s=10.0,
+        )
+        items.append(
+            ctx.item(
+                i,
+                media_kind="video",
+                media=(str(path),),
+                question=spec.ask("long_video", rng),
+                answer=text,
+                kind="read",
+                target="sign",
+                text_size=size,
+                box=box_of(target),
+                times=visible_times(target.t0, target.t1, spec.long_fps, seconds),
+                distractors=(caption_text,),
+            )
+        )
     return items

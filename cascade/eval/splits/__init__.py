@@ -1,6 +1,7 @@
 """What each split is made of. The two splits share no seed, footage, photo, font, word, layout or
 question phrasing (tests/eval/test_splits.py checks it), so a pipeline tuned on dev meets test as
 a user's media: other fonts, other words, other layouts, other ways to ask."""
+
 from __future__ import annotations
 
 from .dev import DEV
@@ -16,4 +17,3 @@ def spec_for(split: str) -> SplitSpec:
     if split not in SPECS:
         raise ValueError(f"unknown split '{split}': expected one of {', '.join(SPECS)}")
     return SPECS[split]
-

@@ -1,5 +1,6 @@
 """The shape of a split: the seed, media sources, fonts, word banks, layouts and question phrasings
 that its generators draw from (`cascade/eval/genres/`)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

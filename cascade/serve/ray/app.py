@@ -5,6 +5,7 @@ The ingress and one deployment per heavy stage type the served pipelines use (`R
 `ingress` and the stage type names, which a Serve config's `deployments:` entries override
 (replicas, autoscaling, resources).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -43,21 +44,33 @@ def build_app(args: dict[str, Any] | None = None):
     for mod in options.imports:
         importlib.import_module(mod)
     found = served_stages(config)
-    health = ({} if options.health_check_period_s is None
-              else {"health_check_period_s": options.health_check_period_s})
+    health = (
+        {}
+        if options.health_check_period_s is None
+        else {"health_check_period_s": options.health_check_period_s}
+    )
     handles = {}
     for stage_type in options.remote_types():
         if stage_type not in found:
             continue
         dep = serve.deployment(StageReplica).options(
-            name=stage_type, num_replicas=options.replicas_of(stage_type),
-            max_ongoing_requests=max(8, 2 * options.max_batch_size), **health,
-            ray_actor_options={"num_cpus": options.cpus(stage_type),
-                               "num_gpus": options.gpus(stage_type)})
-        handles[stage_type] = dep.bind(stage_type, found[stage_type], option_args(options),
-                                       config.random_weights)
+            name=stage_type,
+            num_replicas=options.replicas_of(stage_type),
+            max_ongoing_requests=max(8, 2 * options.max_batch_size),
+            **health,
+            ray_actor_options={
+                "num_cpus": options.cpus(stage_type),
+                "num_gpus": options.gpus(stage_type),
+            },
+        )
+        handles[stage_type] = dep.bind(
+            stage_type, found[stage_type], option_args(options), config.random_weights
+        )
     ingress = serve.deployment(serve.ingress()(Ingress)).options(
-        name=INGRESS, num_replicas=1, max_ongoing_requests=max(16, 2 * config.max_concurrent
-                                                               + config.max_queue), **health,
-        ray_actor_options={"num_cpus": options.cpus(INGRESS), "num_gpus": 0})
+        name=INGRESS,
+        num_replicas=1,
+        max_ongoing_requests=max(16, 2 * config.max_concurrent + config.max_queue),
+        **health,
+        ray_actor_options={"num_cpus": options.cpus(INGRESS), "num_gpus": 0},
+    )
     return ingress.bind(app_args(config, options), handles)

@@ -3,6 +3,7 @@
 A configuration is the stage's type, name, params and the declared models it names; stages of the
 same type, params and models are one configuration (the name aside): one set-up copy per replica.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -22,8 +23,12 @@ def stage_config(stage_obj: Stage) -> dict[str, Any]:
     """What a replica needs to rebuild `stage_obj`: type, name, params, the models it names."""
     names = [getattr(stage_obj.params, p) for p in model_params(type(stage_obj).Params)]
     models = {n: stage_obj.models[n].spec.model_dump() for n in names if n is not None}
-    return {"type": stage_obj.type_name, "name": stage_obj.name,
-            "params": stage_obj.params.model_dump(), "models": models}
+    return {
+        "type": stage_obj.type_name,
+        "name": stage_obj.name,
+        "params": stage_obj.params.model_dump(),
+        "models": models,
+    }
 
 
 def stage_key(config: dict[str, Any]) -> str:
@@ -36,8 +41,14 @@ def build_stage(config: dict[str, Any], tiny: bool) -> Stage:
     models = {}
     for name, spec in config["models"].items():
         spec = dict(spec)
-        if tiny and spec.get("backend", "transformers") == "transformers" and not Path(spec["id"]).exists():
-            from ...vlm.tiny import build_tiny_vlm  # another machine: build the same tiny model here
+        if (
+            tiny
+            and spec.get("backend", "transformers") == "transformers"
+            and not Path(spec["id"]).exists()
+        ):
+            from ...vlm.tiny import (
+                build_tiny_vlm,
+            )  # another machine: build the same tiny model here
 
             spec["id"] = str(build_tiny_vlm(size="test"))
         models[name] = spec

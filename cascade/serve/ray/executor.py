@@ -17,6 +17,7 @@
 - faults: a call whose replica dies (`RayActorError`: died, unavailable) is sent again, up to
   `retries` times (unless tokens had already reached the caller); Serve starts a replacement.
 """
+
 from __future__ import annotations
 
 import logging
@@ -55,18 +56,27 @@ def affinity_id(key: str, value: Any) -> str:
 class RemoteStages:
     """The ingress pipelines' `StageExecutor`: heavy stages' runs go to their deployments."""
 
-    def __init__(self, handles: dict[str, Any], remote_types: tuple[str, ...], retries: int = 2,
-                 timeout_s: float = 600.0):
+    def __init__(
+        self,
+        handles: dict[str, Any],
+        remote_types: tuple[str, ...],
+        retries: int = 2,
+        timeout_s: float = 600.0,
+    ):
         self.stage_handles, self.remote_types = dict(handles), set(remote_types) & set(handles)
         self.retries, self.timeout_s = retries, timeout_s
         # id(stage) -> (stage, key); id(value) -> (value, its ObjectRef, bytes): the object is
         # held so its id is not reused while the entry lives.
         self._keys = LRUCache(_KEYS, size_of=lambda _: 1)
-        self._refs = LRUCache(_REF_CACHE_BYTES, size_of=lambda hit: max(
-            hit[2], _REF_CACHE_BYTES // _REF_CACHE_ENTRIES))
+        self._refs = LRUCache(
+            _REF_CACHE_BYTES,
+            size_of=lambda hit: max(hit[2], _REF_CACHE_BYTES // _REF_CACHE_ENTRIES),
+        )
         self._answered = LRUCache(_AFFINITY_IDS, size_of=lambda _: 1)
         self._lock = threading.Lock()
-        self.replica_stats: dict[str, dict[str, dict[str, float]]] = {}  # deployment -> replica -> stats
+        self.replica_stats: dict[
+            str, dict[str, dict[str, float]]
+        ] = {}  # deployment -> replica -> stats
         self.retried: dict[str, int] = {}
         self.puts = 0
 
@@ -87,8 +97,11 @@ class RemoteStages:
 
         out = {}
         for port, value in inputs.items():
-            if isinstance(value, (str, int, float, bool)) or value is None \
-                    or _nbytes(value) < _PUT_MIN_BYTES:
+            if (
+                isinstance(value, (str, int, float, bool))
+                or value is None
+                or _nbytes(value) < _PUT_MIN_BYTES
+            ):
                 out[port] = ("value", value)
                 continue
             hit = self._refs.get(id(value))
@@ -119,7 +132,8 @@ class RemoteStages:
             try:
                 if on_token is None:
                     reply = handle.run.remote(key, payload, **extra).result(
-                        timeout_s=self.timeout_s)
+                        timeout_s=self.timeout_s
+                    )
                 else:
                     reply = self._stream(handle, key, payload, extra, on_token, streamed)
                 break
@@ -146,8 +160,9 @@ class RemoteStages:
         return out
 
     @staticmethod
-    def _stream(handle: Any, key: str, payload: dict, extra: dict, on_token: Any,
-                streamed: list[int]) -> dict[str, Any]:
+    def _stream(
+        handle: Any, key: str, payload: dict, extra: dict, on_token: Any, streamed: list[int]
+    ) -> dict[str, Any]:
         """A streaming call: each token goes to `on_token` as the replica yields it (counted in
         `streamed`); the last item is the reply. If `on_token` raises (the client left), the
         remote generation is cancelled."""

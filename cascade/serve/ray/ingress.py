@@ -9,6 +9,7 @@ from `serve.status()`) and answers 503 while a deployment the pipelines use has 
 (a readiness probe); `/metrics` adds the deployments' figures through a `prometheus_client`
 collector (`ReplicaMetrics`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -40,8 +41,9 @@ class Ingress:
         prepare_process(options)
         config = config.model_copy(update={"workers": max(config.workers, config.max_concurrent)})
         self.options = options
-        self.remote = RemoteStages(handles, options.remote_types(), options.retries,
-                                   options.call_timeout_s)
+        self.remote = RemoteStages(
+            handles, options.remote_types(), options.retries, options.call_timeout_s
+        )
         # The heavy stages load in replicas; their runs go there; no run lock in the ingress.
         self.engine = Engine(config, load_models=False, executor=self.remote)
         self._status: tuple[float, dict[str, int]] = (0.0, {})
@@ -66,16 +68,25 @@ class Ingress:
             return counts
         app = serve.get_replica_context().app_name
         status = serve.status().applications.get(app)
-        counts = {} if status is None else {
-            name: int(d.replica_states.get("RUNNING", 0)) for name, d in status.deployments.items()}
+        counts = (
+            {}
+            if status is None
+            else {
+                name: int(d.replica_states.get("RUNNING", 0))
+                for name, d in status.deployments.items()
+            }
+        )
         self._status = (time.monotonic(), counts)
         return counts
 
     def replica_probe(self) -> tuple[dict[str, Any], list[str]]:
         """Readiness: every deployment the served pipelines call has a running replica."""
         counts = self.replicas()
-        waiting = [f"deployment '{d}': no running replica" for d in sorted(self.remote.remote_types)
-                   if counts.get(d, 0) < 1]
+        waiting = [
+            f"deployment '{d}': no running replica"
+            for d in sorted(self.remote.remote_types)
+            if counts.get(d, 0) < 1
+        ]
         return {"replicas": counts}, waiting
 
     def __serve_build_asgi_app__(self):
@@ -91,8 +102,11 @@ class ReplicaMetrics(Collector):
         self.ingress = ingress
 
     def collect(self) -> Iterator[Metric]:
-        replicas = GaugeMetricFamily("cascade_deployment_replicas", "Running replicas per Ray "
-                                     "Serve deployment.", labels=["deployment"])
+        replicas = GaugeMetricFamily(
+            "cascade_deployment_replicas",
+            "Running replicas per Ray Serve deployment.",
+            labels=["deployment"],
+        )
         for d, n in sorted(self.ingress.replicas().items()):
             replicas.add_metric([d], n)
         yield replicas
@@ -101,23 +115,33 @@ class ReplicaMetrics(Collector):
             stats = {d: dict(r) for d, r in remote.replica_stats.items()}
             retried, puts = dict(remote.retried), remote.puts
         for k in sorted({k for reps in stats.values() for s in reps.values() for k in s}):
-            family = CounterMetricFamily(f"cascade_deployment_{k}", f"Replicas' "
-                                         f"{k.replace('_', ' ')} (summed over replicas).",
-                                         labels=["deployment"])
+            family = CounterMetricFamily(
+                f"cascade_deployment_{k}",
+                f"Replicas' {k.replace('_', ' ')} (summed over replicas).",
+                labels=["deployment"],
+            )
             for d, reps in sorted(stats.items()):
                 family.add_metric([d], sum(s.get(k, 0) for s in reps.values()))
             yield family
-        calls = CounterMetricFamily("cascade_replica_calls", "Stage calls each replica answered "
-                                    "(a replaced replica keeps its last count).",
-                                    labels=["deployment", "replica"])
+        calls = CounterMetricFamily(
+            "cascade_replica_calls",
+            "Stage calls each replica answered (a replaced replica keeps its last count).",
+            labels=["deployment", "replica"],
+        )
         for d, reps in sorted(stats.items()):
             for rid, s in sorted(reps.items()):
                 calls.add_metric([d, rid], s.get("calls", 0))
         yield calls
-        retries = CounterMetricFamily("cascade_remote_retries", "Stage calls sent again after "
-                                      "their replica died.", labels=["deployment"])
+        retries = CounterMetricFamily(
+            "cascade_remote_retries",
+            "Stage calls sent again after their replica died.",
+            labels=["deployment"],
+        )
         for d, n in sorted(retried.items()):
             retries.add_metric([d], n)
         yield retries
-        yield CounterMetricFamily("cascade_object_puts", "Inputs put in the Ray object store (one "
-                                  "per value, whatever the hops).", value=puts)
+        yield CounterMetricFamily(
+            "cascade_object_puts",
+            "Inputs put in the Ray object store (one per value, whatever the hops).",
+            value=puts,
+        )

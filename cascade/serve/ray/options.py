@@ -2,6 +2,7 @@
 
 Argparse-free and Ray-free: `cascade deploy` and the CLI read it without importing Ray.
 """
+
 from __future__ import annotations
 
 from typing import Annotated, Any
@@ -14,8 +15,16 @@ from ...registry import get_stage_class, heavy_stage_types
 from ...stage import Serving
 from ..config import Flag, ServeConfig
 
-__all__ = ["APP_NAME", "INGRESS", "RayOptions", "DeployLayout", "app_args", "option_args",
-           "split_args", "serving_of"]
+__all__ = [
+    "APP_NAME",
+    "INGRESS",
+    "RayOptions",
+    "DeployLayout",
+    "app_args",
+    "option_args",
+    "split_args",
+    "serving_of",
+]
 
 APP_NAME = "cascade"
 INGRESS = "ingress"  # the HTTP ingress deployment's name; the others are stage type names
@@ -39,19 +48,33 @@ class RayOptions(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="CASCADE_RAY_", extra="forbid")
 
-    replicas: Annotated[int, Flag("replicas of each \"model\"-pool deployment: the VLM",
-                                  type=int)] = 1
-    stage_replicas: Annotated[int, Flag("replicas of each other heavy stage deployment",
-                                        type=int)] = 1
-    model_gpus: Annotated[float, Flag(
-        "GPUs per VLM replica (a fraction shares one GPU)", name="--vlm-gpus", type=float)] = 0.0
-    threads: Annotated[int | None, Flag(
-        "torch threads per replica (default: Ray's, from the replica's CPUs)", type=int)] = None
-    max_batch_size: Annotated[int, Flag("@serve.batch size of batchable deployments",
-                                        type=int)] = 4
-    batch_wait_timeout_s: Annotated[float, Flag(
-        "@serve.batch wait (ms)", name="--batch-wait-ms", type=float, metavar="MS",
-        to_setting=lambda ms: ms / 1000.0, shown=lambda s: s * 1000.0, env_unit="seconds")] = 0.01
+    replicas: Annotated[
+        int, Flag('replicas of each "model"-pool deployment: the VLM', type=int)
+    ] = 1
+    stage_replicas: Annotated[
+        int, Flag("replicas of each other heavy stage deployment", type=int)
+    ] = 1
+    model_gpus: Annotated[
+        float,
+        Flag("GPUs per VLM replica (a fraction shares one GPU)", name="--vlm-gpus", type=float),
+    ] = 0.0
+    threads: Annotated[
+        int | None,
+        Flag("torch threads per replica (default: Ray's, from the replica's CPUs)", type=int),
+    ] = None
+    max_batch_size: Annotated[int, Flag("@serve.batch size of batchable deployments", type=int)] = 4
+    batch_wait_timeout_s: Annotated[
+        float,
+        Flag(
+            "@serve.batch wait (ms)",
+            name="--batch-wait-ms",
+            type=float,
+            metavar="MS",
+            to_setting=lambda ms: ms / 1000.0,
+            shown=lambda s: s * 1000.0,
+            env_unit="seconds",
+        ),
+    ] = 0.01
     num_cpus: dict[str, float] = Field(default_factory=dict)
     num_gpus: dict[str, float] = Field(default_factory=dict)
     remote_stages: tuple[str, ...] | None = None
@@ -86,17 +109,22 @@ class DeployLayout(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="CASCADE_DEPLOY_", extra="forbid")
 
-    min_replicas: Annotated[int, Flag("fewest replicas of each heavy stage deployment",
-                                      type=int)] = Field(1, ge=0)
-    max_replicas: Annotated[int, Flag("most replicas of each heavy stage deployment",
-                                      type=int)] = Field(4, ge=1)
-    target_ongoing: Annotated[float, Flag(
-        "autoscaling target: ongoing requests per replica", type=float)] = Field(2.0, gt=0)
+    min_replicas: Annotated[
+        int, Flag("fewest replicas of each heavy stage deployment", type=int)
+    ] = Field(1, ge=0)
+    max_replicas: Annotated[int, Flag("most replicas of each heavy stage deployment", type=int)] = (
+        Field(4, ge=1)
+    )
+    target_ongoing: Annotated[
+        float, Flag("autoscaling target: ongoing requests per replica", type=float)
+    ] = Field(2.0, gt=0)
     vlm_cpus: Annotated[float, Flag("Ray CPUs per VLM replica", type=float)] = Field(1.0, ge=0)
-    stage_cpus: Annotated[float, Flag("Ray CPUs per replica of every other heavy stage",
-                                      type=float)] = Field(0.5, ge=0)
-    ingress_cpus: Annotated[float, Flag("Ray CPUs of the HTTP ingress",
-                                        type=float)] = Field(0.5, ge=0)
+    stage_cpus: Annotated[
+        float, Flag("Ray CPUs per replica of every other heavy stage", type=float)
+    ] = Field(0.5, ge=0)
+    ingress_cpus: Annotated[float, Flag("Ray CPUs of the HTTP ingress", type=float)] = Field(
+        0.5, ge=0
+    )
     name: Annotated[str, Flag("the Serve application's name")] = APP_NAME
     route_prefix: Annotated[str, Flag("the application's route prefix")] = "/"
     host: Annotated[str, Flag("Serve's HTTP bind address")] = "0.0.0.0"
@@ -122,7 +150,11 @@ def split_args(args: dict[str, Any] | None) -> tuple[ServeConfig, RayOptions]:
     args = dict(args or {})
     unknown = sorted(set(args) - _CONFIG_FIELDS - _OPTION_FIELDS)
     if unknown:
-        raise CascadeError(f"unknown build_app arg '{unknown[0]}'"
-                           f"{did_you_mean(unknown[0], sorted(_CONFIG_FIELDS | _OPTION_FIELDS))}")
-    return (ServeConfig(**{k: v for k, v in args.items() if k in _CONFIG_FIELDS}),
-            RayOptions(**{k: v for k, v in args.items() if k in _OPTION_FIELDS}))
+        raise CascadeError(
+            f"unknown build_app arg '{unknown[0]}'"
+            f"{did_you_mean(unknown[0], sorted(_CONFIG_FIELDS | _OPTION_FIELDS))}"
+        )
+    return (
+        ServeConfig(**{k: v for k, v in args.items() if k in _CONFIG_FIELDS}),
+        RayOptions(**{k: v for k, v in args.items() if k in _OPTION_FIELDS}),
+    )

@@ -15,6 +15,7 @@ What the stage type declares (`Stage.serving`) decides the rest:
 - streaming: `run_streaming` is `run` for a call whose caller streams: it yields each token as
   the stage generates it (through `cascade.streaming.TokenChannel`), then the reply. Never batched.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -52,8 +53,13 @@ def _replica_id() -> str:
 class StageReplica:
     """One replica of a heavy stage type: every configuration the pipelines use, set up."""
 
-    def __init__(self, stage_type: str, configs: dict[str, dict[str, Any]],
-                 options: dict[str, Any] | None = None, tiny: bool = False):
+    def __init__(
+        self,
+        stage_type: str,
+        configs: dict[str, dict[str, Any]],
+        options: dict[str, Any] | None = None,
+        tiny: bool = False,
+    ):
         self.options = RayOptions(**(options or {}))
         prepare_process(self.options)
         self.stage_type = stage_type
@@ -84,8 +90,14 @@ class StageReplica:
     def _reply(self, rec: StageRecord, out: Any, seconds: float, **extra: float) -> dict[str, Any]:
         failed = isinstance(out, Failure)
         stats = self._count(calls=1, errors=int(failed), busy_seconds=seconds, **extra)
-        return {"out": out, "counters": dict(rec.counters), "warnings": list(rec.warnings),
-                "status": rec.status, "replica": self.replica, "stats": stats}
+        return {
+            "out": out,
+            "counters": dict(rec.counters),
+            "warnings": list(rec.warnings),
+            "status": rec.status,
+            "replica": self.replica,
+            "stats": stats,
+        }
 
     def _run_one(self, key: str, inputs: dict[str, Any]) -> dict[str, Any]:
         stage = self.stages[key]
@@ -98,10 +110,19 @@ class StageReplica:
         return self._reply(rec, out, time.perf_counter() - t0)
 
     def _unknown(self, key: str) -> dict[str, Any]:
-        return {"out": Failure(CascadeError(f"deployment '{self.stage_type}' has no stage "
-                                            f"configuration {key}; redeploy the application")),
-                "counters": {}, "warnings": [], "status": "failed", "replica": self.replica,
-                "stats": self._count(calls=1, errors=1)}
+        return {
+            "out": Failure(
+                CascadeError(
+                    f"deployment '{self.stage_type}' has no stage "
+                    f"configuration {key}; redeploy the application"
+                )
+            ),
+            "counters": {},
+            "warnings": [],
+            "status": "failed",
+            "replica": self.replica,
+            "stats": self._count(calls=1, errors=1),
+        }
 
     async def _single(self, key: str, inputs: dict[str, Any], affinity: str) -> dict[str, Any]:
         reply = await asyncio.to_thread(self._run_one, key, inputs)
@@ -114,16 +135,18 @@ class StageReplica:
         """Nothing to load: registering the id is what routes later calls with it here."""
         return affinity
 
-    async def _arrive(self, key: str, payload: dict[str, tuple[str, Any]],
-                      affinity: str) -> tuple[str, dict[str, Any]]:
+    async def _arrive(
+        self, key: str, payload: dict[str, tuple[str, Any]], affinity: str
+    ) -> tuple[str, dict[str, Any]]:
         affinity = affinity or serve.get_multiplexed_model_id()
         if affinity:
             await self._register(affinity)
         return affinity, await asyncio.to_thread(self._inputs, payload)
 
     # -- the deployment's methods -------------------------------------------------------------
-    async def run(self, key: str, payload: dict[str, tuple[str, Any]],
-                  affinity: str = "") -> dict[str, Any]:
+    async def run(
+        self, key: str, payload: dict[str, tuple[str, Any]], affinity: str = ""
+    ) -> dict[str, Any]:
         if key not in self.stages:
             return self._unknown(key)
         affinity, inputs = await self._arrive(key, payload, affinity)
@@ -133,8 +156,9 @@ class StageReplica:
         _batch_across_affinity()
         return await self._batched((key, inputs, affinity))
 
-    async def run_streaming(self, key: str, payload: dict[str, tuple[str, Any]],
-                            affinity: str = "") -> AsyncIterator[Any]:
+    async def run_streaming(
+        self, key: str, payload: dict[str, tuple[str, Any]], affinity: str = ""
+    ) -> AsyncIterator[Any]:
         """`run` of one call whose caller streams: yields each token as the stage generates it,
         then the reply. Never batched (a batch decodes in lockstep for all its callers)."""
         if key not in self.stages:
@@ -164,8 +188,9 @@ class StageReplica:
                 k, inputs, affinity = calls[idx[0]]
                 replies[idx[0]] = await self._single(k, inputs, affinity)
                 continue
-            for i, reply in zip(idx, await asyncio.to_thread(
-                    self._run_batch, key, [calls[i][1] for i in idx])):
+            for i, reply in zip(
+                idx, await asyncio.to_thread(self._run_batch, key, [calls[i][1] for i in idx])
+            ):
                 replies[i] = reply
         return replies
 
@@ -181,12 +206,16 @@ class StageReplica:
                 with stage_scope(rec):
                     outs.append(next(items, None))
             if any(out is None for out in outs):
-                raise CascadeError(f"stage '{stage.name}': run_batch yielded fewer outputs "
-                                   f"than the {len(batch)} calls")
+                raise CascadeError(
+                    f"stage '{stage.name}': run_batch yielded fewer outputs "
+                    f"than the {len(batch)} calls"
+                )
         except Exception as e:
             seconds = (time.perf_counter() - t0) / len(batch)
-            return [self._reply(StageRecord(stage.name, stage.type_name, "failed"), Failure(e),
-                                seconds) for _ in batch]
+            return [
+                self._reply(StageRecord(stage.name, stage.type_name, "failed"), Failure(e), seconds)
+                for _ in batch
+            ]
         seconds = (time.perf_counter() - t0) / len(batch)
         replies = []
         for n, (rec, out) in enumerate(zip(records, outs)):

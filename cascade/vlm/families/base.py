@@ -18,6 +18,7 @@ Adding a family is one module: a `Family` and a `FamilyRuntime` subclass, the fa
 with `@register_family` (here under `cascade/vlm/families/`, which imports every module, or in any
 package that registers through the `cascade.families` entry-point group).
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -35,8 +36,17 @@ from ..reduction import reduction_method, reduction_names
 if TYPE_CHECKING:
     from ...kernels.dispatch import Ops
 
-__all__ = ["Family", "ImageLimits", "ImageCost", "ModelShapes", "FAMILIES", "register_family",
-           "family_for", "load_family", "matmul_weights"]
+__all__ = [
+    "Family",
+    "ImageLimits",
+    "ImageCost",
+    "ModelShapes",
+    "FAMILIES",
+    "register_family",
+    "family_for",
+    "load_family",
+    "matmul_weights",
+]
 
 FAMILIES = plugins.families
 """Model type -> the `Family` class serving it (`cascade.plugins.families`)."""
@@ -53,8 +63,10 @@ def family_for(model_type: str) -> type["Family"]:
     """The family class for a model type; unsupported types list what is supported."""
     cls = FAMILIES.get(model_type)
     if cls is None:
-        raise CascadeError(f"model type '{model_type}' is not supported by the transformers "
-                           f"backend; supported model types: {FAMILIES.names()}")
+        raise CascadeError(
+            f"model type '{model_type}' is not supported by the transformers "
+            f"backend; supported model types: {FAMILIES.names()}"
+        )
     return cls
 
 
@@ -89,8 +101,15 @@ class ImageLimits:
     longest_edge: int | None = None
 
     def given(self) -> dict[str, int]:
-        return {k: v for k, v in (("min_pixels", self.min_pixels), ("max_pixels", self.max_pixels),
-                                  ("longest_edge", self.longest_edge)) if v is not None}
+        return {
+            k: v
+            for k, v in (
+                ("min_pixels", self.min_pixels),
+                ("max_pixels", self.max_pixels),
+                ("longest_edge", self.longest_edge),
+            )
+            if v is not None
+        }
 
 
 @dataclass(frozen=True)
@@ -130,9 +149,11 @@ class Family(ABC):
         self.limits = limits or ImageLimits()
         unknown = [k for k in self.limits.given() if k not in self.limit_names]
         if unknown:
-            raise InputError(f"{type(self).__name__} ({config.model_type}) has no '{unknown[0]}' "
-                             f"image limit; its limits: {list(self.limit_names) or 'none'} "
-                             "(and resolution: default | full)")
+            raise InputError(
+                f"{type(self).__name__} ({config.model_type}) has no '{unknown[0]}' "
+                f"image limit; its limits: {list(self.limit_names) or 'none'} "
+                "(and resolution: default | full)"
+            )
         self._apply_limits()
 
     def bind(self, model: Any, ops: "Ops") -> Any:
@@ -183,8 +204,12 @@ class Family(ABC):
 
     def vision_flops(self, costs: list[ImageCost]) -> float:
         """Cost-model FLOPs of the vision tower (and merger) on these images."""
-        return encoder_flops(self.shapes.vision, sum(c.patches for c in costs),
-                             sum(c.attention_pairs for c in costs), sum(c.tokens for c in costs))
+        return encoder_flops(
+            self.shapes.vision,
+            sum(c.patches for c in costs),
+            sum(c.attention_pairs for c in costs),
+            sum(c.tokens for c in costs),
+        )
 
     @cached_property
     def shapes(self) -> ModelShapes:
@@ -201,10 +226,13 @@ class Family(ABC):
         heads = int(text.num_attention_heads)
         head_dim = int(getattr(text, "head_dim", None) or text.hidden_size // heads)
         lm_head = self.lm_head_of(model)
-        llm = DecoderShape(layers=int(text.num_hidden_layers), hidden=int(text.hidden_size),
-                           attention_width=heads * head_dim,
-                           linear_params=matmul_weights(self.text_model_of(model).layers),
-                           vocab=int(lm_head.weight.shape[0]))
+        llm = DecoderShape(
+            layers=int(text.num_hidden_layers),
+            hidden=int(text.hidden_size),
+            attention_width=heads * head_dim,
+            linear_params=matmul_weights(self.text_model_of(model).layers),
+            vocab=int(lm_head.weight.shape[0]),
+        )
         return ModelShapes(llm, self._vision_shape(model))
 
     @abstractmethod

@@ -26,6 +26,7 @@ Limits: `longest_edge`, the side every image is resized to (up or down) before t
 no pixel budget. The processor's configured edge is the model's native resolution, so
 `resolution: full` keeps it.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -38,8 +39,11 @@ from ...errors import InputError
 from .base import Family, ImageCost, matmul_weights, register_family
 from .runtime import FamilyRuntime, ImageInputs, PrefixInputs
 
+
 def _edge(size: Any) -> Any:
-    return size.get("longest_edge") if isinstance(size, dict) else getattr(size, "longest_edge", size)
+    return (
+        size.get("longest_edge") if isinstance(size, dict) else getattr(size, "longest_edge", size)
+    )
 
 
 class Idefics3Runtime(FamilyRuntime):
@@ -53,8 +57,12 @@ class Idefics3Runtime(FamilyRuntime):
             return []
         ip = self.family.processor.image_processor
         try:  # one call for all images, as the processor makes it for one prompt
-            enc = ip(images=[list(images)], return_tensors="pt", return_row_col_info=True,
-                     size=self.family.size)
+            enc = ip(
+                images=[list(images)],
+                return_tensors="pt",
+                return_row_col_info=True,
+                size=self.family.size,
+            )
         except (ValueError, OSError, TypeError) as e:
             raise InputError(f"the image processor rejected the input: {e}") from e
         pixels, mask = enc["pixel_values"], enc.get("pixel_attention_mask")
@@ -62,9 +70,9 @@ class Idefics3Runtime(FamilyRuntime):
         out, start = [], 0
         for rows, cols in zip(enc["rows"][0], enc["cols"][0]):
             n = rows * cols + 1 if rows or cols else 1  # tiles + the global image
-            tensors = {"pixel_values": pixels[:, start:start + n]}
+            tensors = {"pixel_values": pixels[:, start : start + n]}
             if mask is not None:
-                tensors["pixel_attention_mask"] = mask[:, start:start + n]
+                tensors["pixel_attention_mask"] = mask[:, start : start + n]
             out.append(ImageInputs(tensors, [(1, side, side)] * n, {"rows": rows, "cols": cols}))
             start += n
         return out
@@ -83,17 +91,24 @@ class Idefics3Runtime(FamilyRuntime):
             pad = (0, w - x.shape[-1], 0, h - x.shape[-2])
             pv.append(F.pad(x, pad))
             pm.append(F.pad(m, pad))
-        return {"pixel_values": torch.cat(pv, dim=1).to(self.device),
-                "pixel_attention_mask": torch.cat(pm, dim=1).to(self.device)}
+        return {
+            "pixel_values": torch.cat(pv, dim=1).to(self.device),
+            "pixel_attention_mask": torch.cat(pm, dim=1).to(self.device),
+        }
 
     def build_prefix(self, prefix_text: str, images: list[ImageInputs]) -> PrefixInputs:
         tok = self.family.processor.image_token
         parts = prefix_text.split(tok)
         if len(parts) - 1 != len(images):
             raise InputError(f"{len(parts) - 1} image placeholders for {len(images)} images")
-        rows = {"rows": [[im.meta["rows"] for im in images]], "cols": [[im.meta["cols"] for im in images]]}
-        text = parts[0] + "".join(self.family.processor.replace_image_token(rows, image_idx=i) + rest
-                                  for i, rest in enumerate(parts[1:]))
+        rows = {
+            "rows": [[im.meta["rows"] for im in images]],
+            "cols": [[im.meta["cols"] for im in images]],
+        }
+        text = parts[0] + "".join(
+            self.family.processor.replace_image_token(rows, image_idx=i) + rest
+            for i, rest in enumerate(parts[1:])
+        )
         # Tokenized as the processor tokenizes its expanded text (tokenizer defaults).
         ids = self.tokenizer(text, return_tensors="pt")["input_ids"][0].to(self.device)
         is_img = (ids == self.image_token_id).int()
@@ -101,20 +116,31 @@ class Idefics3Runtime(FamilyRuntime):
         starts, ends = (edges == 1).nonzero().squeeze(1), (edges == -1).nonzero().squeeze(1)
         spans = list(zip(starts.tolist(), ends.tolist()))
         grids = [g for im in images for g in im.blocks]
-        if len(spans) != len(grids) or any(e - s != t * h * w for (s, e), (t, h, w) in zip(spans, grids)):
-            raise InputError(f"the processor wrote {len(spans)} runs of {tok} for {len(grids)} image "
-                             "tiles; its image_seq_len does not match the model's vision config")
+        if len(spans) != len(grids) or any(
+            e - s != t * h * w for (s, e), (t, h, w) in zip(spans, grids)
+        ):
+            raise InputError(
+                f"the processor wrote {len(spans)} runs of {tok} for {len(grids)} image "
+                "tiles; its image_seq_len does not match the model's vision config"
+            )
         positions = torch.arange(ids.numel(), device=self.device).unsqueeze(0)
         return PrefixInputs(ids, positions, spans, grids, self.collate(images), list(images))
 
     def encode(self, vision_inputs: dict[str, Any]) -> list[torch.Tensor]:
-        out = self.model.model.get_image_features(vision_inputs["pixel_values"],
-                                                  vision_inputs["pixel_attention_mask"])
+        out = self.model.model.get_image_features(
+            vision_inputs["pixel_values"], vision_inputs["pixel_attention_mask"]
+        )
         feats = out.pooler_output if hasattr(out, "pooler_output") else out
-        feats = torch.cat(list(feats)) if isinstance(feats, (list, tuple)) else feats.reshape(-1, feats.shape[-1])
-        return list(feats.split(self.family.tile_side ** 2))
+        feats = (
+            torch.cat(list(feats))
+            if isinstance(feats, (list, tuple))
+            else feats.reshape(-1, feats.shape[-1])
+        )
+        return list(feats.split(self.family.tile_side**2))
 
-    def reduced_positions(self, positions: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, int]:
+    def reduced_positions(
+        self, positions: torch.Tensor, keep: torch.Tensor
+    ) -> tuple[torch.Tensor, int]:
         """1-D RoPE: the kept sequence is renumbered as if the dropped placeholders were never
         written (module docstring)."""
         n = int(keep.sum())
@@ -145,23 +171,34 @@ class Idefics3Family(Family):
 
     def image_cost(self, width: int, height: int) -> ImageCost:
         tiles, _, _ = self.processor.image_processor.get_number_of_image_patches(
-            height, width, {"size": self.size})
+            height, width, {"size": self.size}
+        )
         tiles = max(tiles, 1)  # an image that needs no split is its global image alone
         v = self.config.vision_config
         patches = (v.image_size // v.patch_size) ** 2  # SigLIP attends within each tile
         pairs = float(tiles * v.num_hidden_layers * patches * patches)
-        return ImageCost(tiles * self.tile_side ** 2, tiles * patches, pairs)
+        return ImageCost(tiles * self.tile_side**2, tiles * patches, pairs)
 
     def _vision_shape(self, model: Any) -> EncoderShape:
         tower = model.model.vision_model
         width = int(self.config.vision_config.hidden_size)
-        return EncoderShape(layers=len(tower.encoder.layers), hidden=width, attention_width=width,
-                            linear_params=matmul_weights(tower.embeddings.patch_embedding,
-                                                         tower.encoder.layers),
-                            merger_params=matmul_weights(model.model.connector))
+        return EncoderShape(
+            layers=len(tower.encoder.layers),
+            hidden=width,
+            attention_width=width,
+            linear_params=matmul_weights(tower.embeddings.patch_embedding, tower.encoder.layers),
+            merger_params=matmul_weights(model.model.connector),
+        )
 
     def preprocessing_key(self) -> tuple:
         ip = self.processor.image_processor
-        return ("idefics3", self.size["longest_edge"], _edge(ip.max_image_size),
-                bool(ip.do_image_splitting), int(self.processor.image_seq_len), str(ip.resample),
-                tuple(ip.image_mean), tuple(ip.image_std))
+        return (
+            "idefics3",
+            self.size["longest_edge"],
+            _edge(ip.max_image_size),
+            bool(ip.do_image_splitting),
+            int(self.processor.image_seq_len),
+            str(ip.resample),
+            tuple(ip.image_mean),
+            tuple(ip.image_std),
+        )

@@ -9,6 +9,7 @@ Positions come from the model's own `get_rope_index`, computed on the full unpru
 runtime then drops the columns of removed tokens, so kept tokens keep their original (t, h, w)
 positions and text after the images continues at max(position) + 1 exactly as unpruned.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -41,15 +42,23 @@ class Qwen2VLRuntime(FamilyRuntime):
         out, start = [], 0
         for t, h, w in grid_thw.tolist():  # pixel_values rows: t*h*w patches per image, in order
             n = t * h * w
-            out.append(ImageInputs({"pixel_values": pixel_values[start:start + n],
-                                    "image_grid_thw": torch.tensor([[t, h, w]])},
-                                   [(t, h // self.family.merge, w // self.family.merge)]))
+            out.append(
+                ImageInputs(
+                    {
+                        "pixel_values": pixel_values[start : start + n],
+                        "image_grid_thw": torch.tensor([[t, h, w]]),
+                    },
+                    [(t, h // self.family.merge, w // self.family.merge)],
+                )
+            )
             start += n
         return out
 
     def collate(self, images: list[ImageInputs]) -> dict[str, Any]:
-        return {"pixel_values": torch.cat([im.tensors["pixel_values"] for im in images]),
-                "image_grid_thw": torch.cat([im.tensors["image_grid_thw"] for im in images])}
+        return {
+            "pixel_values": torch.cat([im.tensors["pixel_values"] for im in images]),
+            "image_grid_thw": torch.cat([im.tensors["image_grid_thw"] for im in images]),
+        }
 
     def build_prefix(self, prefix_text: str, images: list[ImageInputs]) -> PrefixInputs:
         vision_inputs = self.collate(images)
@@ -63,8 +72,9 @@ class Qwen2VLRuntime(FamilyRuntime):
         grid_thw = grid_thw.to(self.device)
         vision_inputs["image_grid_thw"] = grid_thw
         types = (ids == self.image_token_id).int()  # the processor's mm_token_type_ids (images: 1)
-        pos, _ = self.model.model.get_rope_index(ids[None], mm_token_type_ids=types[None],
-                                                  image_grid_thw=grid_thw)
+        pos, _ = self.model.model.get_rope_index(
+            ids[None], mm_token_type_ids=types[None], image_grid_thw=grid_thw
+        )
         grids = [g for im in images for g in im.blocks]
         starts = ((types[1:] - types[:-1]) == 1).nonzero().squeeze(1) + 1
         if bool(types[0]):
@@ -78,7 +88,7 @@ class Qwen2VLRuntime(FamilyRuntime):
         parts = text.split(tok)
         if len(parts) - 1 != len(grid_thw):
             raise ValueError(f"{len(parts) - 1} image placeholders for {len(grid_thw)} images")
-        counts = [int(g.prod()) // self.family.merge ** 2 for g in grid_thw]
+        counts = [int(g.prod()) // self.family.merge**2 for g in grid_thw]
         return parts[0] + "".join(tok * n + rest for n, rest in zip(counts, parts[1:]))
 
     def image_inputs(self, images: list[Any]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -90,7 +100,9 @@ class Qwen2VLRuntime(FamilyRuntime):
         ip = self.family.processor.image_processor
         if not (self.family.kernel_preprocessing and all(im.mode == "RGB" for im in images)):
             lo, hi = self.family.pixel_budget
-            enc = ip(images=images, return_tensors="pt", size={"shortest_edge": lo, "longest_edge": hi})
+            enc = ip(
+                images=images, return_tensors="pt", size={"shortest_edge": lo, "longest_edge": hi}
+            )
             return enc["pixel_values"].to(self.device), enc["image_grid_thw"]
         from torchvision.transforms.v2 import functional as tvF
         from transformers.image_utils import pil_torch_interpolation_mapping
@@ -100,23 +112,35 @@ class Qwen2VLRuntime(FamilyRuntime):
             chw = torch.from_numpy(np.array(im)).permute(2, 0, 1)
             h, w = self.family.resized(chw.shape[2], chw.shape[1])
             # Resized on the CPU as the processor resizes; only uint8 pixels go to the device.
-            chw = tvF.resize(chw, [h, w], interpolation=pil_torch_interpolation_mapping[ip.resample],
-                             antialias=True)
-            p, grid = self.ops.patchify_normalize(chw.to(self.device).permute(1, 2, 0),
-                                                  ip.image_mean, ip.image_std, ip.patch_size,
-                                                  ip.temporal_patch_size, ip.merge_size,
-                                                  ip.rescale_factor)
+            chw = tvF.resize(
+                chw,
+                [h, w],
+                interpolation=pil_torch_interpolation_mapping[ip.resample],
+                antialias=True,
+            )
+            p, grid = self.ops.patchify_normalize(
+                chw.to(self.device).permute(1, 2, 0),
+                ip.image_mean,
+                ip.image_std,
+                ip.patch_size,
+                ip.temporal_patch_size,
+                ip.merge_size,
+                ip.rescale_factor,
+            )
             patches.append(p)
             grids.append(grid)
         return torch.cat(patches), torch.tensor(grids, dtype=torch.long)
 
-    def encode(self, vision_inputs: dict[str, Any], keep: list[torch.Tensor] | None = None
-               ) -> list[torch.Tensor]:
+    def encode(
+        self, vision_inputs: dict[str, Any], keep: list[torch.Tensor] | None = None
+    ) -> list[torch.Tensor]:
         vi = vision_inputs
         if keep is not None:
             out, sizes = self.encode_kept(vi, keep)
             return list(out.pooler_output.split(sizes))
-        out = self.model.model.get_image_features(vi["pixel_values"], vi["image_grid_thw"].to(self.device))
+        out = self.model.model.get_image_features(
+            vi["pixel_values"], vi["image_grid_thw"].to(self.device)
+        )
         feats = out.pooler_output if hasattr(out, "pooler_output") else out
         return list(feats)
 
@@ -132,67 +156,89 @@ class Qwen2VLRuntime(FamilyRuntime):
     # gets exactly the positions it has in the full image. Keeping every unit computes what the
     # unreduced call computes (tested bit for bit).
 
-    def tower_keep(self, vision_inputs: dict[str, Any], keep_ratio: float,
-                   regions: tuple[KeepRegions | None, ...] | None = None) -> list[torch.Tensor]:
-        pv, m2 = vision_inputs["pixel_values"], self.family.merge ** 2
+    def tower_keep(
+        self,
+        vision_inputs: dict[str, Any],
+        keep_ratio: float,
+        regions: tuple[KeepRegions | None, ...] | None = None,
+    ) -> list[torch.Tensor]:
+        pv, m2 = vision_inputs["pixel_values"], self.family.merge**2
         grids = vision_inputs["image_grid_thw"].tolist()
         if regions is not None and len(regions) != len(grids):
             raise InputError(f"keep_regions has {len(regions)} entries for {len(grids)} images")
         out, start = [], 0
         for i, (t, h, w) in enumerate(grids):
             n = t * h * w
-            units = pv[start:start + n].reshape(n // m2, -1)
-            out.append(tower_select(units, (t, h // self.family.merge, w // self.family.merge), keep_ratio,
-                                    None if regions is None else regions[i]))
+            units = pv[start : start + n].reshape(n // m2, -1)
+            out.append(
+                tower_select(
+                    units,
+                    (t, h // self.family.merge, w // self.family.merge),
+                    keep_ratio,
+                    None if regions is None else regions[i],
+                )
+            )
             start += n
         return out
 
     def _frame_lengths(self, grid: tuple[int, int, int], keep: torch.Tensor) -> list[int]:
         """Kept patches in each frame of one image (kept merge units x merge**2)."""
         t, h, w = grid
-        per_frame = h * w // self.family.merge ** 2
-        return (torch.bincount(keep // per_frame, minlength=t) * self.family.merge ** 2).tolist()
+        per_frame = h * w // self.family.merge**2
+        return (torch.bincount(keep // per_frame, minlength=t) * self.family.merge**2).tolist()
 
-    def _window_lengths(self, grid: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _window_lengths(
+        self, grid: torch.Tensor, keep: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Qwen2.5-VL windows of images `grid` [n, 3] restricted to the kept units `keep`
         (global unit indices, ascending): (window_index over the kept units, cu_window_seqlens)."""
         from transformers.vision_utils import get_vision_window_index
 
-        v, m2 = self.family.config.vision_config, self.family.merge ** 2
-        window_index, cu = get_vision_window_index(grid, self.family.merge, v.window_size, v.patch_size)
+        v, m2 = self.family.config.vision_config, self.family.merge**2
+        window_index, cu = get_vision_window_index(
+            grid, self.family.merge, v.window_size, v.patch_size
+        )
         window_index, cu = window_index.to(keep.device), cu.to(keep.device)
         mask = torch.zeros(window_index.numel(), dtype=torch.bool, device=keep.device)
         mask[keep] = True
         rank = torch.cumsum(mask, 0) - 1  # unit index -> its index among the kept units
         kept_in_order = mask[window_index]
-        window_of = torch.bucketize(torch.arange(window_index.numel(), device=keep.device) * m2,
-                                    cu[1:], right=True)
+        window_of = torch.bucketize(
+            torch.arange(window_index.numel(), device=keep.device) * m2, cu[1:], right=True
+        )
         counts = torch.bincount(window_of[kept_in_order], minlength=cu.numel() - 1) * m2
         cu_kept = torch.nn.functional.pad(counts.cumsum(0), (1, 0)).to(torch.int32)
         return rank[window_index[kept_in_order]], torch.unique_consecutive(cu_kept)
 
-    def _tower_inputs(self, grid: torch.Tensor, rows: torch.Tensor, keep: list[torch.Tensor],
-                      units: torch.Tensor) -> dict[str, Any]:
+    def _tower_inputs(
+        self, grid: torch.Tensor, rows: torch.Tensor, keep: list[torch.Tensor], units: torch.Tensor
+    ) -> dict[str, Any]:
         """The tower's precomputed per-patch inputs restricted to the kept patch `rows`."""
         from transformers.vision_utils import get_vision_position_ids
 
         lengths = [n for g, k in zip(grid.tolist(), keep) for n in self._frame_lengths(g, k)]
         cu = torch.nn.functional.pad(torch.tensor(lengths, device=rows.device).cumsum(0), (1, 0))
-        kw = {"position_ids": get_vision_position_ids(grid, self.family.merge)[rows],
-              "cu_seqlens": cu.to(torch.int32)}
+        kw = {
+            "position_ids": get_vision_position_ids(grid, self.family.merge)[rows],
+            "cu_seqlens": cu.to(torch.int32),
+        }
         if self.family.name == "qwen2_5_vl":
             kw["window_index"], kw["cu_window_seqlens"] = self._window_lengths(grid, units)
         return kw
 
-    def encode_kept(self, vision_inputs: dict[str, Any], keep: list[torch.Tensor]) -> tuple[Any, list[int]]:
+    def encode_kept(
+        self, vision_inputs: dict[str, Any], keep: list[torch.Tensor]
+    ) -> tuple[Any, list[int]]:
         """The tower's output (transformers' own) on the kept merge units of each image, and the
         kept token count per image."""
         try:
             import transformers.vision_utils  # noqa: F401  (precomputed tower inputs, transformers 5)
         except ImportError as e:
-            raise InputError("the 'tower' reduction needs transformers >= 5 (transformers."
-                             "vision_utils' precomputed vision inputs)") from e
-        visual, m2 = self.model.model.visual, self.family.merge ** 2
+            raise InputError(
+                "the 'tower' reduction needs transformers >= 5 (transformers."
+                "vision_utils' precomputed vision inputs)"
+            ) from e
+        visual, m2 = self.model.model.visual, self.family.merge**2
         grid = vision_inputs["image_grid_thw"].to(self.device)
         offsets = torch.nn.functional.pad((grid.prod(-1) // m2).cumsum(0), (1, 0))[:-1].tolist()
         units = torch.cat([k.to(self.device) + o for k, o in zip(keep, offsets)])
@@ -203,7 +249,7 @@ class Qwen2VLRuntime(FamilyRuntime):
 
     def tower_cost(self, image: ImageInputs, keep: list[torch.Tensor]) -> ImageCost:
         grid = image.tensors["image_grid_thw"]
-        k, m2 = keep[0].cpu(), self.family.merge ** 2
+        k, m2 = keep[0].cpu(), self.family.merge**2
         frames = self._frame_lengths(tuple(grid[0].tolist()), k)
         v = self.family.config.vision_config
         pairs = float(sum(n * n for n in frames))
@@ -257,7 +303,9 @@ class Qwen2VLFamily(Family):
 
         lo, hi = self.pixel_budget
         try:
-            return smart_resize(height, width, factor=self.patch * self.merge, min_pixels=lo, max_pixels=hi)
+            return smart_resize(
+                height, width, factor=self.patch * self.merge, min_pixels=lo, max_pixels=hi
+            )
         except ValueError as e:  # an extreme aspect ratio
             raise InputError(f"the image processor rejects a {width}x{height} image: {e}") from e
 
@@ -270,7 +318,7 @@ class Qwen2VLFamily(Family):
         h, w = self.resized(width, height)
         gh, gw = h // self.patch, w // self.patch
         patches = gh * gw  # one temporal patch: a still image is its own frame pair
-        return ImageCost(patches // self.merge ** 2, patches, self.attention_pairs(gh, gw))
+        return ImageCost(patches // self.merge**2, patches, self.attention_pairs(gh, gw))
 
     def attention_pairs(self, gh: int, gw: int) -> float:
         """Tower (query, key) pairs for one gh x gw patch grid, summed over blocks."""
@@ -282,17 +330,23 @@ class Qwen2VLFamily(Family):
         # (whole merged tokens, edge windows cut short) in the other blocks.
         side = v.window_size // self.merge // self.patch
         mh, mw = gh // self.merge, gw // self.merge
-        windows = sum((min(side, mh - i) * min(side, mw - j) * self.merge ** 2) ** 2
-                      for i in range(0, mh, side) for j in range(0, mw, side))
+        windows = sum(
+            (min(side, mh - i) * min(side, mw - j) * self.merge**2) ** 2
+            for i in range(0, mh, side)
+            for j in range(0, mw, side)
+        )
         full = len(v.fullatt_block_indexes)
         return float(full * n * n + (v.depth - full) * windows)
 
     def _vision_shape(self, model: Any) -> EncoderShape:
         tower = model.model.visual
-        return EncoderShape(layers=len(tower.blocks), hidden=tower.blocks[0].attn.proj.in_features,
-                            attention_width=tower.blocks[0].attn.proj.in_features,
-                            linear_params=matmul_weights(tower.patch_embed, tower.blocks),
-                            merger_params=matmul_weights(*self._mergers(tower)))
+        return EncoderShape(
+            layers=len(tower.blocks),
+            hidden=tower.blocks[0].attn.proj.in_features,
+            attention_width=tower.blocks[0].attn.proj.in_features,
+            linear_params=matmul_weights(tower.patch_embed, tower.blocks),
+            merger_params=matmul_weights(*self._mergers(tower)),
+        )
 
     def _mergers(self, tower: Any) -> list[torch.nn.Module]:
         return [tower.merger]
@@ -300,8 +354,15 @@ class Qwen2VLFamily(Family):
     # -- preprocessing -------------------------------------------------------------------------
     def preprocessing_key(self) -> tuple:
         ip = self.processor.image_processor
-        return (self.name, *self.pixel_budget, ip.patch_size, ip.merge_size,
-                ip.temporal_patch_size, tuple(ip.image_mean), tuple(ip.image_std))
+        return (
+            self.name,
+            *self.pixel_budget,
+            ip.patch_size,
+            ip.merge_size,
+            ip.temporal_patch_size,
+            tuple(ip.image_mean),
+            tuple(ip.image_std),
+        )
 
     @property
     def kernel_preprocessing(self) -> bool:

@@ -16,6 +16,7 @@ The runtime's block/positions/prefix machinery is Qwen2-VL's (a subclass). What 
 All reductions (`tower` too: the kept patches take their rows of the interpolated position
 embeddings), the KV prefix cache, sessions, batching and FastV apply.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -32,29 +33,36 @@ class Qwen3VLRuntime(Qwen2VLRuntime):
     family: "Qwen3VLFamily"
 
     # -- tower output: embedding and DeepStack features per token ---------------------------------
-    def encode(self, vision_inputs: dict[str, Any], keep: list[torch.Tensor] | None = None
-               ) -> list[torch.Tensor]:
+    def encode(
+        self, vision_inputs: dict[str, Any], keep: list[torch.Tensor] | None = None
+    ) -> list[torch.Tensor]:
         vi = vision_inputs
         if keep is not None:
             out, sizes = self.encode_kept(vi, keep)
             main = out.pooler_output.split(sizes)
             levels = list(zip(*[d.split(sizes) for d in out.deepstack_features]))
         else:
-            out = self.model.model.get_image_features(vi["pixel_values"], vi["image_grid_thw"].to(self.device))
+            out = self.model.model.get_image_features(
+                vi["pixel_values"], vi["image_grid_thw"].to(self.device)
+            )
             main, levels = out.pooler_output, list(zip(*out.deepstack_features))
         # per image: its embedding and its feature at every DeepStack level
         return [torch.cat([m, *deep], dim=-1) for m, deep in zip(main, levels)]
 
-    def _tower_inputs(self, grid: torch.Tensor, rows: torch.Tensor, keep: list[torch.Tensor],
-                      units: torch.Tensor) -> dict[str, Any]:
+    def _tower_inputs(
+        self, grid: torch.Tensor, rows: torch.Tensor, keep: list[torch.Tensor], units: torch.Tensor
+    ) -> dict[str, Any]:
         from transformers.vision_utils import get_vision_interpolation_indices_and_weights
 
         kw = super()._tower_inputs(grid, rows, keep, units)
         visual = self.model.model.visual
         idx, weights = get_vision_interpolation_indices_and_weights(
-            grid, num_grid_per_side=visual.num_grid_per_side, mode=visual.interpolation_mode,
+            grid,
+            num_grid_per_side=visual.num_grid_per_side,
+            mode=visual.interpolation_mode,
             align_corners=visual.interpolation_align_corners,
-            spatial_merge_size=self.family.merge)
+            spatial_merge_size=self.family.merge,
+        )
         kw["interp_indices"], kw["interp_weights"] = idx[rows], weights[rows]
         return kw
 
@@ -62,9 +70,13 @@ class Qwen3VLRuntime(Qwen2VLRuntime):
         d = self.text_config.hidden_size
         return feats[:, :d], feats[:, d:].reshape(feats.shape[0], self.family.levels, d)
 
-    def visual_kwargs(self, visual_mask: torch.Tensor, extra: torch.Tensor | None) -> dict[str, Any]:
-        return {"visual_pos_masks": visual_mask,
-                "deepstack_visual_embeds": [extra[:, i] for i in range(self.family.levels)]}
+    def visual_kwargs(
+        self, visual_mask: torch.Tensor, extra: torch.Tensor | None
+    ) -> dict[str, Any]:
+        return {
+            "visual_pos_masks": visual_mask,
+            "deepstack_visual_embeds": [extra[:, i] for i in range(self.family.levels)],
+        }
 
     # -- layer-by-layer runs (FastV) ----------------------------------------------------------------
     def query_states(self, layer: torch.nn.Module, normed: torch.Tensor) -> torch.Tensor:
@@ -72,8 +84,13 @@ class Qwen3VLRuntime(Qwen2VLRuntime):
         q = attn.q_proj(normed)
         return attn.q_norm(q.view(*q.shape[:-1], -1, attn.head_dim)).transpose(1, 2)
 
-    def after_layer(self, index: int, hidden: torch.Tensor, visual_rows: torch.Tensor,
-                    extra: torch.Tensor | None) -> torch.Tensor:
+    def after_layer(
+        self,
+        index: int,
+        hidden: torch.Tensor,
+        visual_rows: torch.Tensor,
+        extra: torch.Tensor | None,
+    ) -> torch.Tensor:
         if extra is None or index >= self.family.levels or visual_rows.numel() == 0:
             return hidden
         hidden = hidden.clone()

@@ -15,6 +15,7 @@ tile plus one for the downscaled global image. Reduction works block by block, o
 (Qwen3-VL's DeepStack) returns them concatenated along the feature axis, so a reduction keeps or
 merges all of a token's features together, and takes them apart in `split_features`.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -120,14 +121,20 @@ class FamilyRuntime(ABC):
         Families that support the `tower` reduction also take `keep` (per block, the merge units
         `tower_keep` chose) and return the features of the kept units only."""
 
-    def tower_keep(self, vision_inputs: dict[str, Any], keep_ratio: float,
-                   regions: tuple[KeepRegions | None, ...] | None = None) -> list[torch.Tensor]:
+    def tower_keep(
+        self,
+        vision_inputs: dict[str, Any],
+        keep_ratio: float,
+        regions: tuple[KeepRegions | None, ...] | None = None,
+    ) -> list[torch.Tensor]:
         """Per visual block, the merge units (ascending indices into its merged tokens) a
         before-the-tower reduction keeps (`reduction.tower_select`), guided per image by
         `regions` (`ReductionConfig.keep_regions`). Families without it raise."""
-        raise InputError(f"reduction 'tower' is not supported for {self.family.name} models: it "
-                         "drops merge units before the vision tower, which this family's tower "
-                         "cannot do")
+        raise InputError(
+            f"reduction 'tower' is not supported for {self.family.name} models: it "
+            "drops merge units before the vision tower, which this family's tower "
+            "cannot do"
+        )
 
     def tower_cost(self, image: "ImageInputs", keep: list[torch.Tensor]) -> ImageCost:
         """What the tower costs on one image encoding only the merge units `keep` (per block)."""
@@ -137,12 +144,16 @@ class FamilyRuntime(ABC):
         """(input embeddings [n, D], extra per-token features or None) of `encode`d features."""
         return feats, None
 
-    def visual_kwargs(self, visual_mask: torch.Tensor, extra: torch.Tensor | None) -> dict[str, Any]:
+    def visual_kwargs(
+        self, visual_mask: torch.Tensor, extra: torch.Tensor | None
+    ) -> dict[str, Any]:
         """Extra keyword arguments of the decoder's forward for a chunk holding visual tokens
         (visual_mask [B, L] bool; extra: their extra features in row-major mask order)."""
         return {}
 
-    def reduced_positions(self, positions: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, int]:
+    def reduced_positions(
+        self, positions: torch.Tensor, keep: torch.Tensor
+    ) -> tuple[torch.Tensor, int]:
         """(positions [R, L'] of the kept tokens, next text position) after dropping visual tokens
         (keep: [L] bool). Default: kept tokens keep their original positions (M-RoPE's (t, h, w)
         must not move) and text after the prefix continues at max(position) + 1, as unpruned."""
@@ -168,18 +179,32 @@ class FamilyRuntime(ABC):
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.text_model.embed_tokens(input_ids)
 
-    def forward(self, embeds: torch.Tensor, positions: torch.Tensor, cache: Any,
-                attention_mask: torch.Tensor | None = None, **visual: Any) -> torch.Tensor:
+    def forward(
+        self,
+        embeds: torch.Tensor,
+        positions: torch.Tensor,
+        cache: Any,
+        attention_mask: torch.Tensor | None = None,
+        **visual: Any,
+    ) -> torch.Tensor:
         """Run the decoder on [B, n, D] embeddings appended to `cache`; returns last-layer hidden.
         positions: [R, n] for a batch of one, [R, B, n] otherwise; attention_mask: [B, past + n]
         (1 = real token) for left-padded batches, None when nothing is padded; visual: what
         `visual_kwargs` gave for a chunk that holds visual tokens."""
         extra = {} if attention_mask is None else {"attention_mask": attention_mask}
-        out = self.text_model(inputs_embeds=embeds, position_ids=self.lm_position_ids(positions),
-                              use_cache=True, **{self.cache_kw: cache}, **extra, **visual)
+        out = self.text_model(
+            inputs_embeds=embeds,
+            position_ids=self.lm_position_ids(positions),
+            use_cache=True,
+            **{self.cache_kw: cache},
+            **extra,
+            **visual,
+        )
         return out.last_hidden_state
 
-    def rotary(self, hidden: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def rotary(
+        self, hidden: torch.Tensor, positions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(cos, sin) for explicit layer-by-layer runs (FastV)."""
         return self.text_model.rotary_emb(hidden, self.lm_position_ids(positions))
 
@@ -189,8 +214,13 @@ class FamilyRuntime(ABC):
         q = attn.q_proj(normed)
         return q.view(*q.shape[:-1], -1, attn.head_dim).transpose(1, 2)
 
-    def after_layer(self, index: int, hidden: torch.Tensor, visual_rows: torch.Tensor,
-                    extra: torch.Tensor | None) -> torch.Tensor:
+    def after_layer(
+        self,
+        index: int,
+        hidden: torch.Tensor,
+        visual_rows: torch.Tensor,
+        extra: torch.Tensor | None,
+    ) -> torch.Tensor:
         """Hidden states after decoder layer `index` in a layer-by-layer run (FastV): what the
         model's own forward adds there for the visual tokens at `visual_rows` (their extra
         features `extra`, in the same order). Default: nothing."""

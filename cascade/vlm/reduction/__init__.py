@@ -16,16 +16,42 @@ exactly where it sat in the unpruned model.
 Adding a method is one module (here, or in any package that registers through the
 `cascade.reductions` entry-point group): a `Reduction` subclass with `@register_reduction`.
 """
+
 from ...plugins import import_submodules
-from .base import (KeepRegions, Reduced, Reduction, ReductionConfig, ReductionName, Selection, Where,
-                   keep_count, reduce_tokens, reduction_method, reduction_names, register_reduction,
-                   unit_rows)
+from .base import (
+    KeepRegions,
+    Reduced,
+    Reduction,
+    ReductionConfig,
+    ReductionName,
+    Selection,
+    Where,
+    keep_count,
+    reduce_tokens,
+    reduction_method,
+    reduction_names,
+    register_reduction,
+    unit_rows,
+)
 
 from .tower import evidence_units, tower_select
 
 import_submodules(__name__, __path__)
 
-__all__ = ["KeepRegions", "Reduced", "Reduction", "ReductionConfig", "ReductionName", "Selection", "Where",
-           "keep_count", "reduce_tokens", "reduction_method", "reduction_names",
-           "register_reduction", "evidence_units", "tower_select", "unit_rows"]
-
+__all__ = [
+    "KeepRegions",
+    "Reduced",
+    "Reduction",
+    "ReductionConfig",
+    "ReductionName",
+    "Selection",
+    "Where",
+    "keep_count",
+    "reduce_tokens",
+    "reduction_method",
+    "reduction_names",
+    "register_reduction",
+    "evidence_units",
+    "tower_select",
+    "unit_rows",
+]

@@ -15,6 +15,7 @@ module. Where it acts (`where`) decides who runs it:
 Modules here import torch inside the methods only: the registry is read when a pipeline is
 validated, which loads no model.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,9 +29,21 @@ if TYPE_CHECKING:
 
     from ...kernels.dispatch import Ops
 
-__all__ = ["ReductionConfig", "KeepRegions", "Reduction", "Selection", "Reduced", "register_reduction",
-           "reduction_method",
-           "reduction_names", "keep_count", "reduce_tokens", "unit_rows", "ReductionName", "Where"]
+__all__ = [
+    "ReductionConfig",
+    "KeepRegions",
+    "Reduction",
+    "Selection",
+    "Reduced",
+    "register_reduction",
+    "reduction_method",
+    "reduction_names",
+    "keep_count",
+    "reduce_tokens",
+    "unit_rows",
+    "ReductionName",
+    "Where",
+]
 
 Where = Literal["none", "after_tower", "before_tower", "in_llm"]
 
@@ -50,17 +63,21 @@ class Reduction:
     name: ClassVar[str] = ""
     where: ClassVar[Where] = "after_tower"
 
-    def reduce(self, x: "torch.Tensor", grid: tuple[int, int, int], config: "ReductionConfig",
-               ops: "Ops") -> Reduced:
+    def reduce(
+        self, x: "torch.Tensor", grid: tuple[int, int, int], config: "ReductionConfig", ops: "Ops"
+    ) -> Reduced:
         """Reduce one image's merged visual tokens x [n, D] laid out on grid (t, h, w)."""
-        raise NotImplementedError(f"reduction '{self.name}' acts {self.where}, not on the tower's output")
+        raise NotImplementedError(
+            f"reduction '{self.name}' acts {self.where}, not on the tower's output"
+        )
 
 
 class Selection(Reduction):
     """An after-tower method that keeps exactly `keep_count(n, keep_ratio)` of n tokens."""
 
-    def reduce(self, x: "torch.Tensor", grid: tuple[int, int, int], config: "ReductionConfig",
-               ops: "Ops") -> Reduced:
+    def reduce(
+        self, x: "torch.Tensor", grid: tuple[int, int, int], config: "ReductionConfig", ops: "Ops"
+    ) -> Reduced:
         import torch
 
         n = x.shape[0]
@@ -95,7 +112,11 @@ def register_reduction(name: str):
 
 def reduction_names(where: Where | None = None) -> list[str]:
     """Registered methods (those acting `where`, when given), sorted."""
-    return [n for n in plugins.reductions.names() if where is None or plugins.reductions[n].where == where]
+    return [
+        n
+        for n in plugins.reductions.names()
+        if where is None or plugins.reductions[n].where == where
+    ]
 
 
 def reduction_method(name: str) -> type[Reduction]:
@@ -103,8 +124,9 @@ def reduction_method(name: str) -> type[Reduction]:
     cls = plugins.reductions.get(name)
     if cls is None:
         names = plugins.reductions.names()
-        raise InputError(f"unknown reduction method '{name}'{did_you_mean(name, names)}; "
-                         f"choose one of {names}")
+        raise InputError(
+            f"unknown reduction method '{name}'{did_you_mean(name, names)}; choose one of {names}"
+        )
     return cls
 
 
@@ -131,14 +153,18 @@ class KeepRegions:
     def __post_init__(self):
         w, h = self.size
         if w < 1 or h < 1:
-            raise InputError(f"KeepRegions.size must be a positive (width, height), got {self.size}")
+            raise InputError(
+                f"KeepRegions.size must be a positive (width, height), got {self.size}"
+            )
         for b in self.boxes:
             if len(b) != 4 or not (b[2] >= b[0] and b[3] >= b[1]):
-                raise InputError(f"KeepRegions box must be (x0, y0, x1, y1) with x1 >= x0 and "
-                                 f"y1 >= y0, got {b}")
+                raise InputError(
+                    f"KeepRegions box must be (x0, y0, x1, y1) with x1 >= x0 and y1 >= y0, got {b}"
+                )
         if not 0 <= self.lead <= len(self.boxes):
-            raise InputError(f"KeepRegions.lead counts leading boxes: 0 to {len(self.boxes)}, "
-                             f"got {self.lead}")
+            raise InputError(
+                f"KeepRegions.lead counts leading boxes: 0 to {len(self.boxes)}, got {self.lead}"
+            )
 
 
 @dataclass(frozen=True)
@@ -166,17 +192,23 @@ class ReductionConfig:
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0.0 < r <= 1.0:
             raise InputError(f"keep_ratio must be a number in (0, 1], got {r!r}")
         if where == "none" and r != 1.0:
-            raise InputError(f"method '{self.method}' keeps every token; keep_ratio {r} needs a "
-                             f"method such as {reduction_names('after_tower')} or 'fastv'")
+            raise InputError(
+                f"method '{self.method}' keeps every token; keep_ratio {r} needs a "
+                f"method such as {reduction_names('after_tower')} or 'fastv'"
+            )
         if self.fastv_layer < 1:
             raise InputError(f"fastv_layer must be >= 1, got {self.fastv_layer}")
         if not 0.0 <= self.visionzip_contextual < 1.0:
-            raise InputError(f"visionzip_contextual must be in [0, 1), got {self.visionzip_contextual}")
+            raise InputError(
+                f"visionzip_contextual must be in [0, 1), got {self.visionzip_contextual}"
+            )
         if self.dart_pivots < 1:
             raise InputError(f"dart_pivots must be >= 1, got {self.dart_pivots}")
         if self.keep_regions is not None and where != "before_tower":
-            raise InputError(f"keep_regions guide a reduction before the vision tower "
-                             f"({reduction_names('before_tower')}), not '{self.method}'")
+            raise InputError(
+                f"keep_regions guide a reduction before the vision tower "
+                f"({reduction_names('before_tower')}), not '{self.method}'"
+            )
 
     @property
     def where(self) -> Where:
@@ -202,8 +234,13 @@ class ReductionConfig:
         """The part of a KV prefix cache key that depends on the reduction (identity collapses)."""
         if self.is_identity:
             return ("none",)
-        return (self.method, float(self.keep_ratio), self.visionzip_contextual, self.dart_pivots,
-                self.keep_regions)
+        return (
+            self.method,
+            float(self.keep_ratio),
+            self.visionzip_contextual,
+            self.dart_pivots,
+            self.keep_regions,
+        )
 
 
 def keep_count(n: int, keep_ratio: float) -> int:
@@ -211,16 +248,19 @@ def keep_count(n: int, keep_ratio: float) -> int:
     return max(1, min(n, int(round(n * keep_ratio))))
 
 
-def reduce_tokens(x: "torch.Tensor", grid: tuple[int, int, int], config: ReductionConfig,
-                  ops: "Ops | None" = None) -> Reduced:
+def reduce_tokens(
+    x: "torch.Tensor", grid: tuple[int, int, int], config: ReductionConfig, ops: "Ops | None" = None
+) -> Reduced:
     """Reduce one image's merged visual tokens x [n, D] laid out on grid (t, h, w), n = t*h*w,
     with the configured after-tower method. `ops`: the kernels the method may use (default: the
     `auto` choice for x's device)."""
     import torch
 
     if config.before_tower:
-        raise ValueError("the 'tower' reduction drops patches before the vision tower; its tokens "
-                         "come reduced from FamilyRuntime.encode(..., keep=), not from reduce_tokens")
+        raise ValueError(
+            "the 'tower' reduction drops patches before the vision tower; its tokens "
+            "come reduced from FamilyRuntime.encode(..., keep=), not from reduce_tokens"
+        )
     if config.is_identity or config.where != "after_tower":
         return Reduced(x, torch.arange(x.shape[0], device=x.device))
     if ops is None:

@@ -1,5 +1,6 @@
 """`dart`: DART-style duplicate removal: a few pivot tokens (largest norm), then the tokens least
 similar to any pivot; near-duplicates of the pivots are dropped."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -25,7 +26,9 @@ class Dart(Selection):
         pivot = torch.argsort(x.float().norm(dim=-1), descending=True, stable=True)[:p]
         u = unit_rows(x)
         sim = (u @ u[pivot].T).max(1).values
-        sim[pivot] = float("inf")  # pivots are kept; rank the rest by how unlike the pivots they are
+        sim[pivot] = float(
+            "inf"
+        )  # pivots are kept; rank the rest by how unlike the pivots they are
         others = torch.argsort(sim, stable=True)[: k - p]
         index = torch.sort(torch.cat([pivot, others])).values
         return Reduced(x.index_select(0, index), index)

@@ -1,5 +1,6 @@
 """`divprune`: DivPrune-style diversity: greedy max-min (farthest point) selection in cosine
 distance, seeded with the token least like the mean."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

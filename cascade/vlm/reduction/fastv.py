@@ -1,6 +1,7 @@
 """`fastv`: FastV drops the visual tokens the question ignores inside the LLM, after layer K
 (`ReductionConfig.fastv_layer`); the runtime runs it (`cascade.vlm.fastv`). Its ranking depends on
 the question, so its prefix is never cached."""
+
 from __future__ import annotations
 
 from .base import Reduction, register_reduction

@@ -1,4 +1,5 @@
 """`none`: every visual token reaches the LLM (the unreduced model)."""
+
 from __future__ import annotations
 
 from .base import Reduction, register_reduction

@@ -4,6 +4,7 @@ The grid is pooled to round(h*sqrt(r)) x round(w*sqrt(r)) bins (r = 0.25 on an e
 exactly 2x2 averaging); each pooled token takes the position of its bin's centre token. Its count
 follows the grid, so it can differ from round(r*n) by a row or column.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,8 +33,9 @@ class Pool(Reduction):
 
     where = "after_tower"
 
-    def reduce(self, x: "torch.Tensor", grid: tuple[int, int, int], config: ReductionConfig,
-               ops: "Ops") -> Reduced:
+    def reduce(
+        self, x: "torch.Tensor", grid: tuple[int, int, int], config: ReductionConfig, ops: "Ops"
+    ) -> Reduced:
         import torch
         import torch.nn.functional as F
 

@@ -22,6 +22,7 @@ count follows the grid. Selection (`tower_select`) costs one pass over the pixel
   (texture/detail). Text is what this cuts apart (one 28-px block of a word kept, its neighbours
   dropped), which is why `vlm_answer` never applies it unguided to a reading question.
 """
+
 from __future__ import annotations
 
 import math
@@ -55,8 +56,12 @@ class Tower(Reduction):
     where = "before_tower"
 
 
-def box_units(box: tuple[float, float, float, float], size: tuple[int, int],
-              units_hw: tuple[int, int], margin: int = 0) -> tuple[int, int, int, int]:
+def box_units(
+    box: tuple[float, float, float, float],
+    size: tuple[int, int],
+    units_hw: tuple[int, int],
+    margin: int = 0,
+) -> tuple[int, int, int, int]:
     """The merge units a box overlaps: (row0, row1, col0, col1), ends exclusive, clipped to the
     grid. box: (x0, y0, x1, y1) in the pixels of an image of `size` (width, height); units_hw: the
     merged grid (rows, cols) the family resizes that image to. The resize scales each axis
@@ -72,8 +77,9 @@ def box_units(box: tuple[float, float, float, float], size: tuple[int, int],
     return max(0, r0), min(rows, max(r1, r0 + 1)), max(0, c0), min(cols, max(c1, c0 + 1))
 
 
-def evidence_units(regions: KeepRegions, grid: tuple[int, int, int], margin: int = 1
-                   ) -> list[tuple["torch.Tensor", "torch.Tensor"]]:
+def evidence_units(
+    regions: KeepRegions, grid: tuple[int, int, int], margin: int = 1
+) -> list[tuple["torch.Tensor", "torch.Tensor"]]:
     """Per box of `regions` (in order), the unit indices (row-major over the merged (t, h, w)
     grid, every frame) it overlaps: (with the margin, without it). Empty boxes are left out."""
     import torch
@@ -102,7 +108,7 @@ def _evidence_order(regions: KeepRegions, grid: tuple[int, int, int]) -> list["t
     because its glyphs may reach past its box (a line photographed at an angle, ascenders an OCR
     box leaves out)."""
     # evidence_units leaves empty boxes out: count the leading ones it keeps
-    lead = sum(b[2] > b[0] and b[3] > b[1] for b in regions.boxes[:regions.lead])
+    lead = sum(b[2] > b[0] and b[3] > b[1] for b in regions.boxes[: regions.lead])
     units = evidence_units(regions, grid)
     out: list = []
     for part in (units[:lead], units[lead:]):
@@ -130,8 +136,10 @@ def _cells(grid: tuple[int, int, int], keep_ratio: float, device) -> tuple["torc
     oh, ow = max(1, round(h * math.sqrt(keep_ratio))), max(1, round(w * math.sqrt(keep_ratio)))
     rows = torch.arange(h, device=device) * oh // h
     cols = torch.arange(w, device=device) * ow // w
-    cell = ((torch.arange(t, device=device)[:, None, None] * oh + rows[None, :, None]) * ow
-            + cols[None, None, :]).reshape(-1)
+    cell = (
+        (torch.arange(t, device=device)[:, None, None] * oh + rows[None, :, None]) * ow
+        + cols[None, None, :]
+    ).reshape(-1)
     return cell, t * oh * ow
 
 
@@ -159,7 +167,9 @@ def _grow(kept: "torch.Tensor", grid: tuple[int, int, int], n: int) -> "torch.Te
     kept = kept.clone()
     while n > 0:
         plane = kept.reshape(t, 1, h, w).float()
-        ring = (torch.nn.functional.max_pool2d(plane, 3, stride=1, padding=1) > 0).reshape(-1) & ~kept
+        ring = (torch.nn.functional.max_pool2d(plane, 3, stride=1, padding=1) > 0).reshape(
+            -1
+        ) & ~kept
         new = torch.nonzero(ring).reshape(-1)
         if new.numel() == 0:
             break
@@ -170,8 +180,12 @@ def _grow(kept: "torch.Tensor", grid: tuple[int, int, int], n: int) -> "torch.Te
     return kept
 
 
-def tower_select(units: "torch.Tensor", grid: tuple[int, int, int], keep_ratio: float,
-                 regions: KeepRegions | None = None) -> "torch.Tensor":
+def tower_select(
+    units: "torch.Tensor",
+    grid: tuple[int, int, int],
+    keep_ratio: float,
+    regions: KeepRegions | None = None,
+) -> "torch.Tensor":
     """The merge units the `tower` method keeps for one image, ascending.
 
     units: [t*h*w, F] the image's normalized patch values grouped per merge unit (row-major over

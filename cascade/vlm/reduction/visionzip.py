@@ -4,6 +4,7 @@ Dominant tokens by an attention-free distinctiveness score (1 - cos to the mean 
 the kernels' "dominant" score; VisionZip uses [CLS] attention, which Qwen's tower lacks), plus a
 few contextual tokens, each the average of the remaining tokens most similar to it.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
