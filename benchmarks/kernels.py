@@ -470,8 +470,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
 
-    from cascade.vlm import VLM, build_tiny_vlm
     import triton
+
+    from cascade.vlm import VLM, build_tiny_vlm
 
     gpu = torch.cuda.is_available()
     dev = "cuda" if gpu else "cpu"

@@ -108,7 +108,8 @@ def _pan(photo: np.ndarray, seconds: float):
 def _decorate(frame: np.ndarray, loop: int, sign: str | None) -> np.ndarray:
     """This loop's variant of a frame: mirrored on odd loops, its own brightness, a caption and
     (on photo segments) a sign."""
-    from PIL import Image as PILImage, ImageDraw, ImageFont
+    from PIL import Image as PILImage
+    from PIL import ImageDraw, ImageFont
 
     from cascade.eval.fonts import font_path
 

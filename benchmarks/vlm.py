@@ -41,9 +41,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
-from cascade.artifacts import Image  # noqa: E402
-from cascade.vlm import VLM, ReductionConfig, build_tiny_vlm  # noqa: E402
 from vlm_timing import (
     CLOCK,
     WALL,
@@ -55,6 +52,9 @@ from vlm_timing import (
     turn2,
     use_clock,
 )
+
+from cascade.artifacts import Image  # noqa: E402
+from cascade.vlm import VLM, ReductionConfig, build_tiny_vlm  # noqa: E402
 
 TARGETS = {
     "prefill_speedup_at_0.25": 3.0,

@@ -94,7 +94,7 @@ class QA:
         *,
         model: str | None = None,
         **kwargs: Any,
-    ) -> "QA":
+    ) -> QA:
         """Random-weight models, for machines without a model hub (tests, demos, benchmarks).
 
         The VLM is a tiny Qwen2-VL built from a config (`cascade.vlm.build_tiny_vlm`, `size`
@@ -178,11 +178,11 @@ class QA:
             answer = dataclasses.replace(answer, text=tool_answer_json(answer.text, fmt))
         return dataclasses.replace(answer, trace=result.trace)
 
-    def session(self, media: Any) -> "Session":
+    def session(self, media: Any) -> Session:
         """A multi-turn conversation over fixed media."""
         return Session(self, media)
 
-    def setup(self) -> "QA":
+    def setup(self) -> QA:
         """Load every model now rather than on the first question."""
         self.pipeline.setup()
         return self

@@ -59,19 +59,19 @@ class Box:
     def area(self) -> float:
         return self.width * self.height
 
-    def iou(self, other: "Box") -> float:
+    def iou(self, other: Box) -> float:
         ix = max(0.0, min(self.x1, other.x1) - max(self.x0, other.x0))
         iy = max(0.0, min(self.y1, other.y1) - max(self.y0, other.y0))
         inter = ix * iy
         union = self.area + other.area - inter
         return inter / union if union > 0 else 0.0
 
-    def intersects(self, other: "Box") -> bool:
+    def intersects(self, other: Box) -> bool:
         return min(self.x1, other.x1) > max(self.x0, other.x0) and min(self.y1, other.y1) > max(
             self.y0, other.y0
         )
 
-    def union(self, other: "Box") -> "Box":
+    def union(self, other: Box) -> Box:
         return Box(
             min(self.x0, other.x0),
             min(self.y0, other.y0),
@@ -79,10 +79,10 @@ class Box:
             max(self.y1, other.y1),
         )
 
-    def pad(self, pixels: float) -> "Box":
+    def pad(self, pixels: float) -> Box:
         return Box(self.x0 - pixels, self.y0 - pixels, self.x1 + pixels, self.y1 + pixels)
 
-    def clip(self, width: float, height: float) -> "Box":
+    def clip(self, width: float, height: float) -> Box:
         return Box(
             min(max(self.x0, 0), width),
             min(max(self.y0, 0), height),
@@ -148,7 +148,7 @@ class Image:
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path, media_index: int = 0) -> "Image":
+    def open(cls, path: str | Path, media_index: int = 0) -> Image:
         """Load an image file as RGB (`cascade.imagefile`); a missing or unreadable file raises
         `InputError`."""
         from .imagefile import decode_pixels
@@ -161,7 +161,7 @@ class Image:
         )
 
     @classmethod
-    def from_pil(cls, image: Any, source: str = "", media_index: int = 0) -> "Image":
+    def from_pil(cls, image: Any, source: str = "", media_index: int = 0) -> Image:
         """A PIL image of any mode as RGB (`cascade.imagefile.rgb_pixels`)."""
         from .imagefile import pil_pixels
 
@@ -203,7 +203,7 @@ class Image:
         )
 
     # -- derived views (keep subclass fields such as a frame's timestamp) ----------------------
-    def resized(self, width: int, height: int) -> "Image":
+    def resized(self, width: int, height: int) -> Image:
         """The same region of the source at another resolution (bicubic)."""
         from PIL import Image as PILImage
 
@@ -212,7 +212,7 @@ class Image:
         pil = PILImage.fromarray(self.pixels).resize((int(width), int(height)), PILImage.BICUBIC)
         return dataclasses.replace(self, pixels=np.asarray(pil))
 
-    def crop(self, source_box: Box) -> "Image":
+    def crop(self, source_box: Box) -> Image:
         """Crop a box given in *source* coordinates (clipped to this image's extent)."""
         local = self.from_source(source_box).clip(self.width, self.height)
         x0, y0 = int(np.floor(local.x0)), int(np.floor(local.y0))

@@ -76,13 +76,11 @@ class Bill:
     confidence: float | None = None
 
     @classmethod
-    def tool(cls, confidence: float | None = None) -> "Bill":
+    def tool(cls, confidence: float | None = None) -> Bill:
         """A tool's answer: no VLM call, nothing spent."""
         return cls(confidence=confidence)
 
-    def with_baseline(
-        self, visual_tokens: int, vision_flops: float, prefill_flops: float
-    ) -> "Bill":
+    def with_baseline(self, visual_tokens: int, vision_flops: float, prefill_flops: float) -> Bill:
         return replace(
             self,
             baseline_visual_tokens=int(visual_tokens),

@@ -20,7 +20,7 @@ import numpy as np
 __all__ = ["content_hash", "nbytes_of", "LRUCache", "clear_all_caches"]
 
 
-def _feed(h: "hashlib._Hash", key: str, obj: Any) -> None:
+def _feed(h: hashlib._Hash, key: str, obj: Any) -> None:
     h.update(key.encode() + b"\0")
     if obj is None or isinstance(obj, (bool, int, float, str)):
         h.update(f"{type(obj).__name__}:{obj!r}".encode())
@@ -146,7 +146,7 @@ class LRUCache:
 
 # Every live cache (embeddings, OCR/detector results, indexes, KV prefixes), so a benchmark can
 # start a question cold without knowing where each stage keeps its cache.
-_LIVE: "weakref.WeakSet[LRUCache]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[LRUCache] = weakref.WeakSet()
 
 
 def clear_all_caches() -> None:

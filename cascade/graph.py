@@ -16,7 +16,7 @@ class Graph:
     deps: dict[str, set[str]] = field(default_factory=dict)
 
     @classmethod
-    def from_spec(cls, spec: PipelineSpec) -> "Graph":
+    def from_spec(cls, spec: PipelineSpec) -> Graph:
         deps: dict[str, set[str]] = {}
         for name, st in spec.stages.items():
             d = {parse_ref(r)[0] for r in flatten_refs(st.inputs.values())} - {None}

@@ -42,7 +42,7 @@ log = logging.getLogger("cascade.hub")
 
 PROBE_TIMEOUT_S = 3.0
 _MEMO_S = 60.0  # a probe's answer is reused this long (a server checks many pipelines at once)
-_MEMO: dict[str, tuple[float, "Reach"]] = {}
+_MEMO: dict[str, tuple[float, Reach]] = {}
 _MEMO_LOCK = threading.Lock()
 
 

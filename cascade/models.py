@@ -59,10 +59,10 @@ def model_params(params_cls: type[BaseModel]) -> list[str]:
     ]
 
 
-_POOL: dict[tuple, "VLM"] = {}
+_POOL: dict[tuple, VLM] = {}
 _POOL_GUARD = threading.Lock()
 _LOAD_LOCKS: dict[tuple, threading.Lock] = {}
-_FAMILIES: dict[tuple, "Family"] = {}
+_FAMILIES: dict[tuple, Family] = {}
 
 
 def release_models() -> None:
@@ -81,7 +81,7 @@ class DeclaredModel:
         self.name, self.spec = name, spec
 
     @property
-    def family(self) -> "Family":
+    def family(self) -> Family:
         """The model's family: visual tokens per image, limits, shapes. Reads the checkpoint's
         config and processor (no weights); for the openai backend, from `config` (or `id`)."""
         key = (self.spec.family_source, self.spec.limits())
@@ -108,7 +108,7 @@ class DeclaredModel:
             return _FAMILIES.setdefault(key, family)
 
     @property
-    def vlm(self) -> "VLM":
+    def vlm(self) -> VLM:
         """The loaded model (loaded on first access, then shared)."""
         key = self.spec.load_key()
         with _POOL_GUARD:
@@ -128,7 +128,7 @@ class DeclaredModel:
         method: str | None = None,
         keep_ratio: float | None = None,
         fastv_layer: int | None = None,
-    ) -> "ReductionConfig":
+    ) -> ReductionConfig:
         """The declared reduction defaults, each overridden when given (a stage that turns the
         reduction off keeps every token)."""
         from .vlm.reduction import ReductionConfig

@@ -27,7 +27,7 @@ from .index import VideoIndex
 from .inputs import coerce_inputs
 from .models import Models, model_params
 from .registry import get_stage_class, stage_types
-from .runner import Plan, PipelineResult, Step, execute
+from .runner import PipelineResult, Plan, Step, execute
 from .spec import PipelineSpec, SourceDoc, flatten_refs, load_spec, parse_ref
 from .stage import Port, Router, Stage
 from .trace import StageHook
@@ -76,7 +76,7 @@ class Pipeline:
         *,
         type_params: dict[str, dict[str, Any]] | None = None,
         model_params: dict[str, Any] | None = None,
-    ) -> "Pipeline":
+    ) -> Pipeline:
         """Load a YAML file or shipped pipeline name.
 
         overrides: dotted 'stage.param' or 'models.name.field' -> value. type_params: stage type
@@ -103,7 +103,7 @@ class Pipeline:
         *,
         type_params: dict[str, dict[str, Any]] | None = None,
         model_params: dict[str, Any] | None = None,
-    ) -> "Pipeline":
+    ) -> Pipeline:
         return cls._build(
             *load_spec(
                 label,
@@ -116,7 +116,7 @@ class Pipeline:
         )
 
     @classmethod
-    def _build(cls, spec: PipelineSpec, doc: SourceDoc) -> "Pipeline":
+    def _build(cls, spec: PipelineSpec, doc: SourceDoc) -> Pipeline:
         for name, inp in spec.inputs.items():
             if inp.type not in INPUT_TYPES:
                 raise doc.error(
@@ -167,7 +167,7 @@ class Pipeline:
         """`run` without blocking the running event loop (the run happens in a worker thread)."""
         return await asyncio.to_thread(self.run, **inputs)
 
-    def setup(self) -> "Pipeline":
+    def setup(self) -> Pipeline:
         """Load every stage's models now instead of on first use."""
         self.check_models()
         for st in self.stages.values():

@@ -74,12 +74,12 @@ class ModelsUnavailable(CascadeError):
         lines += [f"  - {way}" for way in ways_out(missing, front)]
         super().__init__("\n".join(lines))
 
-    def worded_for(self, front: Front) -> "ModelsUnavailable":
+    def worded_for(self, front: Front) -> ModelsUnavailable:
         """The same error with the remedies in another front end's terms (flags, not kwargs)."""
         return ModelsUnavailable(self.missing, front)
 
 
-def pipeline_models(pipeline: "Pipeline") -> list[ModelRef]:
+def pipeline_models(pipeline: Pipeline) -> list[ModelRef]:
     """Every model `pipeline` loads when it runs: each declared model (`models:`) and what each
     stage's `model_refs()` names, once per distinct model, with who uses it and the override
     that points it elsewhere. Stages an executor runs elsewhere (Ray replicas) load their own;
@@ -232,7 +232,7 @@ def ensure_models(
         return found
 
 
-def check_pipelines(pipelines: Iterable["Pipeline"], front: Front = "serve") -> None:
+def check_pipelines(pipelines: Iterable[Pipeline], front: Front = "serve") -> None:
     """`ensure_models` over several pipelines at once (a server's start): one error listing
     every missing model of all of them; each pipeline is then marked checked."""
     pipelines = list(pipelines)

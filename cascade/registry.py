@@ -27,7 +27,7 @@ __all__ = [
 ENTRY_POINT_GROUP = plugins.stages.group
 
 
-def register(type_name: str, cls: type["Stage"]) -> None:
+def register(type_name: str, cls: type[Stage]) -> None:
     """Add a stage class (what `@stage` does); a name another class holds is an error."""
     plugins.stages.register(type_name, cls)
 
@@ -37,12 +37,12 @@ def unregister(type_name: str) -> None:
     plugins.stages.unregister(type_name)
 
 
-def get_stage_class(type_name: str) -> type["Stage"]:
+def get_stage_class(type_name: str) -> type[Stage]:
     """The class registered under `type_name`; an unknown name suggests a close one."""
     return plugins.stages[type_name]
 
 
-def stage_types() -> dict[str, type["Stage"]]:
+def stage_types() -> dict[str, type[Stage]]:
     """Every registered stage type, by name (sorted)."""
     return {name: plugins.stages[name] for name in plugins.stages.names()}
 

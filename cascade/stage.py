@@ -65,13 +65,13 @@ if TYPE_CHECKING:
 __all__ = ["Stage", "Router", "StageParams", "Port", "Serving", "stage", "run_params"]
 
 # id(stage) -> the params it runs with in this run (see `run_params`); empty outside one.
-_RUN_PARAMS: contextvars.ContextVar[Mapping[int, "StageParams"]] = contextvars.ContextVar(
+_RUN_PARAMS: contextvars.ContextVar[Mapping[int, StageParams]] = contextvars.ContextVar(
     "cascade_run_params", default={}
 )
 
 
 @contextmanager
-def run_params(params: Mapping["Stage", "StageParams"]) -> Iterator[None]:
+def run_params(params: Mapping[Stage, StageParams]) -> Iterator[None]:
     """Runs started inside the block (in this context) see `params[stage]` as that stage's
     `params`; every other stage, and every run outside the block, its own."""
     token = _RUN_PARAMS.set({**_RUN_PARAMS.get(), **{id(st): p for st, p in params.items()}})
@@ -154,7 +154,7 @@ class Stage:
     def setup(self) -> None:
         """Load weights and other heavy resources. Called once, before the first `run`."""
 
-    def model_refs(self) -> list["ModelRef"]:
+    def model_refs(self) -> list[ModelRef]:
         """The models `setup()` loads, as `cascade.model_refs.ModelRef`s (hub ids, local files,
         URLs), so a pipeline can check they are here or can be downloaded before loading any
         (`cascade.preflight`). Reads params only: no loading, no network. Default: none."""

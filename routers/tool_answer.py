@@ -34,8 +34,8 @@ from cascade.artifacts import (
 )
 from cascade.bill import Bill
 from cascade.evidence import attributes, spans
-from cascade.evidence.documents import SPAN_KINDS, answer_span, located_for
 from cascade.evidence.blocks import TextBlock, frame_size_of, implausible, norm_text, text_blocks
+from cascade.evidence.documents import SPAN_KINDS, answer_span, located_for
 from cascade.evidence.keyvalue import key_query, lone_value, other_keys, read_key_value
 from cascade.evidence.query import Query, has_cue
 from cascade.stage import Router, StageParams, stage

@@ -94,7 +94,7 @@ class VectorIndex:
         ef_construction: int = 200,
         ef_search: int = 128,
         device: str = "auto",
-    ) -> "VectorIndex":
+    ) -> VectorIndex:
         import faiss
 
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
@@ -165,7 +165,7 @@ class VectorIndex:
         )
 
     @classmethod
-    def load(cls, store: SavedVectors, device: str = "auto") -> "VectorIndex | None":
+    def load(cls, store: SavedVectors, device: str = "auto") -> VectorIndex | None:
         """The saved index, or None when nothing complete is saved."""
         saved = store.read()
         if saved is None:

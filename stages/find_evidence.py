@@ -32,14 +32,13 @@ from pathlib import Path
 from pydantic import Field
 
 from cascade.artifacts import Box, Detection, Image, OcrLine, Route, same_time
+from cascade.evidence.blocks import ByFrame, frame_size_of, named_detections, salience, text_blocks
+from cascade.evidence.query import Query
+from cascade.evidence.size import text_fit
 from cascade.media import VideoSource
 from cascade.registry import get_stage_class
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
-
-from cascade.evidence.blocks import ByFrame, frame_size_of, named_detections, salience, text_blocks
-from cascade.evidence.query import Query
-from cascade.evidence.size import text_fit
 
 
 def _place(im: Image) -> tuple[int, float | None]:

@@ -29,7 +29,7 @@ PADDLE_HINT = (
 )
 
 
-def _rapidocr_engine(p: "Ocr.Params"):
+def _rapidocr_engine(p: Ocr.Params):
     from rapidocr import RapidOCR
 
     # Everything rapidocr needs by default (PP-OCRv6 det/rec small, ONNX) ships inside its wheel;
@@ -69,7 +69,7 @@ def bundled_rapidocr_models(use_cls: bool) -> list[ModelRef]:
     return refs
 
 
-def _paddle_engine(p: "Ocr.Params"):
+def _paddle_engine(p: Ocr.Params):
     try:
         from paddleocr import PaddleOCR
     except ImportError as e:

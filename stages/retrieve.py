@@ -29,10 +29,6 @@ from pydantic import Field, field_validator
 from cascade.artifacts import Detection, Evidence, Image, OcrLine, Route
 from cascade.cache import LRUCache
 from cascade.errors import InputError
-from cascade.media import VideoSource
-from cascade.stage import Stage, StageParams, stage
-from cascade.trace import record
-
 from cascade.evidence import attributes
 from cascade.evidence.blocks import (
     ByFrame,
@@ -46,6 +42,10 @@ from cascade.evidence.blocks import (
 )
 from cascade.evidence.query import Query, has_cue
 from cascade.evidence.size import text_fit
+from cascade.media import VideoSource
+from cascade.stage import Stage, StageParams, stage
+from cascade.trace import record
+
 from ._retrieval import Embeddings, VectorIndex, mmr_select
 from .tiles import owner_of
 

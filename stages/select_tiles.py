@@ -29,10 +29,6 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from cascade.artifacts import Box, Detection, Image, LayoutRegion, OcrLine, Route
-from cascade.models import ModelName
-from cascade.stage import Stage, StageParams, stage
-from cascade.trace import record
-
 from cascade.evidence import attributes
 from cascade.evidence.blocks import (
     ByFrame,
@@ -46,6 +42,10 @@ from cascade.evidence.documents import located_for
 from cascade.evidence.keyvalue import PATTERNS, key_query, read_key_value
 from cascade.evidence.query import Query, has_cue
 from cascade.evidence.size import text_fit
+from cascade.models import ModelName
+from cascade.stage import Stage, StageParams, stage
+from cascade.trace import record
+
 from .resize import fit_longest_side
 from .tiles import merge_boxes
 

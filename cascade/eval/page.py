@@ -36,7 +36,8 @@ class Page:
         ink: RGB = (20, 20, 20),
         max_height: int = 5000,
     ):
-        from PIL import Image as PILImage, ImageDraw
+        from PIL import Image as PILImage
+        from PIL import ImageDraw
 
         self.width, self.margin, self.paper, self.ink = width, margin, paper, ink
         self.canvas = PILImage.new("RGB", (width, max_height), paper)

@@ -58,7 +58,8 @@ def photograph(
     about `page_fraction` of the photo's width, turned up to ~10 degrees, with its corners moved
     in perspective; ink and paper pulled together (lower contrast), a light gradient and a slight
     blur; written as a JPEG of quality 55-80 to `path`."""
-    from PIL import Image as PILImage, ImageFilter
+    from PIL import Image as PILImage
+    from PIL import ImageFilter
     from skimage.transform import ProjectiveTransform, warp
 
     bg = PILImage.fromarray(photo(background))

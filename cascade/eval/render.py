@@ -21,7 +21,8 @@ def render_text_image(
     color: tuple[int, int, int] = (0, 0, 0),
 ) -> np.ndarray:
     """Black text on white (uint8 HxWx3); `size=(w, h)` fixes the canvas, else it fits the text."""
-    from PIL import Image as PILImage, ImageDraw, ImageFont
+    from PIL import Image as PILImage
+    from PIL import ImageDraw, ImageFont
 
     font = ImageFont.truetype(font_path(bold), font_size)
     x0, y0, x1, y1 = ImageDraw.Draw(PILImage.new("RGB", (1, 1))).textbbox((0, 0), text, font=font)
@@ -43,7 +44,8 @@ def render_sign(
     """A sign: `text` (lines split on '\\n') at `size` px in font file `font` on a plate with a
     border; the plate is only a little larger than the text (`pad`, default size / 3), as on real
     signs; a banner passes a larger `pad`."""
-    from PIL import Image as PILImage, ImageDraw
+    from PIL import Image as PILImage
+    from PIL import ImageDraw
 
     f = load_font(font, size)
     draw = ImageDraw.Draw(PILImage.new("RGB", (1, 1)))
@@ -71,7 +73,8 @@ def render_caption(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Overlay text with a dark outline and no plate (a watermark, a timestamp, a subtitle):
     (RGB pixels, alpha mask in [0, 1]) to blend onto footage."""
-    from PIL import Image as PILImage, ImageDraw
+    from PIL import Image as PILImage
+    from PIL import ImageDraw
 
     f = load_font(font, size)
     stroke = max(1, size // 10)
@@ -127,7 +130,8 @@ def render_document(
     """A page (receipt, invoice, form) of text rows. Each row is a list of spans
     (text, x as a fraction of the text width, 'left' | 'right' | 'center'); a row of no spans is a
     blank line, a span of text '-' a rule across the page."""
-    from PIL import Image as PILImage, ImageDraw
+    from PIL import Image as PILImage
+    from PIL import ImageDraw
 
     f = load_font(font, size)
     step = int(size * spacing)

@@ -13,8 +13,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from cascade.artifacts import Box, Detection, Image, OcrLine
-from cascade.artifacts import frame_key, same_time
+from cascade.artifacts import Box, Detection, Image, OcrLine, frame_key, same_time
 
 __all__ = [
     "ByFrame",

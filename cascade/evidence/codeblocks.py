@@ -48,9 +48,47 @@ _MODIFIERS = (
     r"open|suspend|pub(?:\([^)]*\))?|fileprivate|sealed|partial|readonly)\s+)*"
 )
 _NOT_NAMES = set(
-    """if for while switch catch return sizeof new delete else elif do try with
-function func def fn class struct enum interface trait type typeof await yield throw case
-assert print import from lambda and or not in is""".split()
+    [
+        "if",
+        "for",
+        "while",
+        "switch",
+        "catch",
+        "return",
+        "sizeof",
+        "new",
+        "delete",
+        "else",
+        "elif",
+        "do",
+        "try",
+        "with",
+        "function",
+        "func",
+        "def",
+        "fn",
+        "class",
+        "struct",
+        "enum",
+        "interface",
+        "trait",
+        "type",
+        "typeof",
+        "await",
+        "yield",
+        "throw",
+        "case",
+        "assert",
+        "print",
+        "import",
+        "from",
+        "lambda",
+        "and",
+        "or",
+        "not",
+        "in",
+        "is",
+    ]
 )
 
 _NOT_TYPES = r"(?!(?:return|new|throw|else|delete|await|yield|case|goto|echo|print|not|and|or)\b)"

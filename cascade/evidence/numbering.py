@@ -36,10 +36,28 @@ _CN_DIGITS = {
     "九": 9,
 }
 _CN = "〇零一二三四五六七八九十百两"
-_EN_UNITS = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen "
-    "fourteen fifteen sixteen seventeen eighteen nineteen"
-).split()
+_EN_UNITS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+]
 _EN_TENS = {
     "twenty": 20,
     "thirty": 30,

@@ -25,8 +25,50 @@ __all__ = ["Paragraph", "paragraphs", "split_sentences", "sentence_with"]
 
 MIN_PHRASE_SCORE = 0.5  # least share of the phrase's content words a sentence must hold
 _ABBREVIATIONS = set(
-    """mr mrs ms dr prof st no nos vs etc eg ie fig figs approx dept inc ltd co
-jr sr vol pp p ca cf al est min max jan feb mar apr jun jul aug sep sept oct nov dec""".split()
+    [
+        "mr",
+        "mrs",
+        "ms",
+        "dr",
+        "prof",
+        "st",
+        "no",
+        "nos",
+        "vs",
+        "etc",
+        "eg",
+        "ie",
+        "fig",
+        "figs",
+        "approx",
+        "dept",
+        "inc",
+        "ltd",
+        "co",
+        "jr",
+        "sr",
+        "vol",
+        "pp",
+        "p",
+        "ca",
+        "cf",
+        "al",
+        "est",
+        "min",
+        "max",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+    ]
 )
 _CLOSERS = "\"'”’)]）】」』"
 

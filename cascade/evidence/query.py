@@ -27,7 +27,6 @@ from typing import Literal
 
 from cascade.artifacts import Route
 
-
 __all__ = [
     "Query",
     "TimeOrder",

@@ -283,9 +283,47 @@ _NOT_NAMES = (
     set(_WEEKDAYS)
     | set(_MONTHS)
     | set(
-        """the a an this that these those it its he she
-they we you i on in at to for from by with and or but if when where what which who how why
-please note closed open dear""".split()
+        [
+            "the",
+            "a",
+            "an",
+            "this",
+            "that",
+            "these",
+            "those",
+            "it",
+            "its",
+            "he",
+            "she",
+            "they",
+            "we",
+            "you",
+            "i",
+            "on",
+            "in",
+            "at",
+            "to",
+            "for",
+            "from",
+            "by",
+            "with",
+            "and",
+            "or",
+            "but",
+            "if",
+            "when",
+            "where",
+            "what",
+            "which",
+            "who",
+            "how",
+            "why",
+            "please",
+            "note",
+            "closed",
+            "open",
+            "dear",
+        ]
     )
 )
 _TITLES = {"mr", "mrs", "ms", "dr", "prof", "sir", "madam"}  # the word after one is a name

@@ -10,7 +10,6 @@ its in-memory result cache. Plain JSON: a saved index is data, never code.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from ..artifacts import Box
 from ..cache import LRUCache, content_hash

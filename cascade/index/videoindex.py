@@ -43,7 +43,7 @@ class VideoIndex:
         self.spec = spec
 
     @classmethod
-    def of(cls, value: "VideoIndex | IndexSpec | bool | dict[str, Any] | None") -> "VideoIndex":
+    def of(cls, value: VideoIndex | IndexSpec | bool | dict[str, Any] | None) -> VideoIndex:
         """A VideoIndex from what a stage used on its own may be given (`index=True`, a folder
         mapping, an IndexSpec) or the pipeline's own."""
         if isinstance(value, VideoIndex):

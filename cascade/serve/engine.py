@@ -51,8 +51,8 @@ from .config import ServeConfig
 from .errors import APIError
 from .media import Media, PixelBudget, decode_part, read_part, save_image, scrub
 from .media_ids import MediaIds
-from .mm_params import check_limits, stage_params_of
 from .metrics import Metrics
+from .mm_params import check_limits, stage_params_of
 from .protocol import ChatRequest
 from .readiness import Readiness
 from .uploads import Uploads

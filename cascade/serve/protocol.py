@@ -29,8 +29,9 @@ onto the pipeline's stages (`mm_params`).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 

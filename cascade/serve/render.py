@@ -100,7 +100,8 @@ def overview(
     sources: the original pixels by media index (images); without them the picture is built from
     the evidence itself (a video frame seen whole at low resolution, tiles pasted where they were).
     """
-    from PIL import Image as PILImage, ImageDraw
+    from PIL import Image as PILImage
+    from PIL import ImageDraw
 
     groups: dict[tuple[int, float | None], dict[str, list]] = {}
     for kind, items in (("images", ev.images), ("ocr", ev.ocr_lines), ("dets", ev.detections)):

@@ -16,7 +16,7 @@ they become the request's `cascade.decoding.SamplingParams`).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
@@ -142,9 +142,7 @@ class FilePart(_Strict):
     uuid: MediaId | None = None
 
 
-ContentPart = Annotated[
-    Union[TextPart, ImagePart, VideoPart, FilePart], Field(discriminator="type")
-]
+ContentPart = Annotated[TextPart | ImagePart | VideoPart | FilePart, Field(discriminator="type")]
 
 
 class MMProcessorKwargs(_Strict):

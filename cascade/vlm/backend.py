@@ -121,7 +121,7 @@ class VLM:
         max_pixels: int | None = None,
         longest_edge: int | None = None,
         **opts: Any,
-    ) -> "VLM":
+    ) -> VLM:
         """model: hub id, local folder, or (openai) the served model name; resolution and
         min/max_pixels / longest_edge: the family's image limits (`ImageLimits`); opts go to the
         backend's loader (transformers: kv_cache_bytes, kv_int8, kv_cache, attn_implementation,

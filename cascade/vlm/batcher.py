@@ -44,7 +44,7 @@ from .kv_cache import cache_layers, new_dynamic_cache
 __all__ = ["ContinuousBatcher"]
 
 IDLE_EXIT_S = 10.0  # the loop's thread ends after this long with nothing to decode
-_LIVE: "weakref.WeakSet[ContinuousBatcher]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[ContinuousBatcher] = weakref.WeakSet()
 
 
 @atexit.register

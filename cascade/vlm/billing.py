@@ -35,9 +35,9 @@ def vlm_bill(
     vision_s: float,
     prefill_s: float,
     cached_tokens: int = 0,
-    encoded: "list[ImageCost] | tuple | None" = None,
+    encoded: list[ImageCost] | tuple | None = None,
     fastv_layer: int | None = None,
-    tower: "list[ImageCost] | tuple | None" = None,
+    tower: list[ImageCost] | tuple | None = None,
     images_cached: int = 0,
 ) -> Bill:
     """The bill of one request.

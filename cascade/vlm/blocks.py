@@ -55,7 +55,7 @@ def image_keys(images: list, red: ReductionConfig) -> list[str]:
 
 
 def block_bounds(
-    pre: "PrefixInputs", items: list["ImageInputs"]
+    pre: PrefixInputs, items: list[ImageInputs]
 ) -> tuple[list[tuple[int, int]], list[int]]:
     """([start, end) of each block in the unreduced prefix, index of each image's first visual
     block in `pre.spans`)."""
@@ -69,7 +69,7 @@ def block_bounds(
 
 
 def matching(
-    blocks: list[KVBlock], pre: "PrefixInputs", bounds: list[tuple[int, int]]
+    blocks: list[KVBlock], pre: PrefixInputs, bounds: list[tuple[int, int]]
 ) -> list[KVBlock]:
     """The leading cached blocks whose token ids are this prompt's."""
     n = 0
@@ -78,7 +78,7 @@ def matching(
     return blocks[:n]
 
 
-def joined_layers(blocks: list[KVBlock], ops: "Ops") -> list[tuple[torch.Tensor, torch.Tensor]]:
+def joined_layers(blocks: list[KVBlock], ops: Ops) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Per layer, the (k, v) of consecutive blocks in one tensor each (int8 blocks dequantized)."""
     if not blocks:
         return []
@@ -92,7 +92,7 @@ def joined_layers(blocks: list[KVBlock], ops: "Ops") -> list[tuple[torch.Tensor,
     ]
 
 
-def joined_state(blocks: list[KVBlock], ops: "Ops") -> PrefixState:
+def joined_state(blocks: list[KVBlock], ops: Ops) -> PrefixState:
     """The whole prefix from its cached blocks (every image's block and the text after them)."""
     length = sum(b.length for b in blocks)
     visual = sum(b.visual_tokens for b in blocks)

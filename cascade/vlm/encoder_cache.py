@@ -42,7 +42,7 @@ class EncodedImage:
 
     feats: tuple[torch.Tensor, ...]
     units: tuple[torch.Tensor, ...] | None = None
-    tower_cost: "ImageCost | None" = None
+    tower_cost: ImageCost | None = None
 
     @property
     def nbytes(self) -> int:

@@ -75,10 +75,10 @@ class StoredKV:
     """Per-layer (k, v) of [1, kv_heads, length, head_dim], or, quantized, one QuantizedKV holding
     every layer (leading layer axis): what a prefix state and a cached block hold."""
 
-    layers: "list[tuple[torch.Tensor, torch.Tensor]] | QuantizedKV"
+    layers: list[tuple[torch.Tensor, torch.Tensor]] | QuantizedKV
     quantized: bool
 
-    def kv(self, ops: "Ops | None" = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def kv(self, ops: Ops | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """fp (k, v) per layer; int8 entries are dequantized (all layers in one call) with `ops`
         (default: the `auto` kernels for the entry's device)."""
         if self.quantized:
@@ -112,7 +112,7 @@ class PrefixState(StoredKV):
     encoded: tuple = ()
     images_cached: int = 0
 
-    def to_cache(self, config: Any, ops: "Ops | None" = None) -> Any:
+    def to_cache(self, config: Any, ops: Ops | None = None) -> Any:
         """A fresh DynamicCache holding this prefix (the stored tensors are never written to, so
         the state stays valid for the next question)."""
         return new_dynamic_cache(config, self.kv(ops))
@@ -187,7 +187,7 @@ class KVPrefixCache(LRUCache):
             self.get(keys[n])  # counted as the miss it is
         return found if all(b is not None for b in found) else []
 
-    def put(self, key: str, state: StoredKV, ops: "Ops | None" = None) -> bool:
+    def put(self, key: str, state: StoredKV, ops: Ops | None = None) -> bool:
         """Store `state`, quantized first when int8 (with `ops`: the storing model's kernels;
         default `auto` for its device); False when it is larger than the whole budget."""
         # an empty block (a prefix that ends with its last image) has nothing to quantize

@@ -16,7 +16,8 @@ before the chain (`cascade.vlm.decode`), as OpenAI and vLLM report them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence as Seq
+from collections.abc import Callable
+from collections.abc import Sequence as Seq
 from typing import TYPE_CHECKING
 
 import torch
@@ -30,8 +31,8 @@ Processor = Callable[[torch.Tensor, Seq["Sequence"]], torch.Tensor]
 
 
 def _column(
-    seqs: Seq["Sequence"],
-    value: Callable[["Sequence"], float],
+    seqs: Seq[Sequence],
+    value: Callable[[Sequence], float],
     like: torch.Tensor,
     dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
@@ -40,7 +41,7 @@ def _column(
     ]
 
 
-def constrain(x: torch.Tensor, seqs: Seq["Sequence"]) -> torch.Tensor:
+def constrain(x: torch.Tensor, seqs: Seq[Sequence]) -> torch.Tensor:
     """Tokens a sequence's constraint forbids (a response format's grammar) get -inf."""
     for b, s in enumerate(seqs):
         if s.constraint is not None:
@@ -48,7 +49,7 @@ def constrain(x: torch.Tensor, seqs: Seq["Sequence"]) -> torch.Tensor:
     return x
 
 
-def penalize(x: torch.Tensor, seqs: Seq["Sequence"]) -> torch.Tensor:
+def penalize(x: torch.Tensor, seqs: Seq[Sequence]) -> torch.Tensor:
     """Repetition (vLLM / CTRL: divide a seen token's positive logit by p, multiply a negative
     one), presence (minus once) and frequency (minus per occurrence) penalties."""
     if not any(s.params.penalized for s in seqs):
@@ -66,12 +67,12 @@ def penalize(x: torch.Tensor, seqs: Seq["Sequence"]) -> torch.Tensor:
     return x - pres * seen.to(x.dtype) - freq * counts
 
 
-def temperature(x: torch.Tensor, seqs: Seq["Sequence"]) -> torch.Tensor:
+def temperature(x: torch.Tensor, seqs: Seq[Sequence]) -> torch.Tensor:
     # A greedy row's argmax is taken before this step; 1 keeps its row finite.
     return x / _column(seqs, lambda s: s.params.temperature or 1.0, x)
 
 
-def top_k(x: torch.Tensor, seqs: Seq["Sequence"]) -> torch.Tensor:
+def top_k(x: torch.Tensor, seqs: Seq[Sequence]) -> torch.Tensor:
     if not any(s.params.top_k > 0 for s in seqs):
         return x
     vocab = x.shape[-1]
@@ -82,7 +83,7 @@ def top_k(x: torch.Tensor, seqs: Seq["Sequence"]) -> torch.Tensor:
     return x.masked_fill(x < kth, float("-inf"))
 
 
-def top_p(x: torch.Tensor, seqs: Seq["Sequence"]) -> torch.Tensor:
+def top_p(x: torch.Tensor, seqs: Seq[Sequence]) -> torch.Tensor:
     if not any(s.params.top_p < 1 for s in seqs):
         return x
     p = _column(seqs, lambda s: s.params.top_p, x)
@@ -94,7 +95,7 @@ def top_p(x: torch.Tensor, seqs: Seq["Sequence"]) -> torch.Tensor:
     return x.scatter(-1, idx, srt.masked_fill(drop, float("-inf")))
 
 
-def min_p(x: torch.Tensor, seqs: Seq["Sequence"]) -> torch.Tensor:
+def min_p(x: torch.Tensor, seqs: Seq[Sequence]) -> torch.Tensor:
     if not any(s.params.min_p > 0 for s in seqs):
         return x
     probs = x.softmax(-1)
@@ -105,7 +106,7 @@ def min_p(x: torch.Tensor, seqs: Seq["Sequence"]) -> torch.Tensor:
 PROCESSORS: tuple[Processor, ...] = (temperature, top_k, top_p, min_p)
 
 
-def choose(logits: torch.Tensor, seqs: Seq["Sequence"]) -> torch.Tensor:
+def choose(logits: torch.Tensor, seqs: Seq[Sequence]) -> torch.Tensor:
     """The next token of each row [B] (long)."""
     x = logits
     if any(s.constraint is not None for s in seqs):

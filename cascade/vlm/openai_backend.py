@@ -27,9 +27,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ..decoding import Completion, SamplingParams, TokenLogprob, sampling_params
 from ..errors import CascadeError, InputError
 from .billing import vlm_bill
-from ..decoding import Completion, SamplingParams, TokenLogprob, sampling_params
 from .decode import GREEDY, Generated, OnToken, TokenEvent
 from .families import Family, ImageLimits, load_family
 from .media import as_images

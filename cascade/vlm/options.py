@@ -91,7 +91,7 @@ class ModelSpec(BaseModel):
         return handler(value)
 
     @classmethod
-    def options_class(cls, value: Mapping[str, Any]) -> type["ModelSpec"]:
+    def options_class(cls, value: Mapping[str, Any]) -> type[ModelSpec]:
         """The ModelSpec subclass of the backend a raw entry names (default: transformers)."""
         name = value.get("backend", "transformers")
         if not isinstance(name, str) or name not in BACKENDS:
@@ -117,7 +117,7 @@ class ModelSpec(BaseModel):
         """Hub id or folder whose config and processor give the model's family."""
         return self.id
 
-    def limits(self) -> "ImageLimits":
+    def limits(self) -> ImageLimits:
         """The image limits the model is declared with (`cascade.vlm.families.ImageLimits`)."""
         from .families import ImageLimits
 
@@ -128,7 +128,7 @@ class ModelSpec(BaseModel):
         `VLM.load` by name)."""
         return self.model_dump(exclude=self.shared_fields())
 
-    def load(self) -> "VLM":
+    def load(self) -> VLM:
         """Load the model (no sharing: `cascade.models.DeclaredModel.vlm` shares)."""
         from .backend import VLM
 
@@ -149,12 +149,12 @@ class BackendEntry:
     satisfying `cascade.vlm.backend.Backend`; `options` validates its `models:` entries."""
 
     name: str
-    loader: Callable[..., "Backend"]
+    loader: Callable[..., Backend]
     options: type[ModelSpec]
 
 
 def register_backend(
-    name: str, loader: Callable[..., "Backend"], options: type[ModelSpec] | None = None
+    name: str, loader: Callable[..., Backend], options: type[ModelSpec] | None = None
 ) -> None:
     """Add a backend under `name`. options: its `ModelSpec` subclass (fields of its own, and
     `backend: Literal[name]`); default: the shared fields only. `VLM.load(model, backend=name)`
@@ -204,7 +204,7 @@ class TransformersSpec(ModelSpec):
     )
 
     @model_validator(mode="after")
-    def _position_independent_needs_the_kv_cache(self) -> "TransformersSpec":
+    def _position_independent_needs_the_kv_cache(self) -> TransformersSpec:
         if self.kv_position_independent and self.kv_cache_bytes == 0:
             raise ValueError(
                 "kv_position_independent reuses KV kept in the KV prefix cache: "
@@ -259,13 +259,13 @@ class OpenAISpec(ModelSpec):
         return opts
 
 
-def _load_transformers(model: str, **opts: Any) -> "Backend":
+def _load_transformers(model: str, **opts: Any) -> Backend:
     from .transformers_backend import TransformersBackend
 
     return TransformersBackend.load(model, **opts)
 
 
-def _load_openai(model: str, **opts: Any) -> "Backend":
+def _load_openai(model: str, **opts: Any) -> Backend:
     from .openai_backend import OpenAIBackend
 
     opts.pop("device", None), opts.pop("dtype", None)  # the server decides those

@@ -77,7 +77,7 @@ def shift_of(stored: torch.Tensor, new: torch.Tensor) -> int | None:
     return int(d) if d.numel() == 1 else None
 
 
-def rerotate(runtime: "FamilyRuntime", keys: list[torch.Tensor], shift: int) -> list[torch.Tensor]:
+def rerotate(runtime: FamilyRuntime, keys: list[torch.Tensor], shift: int) -> list[torch.Tensor]:
     """Keys [1, kv_heads, n, head_dim] (one per layer) rotated at positions p, re-rotated to
     p + shift (one rotation for every layer)."""
     if shift == 0 or not keys:

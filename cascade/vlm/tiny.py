@@ -122,7 +122,13 @@ def default_tiny_dir() -> Path:
 
 def _training_text() -> list[str]:
     """A deterministic English corpus from the standard library's docstrings (no downloads)."""
-    import argparse, collections, json as _json, logging, pathlib, textwrap, unittest  # noqa: E401
+    import argparse  # noqa: E401
+    import collections
+    import json as _json
+    import logging
+    import pathlib
+    import textwrap
+    import unittest
 
     docs = []
     for mod in (argparse, collections, _json, logging, pathlib, textwrap, unittest):

@@ -128,7 +128,7 @@ class TransformersBackend:
         kv_recompute_image_tokens: int = 16,
         max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
         **model_kwargs: Any,
-    ) -> "TransformersBackend":
+    ) -> TransformersBackend:
         """Load from a hub id or a local folder. kv_cache_bytes > 0 creates a KVPrefixCache of that
         budget (or pass a shared `kv_cache`); encoder_cache_bytes > 0 (default 256 MiB) an
         `EncoderCache` of the tower's outputs (or pass a shared `encoder_cache`; 0: off);

@@ -60,7 +60,7 @@ class RMSNormPatch:
         self._saved.clear()
         self.patched.clear()
 
-    def __enter__(self) -> "RMSNormPatch":
+    def __enter__(self) -> RMSNormPatch:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -7,7 +7,6 @@ visual tokens and vision-tower FLOPs must be the tokens and FLOPs `full_res` rea
 """
 
 import pytest
-
 from PIL import Image as PILImage
 
 from cascade import QA

@@ -52,13 +52,13 @@ def test_bad_settings_name_the_field(qa, image):
 
 def _pipeline(tmp_path, sampling: str, with_input: bool = True):
     text = (
-        f"""
+        """
 name: sampled
 models:
-  vlm: {{id: Qwen/Qwen2-VL-2B-Instruct}}
+  vlm: {id: Qwen/Qwen2-VL-2B-Instruct}
 inputs:
-  images: {{type: images}}
-  question: {{type: str}}
+  images: {type: images}
+  question: {type: str}
 """
         + ("  sampling: {type: sampling, default: null}\n" if with_input else "")
         + f"""

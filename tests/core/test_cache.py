@@ -56,7 +56,7 @@ def test_lru_evicts_least_recently_used_by_bytes():
     assert "b" not in cache and "a" in cache and "d" in cache
     assert cache.bytes == 300 and cache.evictions == 1
     cache.put("big", np.zeros(250, np.uint8))  # evicts c, a (oldest) to fit
-    assert set(["big"]) <= {k for k in "abcd big".split() if k in cache}
+    assert set(["big"]) <= {k for k in ["abcd", "big"] if k in cache}
     assert cache.bytes <= 300
     assert cache.put("huge", np.zeros(301, np.uint8)) is False and "huge" not in cache
     stats = cache.stats()

@@ -5,8 +5,8 @@ import pytest
 
 from cascade import Pipeline, SpecError
 from cascade.models import release_models
-from cascade.vlm.options import ModelSpec, OpenAISpec, TransformersSpec
 from cascade.vlm import build_tiny_vlm
+from cascade.vlm.options import ModelSpec, OpenAISpec, TransformersSpec
 
 PIPELINE = """\
 name: m

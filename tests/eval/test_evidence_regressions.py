@@ -17,11 +17,11 @@ from cascade.eval.judge import Readers
 from cascade.eval.photos import photo
 from cascade.eval.render import Overlay, render_document, render_sign
 from cascade.eval.video import make_overlay_video
+from cascade.evidence.understanding import understand
 from cascade.models import Models
 from cascade.registry import get_stage_class
 from cascade.stages.detect import bundled_yolo11n
 from cascade.vlm import build_tiny_vlm
-from cascade.evidence.understanding import understand
 
 pytestmark = pytest.mark.slow  # real OCR, YOLO and video decoding: ~1 min in all
 

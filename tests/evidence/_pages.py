@@ -102,7 +102,8 @@ def render_report(
     content: dict, regular: str, bold: str, width: int = 1240, height: int = 1500
 ) -> Page:
     """A report page: centred title, numbered sections, paragraphs and a ruled table."""
-    from PIL import Image as PILImage, ImageDraw, ImageFont
+    from PIL import Image as PILImage
+    from PIL import ImageDraw, ImageFont
 
     page = PILImage.new("RGB", (width, height), "white")
     draw = ImageDraw.Draw(page)
@@ -225,7 +226,8 @@ CODE = {
 
 def render_code(lines: list[str], size: int = 22) -> np.ndarray:
     """A code listing in DejaVu Sans Mono on an off-white editor background."""
-    from PIL import Image as PILImage, ImageDraw, ImageFont
+    from PIL import Image as PILImage
+    from PIL import ImageDraw, ImageFont
 
     font = ImageFont.truetype(font_file("DejaVuSansMono.ttf"), size)
     step = int(size * 1.55)
@@ -254,7 +256,8 @@ def photographed(
 ) -> np.ndarray:
     """The page shrunk, turned, at lower contrast, on a photo, saved as a JPEG; `own_words`
     (text, x, y) are the photo's own big texts (a shop sign, a number on a bus) beside the page."""
-    from PIL import Image as PILImage, ImageDraw, ImageEnhance, ImageFont
+    from PIL import Image as PILImage
+    from PIL import ImageDraw, ImageEnhance, ImageFont
 
     page = ImageEnhance.Contrast(PILImage.fromarray(pixels)).enhance(0.6)
     page = page.resize((page.width * 3 // 5, page.height * 3 // 5), PILImage.BICUBIC)
@@ -305,7 +308,8 @@ NEWS = [  # two columns: (heading, body lines) each
 
 def render_two_columns() -> np.ndarray:
     """A newsletter page: a masthead over two columns of headed stories (no numbering)."""
-    from PIL import Image as PILImage, ImageDraw, ImageFont
+    from PIL import Image as PILImage
+    from PIL import ImageDraw, ImageFont
 
     page = PILImage.new("RGB", (1300, 900), "white")
     draw = ImageDraw.Draw(page)
@@ -336,7 +340,8 @@ RECEIPT = [
 
 def render_receipt() -> np.ndarray:
     """A Chinese till slip: the shop's name over item rows (amounts right-aligned) and totals."""
-    from PIL import Image as PILImage, ImageDraw, ImageFont
+    from PIL import Image as PILImage
+    from PIL import ImageDraw, ImageFont
 
     font = cjk_font()
     page = PILImage.new("RGB", (600, 440), "white")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-from PIL import Image as PILImage, ImageDraw, ImageFont
+from PIL import Image as PILImage
+from PIL import ImageDraw, ImageFont
 
 from cascade.artifacts import Frame, Image
 

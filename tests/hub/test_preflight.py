@@ -7,8 +7,7 @@ import logging
 
 import pytest
 
-from cascade import QA, Pipeline
-from cascade import hub
+from cascade import QA, Pipeline, hub
 from cascade.model_refs import ModelRef, _open_clip_table, hub_or_path, open_clip_weights
 from cascade.preflight import ModelsUnavailable, assess, ensure_models, pipeline_models
 

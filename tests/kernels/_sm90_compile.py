@@ -12,10 +12,11 @@ os.environ.pop("TRITON_INTERPRET", None)
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
+
+from cascade.kernels.kv_quant import triton as kv
 from cascade.kernels.preprocess import triton as pre
 from cascade.kernels.prune import triton as pr
 from cascade.kernels.rmsnorm import triton as rms
-from cascade.kernels.kv_quant import triton as kv
 from cascade.kernels.topk import triton as tk
 
 

@@ -3,7 +3,7 @@ import dataclasses
 import pytest
 import torch
 
-from cascade.kernels.kv_quant import QuantizedKV, dequantize_kv, quantize_kv, reference
+from cascade.kernels.kv_quant import dequantize_kv, quantize_kv
 
 from ._kernel_helpers import (
     DEVICE,

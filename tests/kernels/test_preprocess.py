@@ -1,10 +1,11 @@
 import numpy as np
 import pytest
 import torch
-from ._kernel_helpers import DEVICE, assert_close_first_mismatch, gpu, needs_gpu, poisoned
 from transformers import Qwen2VLImageProcessor
 
 from cascade.kernels.preprocess import patchify_normalize, reference
+
+from ._kernel_helpers import DEVICE, assert_close_first_mismatch, gpu, needs_gpu, poisoned
 
 MEAN, STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
 

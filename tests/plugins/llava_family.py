@@ -33,7 +33,7 @@ class LlavaRuntime(FamilyRuntime):
     """A loaded LLaVA: the image processor's pixels, the processor's placeholder expansion, the
     model's own `get_image_features`."""
 
-    family: "LlavaFamily"
+    family: LlavaFamily
 
     def preprocess(self, images: list[Any]) -> list[ImageInputs]:
         try:

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from cascade import Box, Image, OcrLine
-from cascade.registry import get_stage_class
 from cascade.evidence.intent import IntentScorer, rule_intent
-from cascade.stages.text_embed import bundled_text_model
 from cascade.evidence.understanding import understand
+from cascade.registry import get_stage_class
+from cascade.stages.text_embed import bundled_text_model
 
 THUMB = Image(np.zeros((100, 200, 3), np.uint8)).resized(50, 25)  # source 200x100
 

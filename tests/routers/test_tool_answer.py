@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from cascade import Box, Detection, Image, OcrLine
-from cascade.registry import get_stage_class
 from cascade.evidence.understanding import understand
+from cascade.registry import get_stage_class
 
 FRAME = Image(np.zeros((720, 1280, 3), np.uint8))
 SIGN = [

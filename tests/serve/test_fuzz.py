@@ -12,7 +12,8 @@ import os
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, event, given, settings, strategies as st
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from .conftest import IMAGES, VIDEO, data_url, running_server, small_config, warm
 

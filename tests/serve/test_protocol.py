@@ -8,7 +8,7 @@ from contextlib import ExitStack
 import numpy as np
 import pytest
 
-from cascade.artifacts import Answer, Box, Detection, Evidence, Frame, Image, OcrLine, Route
+from cascade.artifacts import Answer, Evidence
 from cascade.bill import Bill
 from cascade.serve.bill import bill_of, cache_events, openai_usage
 from cascade.serve.config import ServeConfig

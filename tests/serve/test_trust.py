@@ -5,8 +5,6 @@ paths, and a truncated video answers with a warning.
 
 from __future__ import annotations
 
-import json
-
 import httpx
 import pytest
 

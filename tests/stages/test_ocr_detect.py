@@ -164,9 +164,9 @@ def test_ocr_line_angle_follows_turned_text(stage):
 def test_results_saved_before_lines_had_an_angle_read_as_level(stage, tmp_path):
     import json
 
-    from cascade.cache import clear_all_caches
-
     from PIL import Image as PILImage
+
+    from cascade.cache import clear_all_caches
 
     video = tmp_path / "clip.mp4"
     frames = [

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from cascade import Pipeline
-from cascade.stages._retrieval import Embeddings, VectorIndex, mmr_select, normalize
 from cascade.evidence.understanding import understand
+from cascade.stages._retrieval import Embeddings, VectorIndex, mmr_select, normalize
 
 from .conftest import yolo_onnx_path
 

@@ -6,10 +6,10 @@ and processor, no weights), i.e. exactly the visual tokens the VLM will spend on
 import numpy as np
 
 from cascade import Box, Detection, Frame, Image, OcrLine
+from cascade.evidence.understanding import understand
 from cascade.models import Models
 from cascade.registry import get_stage_class
 from cascade.vlm import build_tiny_vlm
-from cascade.evidence.understanding import understand
 
 FULL = Image(np.full((448, 1344, 3), 90, np.uint8), source="wide.png")
 GRID = [FULL.crop(Box(x, 0, x + 448, 448)) for x in (0, 448, 896)]

@@ -20,7 +20,8 @@ def models(tmp_path_factory):
 
 
 def _page() -> Image:
-    from PIL import Image as PILImage, ImageDraw
+    from PIL import Image as PILImage
+    from PIL import ImageDraw
 
     from cascade.eval.fonts import load_font
 

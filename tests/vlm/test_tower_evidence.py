@@ -66,7 +66,8 @@ def test_a_drawn_box_lands_on_its_units_through_the_real_preprocessing(vlm):
 
 def _page(lines, size=(700, 520)):
     """A rendered page with `lines` of text; (pixels, each line's box)."""
-    from PIL import Image as PILImage, ImageDraw
+    from PIL import Image as PILImage
+    from PIL import ImageDraw
 
     from cascade.eval.fonts import load_font
 
@@ -239,7 +240,8 @@ def test_lead_counts_leading_boxes():
 def _tilted_page(lines, angle, size=(700, 460)):
     """`lines` ((x, y), text) rendered and turned `angle` degrees, as a page photographed at an
     angle: (the page, each line alone on a blank page turned alike: where its ink is)."""
-    from PIL import Image as PILImage, ImageDraw
+    from PIL import Image as PILImage
+    from PIL import ImageDraw
 
     from cascade.eval.fonts import load_font
 
@@ -290,7 +292,8 @@ def test_a_line_photographed_at_an_angle_is_kept_whole(vlm):
 def _sign_at_dusk(rows=30, cols=36, unit=28):
     """A small sign on a smooth dark sky crossed by a few dark struts, one unit per `unit` pixels:
     (pixels, the sign's box, its text)."""
-    from PIL import Image as PILImage, ImageDraw
+    from PIL import Image as PILImage
+    from PIL import ImageDraw
 
     from cascade.eval.fonts import load_font
 

@@ -142,7 +142,7 @@ def _function(lang: str, fn: str, helpers: list[str], rng: random.Random) -> lis
         "use std::collections::HashMap;",
         "",  # rust
         f"pub fn {fn}({a}: &str, {b}: usize) -> Result<Vec<u8>, Error> {{",
-        f"    let mut seen = HashMap::new();",
+        "    let mut seen = HashMap::new();",
         f"    let data = {h1}({a})?;",
         f"    seen.insert({a}, {h2}(&data));",
         f"    Ok({h3}(data, {b}))",

@@ -52,14 +52,14 @@ FAMILIES = plugins.families
 """Model type -> the `Family` class serving it (`cascade.plugins.families`)."""
 
 
-def register_family(cls: type["Family"]) -> type["Family"]:
+def register_family(cls: type[Family]) -> type[Family]:
     """Class decorator: the family serves every `config.model_type` in `cls.model_types`."""
     for model_type in cls.model_types:
         FAMILIES.register(model_type, cls)
     return cls
 
 
-def family_for(model_type: str) -> type["Family"]:
+def family_for(model_type: str) -> type[Family]:
     """The family class for a model type; unsupported types list what is supported."""
     cls = FAMILIES.get(model_type)
     if cls is None:
@@ -70,7 +70,7 @@ def family_for(model_type: str) -> type["Family"]:
     return cls
 
 
-def load_family(model: str, limits: "ImageLimits | None" = None) -> "Family":
+def load_family(model: str, limits: ImageLimits | None = None) -> Family:
     """The family of a checkpoint (hub id or folder), from its config and processor: no weights."""
     from transformers import AutoConfig, AutoProcessor
 
@@ -156,14 +156,14 @@ class Family(ABC):
             )
         self._apply_limits()
 
-    def bind(self, model: Any, ops: "Ops") -> Any:
+    def bind(self, model: Any, ops: Ops) -> Any:
         """The `FamilyRuntime` of `model`, a loaded checkpoint of this family, running `ops` (the
         kernels choice). The shapes are read off the loaded model from now on."""
         if "shapes" not in self.__dict__:
             self.__dict__["shapes"] = self.read_shapes(model)
         return self.runtime(self, model, ops)
 
-    def with_limits(self, limits: ImageLimits) -> "Family":
+    def with_limits(self, limits: ImageLimits) -> Family:
         """The same model under other image limits (its shapes are shared)."""
         other = type(self)(self.config, self.processor, limits)
         other.__dict__["shapes"] = self.shapes

@@ -49,7 +49,7 @@ def _edge(size: Any) -> Any:
 class Idefics3Runtime(FamilyRuntime):
     """A loaded Idefics3 / SmolVLM: tiles as visual blocks, 1-D positions renumbered after pruning."""
 
-    family: "Idefics3Family"
+    family: Idefics3Family
 
     # -- inputs ---------------------------------------------------------------------------------
     def preprocess(self, images: list[Any]) -> list[ImageInputs]:

@@ -32,7 +32,7 @@ class Qwen2VLRuntime(FamilyRuntime):
     """A loaded Qwen2-VL / Qwen2.5-VL: preprocessing (fused kernel or the processor), M-RoPE
     prefix, tower (whole, or the kept merge units of a `tower` reduction)."""
 
-    family: "Qwen2VLFamily"
+    family: Qwen2VLFamily
 
     def preprocess(self, images: list[Any]) -> list[ImageInputs]:
         try:

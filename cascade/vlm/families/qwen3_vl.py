@@ -30,7 +30,7 @@ from .qwen2_vl import Qwen2VLFamily, Qwen2VLRuntime
 class Qwen3VLRuntime(Qwen2VLRuntime):
     """A loaded Qwen3-VL: Qwen2-VL's runtime with DeepStack features carried per visual token."""
 
-    family: "Qwen3VLFamily"
+    family: Qwen3VLFamily
 
     # -- tower output: embedding and DeepStack features per token ---------------------------------
     def encode(

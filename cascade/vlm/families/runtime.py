@@ -69,7 +69,7 @@ class FamilyRuntime(ABC):
     `Family.runtime`). family: the weightless description; model: the transformers model; ops:
     the kernels it runs (preprocessing)."""
 
-    def __init__(self, family: Family, model: Any, ops: "Ops"):
+    def __init__(self, family: Family, model: Any, ops: Ops):
         self.family, self.model, self.ops = family, model, ops
         # transformers 5 renamed `past_key_values` to `cache`; accept both (transformers>=4.57).
         params = inspect.signature(self.text_model.forward).parameters
@@ -136,7 +136,7 @@ class FamilyRuntime(ABC):
             "cannot do"
         )
 
-    def tower_cost(self, image: "ImageInputs", keep: list[torch.Tensor]) -> ImageCost:
+    def tower_cost(self, image: ImageInputs, keep: list[torch.Tensor]) -> ImageCost:
         """What the tower costs on one image encoding only the merge units `keep` (per block)."""
         raise InputError(f"reduction 'tower' is not supported for {self.family.name} models")
 

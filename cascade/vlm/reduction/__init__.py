@@ -33,7 +33,6 @@ from .base import (
     register_reduction,
     unit_rows,
 )
-
 from .tower import evidence_units, tower_select
 
 import_submodules(__name__, __path__)

@@ -52,8 +52,8 @@ Where = Literal["none", "after_tower", "before_tower", "in_llm"]
 class Reduced:
     """Kept embeddings [k, D] and the original index [k] (ascending) whose position each takes."""
 
-    embeds: "torch.Tensor"
-    index: "torch.Tensor"
+    embeds: torch.Tensor
+    index: torch.Tensor
 
 
 class Reduction:
@@ -64,7 +64,7 @@ class Reduction:
     where: ClassVar[Where] = "after_tower"
 
     def reduce(
-        self, x: "torch.Tensor", grid: tuple[int, int, int], config: "ReductionConfig", ops: "Ops"
+        self, x: torch.Tensor, grid: tuple[int, int, int], config: ReductionConfig, ops: Ops
     ) -> Reduced:
         """Reduce one image's merged visual tokens x [n, D] laid out on grid (t, h, w)."""
         raise NotImplementedError(
@@ -76,7 +76,7 @@ class Selection(Reduction):
     """An after-tower method that keeps exactly `keep_count(n, keep_ratio)` of n tokens."""
 
     def reduce(
-        self, x: "torch.Tensor", grid: tuple[int, int, int], config: "ReductionConfig", ops: "Ops"
+        self, x: torch.Tensor, grid: tuple[int, int, int], config: ReductionConfig, ops: Ops
     ) -> Reduced:
         import torch
 
@@ -86,12 +86,12 @@ class Selection(Reduction):
             return Reduced(x, torch.arange(n, device=x.device))
         return self.select(x, k, config, ops)
 
-    def select(self, x: "torch.Tensor", k: int, config: "ReductionConfig", ops: "Ops") -> Reduced:
+    def select(self, x: torch.Tensor, k: int, config: ReductionConfig, ops: Ops) -> Reduced:
         """Keep k < n of the tokens x [n, D]."""
         raise NotImplementedError
 
 
-def unit_rows(x: "torch.Tensor") -> "torch.Tensor":
+def unit_rows(x: torch.Tensor) -> torch.Tensor:
     """Rows of x as float32 unit vectors (cosine similarity is then a dot product)."""
     import torch.nn.functional as F
 
@@ -249,7 +249,7 @@ def keep_count(n: int, keep_ratio: float) -> int:
 
 
 def reduce_tokens(
-    x: "torch.Tensor", grid: tuple[int, int, int], config: ReductionConfig, ops: "Ops | None" = None
+    x: torch.Tensor, grid: tuple[int, int, int], config: ReductionConfig, ops: Ops | None = None
 ) -> Reduced:
     """Reduce one image's merged visual tokens x [n, D] laid out on grid (t, h, w), n = t*h*w,
     with the configured after-tower method. `ops`: the kernels the method may use (default: the

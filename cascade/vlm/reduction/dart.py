@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 class Dart(Selection):
     """Keep pivot tokens and the tokens least like them."""
 
-    def select(self, x: "torch.Tensor", k: int, config: ReductionConfig, ops: "Ops") -> Reduced:
+    def select(self, x: torch.Tensor, k: int, config: ReductionConfig, ops: Ops) -> Reduced:
         import torch
 
         # Not the kernel op's "duplicate" method: that scores a token by its cosine to its immediate

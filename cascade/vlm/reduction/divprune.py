@@ -20,12 +20,12 @@ POOL = 128
 class DivPrune(Selection):
     """Keep the most diverse tokens (max-min cosine distance)."""
 
-    def select(self, x: "torch.Tensor", k: int, config: ReductionConfig, ops: "Ops") -> Reduced:
+    def select(self, x: torch.Tensor, k: int, config: ReductionConfig, ops: Ops) -> Reduced:
         index = farthest_points(x, k)
         return Reduced(x.index_select(0, index), index)
 
 
-def farthest_points(x: "torch.Tensor", k: int) -> "torch.Tensor":
+def farthest_points(x: torch.Tensor, k: int) -> torch.Tensor:
     """Greedy max-min (farthest point) selection in cosine distance, seeded with the token least
     like the mean: each pick is the token farthest from everything picked so far (ties to the
     lower index).

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ...kernels.dispatch import Ops
 
 
-def _bin_centres(size: int, bins: int, device) -> "torch.Tensor":
+def _bin_centres(size: int, bins: int, device) -> torch.Tensor:
     import torch
 
     i = torch.arange(bins, device=device)
@@ -34,7 +34,7 @@ class Pool(Reduction):
     where = "after_tower"
 
     def reduce(
-        self, x: "torch.Tensor", grid: tuple[int, int, int], config: ReductionConfig, ops: "Ops"
+        self, x: torch.Tensor, grid: tuple[int, int, int], config: ReductionConfig, ops: Ops
     ) -> Reduced:
         import torch
         import torch.nn.functional as F

@@ -79,7 +79,7 @@ def box_units(
 
 def evidence_units(
     regions: KeepRegions, grid: tuple[int, int, int], margin: int = 1
-) -> list[tuple["torch.Tensor", "torch.Tensor"]]:
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Per box of `regions` (in order), the unit indices (row-major over the merged (t, h, w)
     grid, every frame) it overlaps: (with the margin, without it). Empty boxes are left out."""
     import torch
@@ -99,7 +99,7 @@ def evidence_units(
     return out
 
 
-def _evidence_order(regions: KeepRegions, grid: tuple[int, int, int]) -> list["torch.Tensor"]:
+def _evidence_order(regions: KeepRegions, grid: tuple[int, int, int]) -> list[torch.Tensor]:
     """The unit groups to keep, in order, each kept whole when it fits what is left: the leading
     boxes' own units (the question's target and the lines on its row, `KeepRegions.lead`), then
     their margins, then every other box's own units, then their margins. Every box's own units
@@ -116,7 +116,7 @@ def _evidence_order(regions: KeepRegions, grid: tuple[int, int, int]) -> list["t
     return out
 
 
-def _variance(units: "torch.Tensor") -> "torch.Tensor":
+def _variance(units: torch.Tensor) -> torch.Tensor:
     """Per unit, the variance of its normalized pixel values."""
     import torch
 
@@ -127,7 +127,7 @@ def _variance(units: "torch.Tensor") -> "torch.Tensor":
     return (torch.linalg.vector_norm(x, dim=1).square() - x.sum(1).square() / f) / max(f - 1, 1)
 
 
-def _cells(grid: tuple[int, int, int], keep_ratio: float, device) -> tuple["torch.Tensor", int]:
+def _cells(grid: tuple[int, int, int], keep_ratio: float, device) -> tuple[torch.Tensor, int]:
     """(cell of each unit, number of cells): round(h*sqrt(r)) x round(w*sqrt(r)) per frame, the
     cell of row i being i*oh // h."""
     import torch
@@ -143,7 +143,7 @@ def _cells(grid: tuple[int, int, int], keep_ratio: float, device) -> tuple["torc
     return cell, t * oh * ow
 
 
-def _best_per_cell(score: "torch.Tensor", cell: "torch.Tensor") -> "torch.Tensor":
+def _best_per_cell(score: torch.Tensor, cell: torch.Tensor) -> torch.Tensor:
     """Mask of each cell's highest-scoring unit (ties to the lower index)."""
     import torch
 
@@ -157,7 +157,7 @@ def _best_per_cell(score: "torch.Tensor", cell: "torch.Tensor") -> "torch.Tensor
     return mask
 
 
-def _grow(kept: "torch.Tensor", grid: tuple[int, int, int], n: int) -> "torch.Tensor":
+def _grow(kept: torch.Tensor, grid: tuple[int, int, int], n: int) -> torch.Tensor:
     """`kept` with up to `n` more units: the rings around the kept ones (8-neighbours, per frame),
     nearest ring first; of a ring that does not fit, the units most enclosed by kept ones first
     (a hole, the step of a staircase along a tilted line), then in row-major order."""
@@ -181,11 +181,11 @@ def _grow(kept: "torch.Tensor", grid: tuple[int, int, int], n: int) -> "torch.Te
 
 
 def tower_select(
-    units: "torch.Tensor",
+    units: torch.Tensor,
     grid: tuple[int, int, int],
     keep_ratio: float,
     regions: KeepRegions | None = None,
-) -> "torch.Tensor":
+) -> torch.Tensor:
     """The merge units the `tower` method keeps for one image, ascending.
 
     units: [t*h*w, F] the image's normalized patch values grouped per merge unit (row-major over

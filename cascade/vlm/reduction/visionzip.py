@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 class VisionZip(Selection):
     """Keep the most distinctive tokens and merge the rest into a few contextual ones."""
 
-    def select(self, x: "torch.Tensor", k: int, config: ReductionConfig, ops: "Ops") -> Reduced:
+    def select(self, x: torch.Tensor, k: int, config: ReductionConfig, ops: Ops) -> Reduced:
         import torch
 
         n = x.shape[0]
