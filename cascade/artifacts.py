@@ -60,6 +60,7 @@ class Box:
         return self.width * self.height
 
     def iou(self, other: Box) -> float:
+        """Intersection over union with `other` (0 when neither has area)."""
         ix = max(0.0, min(self.x1, other.x1) - max(self.x0, other.x0))
         iy = max(0.0, min(self.y1, other.y1) - max(self.y0, other.y0))
         inter = ix * iy
@@ -67,11 +68,13 @@ class Box:
         return inter / union if union > 0 else 0.0
 
     def intersects(self, other: Box) -> bool:
+        """Whether the two boxes overlap with positive area."""
         return min(self.x1, other.x1) > max(self.x0, other.x0) and min(self.y1, other.y1) > max(
             self.y0, other.y0
         )
 
     def union(self, other: Box) -> Box:
+        """The smallest box holding both."""
         return Box(
             min(self.x0, other.x0),
             min(self.y0, other.y0),
@@ -80,9 +83,11 @@ class Box:
         )
 
     def pad(self, pixels: float) -> Box:
+        """The box grown by `pixels` on every side."""
         return Box(self.x0 - pixels, self.y0 - pixels, self.x1 + pixels, self.y1 + pixels)
 
     def clip(self, width: float, height: float) -> Box:
+        """The box cut to a `width` x `height` image."""
         return Box(
             min(max(self.x0, 0), width),
             min(max(self.y0, 0), height),
@@ -91,9 +96,11 @@ class Box:
         )
 
     def as_tuple(self) -> tuple[float, float, float, float]:
+        """`(x0, y0, x1, y1)`."""
         return (self.x0, self.y0, self.x1, self.y1)
 
     def to_dict(self) -> dict[str, float]:
+        """JSON-friendly form."""
         return {"x0": self.x0, "y0": self.y0, "x1": self.x1, "y1": self.y1}
 
 
@@ -233,6 +240,7 @@ class Image:
         )
 
     def to_pil(self):
+        """The pixels as a PIL image."""
         from PIL import Image as PILImage
 
         return PILImage.fromarray(self.pixels)
@@ -268,6 +276,7 @@ class Frame(Image):
     index: int = 0
 
     def describe(self) -> dict[str, Any]:
+        """JSON-friendly summary (no pixels), with the frame's time and index."""
         return {**super().describe(), "timestamp": self.timestamp, "index": self.index}
 
 
@@ -286,6 +295,7 @@ class OcrLine:
     angle: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
         return {
             "text": self.text,
             "confidence": self.confidence,
@@ -308,6 +318,7 @@ class Detection:
     timestamp: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
         return {
             "label": self.label,
             "confidence": self.confidence,
@@ -330,6 +341,7 @@ class LayoutRegion:
     timestamp: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
         return {
             "label": self.label,
             "confidence": self.confidence,
@@ -348,6 +360,7 @@ class Route:
     scores: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
         return {"branch": self.branch, "reason": self.reason, "scores": dict(self.scores)}
 
 
@@ -362,6 +375,7 @@ class Evidence:
     scores: tuple[float, ...] = ()  # retrieval scores aligned with `images`, when they exist
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
         return {
             "images": [im.describe() for im in self.images],
             "ocr_lines": [o.to_dict() for o in self.ocr_lines],
@@ -391,6 +405,7 @@ class Answer:
         return {"produced_by": self.produced_by, **self.bill.to_dict()}
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
         d = {
             "text": self.text,
             "produced_by": self.produced_by,

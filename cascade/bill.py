@@ -81,6 +81,7 @@ class Bill:
         return cls(confidence=confidence)
 
     def with_baseline(self, visual_tokens: int, vision_flops: float, prefill_flops: float) -> Bill:
+        """This bill with the full-resolution baseline's visual tokens and FLOPs filled in."""
         return replace(
             self,
             baseline_visual_tokens=int(visual_tokens),

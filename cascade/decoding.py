@@ -222,6 +222,7 @@ class TokenLogprob:
     top: tuple[TokenLogprob, ...] = ()
 
     def to_openai(self, with_top: bool = True) -> dict[str, Any]:
+        """OpenAI's logprobs entry; `with_top`: with `top_logprobs`."""
         d: dict[str, Any] = {
             "token": self.token,
             "logprob": self.logprob,

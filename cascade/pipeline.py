@@ -104,6 +104,7 @@ class Pipeline:
         type_params: dict[str, dict[str, Any]] | None = None,
         model_params: dict[str, Any] | None = None,
     ) -> Pipeline:
+        """A pipeline from YAML text (`label` names it in errors), checked as `load` checks."""
         return cls._build(
             *load_spec(
                 label,
@@ -192,9 +193,11 @@ class Pipeline:
         return self.spec.name
 
     def to_mermaid(self) -> str:
+        """The DAG as a Mermaid flowchart (`cascade graph --format mermaid`)."""
         return self.graph.to_mermaid()
 
     def to_dot(self) -> str:
+        """The DAG in Graphviz DOT (`cascade graph --format dot`)."""
         return self.graph.to_dot()
 
 

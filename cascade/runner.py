@@ -149,6 +149,7 @@ class PipelineResult:
         return self.outputs[key]
 
     def to_dict(self) -> dict[str, Any]:
+        """The outputs and the trace as JSON-friendly values (`cascade run --json`)."""
         from .serialize import to_jsonable
 
         return {"outputs": to_jsonable(self.outputs), "trace": self.trace.to_dict()}

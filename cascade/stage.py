@@ -161,12 +161,14 @@ class Stage:
         return []
 
     def ensure_setup(self) -> None:
+        """Run `setup()` once, thread-safely, before the first run."""
         with self._setup_lock:
             if not self._is_setup:
                 self.setup()
                 self._is_setup = True
 
     def run(self, **inputs: Any) -> Any:  # pragma: no cover - every stage overrides it
+        """The stage's work: typed keyword inputs (the input ports) to its `Outputs` dataclass."""
         raise NotImplementedError
 
     def streams(self) -> bool:
@@ -201,6 +203,7 @@ class Stage:
     @classmethod
     @functools.cache
     def input_ports(cls) -> dict[str, Port]:
+        """The input ports: `run()`'s annotated parameters (one with a default is optional)."""
         hints = cls._hints()
         ports = {}
         for pname, p in inspect.signature(cls.run).parameters.items():
@@ -217,6 +220,7 @@ class Stage:
     @classmethod
     @functools.cache
     def output_ports(cls) -> dict[str, Port]:
+        """The output ports: the fields of the dataclass `run()` is annotated to return."""
         out = cls._hints().get("return")
         if out is None or not dataclasses.is_dataclass(out):
             raise TypeError(
@@ -268,6 +272,7 @@ class Router(Stage):
 
     @classmethod
     def output_ports(cls) -> dict[str, Port]:
+        """The output ports, which must include `route: Route`."""
         ports = super().output_ports()
         if "route" not in ports or ports["route"].type is not Route:
             raise TypeError(f"router '{cls.type_name}' must output 'route: Route'")

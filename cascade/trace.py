@@ -29,6 +29,7 @@ class StageRecord:
     warnings: list[str] = field(default_factory=list)  # e.g. "video truncated: ..." (see `warn`)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
         return {
             "name": self.name,
             "type": self.type,
@@ -69,6 +70,7 @@ class Trace:
         return [f"{rec.name}: {w}" for rec in self.stages for w in rec.warnings]
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form: the run's seconds, counters, warnings and every stage's record."""
         return {
             "pipeline": self.pipeline,
             "seconds": round(self.seconds, 6),
@@ -87,9 +89,11 @@ class StageHook(Protocol):
     Hooks run in the stage's worker thread; an exception in a hook fails the run.
     """
 
-    def before_stage(self, record: StageRecord) -> None: ...
+    def before_stage(self, record: StageRecord) -> None:
+        """Called when a stage is about to run."""
 
-    def after_stage(self, record: StageRecord) -> None: ...
+    def after_stage(self, record: StageRecord) -> None:
+        """Called once a stage's record is final."""
 
 
 _current: contextvars.ContextVar[StageRecord | None] = contextvars.ContextVar(

@@ -148,6 +148,7 @@ class Query:
         return max(s.get("read", 0.0), s.get("count", 0.0), s.get("detail", 0.0))
 
     def describe(self) -> str:
+        """One line of what was understood: the target and its fields (the answer's first route)."""
         parts = [self.target]
         for name, value in (
             ("row", self.row_key),
