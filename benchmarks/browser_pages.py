@@ -32,6 +32,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("YOLO_OFFLINE", "1")
 
+from cascade.provenance import write_results  # noqa: E402
+
 HERE = Path(__file__).parent / "browser_pages"
 
 
@@ -128,7 +130,7 @@ def main() -> None:
     }
     out = Path(args.out) / f"browser_pages_{args.set}{'_quick' if args.quick else ''}_cpu.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, ensure_ascii=False, indent=1), encoding="utf-8")
+    write_results(out, result, bulky=("rows",))
     for g, s in summary.items():
         print(
             f"{g:16s} found {s['found']}/{s['questions']} (full res {s['full_res_found']}), tool "

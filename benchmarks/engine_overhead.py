@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cascade import Pipeline, Stage, StageParams, stage
+from cascade.provenance import write_results
 from cascade.registry import stage_types
 
 
@@ -111,7 +112,7 @@ def main() -> None:
     result["meets_target"] = result["us_per_stage"]["fan_out"]["best"] <= 100.0
     print(json.dumps(result, indent=2))
     if args.out:
-        args.out.write_text(json.dumps(result, indent=2))
+        write_results(args.out, result)
 
 
 if __name__ == "__main__":

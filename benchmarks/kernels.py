@@ -51,6 +51,7 @@ from cascade.kernels.preprocess import reference as pre_ref  # noqa: E402
 from cascade.kernels.prune import reference as prune_ref  # noqa: E402
 from cascade.kernels.rmsnorm import reference as rms_ref  # noqa: E402
 from cascade.kernels.topk import reference as topk_ref  # noqa: E402
+from cascade.provenance import write_results  # noqa: E402
 
 MEAN, STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
 OPS = ("kv_quant", "preprocess", "prune", "rmsnorm", "topk")
@@ -505,7 +506,7 @@ def main(argv=None) -> int:
     slug = re.sub(r"[^a-z0-9]+", "_", ("cpu" if not gpu else name).lower()).strip("_")
     args.out_dir.mkdir(parents=True, exist_ok=True)
     path = args.out_dir / f"kernels_{slug}{'_quick' if args.quick else ''}.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
+    write_results(path, result)
     print(f"wrote {path}")
     return 0
 

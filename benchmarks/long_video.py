@@ -50,6 +50,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import numpy as np  # noqa: E402
 
+from cascade.provenance import write_results  # noqa: E402
+
 FPS, WIDTH, HEIGHT = 25, 480, 270
 FOOTAGE_VERSION = 2
 SIGNS = (
@@ -408,7 +410,7 @@ def main(argv=None) -> int:
         "per_question_growth_longest_vs_shortest_same_process": round(same[-1] / same[0], 3),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    write_results(out.with_suffix(".json"), result)
     plot(result, out.with_suffix(".png"))
     print(
         f"wrote {out.with_suffix('.json')} and .png; per-question growth: index side "

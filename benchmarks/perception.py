@@ -26,6 +26,8 @@ os.environ.setdefault("YOLO_CONFIG_DIR", tempfile.mkdtemp(prefix="yolo-config-")
 
 import numpy as np  # noqa: E402
 
+from cascade.provenance import write_results  # noqa: E402
+
 
 def timed(fn, repeat: int = 1):
     """(best seconds over `repeat` runs, last result)."""
@@ -210,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     out = args.out or Path(__file__).parent / "results" / f"perception_{device}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1) + "\n")
+    write_results(out, results)
     print(f"wrote {out}")
     return 0
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import base64
 import io
-import json
 import os
 import platform
 import socket
@@ -48,6 +47,8 @@ for _k, _v in {
 
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
+
+from cascade.provenance import write_results  # noqa: E402
 
 PIPELINE = """\
 name: ray_bench
@@ -347,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         "output), which is most of their time",
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    write_results(args.out.with_suffix(".json"), result)
     _plot(result, args.out.with_suffix(".png"))
     print(f"wrote {args.out.with_suffix('.json')} and .png", file=sys.stderr)
     return 0

@@ -33,7 +33,6 @@ timings are the architecture's, answers are noise.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -45,6 +44,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from cascade.artifacts import Image  # noqa: E402
+from cascade.provenance import write_results  # noqa: E402
 from cascade.vlm import VLM, ReductionConfig, build_tiny_vlm  # noqa: E402
 
 MODES = ("prefix_only", "exact", "blended")
@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> dict:
     result["wall_s"] = time.perf_counter() - t0
     out = Path(args.out or f"benchmarks/results/reuse{'_quick' if args.quick else ''}_cpu")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=1))
+    write_results(out.with_suffix(".json"), result)
     plot(result, out)
     for s, r in scen.items():
         print(

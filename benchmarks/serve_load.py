@@ -47,6 +47,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from cascade.provenance import write_results
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -440,7 +442,7 @@ def main() -> int:
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    write_results(out.with_suffix(".json"), result)
     _plot(result, out.with_suffix(".png"))
     print(json.dumps(gains))
     print(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.png')}")

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import base64
 import io
-import json
 import os
 import platform
 import re
@@ -48,6 +47,8 @@ for _k, _v in {
 
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
+
+from cascade.provenance import write_results  # noqa: E402
 
 KINDS = ("image", "video", "doc", "streamed", "cancelled", "bad")
 
@@ -391,7 +392,7 @@ def main() -> int:
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=1))
+    write_results(out.with_suffix(".json"), result, bulky=("samples",))
     _plot(result, out.with_suffix(".png"))
     s = result["slopes"]
     print(

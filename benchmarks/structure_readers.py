@@ -24,7 +24,6 @@ not exact. No timing: these numbers do not depend on the machine.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import tempfile
@@ -32,6 +31,8 @@ from collections import Counter
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from cascade.provenance import write_results  # noqa: E402
 
 GENRES = ("heading", "table", "code", "paragraph", "photo_doc", "zh_question")
 TARGETS = ("title", "heading", "cell", "identifier", "fact")
@@ -173,7 +174,7 @@ def main(argv=None) -> dict:
         / "results"
         / f"structure_readers_{args.split}{'_quick' if args.quick else ''}.json"
     )
-    out.write_text(json.dumps(result, indent=1, ensure_ascii=False))
+    write_results(out, result)
     for k, v in result["per_target"].items():
         print(f"{k:24s} {v}")
     print(f"wrote {out}")

@@ -51,7 +51,6 @@ weights: token counts and timings are the architecture's, answers are noise (non
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -69,6 +68,7 @@ from cascade.artifacts import Image  # noqa: E402
 from cascade.eval.build import build_eval_set  # noqa: E402
 from cascade.eval.judge import Readers, normalize, sent_size  # noqa: E402
 from cascade.evidence.understanding import understand  # noqa: E402
+from cascade.provenance import write_results  # noqa: E402
 from cascade.registry import get_stage_class  # noqa: E402
 from cascade.stages._tower_guide import image_regions  # noqa: E402
 from cascade.vlm import VLM, ReductionConfig, build_tiny_vlm, default_tiny_dir  # noqa: E402
@@ -417,7 +417,7 @@ def main(argv: list[str] | None = None) -> dict:
         or f"benchmarks/results/tower_evidence_{args.split}{'_quick' if args.quick else ''}_cpu"
     )
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=1, ensure_ascii=False))
+    write_results(out.with_suffix(".json"), result, bulky=("rows",))
     if "recall" in result:
         rc = result["recall"]
         print(

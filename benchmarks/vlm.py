@@ -54,6 +54,7 @@ from vlm_timing import (
 )
 
 from cascade.artifacts import Image  # noqa: E402
+from cascade.provenance import write_results  # noqa: E402
 from cascade.vlm import VLM, ReductionConfig, build_tiny_vlm  # noqa: E402
 
 TARGETS = {
@@ -377,7 +378,7 @@ def main(argv: list[str] | None = None) -> dict:
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2))
+    write_results(out.with_suffix(".json"), result)
     plot(result, out.with_suffix(".png"))
     print(
         "prefill speedup at keep 0.25: " + ", ".join(f"{m} {v:.2f}x" for m, v in at25.items() if v)

@@ -23,7 +23,6 @@ tools (real OCR / YOLO).
 
 from __future__ import annotations
 
-import json
 import platform
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any
 from ..api import QA
 from ..artifacts import Answer, Image
 from ..cache import clear_all_caches
+from ..provenance import write_results
 from .build import build_eval_set
 from .items import EvalItem
 from .judge import Readers, evidence_order, oracle_needs_high_res, same_span
@@ -224,8 +224,6 @@ def run_bench(
         "ratios": ratios(summary),
         "rows": rows,
     }
-    (out_dir / f"{tag}.json").write_text(
-        json.dumps(result, indent=1, default=str, ensure_ascii=False)
-    )
+    write_results(out_dir / f"{tag}.json", result, bulky=("rows",))
     plot_genres(per_genre, out_dir / f"{tag}.png", split)
     return result

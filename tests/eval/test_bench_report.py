@@ -9,6 +9,7 @@ import pytest
 
 from cascade.eval.bench import run_bench
 from cascade.eval.report import summarize_genres
+from cascade.provenance import read_rows
 
 
 @pytest.mark.slow  # doc_qa twice per question plus the OCR judges: ~1 min
@@ -38,7 +39,8 @@ def test_a_tiny_run_reports_every_figure_per_genre(tmp_path):
         assert head["full_res_visual_tokens"] > 0
         assert 0 < head["hint_tokens_share_of_full_res"] <= 1.5
         assert head["tool_exact"] + len(head["tool_wrong"]) == head["tool_answers"]
-    rows = saved["rows"]
+    assert saved["provenance"]["packages"]["torch"] and saved["rows_file"]
+    rows = read_rows(out)["rows"]  # the per-question rows, beside the summary
     assert {r["genre"] for r in rows} == {"code", "ids"}
     assert {r["role"] for r in rows} == {"cascade", "cascade[hint]", "full_res"}
     assert all("tool_exact" in r for r in rows if r["produced_by"] == "tool")
