@@ -174,7 +174,7 @@ MANIFEST: tuple[Bench, ...] = (
     ),
     Bench(
         "kernels_cpu.json",
-        "kernels.py",
+        "kernels_bench.py",
         ("--threads", "1", "--out-dir", "{dir}"),
         ("--threads", "1", "--quick", "--out-dir", "{dir}"),
         "kernels_cpu_quick.json",

@@ -18,9 +18,12 @@ Sections of the JSON (benchmarks/results/kernels_<device>.json):
 
 CPU timings are taken with torch threads pinned (--threads, default 1) and recorded.
 
-    python benchmarks/kernels.py --quick          # smoke run (CPU: ~1-2 minutes)
-    python benchmarks/kernels.py --threads 1      # CPU record
-    python benchmarks/kernels.py --repeats 50     # on a GPU: timings with the device name
+    python benchmarks/kernels_bench.py --quick          # smoke run (CPU: ~1-2 minutes)
+    python benchmarks/kernels_bench.py --threads 1      # CPU record
+    python benchmarks/kernels_bench.py --repeats 50     # on a GPU: timings with the device name
+
+(Not `benchmarks/kernels.py`: a script of that name would shadow the Hugging Face `kernels`
+package, which transformers imports, for every script run from this folder.)
 """
 
 from __future__ import annotations

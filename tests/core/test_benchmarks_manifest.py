@@ -1,0 +1,48 @@
+"""benchmarks/manifest.py names every committed results file, and the benchmark scripts cannot
+shadow a package: `python benchmarks/x.py` puts benchmarks/ first on sys.path."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from cascade.provenance import ROWS_SUFFIX
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCH))  # the manifest is plain data; nothing else of benchmarks/ imports
+try:
+    from manifest import MANIFEST
+finally:
+    sys.path.remove(str(BENCH))
+
+
+def test_every_results_file_has_one_manifest_entry_and_a_stamp():
+    files = sorted(p.name for p in (BENCH / "results").glob("*.json"))
+    assert sorted(b.file for b in MANIFEST) == files
+    for name in files:
+        data = json.loads((BENCH / "results" / name).read_text(encoding="utf-8"))
+        assert {"commit", "date", "packages", "hardware", "threads"} <= set(data["provenance"])
+        rows = data.get("rows_file")
+        assert rows is None or (rows.endswith(ROWS_SUFFIX) and (BENCH / "results" / rows).is_file())
+
+
+def test_every_manifest_script_exists_and_each_run_writes_where_the_runner_looks():
+    for b in MANIFEST:
+        assert (BENCH / b.script).is_file(), b.script
+        if b.frozen:
+            continue
+        for args in (b.args, b.quick):
+            assert args and any("{dir}" in a for a in args), (b.file, args)
+
+
+def test_no_benchmark_script_shadows_an_installed_package():
+    for script in BENCH.glob("*.py"):
+        if script.stem.startswith("_"):
+            continue
+        spec = importlib.util.find_spec(script.stem)
+        origin = Path(spec.origin).resolve() if spec and spec.origin else None
+        assert spec is None or origin == script.resolve(), (
+            f"benchmarks/{script.name} shadows the installed '{script.stem}' ({spec.origin})"
+        )
