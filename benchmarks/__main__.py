@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .manifest import MANIFEST, Bench
+from .manifest import MANIFEST, Bench, at
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -133,12 +133,8 @@ def run_all(quick: bool, only: list[str], out_dir: Path) -> int:
     return 1 if any("FAILED" in line for line in report) else 0
 
 
-def _at(data: object, path: str) -> object:
-    for part in path.split("."):
-        if not isinstance(data, dict) or part not in data:
-            return None
-        data = data[part]
-    return data
+def _shown(value: object) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
 def table() -> str:
@@ -173,10 +169,11 @@ def table() -> str:
         threads = (prov.get("threads") or {}).get("torch")
         hardware += f", {threads} torch thread(s)" if threads else ""
         headline = "; ".join(
-            f"{p.rsplit('.', 1)[-1] if '.' in p else p} {_at(data, p)}"
-            for p in (bench.headline if bench else ())
+            f"`{p}` = {_shown(at(data, p))}" for p in (bench.headline if bench else ())
         )
         commit = (prov.get("commit") or "?")[:10]
+        if prov.get("stamped_after_the_fact"):
+            commit += " (stamped after the fact)"
         lines.append(
             f"| [{path.name}]({path.name}) | {command} | {commit} | "
             f"{(prov.get('date') or '?')[:10]} | {hardware} | {headline} |"

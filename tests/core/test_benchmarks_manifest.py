@@ -13,7 +13,7 @@ from cascade.provenance import ROWS_SUFFIX
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))  # the manifest is plain data; nothing else of benchmarks/ imports
 try:
-    from manifest import MANIFEST
+    from manifest import MANIFEST, at
 finally:
     sys.path.remove(str(BENCH))
 
@@ -46,3 +46,10 @@ def test_no_benchmark_script_shadows_an_installed_package():
         assert spec is None or origin == script.resolve(), (
             f"benchmarks/{script.name} shadows the installed '{script.stem}' ({spec.origin})"
         )
+
+
+def test_every_headline_names_a_figure_of_its_committed_file():
+    for b in MANIFEST:
+        data = json.loads((BENCH / "results" / b.file).read_text(encoding="utf-8"))
+        for path in b.headline:
+            assert isinstance(at(data, path), (int, float)), (b.file, path)
