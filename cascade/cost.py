@@ -1,4 +1,4 @@
-"""The cost model: FLOPs of a VLM call from first principles (README, "Cost model").
+"""The cost model: FLOPs of a VLM call from first principles (docs/concepts.md, "Cost model").
 
 Only formulas live here; the numbers they take (layer counts, widths, matmul weights, how many
 patches an image becomes and which patches attend to which) come from the model's family

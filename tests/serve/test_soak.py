@@ -1,7 +1,7 @@
 """The soak benchmark's quick mode runs (2 minutes of mixed traffic on the in-process server):
 every kind of request ends as it should, nothing answers 5xx, and the samples and their fits are
-written. The growth figures come from the 30-minute run (README); two minutes only prove the
-instrument works."""
+written. The growth figures come from the 30-minute run (docs/serving.md, "Soak"); two minutes
+only prove the instrument works."""
 
 from __future__ import annotations
 
