@@ -246,7 +246,7 @@ def execute(
     except BaseException:
         # Let what is running finish (threads cannot be killed), then report the first error.
         wait(running)
-        for fut, name in running.items():
+        for name in running.values():
             finish(name)
         raise
     finally:

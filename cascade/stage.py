@@ -50,6 +50,7 @@ import typing
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
@@ -66,7 +67,7 @@ __all__ = ["Stage", "Router", "StageParams", "Port", "Serving", "stage", "run_pa
 
 # id(stage) -> the params it runs with in this run (see `run_params`); empty outside one.
 _RUN_PARAMS: contextvars.ContextVar[Mapping[int, StageParams]] = contextvars.ContextVar(
-    "cascade_run_params", default={}
+    "cascade_run_params", default=MappingProxyType({})
 )
 
 

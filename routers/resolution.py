@@ -88,7 +88,7 @@ class ResolutionRouter(Router):
         ]
         scores = {f"intent_{k}": v for k, v in query.intent_scores}
         if text_lines is not None:
-            text_lines = [l for l in text_lines if any(shows(im, l) for im in images)]
+            text_lines = [ln for ln in text_lines if any(shows(im, ln) for im in images)]
             density = text_density(text_lines, images)
             signal = min(1.0, density / p.text_density_saturation)
             signals["text"] = (p.text_weight, signal)

@@ -222,7 +222,6 @@ class Ocr(Stage):
         return out
 
     def run(self, images: list[Image] | Image, video: Path | VideoSource | None = None) -> Outputs:
-        p = self.params
         saved = self.video_index.results(video, "ocr", self.config_key)
         if saved is not None:
             record(saved_results_loaded=saved.seed(self.cache))

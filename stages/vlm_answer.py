@@ -112,7 +112,7 @@ class VLMAnswer(Stage):
         confidence: float | None
 
     def setup(self) -> None:
-        self.model(self.params.model).vlm  # load (or join) the shared model now, timed as setup
+        _ = self.model(self.params.model).vlm  # load (or join) the shared model now, timed as setup
 
     def streams(self) -> bool:
         return self.params.stream

@@ -558,7 +558,7 @@ def read_english(question: str, intent: Intent) -> dict:
             key_noun=field_noun or noun,
             answer_type={"number": "id", "date": "date"}.get(key, "amount"),
         )
-    elif "count" in intent.matched and (label or not intent.matched == ("read",)):
+    elif "count" in intent.matched and (label or intent.matched != ("read",)):
         found.update(target="object_count", answer_type="count", label=label)
     elif (
         paragraph

@@ -170,9 +170,8 @@ def _ends_sentence(text: str, i: int) -> bool:
     word = re.search(r"([^\W\d_]+)\.?$", text[:i].replace(".", ""))
     prev = word.group(1).lower() if word else ""
     before = text[:i].split()[-1] if text[:i].split() else ""
-    if prev in _ABBREVIATIONS or re.fullmatch(r"(?:[A-Za-z]\.)*[A-Za-z]", before):
-        return False  # Dr. Smith, J. Doe, U.S.
-    return True
+    # not after Dr. Smith, J. Doe, U.S.
+    return not (prev in _ABBREVIATIONS or re.fullmatch(r"(?:[A-Za-z]\.)*[A-Za-z]", before))
 
 
 def split_sentences(text: str) -> list[tuple[int, int]]:

@@ -219,10 +219,8 @@ def bill_markdown(bill: dict[str, Any]) -> str:
     ]
     lines = ["| | cascade | full-res baseline | saving |", "|---|---:|---:|---:|"]
     for name, ours, base, saving in rows:
-        if base and not ours:  # a tool answered: the VLM never ran
-            shown = "no VLM call"
-        else:
-            shown = "—" if not saving else f"{saving:.1f}x"
+        # no VLM call: a tool answered, the VLM never ran
+        shown = "no VLM call" if base and not ours else "—" if not saving else f"{saving:.1f}x"
         lines.append(f"| {name} | {cell(ours)} | {cell(base)} | {shown} |")
     base_s, estimated = _baseline_seconds(bill)
     lines.append(

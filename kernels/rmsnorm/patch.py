@@ -97,7 +97,8 @@ def patch_rmsnorm(model: nn.Module, impl: str = "auto") -> RMSNormPatch:
             handle.skipped[cls.__name__] = "its forward differs from Qwen2RMSNorm numerics"
             continue
 
-        def forward(hidden_states, _m=module, _eps=eps, _impl=_implementation(impl, weight)):
+        # The defaults bind this module's weight, eps and launcher now, once per patched class.
+        def forward(hidden_states, _m=module, _eps=eps, _impl=_implementation(impl, weight)):  # noqa: B008
             return _impl.rms_norm(hidden_states, _m.weight, _eps)
 
         handle._saved.append((module, module.__dict__.get("forward", _MISSING)))

@@ -57,7 +57,7 @@ class Ingress:
         for served in self.engine.models.values():
             for declared in served.qa.pipeline.models.values():
                 try:
-                    declared.family
+                    _ = declared.family  # reading it loads it
                 except CascadeError as e:  # the stage that needs it reports it per request
                     log.warning("model '%s': %s", declared.name, e)
 
