@@ -118,7 +118,7 @@ def bench_faiss(quick: bool) -> dict:
             idx.search(queries[:1], 10)
             single, _ = timed(lambda idx=idx: [idx.search(q[None], 10) for q in queries], repeat=3)
             _, ids = idx.search(queries, 10)
-            recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids, ref)])
+            recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids, ref, strict=True)])
             out[f"{kind}_{n}"] = {
                 "build_seconds": round(build, 3),
                 "query_ms": round(single / len(queries) * 1e3, 3),

@@ -245,7 +245,7 @@ class Session:
 
     def ask(self, question: str, **kwargs: Any) -> Answer:
         """The next turn; kwargs as `QA.ask` (on_token, max_new_tokens, ...)."""
-        history = list(zip(self.questions, (a.text for a in self.turns)))
+        history = list(zip(self.questions, (a.text for a in self.turns), strict=False))
         if "history" not in self.qa.pipeline.spec.inputs:
             history = []  # a pipeline without a history input answers each turn on its own
         answer = self.qa.ask(self.media, question, history=history, **kwargs)

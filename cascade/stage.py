@@ -225,7 +225,9 @@ class Stage:
             )
         return {
             f.name: Port(f.name, t)
-            for f, t in zip(dataclasses.fields(out), typing.get_type_hints(out).values())
+            for f, t in zip(
+                dataclasses.fields(out), typing.get_type_hints(out).values(), strict=False
+            )
         }
 
     @classmethod

@@ -73,7 +73,10 @@ def is_assignable(src: Any, dst: Any) -> bool:
             return is_assignable(_item(src), _item(dst))
         if s_origin is not d_origin:
             return False
-        return all(is_assignable(a, b) for a, b in zip(typing.get_args(src), typing.get_args(dst)))
+        return all(
+            is_assignable(a, b)
+            for a, b in zip(typing.get_args(src), typing.get_args(dst), strict=False)
+        )
     if s_origin is not None:  # list[Image] into a port typed plain `list`
         return isinstance(dst, type) and isinstance(s_origin, type) and issubclass(s_origin, dst)
     if dst is float and src is int:

@@ -178,7 +178,9 @@ class Layout(Stage):
         h, w = pixels.shape[:2]
         found = [
             (str(label), float(score), Box(*map(float, box)).clip(w, h))
-            for box, score, label in zip(res.boxes or [], res.scores or [], res.class_names or [])
+            for box, score, label in zip(
+                res.boxes or [], res.scores or [], res.class_names or [], strict=False
+            )
         ]
         return sorted(found, key=lambda f: (f[2].y0, f[2].x0))  # reading order
 

@@ -389,7 +389,7 @@ class SelectTiles(Stage):
             spent = sum(self._tokens(c) for c in shrunk)
             text = [
                 a.line_height * c.scale[1]
-                for c, (_, held, _) in zip(shrunk, picks)
+                for c, (_, held, _) in zip(shrunk, picks, strict=False)
                 for a in held
                 if a.key in plausible and a.line_height
             ]
@@ -399,7 +399,7 @@ class SelectTiles(Stage):
                 return (
                     [
                         (c, sum(a.weight for a in held) + bonus)
-                        for c, (_, held, bonus) in zip(shrunk, picks)
+                        for c, (_, held, bonus) in zip(shrunk, picks, strict=False)
                     ],
                     spent,
                     f,

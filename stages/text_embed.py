@@ -70,7 +70,7 @@ def documents(
         if i is not None and det.confidence >= min_confidence:
             labels[i][det.label] = labels[i].get(det.label, 0) + 1
     docs = []
-    for t, lab in zip(texts, labels):
+    for t, lab in zip(texts, labels, strict=False):
         objects = ", ".join(f"{n} {name}" if n > 1 else name for name, n in sorted(lab.items()))
         docs.append(". ".join(part for part in (" ".join(t), objects) if part))
     return docs
@@ -137,7 +137,7 @@ class TextEmbed(Stage):
                     convert_to_numpy=True,
                     show_progress_bar=False,
                 )
-            for t, v in zip(todo, normalize(vecs)):
+            for t, v in zip(todo, normalize(vecs), strict=True):
                 found[t] = v
                 self.cache.put(t, v)
         for i, t in enumerate(texts):

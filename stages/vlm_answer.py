@@ -193,7 +193,10 @@ class VLMAnswer(Stage):
         items = [
             bound_pixels(as_image_list(c["images"]), p.min_pixels, p.max_pixels) for c in calls
         ]
-        requests = [(ims, _prompt(c["question"], c.get("hint"))) for ims, c in zip(items, calls)]
+        requests = [
+            (ims, _prompt(c["question"], c.get("hint")))
+            for ims, c in zip(items, calls, strict=True)
+        ]
         results = declared.vlm.generate_batch(
             requests,
             max_new_tokens=p.max_new_tokens,
@@ -201,7 +204,7 @@ class VLMAnswer(Stage):
             system_prompt=p.system_prompt,
             sampling=self.sampling(None),
         )
-        for ims, r in zip(items, results):
+        for ims, r in zip(items, results, strict=True):
             record_bill(r.bill, vlm_batch_size=len(calls))
             yield self.Outputs(
                 Answer(

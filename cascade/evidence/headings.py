@@ -363,7 +363,7 @@ def _heads_above_topic(page: Page, heads: list[_Head], topic: str) -> list[Headi
     if best < 0.5:
         return []
     out = []
-    for ln, score in zip(body, scores):
+    for ln, score in zip(body, scores, strict=True):
         head = _head_above(heads, ln) if score == best else None
         if head is not None:
             out.append(head.emit(page, "heading", score))

@@ -288,7 +288,7 @@ def counted_label(question: str) -> str | None:
     start = next(
         (
             i + 1
-            for i, (a, b) in enumerate(zip(words, words[1:] + [""]))
+            for i, (a, b) in enumerate(zip(words, words[1:] + [""], strict=True))
             if (a, b) == ("how", "many") or a in ("count", "number")
         ),
         0,

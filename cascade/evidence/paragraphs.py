@@ -87,7 +87,11 @@ class Paragraph:
     def lines_between(self, start: int, end: int) -> list[OcrLine]:
         """The lines that hold text[start:end]."""
         ends = self.starts[1:] + (len(self.text) + 1,)
-        return [ln for ln, s, e in zip(self.lines, self.starts, ends) if s < end and e > start]
+        return [
+            ln
+            for ln, s, e in zip(self.lines, self.starts, ends, strict=True)
+            if s < end and e > start
+        ]
 
 
 def _join(parts: Sequence[str]) -> tuple[str, tuple[int, ...]]:

@@ -147,7 +147,7 @@ class Metrics:
     def value(self, name: str, labels: tuple[str, ...]) -> float:
         """A counter's current value (0 when that label set was never counted)."""
         names = _COUNTERS[name][1]
-        got = self.registry.get_sample_value(name, dict(zip(names, labels)))
+        got = self.registry.get_sample_value(name, dict(zip(names, labels, strict=True)))
         return 0.0 if got is None else got
 
     def render(self) -> str:

@@ -453,13 +453,15 @@ class TransformersBackend:
             # Vision: each distinct image once (the encoder cache's, or all the rest in one tower call).
             unique: dict[str, Any] = {}
             for hashes, images, _, _ in parsed:
-                for h, im in zip(hashes, images):
+                for h, im in zip(hashes, images, strict=True):
                     unique.setdefault(h, im)
-            items = dict(zip(unique, fam.preprocess([im.to_pil() for im in unique.values()])))
+            items = dict(
+                zip(unique, fam.preprocess([im.to_pil() for im in unique.values()]), strict=True)
+            )
             enc = self.engine.encode_images(list(unique.values()), list(items.values()), red)
-            per_image = dict(zip(unique, enc.images))
+            per_image = dict(zip(unique, enc.images, strict=True))
             fresh = {
-                h for h, f in zip(unique, enc.fresh) if f
+                h for h, f in zip(unique, enc.fresh, strict=True) if f
             }  # the tower ran on these in this call
             vision_s = enc.vision_s
 
@@ -481,7 +483,7 @@ class TransformersBackend:
                 costs = [self.family.image_cost(im.width, im.height) for im in images]
                 tower = list(a.tower_costs) if a.tower_costs is not None else costs
                 encoded = []
-                for h, c in zip(hashes, tower):
+                for h, c in zip(hashes, tower, strict=True):
                     if (
                         h in fresh and h not in billed
                     ):  # a shared image's tower cost: its first request
@@ -518,7 +520,7 @@ class TransformersBackend:
         sync(self.device)
         prefill_s = min(g.t_first for g in gens) - t
         results = []
-        for gen, (_, _, a, n_sfx, costs, encoded, cached) in zip(gens, seqs):
+        for gen, (_, _, a, n_sfx, costs, encoded, cached) in zip(gens, seqs, strict=False):
             n_vis = int((a.ids == fam.image_token_id).sum())
             bill = vlm_bill(
                 self.family,

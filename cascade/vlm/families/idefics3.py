@@ -68,7 +68,7 @@ class Idefics3Runtime(FamilyRuntime):
         pixels, mask = enc["pixel_values"], enc.get("pixel_attention_mask")
         side = self.family.tile_side
         out, start = [], 0
-        for rows, cols in zip(enc["rows"][0], enc["cols"][0]):
+        for rows, cols in zip(enc["rows"][0], enc["cols"][0], strict=True):
             n = rows * cols + 1 if rows or cols else 1  # tiles + the global image
             tensors = {"pixel_values": pixels[:, start : start + n]}
             if mask is not None:
@@ -114,10 +114,10 @@ class Idefics3Runtime(FamilyRuntime):
         is_img = (ids == self.image_token_id).int()
         edges = torch.diff(is_img, prepend=is_img.new_zeros(1), append=is_img.new_zeros(1))
         starts, ends = (edges == 1).nonzero().squeeze(1), (edges == -1).nonzero().squeeze(1)
-        spans = list(zip(starts.tolist(), ends.tolist()))
+        spans = list(zip(starts.tolist(), ends.tolist(), strict=True))
         grids = [g for im in images for g in im.blocks]
         if len(spans) != len(grids) or any(
-            e - s != t * h * w for (s, e), (t, h, w) in zip(spans, grids)
+            e - s != t * h * w for (s, e), (t, h, w) in zip(spans, grids, strict=False)
         ):
             raise InputError(
                 f"the processor wrote {len(spans)} runs of {tok} for {len(grids)} image "

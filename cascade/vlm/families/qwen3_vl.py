@@ -40,14 +40,14 @@ class Qwen3VLRuntime(Qwen2VLRuntime):
         if keep is not None:
             out, sizes = self.encode_kept(vi, keep)
             main = out.pooler_output.split(sizes)
-            levels = list(zip(*[d.split(sizes) for d in out.deepstack_features]))
+            levels = list(zip(*[d.split(sizes) for d in out.deepstack_features], strict=True))
         else:
             out = self.model.model.get_image_features(
                 vi["pixel_values"], vi["image_grid_thw"].to(self.device)
             )
-            main, levels = out.pooler_output, list(zip(*out.deepstack_features))
+            main, levels = out.pooler_output, list(zip(*out.deepstack_features, strict=True))
         # per image: its embedding and its feature at every DeepStack level
-        return [torch.cat([m, *deep], dim=-1) for m, deep in zip(main, levels)]
+        return [torch.cat([m, *deep], dim=-1) for m, deep in zip(main, levels, strict=True)]
 
     def _tower_inputs(
         self, grid: torch.Tensor, rows: torch.Tensor, keep: list[torch.Tensor], units: torch.Tensor
