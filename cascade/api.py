@@ -38,7 +38,8 @@ class QA:
     pipeline: shipped pipeline name (`cascade run` names) or a YAML path.
     model: VLM to use (hub id or local dir); sets `id` on every model the pipeline declares.
     device: "cpu", "cuda", ...; set on every declared model and every stage with a `device` param.
-    overrides: more settings by dotted path, e.g. {"retrieve.top_k": 4, "models.vlm.keep_ratio": 0.5}.
+    overrides: more settings by dotted path, e.g. {"retrieve.top_k": 4, "models.vlm.keep_ratio":
+    0.5}.
     type_overrides: params for every stage of a type, e.g. {"clip_embed": {"pretrained": None}}.
     model_options: fields set on every model the pipeline declares, e.g. {"max_num_seqs": 8}.
     """
@@ -122,7 +123,8 @@ class QA:
         on_token: Callable[[Any], Any] | None = None,
         **inputs: Any,
     ) -> Answer:
-        """Answer `question` about `media` (a video path, image paths/arrays/PIL images, or one image).
+        """Answer `question` about `media` (a video path, image paths/arrays/PIL images, or one
+        image).
 
         history: the conversation's earlier (question, answer) turns, put into the VLM's prompt
         (needs a pipeline with a `history` input; every shipped VLM pipeline has one).

@@ -82,7 +82,8 @@ def nbytes_of(value: Any) -> int:
 class LRUCache:
     """A thread-safe LRU mapping bounded by the bytes of its values, with hit/miss/evict counters.
 
-    A value larger than the whole budget is not stored (it would evict everything and still not fit).
+    A value larger than the whole budget is not stored (it would evict everything and still not
+    fit).
     """
 
     def __init__(self, max_bytes: int, size_of=nbytes_of):

@@ -143,7 +143,8 @@ class VLMAnswer(Stage):
             raise InputError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         limit = p.max_new_tokens if max_new_tokens is None else max_new_tokens
         on_token = claim_stream(self.name) if self.streams() else None
-        # The model is thread-safe: concurrent runs' decoding shares one batch (`cascade.vlm.batcher`).
+        # The model is thread-safe: concurrent runs' decoding shares one batch
+        # (`cascade.vlm.batcher`).
         r = declared.vlm.generate(
             items,
             text,

@@ -9,7 +9,8 @@ Kind = Literal["read", "doc", "count", "scene"]
 MediaKind = Literal["video", "images", "document"]
 SPLITS: tuple[str, ...] = ("dev", "test")
 
-# genre -> what its questions ask. Every genre is in both splits; `cascade bench` reports each apart.
+# genre -> what its questions ask. Every genre is in both splits; `cascade bench` reports each
+# apart.
 GENRES: dict[str, str] = {
     "video_sign": "a small sign (12-24 px text) shown ~2 s in a 10 s video, with a caption and often "
     "a second sign as distractors",

@@ -37,8 +37,8 @@ PATTERNS = {
         rf"\b{_MONTHS}\s+\d{{1,2}},?\s+\d{{4}}(?!\d)|\d{{4}}年\d{{1,2}}月\d{{1,2}}[日号]",
         re.I,
     ),
-    # an id may be printed in groups ("2231 9920 1184", "+1 555 201 3344", an IBAN): the whole run of
-    # groups is the id, or a tool would answer its first group
+    # an id may be printed in groups ("2231 9920 1184", "+1 555 201 3344", an IBAN): the whole run
+    # of groups is the id, or a tool would answer its first group
     "id": re.compile(
         r"(?<![A-Za-z0-9_.+])(?:\+\d{1,3}(?: \d{2,5})+"  # a phone number
         r"|[A-Z]{2}\d{2}(?: [A-Z0-9]{4}){2,}(?: [A-Z0-9]{1,3})?"  # an IBAN

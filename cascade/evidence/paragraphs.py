@@ -2,10 +2,10 @@
 
 Lines join into a paragraph when one sits right below another (a gap under ~1 line height, the
 columns overlapping, about the same height) unless the layout model put them in two different
-text regions; headings and cells of a layout table never join a paragraph. Line breaks are undone as the script
-wants (a space between Latin words, nothing between CJK characters, a hyphenated word put back
-together). Sentences end at . ! ? … and at the CJK 。！？; a '.' ends one only before a space and a
-capital, a digit or a CJK character, and not after a known abbreviation or a single initial.
+text regions; headings and cells of a layout table never join a paragraph. Line breaks are undone as
+the script wants (a space between Latin words, nothing between CJK characters, a hyphenated word put
+back together). Sentences end at . ! ? … and at the CJK 。！？; a '.' ends one only before a space
+and a capital, a digit or a CJK character, and not after a known abbreviation or a single initial.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ A `Query` says what the question asks for, so no stage re-derives it from the st
 - `cues`: the question's own content words (exact words; Chinese as character bigrams, the
   standard way to match unsegmented CJK text), `language` ("en", "zh", "other").
 
-`Query.describe()` is what the route reports: `table_cell row='Express 12' col='Dep.' answer=cell lang=en`.
+`Query.describe()` is what the route reports: `table_cell row='Express 12' col='Dep.' answer=cell
+lang=en`.
 """
 
 from __future__ import annotations

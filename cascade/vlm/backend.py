@@ -27,7 +27,8 @@ __all__ = ["Backend", "VLM", "Stream"]
 class Backend(Protocol):
     """What a backend provides. `family`: the model's family (None where it is not known, e.g. a
     served model without a local config); it prices images and FLOPs. kv_cache: the KV prefix
-    cache (None when off or run by a server); the counters count vision-tower runs in this process."""
+    cache (None when off or run by a server); the counters count vision-tower runs in this
+    process."""
 
     name: str
     model_id: str

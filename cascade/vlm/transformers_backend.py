@@ -134,10 +134,10 @@ class TransformersBackend:
         `EncoderCache` of the tower's outputs (or pass a shared `encoder_cache`; 0: off);
         kv_position_independent: also reuse an image's KV where it moved in the prompt,
         recomputing its first `kv_recompute_image_tokens` visual tokens and all text
-        (`cascade.vlm.position_free`: approximate, off by default); limits: the family's image limits; `kernels` picks
-        Triton or torch for the fused ops (class docstring); max_num_seqs: the most rows one
-        batched decode step runs (class docstring). The model type and the limits are checked
-        before any weight loads."""
+        (`cascade.vlm.position_free`: approximate, off by default); limits: the family's image
+        limits; `kernels` picks Triton or torch for the fused ops (class docstring); max_num_seqs:
+        the most rows one batched decode step runs (class docstring). The model type and the limits
+        are checked before any weight loads."""
         from transformers import AutoModelForImageTextToText
 
         family = load_family(model, limits)
@@ -450,7 +450,8 @@ class TransformersBackend:
                     )
                 )
 
-            # Vision: each distinct image once (the encoder cache's, or all the rest in one tower call).
+            # Vision: each distinct image once (the encoder cache's, or all the rest in one tower
+            # call).
             unique: dict[str, Any] = {}
             for hashes, images, _, _ in parsed:
                 for h, im in zip(hashes, images, strict=True):

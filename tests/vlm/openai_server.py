@@ -1,7 +1,8 @@
 """A minimal OpenAI-compatible chat server over the transformers backend (test helper only).
 
 Serves POST /v1/chat/completions (plain and streamed as server-sent events) and the same under
-/v1/quiet/..., which leaves `prompt_tokens_details.image_tokens` out of the usage, as some servers do.
+/v1/quiet/..., which leaves `prompt_tokens_details.image_tokens` out of the usage, as some servers
+do.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Printed pages: multi-section documents (titles, headings), tables, notices with facts inside
 paragraphs, and letters with ids among other numbers. Each page builder returns the pixels and
-the gold spans with their boxes, so other genres (photographed pages, Chinese questions) reuse it."""
+the gold spans with their boxes, so other genres (photographed pages, Chinese questions) reuse
+it."""
 
 from __future__ import annotations
 

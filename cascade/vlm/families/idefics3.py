@@ -1,11 +1,12 @@
-"""Idefics3 and SmolVLM: SigLIP-style tower on fixed-size tiles + pixel-shuffle connector, Llama-style
-decoder with ordinary 1-D RoPE positions.
+"""Idefics3 and SmolVLM: SigLIP-style tower on fixed-size tiles + pixel-shuffle connector,
+Llama-style decoder with ordinary 1-D RoPE positions.
 
 The image processor resizes an image (longest edge to `size["longest_edge"]`), splits it into
 rows x cols square tiles of `max_image_size` plus one downscaled global image (a small image is
 just the global one), and the processor writes, per image::
 
-    <fake_token_around_image><row_1_col_1><image>*S ... <fake_token_around_image><row_r_col_c><image>*S\\n
+    <fake_token_around_image><row_1_col_1><image>*S ...
+    <fake_token_around_image><row_r_col_c><image>*S\\n
     \\n<fake_token_around_image><global-img><image>*S<fake_token_around_image>
 
 with S = image_seq_len = (tile / patch / scale_factor)^2 tokens per tile. Each tile is one visual

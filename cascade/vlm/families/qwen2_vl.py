@@ -97,9 +97,9 @@ class Qwen2VLRuntime(FamilyRuntime):
     def image_inputs(self, images: list[Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """(pixel_values [N, 3*T*ps*ps] on the device, image_grid_thw [n_images, 3]) of PIL images.
 
-        The fused cascade.kernels op (through `ops`, the backend's `kernels` choice) when it reproduces
-        the processor; the image processor itself otherwise (another resize backend, a non-RGB
-        image). Either way the result equals the processor's."""
+        The fused cascade.kernels op (through `ops`, the backend's `kernels` choice) when it
+        reproduces the processor; the image processor itself otherwise (another resize backend, a
+        non-RGB image). Either way the result equals the processor's."""
         ip = self.family.processor.image_processor
         if not (self.family.kernel_preprocessing and all(im.mode == "RGB" for im in images)):
             lo, hi = self.family.pixel_budget

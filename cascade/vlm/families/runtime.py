@@ -38,8 +38,8 @@ __all__ = ["FamilyRuntime", "ImageInputs", "PrefixInputs"]
 @dataclass
 class ImageInputs:
     """One preprocessed image: the vision tower's inputs for it alone (`tensors`, collated with
-    other images' by `FamilyRuntime.collate`), the token grid (t, h, w) of each of its visual blocks, and
-    whatever else the placeholder expansion needs (`meta`)."""
+    other images' by `FamilyRuntime.collate`), the token grid (t, h, w) of each of its visual
+    blocks, and whatever else the placeholder expansion needs (`meta`)."""
 
     tensors: dict[str, torch.Tensor]
     blocks: list[tuple[int, int, int]]
