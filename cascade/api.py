@@ -80,7 +80,8 @@ class QA:
             )
 
     def _media_input(self, media: Any) -> str:
-        """Which input `media` goes to, for pipelines (the baselines) that take a video or images."""
+        """Which input `media` goes to, for pipelines (the baselines) that take a video or
+        images."""
         if len(self.media_inputs) == 1:
             return self.media_inputs[0]
         is_video = isinstance(media, (str, Path)) and Path(media).suffix.lower() in _VIDEO_SUFFIXES

@@ -62,7 +62,8 @@ def content_hash(obj: Any, key: str = "") -> str:
 
 
 def nbytes_of(value: Any) -> int:
-    """Bytes held by tensors/arrays inside `value` (containers and dataclass-like objects walked)."""
+    """Bytes held by tensors/arrays inside `value` (containers and dataclass-like objects
+    walked)."""
     if hasattr(value, "nbytes") and not isinstance(value, (list, tuple, dict)):
         n = value.nbytes
         return int(n() if callable(n) else n)

@@ -90,7 +90,8 @@ def _history(name: str, value: Any) -> list[tuple[str, str]]:
 
 
 def coerce(name: str, type_: str, value: Any) -> Any:
-    """Convert one input value to the pipeline input type `type_` (see cascade.types.INPUT_TYPES)."""
+    """Convert one input value to the pipeline input type `type_` (see
+    cascade.types.INPUT_TYPES)."""
     try:
         if type_ == "str":
             return _text(name, value)

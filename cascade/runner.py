@@ -140,7 +140,8 @@ class Plan:
 
 @dataclass
 class PipelineResult:
-    """The outputs a pipeline declared (None for one whose stages were all skipped) and its trace."""
+    """The outputs a pipeline declared (None for one whose stages were all skipped) and its
+    trace."""
 
     outputs: dict[str, Any]
     trace: Trace

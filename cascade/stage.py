@@ -120,7 +120,8 @@ class Serving:
 
 
 class Stage:
-    """Base class of all stages. Subclass, define `Params`, `Outputs` and `run`, then `@stage(...)`."""
+    """Base class of all stages. Subclass, define `Params`, `Outputs` and `run`, then
+    `@stage(...)`."""
 
     type_name: ClassVar[str] = ""
     Params: ClassVar[type[StageParams]] = StageParams

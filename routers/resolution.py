@@ -31,14 +31,16 @@ def shows(image: Image, line: OcrLine) -> bool:
 
 
 def text_density(lines: list[OcrLine], images: list[Image]) -> float:
-    """Fraction of the thumbnails' source area covered by text boxes (boxes are in source pixels)."""
+    """Fraction of the thumbnails' source area covered by text boxes (boxes are in source
+    pixels)."""
     area = sum(im.source_size[0] * im.source_size[1] for im in images) or 1
     return min(1.0, sum(line.box.area for line in lines) / area)
 
 
 @stage("resolution_router")
 class ResolutionRouter(Router):
-    """Route to `high_res` when the query and the thumbnail say fine pixels matter, else `thumbnail`."""
+    """Route to `high_res` when the query and the thumbnail say fine pixels matter, else
+    `thumbnail`."""
 
     branches = ("thumbnail", "high_res")
 

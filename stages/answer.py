@@ -1,4 +1,5 @@
-"""Assemble the final answer: evidence from every stage that looked, and the bill vs the baseline."""
+"""Assemble the final answer: evidence from every stage that looked, and the bill vs the
+baseline."""
 
 from __future__ import annotations
 

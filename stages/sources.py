@@ -1,4 +1,5 @@
-"""Source stages: sample a video cheaply, fetch chosen frames at full resolution, load image lists."""
+"""Source stages: sample a video cheaply, fetch chosen frames at full resolution, load image
+lists."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Understand the question once: the typed `Query` every later stage reads (`cascade.evidence.query`)."""
+"""Understand the question once: the typed `Query` every later stage reads
+(`cascade.evidence.query`)."""
 
 from __future__ import annotations
 

@@ -91,7 +91,8 @@ def rule_intent(question: str) -> Intent:
 
 
 class IntentScorer:
-    """Rules plus an optional sentence-embedding zero-shot score (any sentence-transformers model)."""
+    """Rules plus an optional sentence-embedding zero-shot score (any sentence-transformers
+    model)."""
 
     def __init__(self, model: str | None = None, zero_shot_weight: float = 0.5):
         self.model_name = model

@@ -183,7 +183,8 @@ class Query:
 
 
 def language_of(text: str) -> str:
-    """'zh' when the text holds Chinese characters, 'en' when its letters are Latin, else 'other'."""
+    """'zh' when the text holds Chinese characters, 'en' when its letters are Latin, else
+    'other'."""
     if _HAN.search(text):
         return "zh"
     letters = [ch for ch in text if ch.isalpha()]

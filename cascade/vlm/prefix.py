@@ -127,7 +127,8 @@ class PrefixEngine:
         return new_dynamic_cache(self.runtime.text_config)
 
     def cache_of(self, state: PrefixState) -> Any:
-        """A fresh DynamicCache holding a prefix (an int8 entry dequantized with the model's ops)."""
+        """A fresh DynamicCache holding a prefix (an int8 entry dequantized with the model's
+        ops)."""
         return state.to_cache(self.runtime.text_config, self.runtime.ops)
 
     # -- the prefix -------------------------------------------------------------------------------

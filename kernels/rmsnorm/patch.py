@@ -68,7 +68,8 @@ class RMSNormPatch:
 
 
 def _implementation(impl: str, weight: torch.Tensor):
-    """The module (Triton launcher or torch reference) whose `rms_norm` the patched forward calls."""
+    """The module (Triton launcher or torch reference) whose `rms_norm` the patched forward
+    calls."""
     from ..impl import choose_impl
     from . import reference
 

@@ -1,4 +1,5 @@
-"""The registry: duplicates are errors, unknown names get suggestions, plugins load by entry point."""
+"""The registry: duplicates are errors, unknown names get suggestions, plugins load by entry
+point."""
 
 import subprocess
 import sys

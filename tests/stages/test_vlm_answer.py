@@ -1,4 +1,5 @@
-"""The vlm_answer stage on the tiny random-weight Qwen2-VL: loading, accounting, trace, pipelines."""
+"""The vlm_answer stage on the tiny random-weight Qwen2-VL: loading, accounting, trace,
+pipelines."""
 
 from __future__ import annotations
 

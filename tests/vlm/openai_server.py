@@ -113,7 +113,8 @@ def make_app(vlm):
 
 
 def serve_in_thread(app):
-    """Start uvicorn on a free 127.0.0.1 port; returns (base_url, server) — set server.should_exit."""
+    """Start uvicorn on a free 127.0.0.1 port; returns (base_url, server) — set
+    server.should_exit."""
     import uvicorn
 
     with socket.socket() as s:

@@ -206,7 +206,8 @@ def test_a_request_wider_than_max_num_seqs_runs_alone(tiny_path, make_image, one
 
 
 def test_the_loop_thread_ends_when_idle_and_starts_again(tiny_path, make_image, monkeypatch):
-    """An idle model holds no thread (so a released model can be freed); the next call starts one."""
+    """An idle model holds no thread (so a released model can be freed); the next call starts
+    one."""
     from cascade.vlm import batcher as batcher_module
 
     monkeypatch.setattr(batcher_module, "IDLE_EXIT_S", 0.05)

@@ -34,7 +34,8 @@ log = logging.getLogger("cascade.serve.ray")
 
 
 class Ingress:
-    """The HTTP ingress deployment: `create_app` over an `Engine` whose heavy stages run remotely."""
+    """The HTTP ingress deployment: `create_app` over an `Engine` whose heavy stages run
+    remotely."""
 
     def __init__(self, args: dict[str, Any], handles: dict[str, Any]):
         config, options = split_args(args)

@@ -48,7 +48,8 @@ def _edge(size: Any) -> Any:
 
 
 class Idefics3Runtime(FamilyRuntime):
-    """A loaded Idefics3 / SmolVLM: tiles as visual blocks, 1-D positions renumbered after pruning."""
+    """A loaded Idefics3 / SmolVLM: tiles as visual blocks, 1-D positions renumbered after
+    pruning."""
 
     family: Idefics3Family
 

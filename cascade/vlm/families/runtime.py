@@ -165,7 +165,8 @@ class FamilyRuntime(ABC):
         return (torch.arange(n, device=self.device) + start).unsqueeze(0).expand(rows, n)
 
     def lm_position_ids(self, positions: torch.Tensor) -> torch.Tensor:
-        """[R, L] (batch of one) or [R, B, L] positions in the layout the decoder's forward takes."""
+        """[R, L] (batch of one) or [R, B, L] positions in the layout the decoder's forward
+        takes."""
         one_row = self.family.position_rows == 1
         if positions.dim() == 3:
             return positions[0] if one_row else positions
