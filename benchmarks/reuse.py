@@ -283,7 +283,8 @@ def main(argv: list[str] | None = None) -> dict:
     models = {m: load(path, m, k) for m in MODES}
     scen = measure(models, scenarios(side), rounds, args.tokens)
     result = {
-        "benchmark": "reuse: follow-up TTFT with the encoder + block prefix caches and position-independent KV",
+        "benchmark": "reuse: follow-up TTFT with the encoder + block prefix caches and "
+        "position-independent KV",
         "command": "python benchmarks/reuse.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "model": f"tiny Qwen2-VL '{size}' (RANDOM weights)",
         "frame_px": side,
@@ -293,8 +294,8 @@ def main(argv: list[str] | None = None) -> dict:
         "recompute_image_tokens": k,
         "machine": args.machine,
         "device": "cpu",
-        "prefix_only": "a whole-prefix KV cache misses on every follow-up here; timed as the cold run it is "
-        "(encoder and KV caches off)",
+        "prefix_only": "a whole-prefix KV cache misses on every follow-up here; timed as the cold "
+        "run it is (encoder and KV caches off)",
         "scenarios": scen,
         "summary": drift(scen),
     }

@@ -54,7 +54,8 @@ _COUNTERS = {
     "cascade_cache_hits_total": ("Cache hits by cache.", ("cache",)),
 }
 _HISTOGRAMS = {
-    "cascade_request_latency_seconds": "Chat completion latency (seconds) by model, queue included.",
+    "cascade_request_latency_seconds": "Chat completion latency (seconds) by model, queue "
+    "included.",
     "cascade_queue_wait_seconds": "Seconds from a request's arrival until its pipeline started "
     "(waiting for a slot, then for the pipeline) by model.",
 }

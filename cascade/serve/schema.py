@@ -111,8 +111,9 @@ MediaId = Annotated[
         min_length=1,
         max_length=256,
         description=(
-            "vLLM's media id: the server keeps the media under it (byte-bounded LRU, --media-cache-mb); "
-            "a later part may send the uuid with the media null. Unknown uuid: 400, resend the media"
+            "vLLM's media id: the server keeps the media under it (byte-bounded LRU, "
+            "--media-cache-mb); a later part may send the uuid with the media null. Unknown uuid: "
+            "400, resend the media"
         ),
     ),
 ]

@@ -102,7 +102,8 @@ class VLM:
     """A vision-language model behind any backend.
 
     >>> vlm = VLM.load("Qwen/Qwen2-VL-2B-Instruct", kv_cache_bytes=2 << 30)
-    >>> r = vlm.generate([image], "What is on the sign?", reduction=ReductionConfig("divprune", 0.25))
+    >>> r = vlm.generate([image], "What is on the sign?",
+    ...                  reduction=ReductionConfig("divprune", 0.25))
     >>> r.text, r.bill.visual_tokens, r.bill.prefill_savings
     """
 
