@@ -30,6 +30,8 @@ class EdgeDensityRouter(Router):
     class Params(StageParams):
         threshold: float = Field(0.04, ge=0, le=1, description="edge density at which to go fine")
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         route: Route

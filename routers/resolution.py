@@ -70,6 +70,8 @@ class ResolutionRouter(Router):
             "visual tokens than the thumbnails (needs `model`)",
         )
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         route: Route

@@ -243,6 +243,8 @@ class ToolAnswer(Router):
             "query's target is not text (documents: the answer is in the text)",
         )
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         route: Route

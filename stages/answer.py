@@ -33,6 +33,8 @@ class ComposeAnswer(Stage):
             "vlm", description="the model the baseline is priced on (null: no baseline)"
         )
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         answer: Answer

@@ -89,6 +89,8 @@ class ClipEmbed(Stage):
         batch_size: int = Field(32, gt=0, le=4096, description="images per forward pass")
         cache_mb: int = Field(256, gt=0, description="embedding cache budget (per model)")
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         embeddings: Embeddings

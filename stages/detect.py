@@ -106,6 +106,8 @@ class Detect(Stage):
                 )
             return v
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         detections: list[Detection]

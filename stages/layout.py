@@ -120,6 +120,8 @@ class Layout(Stage):
         )
         cache_items: int = Field(4096, gt=0, description="images whose results are kept")
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         regions: list[LayoutRegion]

@@ -27,6 +27,8 @@ class Thumbnail(Stage):
     class Params(StageParams):
         size: int = Field(448, gt=0, le=8192, description="longest side of the thumbnail, pixels")
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         image: Image
@@ -42,6 +44,8 @@ class Thumbnails(Stage):
 
     class Params(StageParams):
         size: int = Field(224, gt=0, le=8192, description="longest side of each thumbnail, pixels")
+
+    params: Params  # what the base class's `params` property returns here
 
     @dataclass(frozen=True)
     class Outputs:

@@ -121,6 +121,8 @@ class Retrieve(Stage):
                     )
             return {k: {**DEFAULT_WEIGHTS[k], **v.get(k, {})} for k in DEFAULT_WEIGHTS}
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         images: list[Image]

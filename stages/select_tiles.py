@@ -158,6 +158,8 @@ class SelectTiles(Stage):
             "vlm", description="the model the crops are for (prices each crop)"
         )
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         tiles: list[Image]

@@ -82,6 +82,8 @@ class VideoFrames(Stage):
             "last kept frame; 0 keeps every sampled frame",
         )
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         frames: list[Frame]
@@ -134,6 +136,8 @@ class FetchFrames(Stage):
             "when the next frame is more than this many seconds ahead",
         )
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         frames: list[Frame]
@@ -162,6 +166,8 @@ class Images(Stage):
     class Params(StageParams):
         max_images: int = Field(64, gt=0, description="refuse more images than this")
         max_side: int = Field(16384, gt=0, description="refuse images with a larger side")
+
+    params: Params  # what the base class's `params` property returns here
 
     @dataclass(frozen=True)
     class Outputs:

@@ -100,6 +100,8 @@ class TextEmbed(Stage):
         min_chars: int = Field(2, ge=0, description="drop OCR lines with fewer letters/digits")
         cache_items: int = Field(100_000, gt=0, description="texts kept in the embedding cache")
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         embeddings: Embeddings

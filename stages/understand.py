@@ -40,6 +40,8 @@ class Understand(Stage):
             description="share of the zero-shot score vs the rules in the intent scores",
         )
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         query: Query

@@ -106,6 +106,8 @@ class VLMAnswer(Stage):
             "overrides the fields it sets",
         )
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         answer: Answer
