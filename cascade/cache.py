@@ -20,7 +20,7 @@ import numpy as np
 __all__ = ["content_hash", "nbytes_of", "LRUCache", "clear_all_caches"]
 
 
-def _feed(h: hashlib._Hash, key: str, obj: Any) -> None:
+def _feed(h: hashlib.blake2b, key: str, obj: Any) -> None:
     h.update(key.encode() + b"\0")
     if obj is None or isinstance(obj, (bool, int, float, str)):
         h.update(f"{type(obj).__name__}:{obj!r}".encode())

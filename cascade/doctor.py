@@ -131,7 +131,7 @@ def _pipeline_models(source: str, offline: bool, timeout: float) -> tuple[Pipeli
 def _python_check() -> Check:
     from packaging.specifiers import SpecifierSet
 
-    wanted = metadata.metadata(facts.DIST).get("Requires-Python") or ""
+    wanted = (metadata.metadata(facts.DIST).get_all("Requires-Python") or [""])[0]
     ok = SpecifierSet(wanted).contains(platform.python_version())
     return Check(
         topic="python",

@@ -133,7 +133,7 @@ def coerce(name: str, type_: str, value: Any) -> Any:
         items = value if isinstance(value, (list, tuple)) else [value]
         if not items:
             raise InputError(f"input '{name}': expected at least one image")
-        images: list[Image] = []
+        images = []
         for v in items:  # a PDF adds one image per page
             images += _to_images(v, name, len(images))
         return images

@@ -51,7 +51,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
@@ -136,7 +136,10 @@ class Stage:
         video_index: VideoIndex | IndexSpec | bool | None = None,
     ):
         self.name = name or self.type_name
-        self._params = params if isinstance(params, self.Params) else self.Params(**(params or {}))
+        if isinstance(params, self.Params):
+            self._params = params
+        else:  # a dict of fields (another stage type's params fail here: not a mapping)
+            self._params = self.Params(**cast("dict[str, Any]", params or {}))
         self.models = models if isinstance(models, Models) else Models(models)
         self.video_index = VideoIndex.of(video_index)
         self._setup_lock = threading.Lock()
@@ -168,7 +171,9 @@ class Stage:
                 self.setup()
                 self._is_setup = True
 
-    def run(self, **inputs: Any) -> Any:  # pragma: no cover - every stage overrides it
+    # Every stage overrides it with its own ports as parameters; `*args: Any, **inputs: Any` is
+    # the signature type checkers accept any override of. The runner passes keywords only.
+    def run(self, *args: Any, **inputs: Any) -> Any:  # pragma: no cover
         raise NotImplementedError
 
     def streams(self) -> bool:
@@ -240,7 +245,8 @@ class Stage:
         params = {}
         for fname, f in cls.Params.model_fields.items():
             default = None if f.is_required() else f.get_default(call_default_factory=True)
-            annotation = Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation
+            args = (f.annotation, *f.metadata)  # (Annotated[(...)] with a star is 3.11 syntax)
+            annotation = Annotated[args] if f.metadata else f.annotation
             params[fname] = {
                 "type": type_name(annotation),
                 "default": default,
@@ -270,8 +276,8 @@ class Router(Stage):
 
     branches: ClassVar[tuple[str, ...]] = ()
 
-    @classmethod
-    def output_ports(cls) -> dict[str, Port]:
+    @classmethod  # the base's is wrapped in functools.cache: same call, another static type
+    def output_ports(cls) -> dict[str, Port]:  # type: ignore[override]
         ports = super().output_ports()
         if "route" not in ports or ports["route"].type is not Route:
             raise TypeError(f"router '{cls.type_name}' must output 'route: Route'")

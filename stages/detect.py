@@ -213,7 +213,8 @@ class Detect(Stage):
                 self.cache.put(k, found)
         if saved is not None:
             saved.add(local, self.cache)
-        dets, counts = [], {}
+        dets: list[Detection] = []
+        counts: dict[str, int] = {}
         for k, im in zip(keys, items, strict=True):
             ts = getattr(im, "timestamp", None)
             for cid, conf, box in local[k]:

@@ -30,7 +30,9 @@ def drop_near_duplicates(frames: list[Frame], threshold: float) -> list[Frame]:
 
     kept, last = [], None
     for f in frames:
-        small = np.asarray(f.to_pil().convert("L").resize((32, 18), PILImage.BOX), np.float32)
+        small = np.asarray(
+            f.to_pil().convert("L").resize((32, 18), PILImage.Resampling.BOX), np.float32
+        )
         if last is None or float(np.abs(small - last).max()) >= threshold:
             kept.append(f)
             last = small

@@ -65,7 +65,8 @@ def photograph(
     bg = PILImage.fromarray(photo(background))
     scale = photo_width / bg.width
     bg = bg.resize(
-        (photo_width, max(int(bg.height * scale), int(photo_width * 0.62))), PILImage.BICUBIC
+        (photo_width, max(int(bg.height * scale), int(photo_width * 0.62))),
+        PILImage.Resampling.BICUBIC,
     )
     W, H = bg.size
     ph, pw = page.shape[:2]

@@ -183,7 +183,8 @@ def _value_for(key: OcrLine, match: re.Match, lines: list[OcrLine], kind: str):
 def read_key_value(lines: list[OcrLine], query: KeyQuery) -> tuple[list[KeyValue], list[OcrLine]]:
     """(values found for the key, the key lines that matched). Several different values mean the
     document is ambiguous for this question; none means the key or its value was not read."""
-    level, source = [], {}
+    level: list[OcrLine] = []
+    source: dict[int, OcrLine] = {}
     for page in pages(lines):
         level += page.lines
         source.update({id(ln): page.original(ln) for ln in page.lines})

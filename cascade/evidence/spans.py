@@ -163,7 +163,8 @@ def _cn_or_int(text: str) -> int | str:
         return int(
             "".join(str("〇一二三四五六七八九".index(ch.replace("零", "〇"))) for ch in text)
         )
-    return chinese_int(text) if chinese_int(text) is not None else text
+    number = chinese_int(text)
+    return number if number is not None else text
 
 
 def _dates(text: str) -> Found:

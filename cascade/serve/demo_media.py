@@ -67,7 +67,9 @@ def _text_image(text: str, font_size: int, padding: int, bold: bool = False) -> 
         str(_package_file("matplotlib", "mpl-data", "fonts", "ttf", name)), font_size
     )
     x0, y0, x1, y1 = ImageDraw.Draw(Image.new("RGB", (1, 1))).textbbox((0, 0), text, font=font)
-    canvas = Image.new("RGB", (x1 - x0 + 2 * padding, y1 - y0 + 2 * padding), (255, 255, 255))
+    # a TrueType font's box is in whole pixels already: int() only says so
+    size = (int(x1 - x0) + 2 * padding, int(y1 - y0) + 2 * padding)
+    canvas = Image.new("RGB", size, (255, 255, 255))
     ImageDraw.Draw(canvas).text((padding - x0, padding - y0), text, font=font, fill=(0, 0, 0))
     return np.asarray(canvas)
 

@@ -123,7 +123,8 @@ def event_stream(
         finished(status)
 
     async def events() -> AsyncIterator[str]:
-        status, streamed = 499, {}  # choice -> the texts sent
+        status = 499
+        streamed: dict[int, list[str]] = {}  # choice -> the texts sent
         try:
             for i in range(n):
                 streamed[i] = []

@@ -203,7 +203,9 @@ def resized_photo(rng: random.Random, name: str, lo: int = 800, hi: int = 1600) 
 
     pic = PILImage.fromarray(photo(name))
     f = rng.randint(lo, hi) / max(pic.size)
-    return np.array(pic.resize((round(pic.width * f), round(pic.height * f)), PILImage.BICUBIC))
+    return np.array(
+        pic.resize((round(pic.width * f), round(pic.height * f)), PILImage.Resampling.BICUBIC)
+    )
 
 
 def save_png(arr: np.ndarray, path: Path) -> str:
