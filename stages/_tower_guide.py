@@ -231,7 +231,8 @@ def _ranked(mine: list[tuple[Found, Box]], query: Query) -> list[tuple[int, Foun
 def _rounded(box: Box) -> tuple[float, float, float, float]:
     # a stable identity for the prefix cache: the same evidence through another crop's float
     # scale must not make another key; 1/100 px moves no unit boundary
-    return tuple(round(v, 2) for v in box.as_tuple())
+    x0, y0, x1, y1 = (round(v, 2) for v in box.as_tuple())
+    return x0, y0, x1, y1
 
 
 def guide_tower(

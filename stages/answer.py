@@ -79,6 +79,8 @@ class ComposeAnswer(Stage):
 def _where_found(images: tuple[Image, ...], found: Evidence) -> tuple[Image, ...]:
     """The images an answer's own OCR lines and detections were found on (the page of a
     document, the frames of a video a tool read), else all of them."""
-    places = [(x.media_index, x.timestamp) for x in (*found.ocr_lines, *found.detections)]
+    places = [(x.media_index, x.timestamp) for x in found.ocr_lines] + [
+        (x.media_index, x.timestamp) for x in found.detections
+    ]
     kept = tuple(im for im in images if any(im.is_from(m, t) for m, t in places))
     return kept or images

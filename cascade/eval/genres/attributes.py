@@ -24,7 +24,8 @@ from .common import (
 
 
 def _two_colours(ctx: Ctx) -> tuple[str, str]:
-    return tuple(ctx.rng.sample(sorted(COLOURS), 2))
+    first, second = ctx.rng.sample(sorted(COLOURS), 2)
+    return first, second
 
 
 def _coloured_sign(ctx: Ctx, colour: str, text: str, size: int):
