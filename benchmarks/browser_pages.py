@@ -13,8 +13,8 @@ For every page, as `cascade bench` does: `doc_qa` (may a tool answer? is it the 
 and the full-resolution baseline's tokens and evidence. The VLM has random weights here: only
 tool answers are scored.
 
-    python benchmarks/browser_pages.py --set set2   # -> benchmarks/results/browser_pages_set2_cpu.json
-    python benchmarks/browser_pages.py --quick      # the first page of each genre and language
+    python benchmarks/browser_pages.py --set set2  # -> results/browser_pages_set2_cpu.json
+    python benchmarks/browser_pages.py --quick     # the first page of each genre and language
 
 The pages are screenshots already; `browser_pages/<set>/html/` holds what they were rendered from
 (chromium --headless --screenshot --window-size=W,H file://...).

@@ -5,8 +5,8 @@ by the outputs) and a chain of N stages. Reported: microseconds per stage of `ru
 of inputs, scheduling, tracing, hooks; the stages' own work is a few additions), best and median
 of interleaved rounds. The target is <= 100 us per stage on the fan-out.
 
-    python benchmarks/engine_overhead.py            # 10 stages, 20 rounds x 200 runs
-    python benchmarks/engine_overhead.py --quick    # a smoke run (timings meaningless on a busy box)
+    python benchmarks/engine_overhead.py          # 10 stages, 20 rounds x 200 runs
+    python benchmarks/engine_overhead.py --quick  # a smoke run (timings mean little on a busy box)
 
 Writes nothing unless --out is given; timings are only worth recording on a quiet machine.
 """

@@ -327,7 +327,9 @@ def decode_step_costs(vlm, gpu: bool, rounds: int, steps: int) -> dict:
         with patch_rmsnorm(model, impl=impl) as handle, counting() as c:
             calls = [0]
             hooks = [
-                m.register_forward_pre_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+                m.register_forward_pre_hook(
+                    lambda *_, calls=calls: calls.__setitem__(0, calls[0] + 1)
+                )
                 for m in handle.patched
             ]
             step()

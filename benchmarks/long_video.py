@@ -77,7 +77,8 @@ LONG_VIDEO = {
     # built and saved as with real weights (random CLIP: the cost is real, not the rank)
     "retrieve": {"clip_weight": 1.0},
 }
-# ... and the video's index kept on disk (frames, CLIP index, OCR, detections): a new process reads it
+# ... and the video's index kept on disk (frames, CLIP index, OCR, detections): a new process reads
+# it
 INDEX = {"index": True}
 
 
@@ -174,7 +175,7 @@ def make_footage(minutes: float, folder: Path) -> Path:
     return path
 
 
-# -- measuring --------------------------------------------------------------------------------------
+# -- measuring -------------------------------------------------------------------------------------
 def make_qa(warmup: Path):
     """The long-video pipeline with every model loaded and run once (on `warmup`, whose index is
     then removed), so no timing below includes a model load or a first-call warm-up."""

@@ -54,7 +54,7 @@ def bench_decode(tmp: Path, quick: bool) -> dict:
         "keyframes_lowres_224": dict(mode="keyframes", max_frames=None, size=224),
         "fps1_lowres_224": dict(mode="fps", fps=1.0, max_frames=None, size=224),
     }.items():
-        sec, frames = timed(lambda: src.sample(**kw), repeat=2)
+        sec, frames = timed(lambda kw=kw: src.sample(**kw), repeat=2)
         out[name] = {
             "seconds": round(sec, 4),
             "frames_out": len(frames),
@@ -113,14 +113,14 @@ def bench_faiss(quick: bool) -> dict:
         ref = np.argsort(-(queries @ vectors.T), axis=1)[:, :10]
         for kind in ("flat", "hnsw"):
             build, idx = timed(
-                lambda: VectorIndex.build(
+                lambda vectors=vectors, kind=kind: VectorIndex.build(
                     vectors, kind, hnsw_m=32, ef_search=128, ef_construction=64, device="cpu"
                 )
             )
             idx.search(queries[:1], 10)
-            single, _ = timed(lambda: [idx.search(q[None], 10) for q in queries], repeat=3)
+            single, _ = timed(lambda idx=idx: [idx.search(q[None], 10) for q in queries], repeat=3)
             _, ids = idx.search(queries, 10)
-            recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids, ref)])
+            recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids, ref, strict=True)])
             out[f"{kind}_{n}"] = {
                 "build_seconds": round(build, 3),
                 "query_ms": round(single / len(queries) * 1e3, 3),
@@ -152,7 +152,7 @@ def bench_ocr_detect() -> dict:
     bus = Image.open(bus_image_path())
     for name, img in {"text_480x160": sign, "bus_810x1080": bus}.items():
         ocr.cache.clear()
-        sec, _ = timed(lambda: (ocr.cache.clear(), ocr(images=img)), repeat=3)
+        sec, _ = timed(lambda img=img: (ocr.cache.clear(), ocr(images=img)), repeat=3)
         out[f"ocr_read_{name}_seconds"] = round(sec, 3)
     det_ocr = get_stage_class("ocr")({"mode": "detect", "cache_items": 1})
     det_ocr.ensure_setup()

@@ -61,7 +61,10 @@ inputs:
 stages:
   imgs: {type: images, inputs: {images: $images}}
   thumbs: {type: thumbnails, params: {size: 224}, inputs: {images: imgs.images}}
-  vlm: {type: vlm_answer, params: {max_new_tokens: 16}, inputs: {images: thumbs.images, question: $question}}
+  vlm:
+    type: vlm_answer
+    params: {max_new_tokens: 16}
+    inputs: {images: thumbs.images, question: $question}
   answer: {type: compose_answer, inputs: {answer: vlm.answer, baseline_images: imgs.images}}
 outputs:
   answer: answer.answer

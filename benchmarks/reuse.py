@@ -171,16 +171,18 @@ def measure(models: dict[str, VLM], cases: dict, rounds: int, n_tokens: int) -> 
                 "ttft_s_rounds": ttft[s][m],
                 "follow_ups": facts[s][m],
                 "max_abs_logit_delta": [
-                    float((x - y).abs().max()) for x, y in zip(logits, ref_logits)
+                    float((x - y).abs().max()) for x, y in zip(logits, ref_logits, strict=True)
                 ],
                 "top1_agree": [
-                    int(x.argmax()) == int(y.argmax()) for x, y in zip(logits, ref_logits)
+                    int(x.argmax()) == int(y.argmax())
+                    for x, y in zip(logits, ref_logits, strict=True)
                 ],
-                "greedy_tokens_equal": [x == y for x, y in zip(tokens, ref_tokens)],
+                "greedy_tokens_equal": [x == y for x, y in zip(tokens, ref_tokens, strict=True)],
             }
         for m in ("exact", "blended"):
             row[m]["ttft_speedup_vs_prefix_only"] = [
-                p / max(t, 1e-9) for p, t in zip(row["prefix_only"]["ttft_s"], row[m]["ttft_s"])
+                p / max(t, 1e-9)
+                for p, t in zip(row["prefix_only"]["ttft_s"], row[m]["ttft_s"], strict=True)
             ]
         out[s] = row
     return out
@@ -197,6 +199,7 @@ def drift(result: dict) -> dict:
             r["blended"]["max_abs_logit_delta"],
             r["blended"]["top1_agree"],
             r["blended"]["greedy_tokens_equal"],
+            strict=True,
         )
     ]
 
@@ -280,7 +283,8 @@ def main(argv: list[str] | None = None) -> dict:
     models = {m: load(path, m, k) for m in MODES}
     scen = measure(models, scenarios(side), rounds, args.tokens)
     result = {
-        "benchmark": "reuse: follow-up TTFT with the encoder + block prefix caches and position-independent KV",
+        "benchmark": "reuse: follow-up TTFT with the encoder + block prefix caches and "
+        "position-independent KV",
         "command": "python benchmarks/reuse.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "model": f"tiny Qwen2-VL '{size}' (RANDOM weights)",
         "frame_px": side,
@@ -290,8 +294,8 @@ def main(argv: list[str] | None = None) -> dict:
         "recompute_image_tokens": k,
         "machine": args.machine,
         "device": "cpu",
-        "prefix_only": "a whole-prefix KV cache misses on every follow-up here; timed as the cold run it is "
-        "(encoder and KV caches off)",
+        "prefix_only": "a whole-prefix KV cache misses on every follow-up here; timed as the cold "
+        "run it is (encoder and KV caches off)",
         "scenarios": scen,
         "summary": drift(scen),
     }

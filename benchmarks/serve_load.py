@@ -75,7 +75,8 @@ def _metrics(url: str, model: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for line in text.splitlines():
         m = re.match(
-            r'cascade_queue_wait_seconds_(bucket|sum|count)\{model="([^"]+)"(?:,le="([^"]+)")?\} (\S+)',
+            r"cascade_queue_wait_seconds_(bucket|sum|count)"
+            r'\{model="([^"]+)"(?:,le="([^"]+)")?\} (\S+)',
             line,
         )
         if m and m.group(2) == model:

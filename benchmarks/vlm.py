@@ -173,7 +173,8 @@ def plot(result: dict, out: Path) -> None:
     ax1.set_xlabel("visual keep ratio")
     ax1.set_ylabel("seconds (solid: reduction + prefill; dashed: e2e TTFT)")
     ax1.set_title(
-        f"{base['visual_tokens_before']} visual tokens, best of {result['config']['repeats']} rounds"
+        f"{base['visual_tokens_before']} visual tokens, "
+        f"best of {result['config']['repeats']} rounds"
     )
     ax1.invert_xaxis()
     ax1.legend(fontsize=8)
@@ -392,7 +393,8 @@ def main(argv: list[str] | None = None) -> dict:
         f"reduction at 4096 <= {worst_4096:.3f} of the reduced prefill"
     )
     print(
-        f"wrote {out.with_suffix('.json')} and {out.with_suffix('.png')} in {result['wall_s']:.0f} s"
+        f"wrote {out.with_suffix('.json')} and {out.with_suffix('.png')} "
+        f"in {result['wall_s']:.0f} s"
     )
     return result
 

@@ -143,7 +143,7 @@ class Sweep:
             if red.before_tower:
                 self.fam.tower_keep(self.pre.vision_inputs, red.keep_ratio, red.keep_regions)
             else:
-                for f, grid in zip(self.feats, self.pre.grids):
+                for f, grid in zip(self.feats, self.pre.grids, strict=True):
                     reduce_tokens(f, grid, red, self.b.ops)
         return _clock(self.b.device) - t
 
@@ -207,7 +207,8 @@ class Sweep:
         if red.before_tower:
             return sum(int(u.numel()) for u in self.units[red]), n_full
         return sum(
-            int(reduce_tokens(f, g, red).index.numel()) for f, g in zip(self.feats, self.pre.grids)
+            int(reduce_tokens(f, g, red).index.numel())
+            for f, g in zip(self.feats, self.pre.grids, strict=True)
         ), n_full
 
     def predicted_prefill_flops(self, red: ReductionConfig) -> float:
@@ -334,7 +335,9 @@ def int8_storage(path: str, device: str, img, fp: VLM) -> dict:
     )
     a = fp.generate([img], question, max_new_tokens=8)
     b = q.generate([img], question, max_new_tokens=8)
-    agree = sum(x == y for x, y in zip(a.token_ids, b.token_ids)) / max(len(a.token_ids), 1)
+    agree = sum(x == y for x, y in zip(a.token_ids, b.token_ids, strict=False)) / max(
+        len(a.token_ids), 1
+    )
     return {
         "kv_dtype": str(state.layers[0][0].dtype),
         "fp_bytes": fp.kv_cache.bytes,

@@ -38,7 +38,8 @@ class QA:
     pipeline: shipped pipeline name (`cascade run` names) or a YAML path.
     model: VLM to use (hub id or local dir); sets `id` on every model the pipeline declares.
     device: "cpu", "cuda", ...; set on every declared model and every stage with a `device` param.
-    overrides: more settings by dotted path, e.g. {"retrieve.top_k": 4, "models.vlm.keep_ratio": 0.5}.
+    overrides: more settings by dotted path, e.g. {"retrieve.top_k": 4, "models.vlm.keep_ratio":
+    0.5}.
     type_overrides: params for every stage of a type, e.g. {"clip_embed": {"pretrained": None}}.
     model_options: fields set on every model the pipeline declares, e.g. {"max_num_seqs": 8}.
     """
@@ -79,7 +80,8 @@ class QA:
             )
 
     def _media_input(self, media: Any) -> str:
-        """Which input `media` goes to, for pipelines (the baselines) that take a video or images."""
+        """Which input `media` goes to, for pipelines (the baselines) that take a video or
+        images."""
         if len(self.media_inputs) == 1:
             return self.media_inputs[0]
         is_video = isinstance(media, (str, Path)) and Path(media).suffix.lower() in _VIDEO_SUFFIXES
@@ -122,7 +124,8 @@ class QA:
         on_token: Callable[[Any], Any] | None = None,
         **inputs: Any,
     ) -> Answer:
-        """Answer `question` about `media` (a video path, image paths/arrays/PIL images, or one image).
+        """Answer `question` about `media` (a video path, image paths/arrays/PIL images, or one
+        image).
 
         history: the conversation's earlier (question, answer) turns, put into the VLM's prompt
         (needs a pipeline with a `history` input; every shipped VLM pipeline has one).
@@ -245,7 +248,7 @@ class Session:
 
     def ask(self, question: str, **kwargs: Any) -> Answer:
         """The next turn; kwargs as `QA.ask` (on_token, max_new_tokens, ...)."""
-        history = list(zip(self.questions, (a.text for a in self.turns)))
+        history = list(zip(self.questions, (a.text for a in self.turns), strict=False))
         if "history" not in self.qa.pipeline.spec.inputs:
             history = []  # a pipeline without a history input answers each turn on its own
         answer = self.qa.ask(self.media, question, history=history, **kwargs)

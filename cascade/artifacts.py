@@ -133,10 +133,12 @@ class Image:
     pixels: np.ndarray
     source: str = ""
     media_index: int = 0
-    box: Box | None = None
-    source_size: tuple[int, int] | None = None
+    # None when constructed means the whole source, unscaled: `__post_init__` sets both, so on an
+    # instance they are never None (typed so; None stays the constructor's default).
+    box: Box = None  # type: ignore[assignment]
+    source_size: tuple[int, int] = None  # type: ignore[assignment]
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         px = self.pixels
         if (
             not isinstance(px, np.ndarray)
@@ -216,7 +218,9 @@ class Image:
 
         if (width, height) == (self.width, self.height):
             return self
-        pil = PILImage.fromarray(self.pixels).resize((int(width), int(height)), PILImage.BICUBIC)
+        pil = PILImage.fromarray(self.pixels).resize(
+            (int(width), int(height)), PILImage.Resampling.BICUBIC
+        )
         return dataclasses.replace(self, pixels=np.asarray(pil))
 
     def crop(self, source_box: Box) -> Image:

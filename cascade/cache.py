@@ -20,7 +20,7 @@ import numpy as np
 __all__ = ["content_hash", "nbytes_of", "LRUCache", "clear_all_caches"]
 
 
-def _feed(h: hashlib._Hash, key: str, obj: Any) -> None:
+def _feed(h: hashlib.blake2b, key: str, obj: Any) -> None:
     h.update(key.encode() + b"\0")
     if obj is None or isinstance(obj, (bool, int, float, str)):
         h.update(f"{type(obj).__name__}:{obj!r}".encode())
@@ -62,7 +62,8 @@ def content_hash(obj: Any, key: str = "") -> str:
 
 
 def nbytes_of(value: Any) -> int:
-    """Bytes held by tensors/arrays inside `value` (containers and dataclass-like objects walked)."""
+    """Bytes held by tensors/arrays inside `value` (containers and dataclass-like objects
+    walked)."""
     if hasattr(value, "nbytes") and not isinstance(value, (list, tuple, dict)):
         n = value.nbytes
         return int(n() if callable(n) else n)
@@ -82,7 +83,8 @@ def nbytes_of(value: Any) -> int:
 class LRUCache:
     """A thread-safe LRU mapping bounded by the bytes of its values, with hit/miss/evict counters.
 
-    A value larger than the whole budget is not stored (it would evict everything and still not fit).
+    A value larger than the whole budget is not stored (it would evict everything and still not
+    fit).
     """
 
     def __init__(self, max_bytes: int, size_of=nbytes_of):

@@ -299,7 +299,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="\n\n".join(
             textwrap.fill(par, 78)
             for par in (
-                "Check that this environment can run the pipelines, and say how to fix what cannot.",
+                "Check that this environment can run the pipelines, and say how to fix what "
+                "cannot.",
                 "Reports: Python and package versions against vlm-cascade's requirements; CUDA "
                 "devices; a Triton kernel launched for real (compiled on a GPU, the interpreter on "
                 "CPU); PyAV's codecs and an H.264 round trip; the bundled OCR, detector, "

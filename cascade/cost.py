@@ -88,7 +88,8 @@ def causal_pairs(n: int, past: int = 0) -> float:
 
 
 def prefill_flops(shape: DecoderShape, n: int, past: int = 0) -> float:
-    """FLOPs to prefill n tokens after `past` cached ones, up to the first generated token's logits."""
+    """FLOPs to prefill n tokens after `past` cached ones, up to the first generated token's
+    logits."""
     if n <= 0:
         return 0.0
     return (

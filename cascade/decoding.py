@@ -63,8 +63,8 @@ class ResponseFormat(BaseModel):
                 raise ValueError(f"not a valid JSON Schema: {e.message[:160]}") from None
         return self
 
-    @property
-    def schema(self) -> dict[str, Any]:
+    @property  # shadows pydantic's deprecated v1 classmethod `schema` on purpose
+    def schema(self) -> dict[str, Any]:  # type: ignore[override]
         """The schema the output must match (`{"type": "object"}` for json_object)."""
         return self.schema_ if self.schema_ is not None else {"type": "object"}
 

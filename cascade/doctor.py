@@ -131,7 +131,7 @@ def _pipeline_models(source: str, offline: bool, timeout: float) -> tuple[Pipeli
 def _python_check() -> Check:
     from packaging.specifiers import SpecifierSet
 
-    wanted = metadata.metadata(facts.DIST).get("Requires-Python") or ""
+    wanted = (metadata.metadata(facts.DIST).get_all("Requires-Python") or [""])[0]
     ok = SpecifierSet(wanted).contains(platform.python_version())
     return Check(
         topic="python",
@@ -189,7 +189,8 @@ def _kernels_check(k: Kernels, on_cuda: bool) -> Check:
         where = (
             "compiled for the GPU"
             if k.mode == "cuda"
-            else "under the interpreter (TRITON_INTERPRET=1); on CPU the models use the torch references"
+            else "under the interpreter (TRITON_INTERPRET=1); on CPU the models use the torch "
+            "references"
         )
         return Check(topic="kernels", status="ok", detail=f"Triton {k.triton}: {k.detail}, {where}")
     if on_cuda and k.mode == "cuda":

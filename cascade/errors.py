@@ -1,4 +1,5 @@
-"""One error family for everything a user can get wrong, each naming the place and what was expected."""
+"""One error family for everything a user can get wrong, each naming the place and what was
+expected."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The dependency graph of a pipeline: topological order and cycles (`graphlib`), Mermaid/DOT drawings."""
+"""The dependency graph of a pipeline: topological order and cycles (`graphlib`), Mermaid/DOT
+drawings."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ class Graph:
         return ts
 
     def find_cycle(self) -> list[str] | None:
-        """One cycle as a list of stage names in data-flow order (first repeated at the end), or None."""
+        """One cycle as a list of stage names in data-flow order (first repeated at the end), or
+        None."""
         try:
             self.sorter().prepare()
         except CycleError as e:

@@ -239,7 +239,7 @@ def needed_files(ref: ModelRef) -> list[tuple[str, int]]:
     return select_files(ref, [(e.path, e.size) for e in tree if isinstance(e, RepoFile)])
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1000 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

@@ -80,6 +80,7 @@ def _gray_to_8bit(a: np.ndarray, mode: str) -> np.ndarray:
     """16/32-bit integer or float samples -> uint8, scaled to their range instead of clipped."""
     a = np.nan_to_num(a.astype(np.float64), nan=0.0, posinf=0.0, neginf=0.0)
     lo, hi = float(a.min()), float(a.max())
+    top: float | None
     if mode.startswith("I;16"):
         top = 65535.0
     elif mode == "I":  # 32-bit ints: 8-bit or 16-bit samples in practice, else their own range
@@ -139,7 +140,8 @@ def decode_pixels(
 
     try:
         with _pil_open(fp) as im:
-            check_size(*im.size, max_side, what, max_pixels)  # from the header: no pixels yet
+            width, height = im.size
+            check_size(width, height, max_side, what, max_pixels)  # from the header: no pixels yet
             return rgb_pixels(ImageOps.exif_transpose(im))
     except ImageTooLarge:
         raise
@@ -161,7 +163,8 @@ def pil_pixels(
 ) -> np.ndarray:
     """RGB pixels of a PIL image (size checked first); a lazily loaded image that turns out
     damaged raises InputError naming `what`."""
-    check_size(*image.size, max_side, what, max_pixels)
+    width, height = image.size
+    check_size(width, height, max_side, what, max_pixels)
     try:
         return rgb_pixels(image)
     except OSError as e:  # a lazily loaded PIL image decodes on first access

@@ -90,7 +90,8 @@ def _history(name: str, value: Any) -> list[tuple[str, str]]:
 
 
 def coerce(name: str, type_: str, value: Any) -> Any:
-    """Convert one input value to the pipeline input type `type_` (see cascade.types.INPUT_TYPES)."""
+    """Convert one input value to the pipeline input type `type_` (see
+    cascade.types.INPUT_TYPES)."""
     try:
         if type_ == "str":
             return _text(name, value)
@@ -132,7 +133,7 @@ def coerce(name: str, type_: str, value: Any) -> Any:
         items = value if isinstance(value, (list, tuple)) else [value]
         if not items:
             raise InputError(f"input '{name}': expected at least one image")
-        images: list[Image] = []
+        images = []
         for v in items:  # a PDF adds one image per page
             images += _to_images(v, name, len(images))
         return images

@@ -100,7 +100,8 @@ def load_image(
             f"{name} {index}: expected an Image, a path, image bytes, a PIL image or "
             f"a uint8 HxWx3 array, got {type(value).__name__}"
         )
-    check_size(*img.source_size, max_side, what, max_pixels)
+    width, height = img.source_size
+    check_size(width, height, max_side, what, max_pixels)
     return img
 
 
@@ -206,7 +207,8 @@ class VideoSource:
         with self._decoding() as (container, stream):
             if mode == "keyframes":
                 stream.codec_context.skip_frame = "NONKEY"
-            next_t, count, t, stopped = None, -1, 0.0, []
+            stopped: list[str] = []
+            next_t, count, t = None, -1, 0.0
             for f in progress(
                 self._until_damaged(container, stream, stopped),
                 total=info.frames,

@@ -202,7 +202,7 @@ def _literal(node: ast.AST, names: dict[str, Any]) -> Any:
         return names.get(node.id)
     if isinstance(node, ast.Dict):
         out = {}
-        for k, v in zip(node.keys, node.values):
+        for k, v in zip(node.keys, node.values, strict=True):
             if k is None:  # {**other}
                 merged = _literal(v, names)
                 if isinstance(merged, dict):

@@ -217,17 +217,17 @@ def _instantiate(
     try:
         stage = cls(params, name=name, models=models, video_index=index)
     except ValidationError as err:
-        e = err.errors()[0]
-        field = ".".join(str(p) for p in e["loc"]) or "params"
+        first = err.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "params"
         allowed = list(cls.Params.model_fields)
-        if e["type"] == "extra_forbidden":
+        if first["type"] == "extra_forbidden":
             msg = (
                 f"stage type '{type_}' has no param '{field}'{did_you_mean(field, allowed)}; "
                 f"params: {', '.join(allowed) or '(none)'}"
             )
         else:
-            msg = f"{e['msg']} (got {e.get('input')!r})"
-        raise doc.error(("stages", name, "params") + tuple(e["loc"]), msg) from None
+            msg = f"{first['msg']} (got {first.get('input')!r})"
+        raise doc.error(("stages", name, "params") + tuple(first["loc"]), msg) from None
     for param in model_params(cls.Params):
         ref = getattr(stage.params, param)
         if ref is not None and ref not in models:

@@ -120,7 +120,7 @@ class Registry(Mapping[str, T], Generic[T]):
             self._state = "loaded"
 
     # -- looking up ---------------------------------------------------------------------------
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, name: str, default: Any = None) -> Any:
         """The item, or `default` for an unknown name (`registry[name]` raises instead)."""
         self.load()
         return self._items.get(name, default)

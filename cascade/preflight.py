@@ -23,14 +23,13 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal, Protocol
 
 from . import hub
 from .errors import CascadeError
 from .model_refs import ModelRef
-
-if TYPE_CHECKING:
-    from .pipeline import Pipeline
+from .models import Models
+from .stage import Stage
 
 __all__ = [
     "Found",
@@ -46,6 +45,25 @@ __all__ = [
 Front = Literal["python", "cli", "serve"]
 State = Literal["local", "cached", "download", "missing"]
 _LOCK = threading.Lock()  # one check at a time: a server's workers share the answer and the cache
+
+
+class PipelineLike(Protocol):
+    """What this module reads of a `cascade.pipeline.Pipeline`. A protocol, not an import: the
+    pipeline calls this module, so this module sits below it (no import circle)."""
+
+    models_checked: bool
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def models(self) -> Models: ...
+
+    @property
+    def stages(self) -> dict[str, Stage]: ...
+
+    @property
+    def executor(self) -> Any: ...  # a `cascade.runner.StageExecutor` or None
 
 
 @dataclass(frozen=True)
@@ -79,7 +97,7 @@ class ModelsUnavailable(CascadeError):
         return ModelsUnavailable(self.missing, front)
 
 
-def pipeline_models(pipeline: Pipeline) -> list[ModelRef]:
+def pipeline_models(pipeline: PipelineLike) -> list[ModelRef]:
     """Every model `pipeline` loads when it runs: each declared model (`models:`) and what each
     stage's `model_refs()` names, once per distinct model, with who uses it and the override
     that points it elsewhere. Stages an executor runs elsewhere (Ray replicas) load their own;
@@ -232,7 +250,7 @@ def ensure_models(
         return found
 
 
-def check_pipelines(pipelines: Iterable[Pipeline], front: Front = "serve") -> None:
+def check_pipelines(pipelines: Iterable[PipelineLike], front: Front = "serve") -> None:
     """`ensure_models` over several pipelines at once (a server's start): one error listing
     every missing model of all of them; each pipeline is then marked checked."""
     pipelines = list(pipelines)

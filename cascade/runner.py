@@ -21,8 +21,8 @@ answer) also falls through to the next one.
 The runner executes a `Plan` (the stages, how their inputs are wired, the outputs and the
 dependency graph), which `cascade.pipeline` builds from a validated YAML; it knows nothing of
 loading or validation. A run may carry an `executor` (`StageExecutor`): the stages it `handles`
-run through its `run(stage, inputs)` instead of in this process (no local setup, no setup gate: a Ray Serve
-replica holds the loaded stage, `cascade.serve.ray`); everything else (skipping, joins,
+run through its `run(stage, inputs)` instead of in this process (no local setup, no setup gate: a
+Ray Serve replica holds the loaded stage, `cascade.serve.ray`); everything else (skipping, joins,
 records, output checks) is the same.
 """
 
@@ -140,7 +140,8 @@ class Plan:
 
 @dataclass
 class PipelineResult:
-    """The outputs a pipeline declared (None for one whose stages were all skipped) and its trace."""
+    """The outputs a pipeline declared (None for one whose stages were all skipped) and its
+    trace."""
 
     outputs: dict[str, Any]
     trace: Trace
@@ -247,7 +248,7 @@ def execute(
     except BaseException:
         # Let what is running finish (threads cannot be killed), then report the first error.
         wait(running)
-        for fut, name in running.items():
+        for name in running.values():
             finish(name)
         raise
     finally:

@@ -50,7 +50,8 @@ import typing
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
@@ -66,7 +67,7 @@ __all__ = ["Stage", "Router", "StageParams", "Port", "Serving", "stage", "run_pa
 
 # id(stage) -> the params it runs with in this run (see `run_params`); empty outside one.
 _RUN_PARAMS: contextvars.ContextVar[Mapping[int, StageParams]] = contextvars.ContextVar(
-    "cascade_run_params", default={}
+    "cascade_run_params", default=MappingProxyType({})
 )
 
 
@@ -119,7 +120,8 @@ class Serving:
 
 
 class Stage:
-    """Base class of all stages. Subclass, define `Params`, `Outputs` and `run`, then `@stage(...)`."""
+    """Base class of all stages. Subclass, define `Params`, `Outputs` and `run`, then
+    `@stage(...)`."""
 
     type_name: ClassVar[str] = ""
     Params: ClassVar[type[StageParams]] = StageParams
@@ -134,7 +136,10 @@ class Stage:
         video_index: VideoIndex | IndexSpec | bool | None = None,
     ):
         self.name = name or self.type_name
-        self._params = params if isinstance(params, self.Params) else self.Params(**(params or {}))
+        if isinstance(params, self.Params):
+            self._params = params
+        else:  # a dict of fields (another stage type's params fail here: not a mapping)
+            self._params = self.Params(**cast("dict[str, Any]", params or {}))
         self.models = models if isinstance(models, Models) else Models(models)
         self.video_index = VideoIndex.of(video_index)
         self._setup_lock = threading.Lock()
@@ -167,7 +172,9 @@ class Stage:
                 self.setup()
                 self._is_setup = True
 
-    def run(self, **inputs: Any) -> Any:  # pragma: no cover - every stage overrides it
+    # Every stage overrides it with its own ports as parameters; `*args: Any, **inputs: Any` is
+    # the signature type checkers accept any override of. The runner passes keywords only.
+    def run(self, *args: Any, **inputs: Any) -> Any:  # pragma: no cover
         """The stage's work: typed keyword inputs (the input ports) to its `Outputs` dataclass."""
         raise NotImplementedError
 
@@ -228,7 +235,9 @@ class Stage:
             )
         return {
             f.name: Port(f.name, t)
-            for f, t in zip(dataclasses.fields(out), typing.get_type_hints(out).values())
+            for f, t in zip(
+                dataclasses.fields(out), typing.get_type_hints(out).values(), strict=False
+            )
         }
 
     @classmethod
@@ -240,7 +249,8 @@ class Stage:
         params = {}
         for fname, f in cls.Params.model_fields.items():
             default = None if f.is_required() else f.get_default(call_default_factory=True)
-            annotation = Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation
+            args = (f.annotation, *f.metadata)  # (Annotated[(...)] with a star is 3.11 syntax)
+            annotation = Annotated[args] if f.metadata else f.annotation
             params[fname] = {
                 "type": type_name(annotation),
                 "default": default,
@@ -270,8 +280,8 @@ class Router(Stage):
 
     branches: ClassVar[tuple[str, ...]] = ()
 
-    @classmethod
-    def output_ports(cls) -> dict[str, Port]:
+    @classmethod  # the base's is wrapped in functools.cache: same call, another static type
+    def output_ports(cls) -> dict[str, Port]:  # type: ignore[override]
         """The output ports, which must include `route: Route`."""
         ports = super().output_ports()
         if "route" not in ports or ports["route"].type is not Route:

@@ -73,7 +73,10 @@ def is_assignable(src: Any, dst: Any) -> bool:
             return is_assignable(_item(src), _item(dst))
         if s_origin is not d_origin:
             return False
-        return all(is_assignable(a, b) for a, b in zip(typing.get_args(src), typing.get_args(dst)))
+        return all(
+            is_assignable(a, b)
+            for a, b in zip(typing.get_args(src), typing.get_args(dst), strict=False)
+        )
     if s_origin is not None:  # list[Image] into a port typed plain `list`
         return isinstance(dst, type) and isinstance(s_origin, type) and issubclass(s_origin, dst)
     if dst is float and src is int:
@@ -88,14 +91,14 @@ def strip_none(t: Any) -> Any:
     if not _is_union(t):
         return t
     args = tuple(a for a in typing.get_args(t) if a is not type(None))
-    return Union[args] if len(args) > 1 else (args[0] if args else t)
+    return Union[args] if len(args) > 1 else (args[0] if args else t)  # noqa: UP007 (built at run time)
 
 
 def _item(t: Any) -> Any:
     args = [a for a in typing.get_args(t) if a is not Ellipsis]
     if not args:
         return Any
-    return args[0] if len(args) == 1 or typing.get_origin(t) is not tuple else Union[tuple(args)]
+    return args[0] if len(args) == 1 or typing.get_origin(t) is not tuple else Union[tuple(args)]  # noqa: UP007 (built at run time)
 
 
 __all__ = ["INPUT_TYPES", "type_name", "is_assignable", "strip_none"]

@@ -42,8 +42,8 @@ def choose_impl(impl: str, *tensors: torch.Tensor) -> str:
     if not on_cuda and not interpreter_enabled():
         devices = sorted({str(t.device) for t in tensors})
         raise RuntimeError(
-            f"impl='triton' needs CUDA tensors (got {', '.join(devices)}); to run Triton on CPU set "
-            "TRITON_INTERPRET=1 before triton is first imported, or use impl='torch'/'auto'"
+            f"impl='triton' needs CUDA tensors (got {', '.join(devices)}); to run Triton on CPU "
+            "set TRITON_INTERPRET=1 before triton is first imported, or use impl='torch'/'auto'"
         )
     return "triton"
 

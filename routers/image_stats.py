@@ -12,7 +12,8 @@ from cascade.stage import Router, StageParams, stage
 
 
 def edge_density(image: Image) -> float:
-    """Mean absolute luminance gradient in [0, 1]: text and fine detail score high, sky scores low."""
+    """Mean absolute luminance gradient in [0, 1]: text and fine detail score high, sky scores
+    low."""
     gray = image.pixels.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32) / 255.0
     gx = np.abs(np.diff(gray, axis=1)).mean() if gray.shape[1] > 1 else 0.0
     gy = np.abs(np.diff(gray, axis=0)).mean() if gray.shape[0] > 1 else 0.0
@@ -21,12 +22,15 @@ def edge_density(image: Image) -> float:
 
 @stage("edge_density_router")
 class EdgeDensityRouter(Router):
-    """Send an image to the `fine` branch when its edge density reaches `threshold`, else `coarse`."""
+    """Send an image to the `fine` branch when its edge density reaches `threshold`, else
+    `coarse`."""
 
     branches = ("coarse", "fine")
 
     class Params(StageParams):
         threshold: float = Field(0.04, ge=0, le=1, description="edge density at which to go fine")
+
+    params: Params  # what the base class's `params` property returns here
 
     @dataclass(frozen=True)
     class Outputs:

@@ -31,14 +31,16 @@ def shows(image: Image, line: OcrLine) -> bool:
 
 
 def text_density(lines: list[OcrLine], images: list[Image]) -> float:
-    """Fraction of the thumbnails' source area covered by text boxes (boxes are in source pixels)."""
+    """Fraction of the thumbnails' source area covered by text boxes (boxes are in source
+    pixels)."""
     area = sum(im.source_size[0] * im.source_size[1] for im in images) or 1
     return min(1.0, sum(line.box.area for line in lines) / area)
 
 
 @stage("resolution_router")
 class ResolutionRouter(Router):
-    """Route to `high_res` when the query and the thumbnail say fine pixels matter, else `thumbnail`."""
+    """Route to `high_res` when the query and the thumbnail say fine pixels matter, else
+    `thumbnail`."""
 
     branches = ("thumbnail", "high_res")
 
@@ -68,6 +70,8 @@ class ResolutionRouter(Router):
             "visual tokens than the thumbnails (needs `model`)",
         )
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         route: Route
@@ -88,7 +92,7 @@ class ResolutionRouter(Router):
         ]
         scores = {f"intent_{k}": v for k, v in query.intent_scores}
         if text_lines is not None:
-            text_lines = [l for l in text_lines if any(shows(im, l) for im in images)]
+            text_lines = [ln for ln in text_lines if any(shows(im, ln) for im in images)]
             density = text_density(text_lines, images)
             signal = min(1.0, density / p.text_density_saturation)
             signals["text"] = (p.text_weight, signal)

@@ -101,18 +101,18 @@ def read_document(query: Query, lines: list[OcrLine]) -> Finding | None:
         named = other_keys(keys, kq)
         why = (
             f"no key names the {query.key_noun} {kq.name}; the page's keys name others ("
-            + ", ".join(f"'{l.text}'" for l in named[:4])
+            + ", ".join(f"'{ln.text}'" for ln in named[:4])
             + ")"
             if named
             else f"found the key '{keys[0].text}' but no {kq.value} next to it"
             if keys
             else f"no '{kq.name}' key in the OCR text"
         )
-        return Finding(why=why, seen="; ".join(l.text for l in keys))
+        return Finding(why=why, seen="; ".join(ln.text for ln in keys))
     if len(values) > 1:
         return Finding(why=f"{len(values)} different values for '{kq.name}'", seen=seen)
-    used = tuple(dict.fromkeys(l for kv in found for l in (kv.key_line, kv.value_line)))
-    conf = min(l.confidence for l in used)
+    used = tuple(dict.fromkeys(ln for kv in found for ln in (kv.key_line, kv.value_line)))
+    conf = min(ln.confidence for ln in used)
     return Finding(
         found[0].value, conf, f"OCR read key '{found[0].key_line.text}' -> value", seen, used
     )
@@ -191,19 +191,19 @@ def read_structure(query: Query, lines: list[OcrLine], regions: list[LayoutRegio
     found, what = located_for(query, lines, regions)
     text, why = answer_span(query, found)
     seen = "; ".join(f"{f.kind} '{f.text}'" for f in found[:6]) or "; ".join(
-        l.text for l in lines[:12]
+        ln.text for ln in lines[:12]
     )
     if text is None:
         return Finding(why=f"{what}: {why}", seen=seen)
     best = found[0]
     used = tuple(
-        l
-        for l in lines
-        if l.media_index == best.media_index
-        and same_time(l.timestamp, best.timestamp)
-        and any(l.box.intersects(b) for b in best.boxes)
+        ln
+        for ln in lines
+        if ln.media_index == best.media_index
+        and same_time(ln.timestamp, best.timestamp)
+        and any(ln.box.intersects(b) for b in best.boxes)
     )
-    conf = min((l.confidence for l in used), default=0.0)
+    conf = min((ln.confidence for ln in used), default=0.0)
     return Finding(text, conf, f"{what}: {why}", seen, used)
 
 
@@ -242,6 +242,8 @@ class ToolAnswer(Router):
             description="read a sign-like answer even when the "
             "query's target is not text (documents: the answer is in the text)",
         )
+
+    params: Params  # what the base class's `params` property returns here
 
     @dataclass(frozen=True)
     class Outputs:

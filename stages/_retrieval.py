@@ -197,7 +197,7 @@ def mmr_select(
     With `times` and `min_gap` > 0, a candidate closer than `min_gap` seconds to a pick is skipped.
     Returns [(item id, relevance)] in pick order."""
     cand = [int(c) for c in candidates]
-    rel = {c: float(r) for c, r in zip(cand, relevance)}
+    rel = {c: float(r) for c, r in zip(cand, relevance, strict=True)}
     picked: list[int] = []
     max_sim = {c: -np.inf for c in cand}
     while cand and len(picked) < k:
@@ -213,6 +213,6 @@ def mmr_select(
             cand = [c for c in cand if times[c] is None or abs(times[c] - times[best]) >= min_gap]
         if cand and lam < 1:
             sims = vectors[cand] @ vectors[best]
-            for c, s in zip(cand, sims):
+            for c, s in zip(cand, sims, strict=True):
                 max_sim[c] = max(max_sim[c], float(s))
     return [(c, rel[c]) for c in picked]

@@ -205,13 +205,18 @@ def _ranked(mine: list[tuple[Found, Box]], query: Query) -> list[tuple[int, Foun
     strength = [_strength(item, query, defining) for item, _ in mine]
     best = max(strength)
     # a line the readers located is the target, however few of the question's words it holds
-    strength = [best + 1 if id(item) in located else s for (item, _), s in zip(mine, strength)]
+    strength = [
+        best + 1 if id(item) in located else s for (item, _), s in zip(mine, strength, strict=True)
+    ]
     best = max(strength)
     targets = [
-        b for (item, b), s in zip(mine, strength) if s and s == best and isinstance(item, OcrLine)
+        b
+        for (item, b), s in zip(mine, strength, strict=True)
+        if s and s == best and isinstance(item, OcrLine)
     ]
     out = [
-        (_rank(item, b, s, best, query, targets), item, b) for (item, b), s in zip(mine, strength)
+        (_rank(item, b, s, best, query, targets), item, b)
+        for (item, b), s in zip(mine, strength, strict=True)
     ]
     out += [
         (-1, item, sub)
@@ -226,7 +231,8 @@ def _ranked(mine: list[tuple[Found, Box]], query: Query) -> list[tuple[int, Foun
 def _rounded(box: Box) -> tuple[float, float, float, float]:
     # a stable identity for the prefix cache: the same evidence through another crop's float
     # scale must not make another key; 1/100 px moves no unit boundary
-    return tuple(round(v, 2) for v in box.as_tuple())
+    x0, y0, x1, y1 = (round(v, 2) for v in box.as_tuple())
+    return x0, y0, x1, y1
 
 
 def guide_tower(

@@ -1,4 +1,5 @@
-"""Assemble the final answer: evidence from every stage that looked, and the bill vs the baseline."""
+"""Assemble the final answer: evidence from every stage that looked, and the bill vs the
+baseline."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ class ComposeAnswer(Stage):
         model: ModelName | None = Field(
             "vlm", description="the model the baseline is priced on (null: no baseline)"
         )
+
+    params: Params  # what the base class's `params` property returns here
 
     @dataclass(frozen=True)
     class Outputs:
@@ -76,6 +79,8 @@ class ComposeAnswer(Stage):
 def _where_found(images: tuple[Image, ...], found: Evidence) -> tuple[Image, ...]:
     """The images an answer's own OCR lines and detections were found on (the page of a
     document, the frames of a video a tool read), else all of them."""
-    places = [(x.media_index, x.timestamp) for x in (*found.ocr_lines, *found.detections)]
+    places = [(x.media_index, x.timestamp) for x in found.ocr_lines] + [
+        (x.media_index, x.timestamp) for x in found.detections
+    ]
     kept = tuple(im for im in images if any(im.is_from(m, t) for m, t in places))
     return kept or images

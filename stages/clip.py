@@ -89,6 +89,8 @@ class ClipEmbed(Stage):
         batch_size: int = Field(32, gt=0, le=4096, description="images per forward pass")
         cache_mb: int = Field(256, gt=0, description="embedding cache budget (per model)")
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         embeddings: Embeddings
@@ -124,7 +126,7 @@ class ClipEmbed(Stage):
             if v is not None:
                 out[k] = v
         hits = sum(1 for k in keys if k in out)
-        todo = [(k, im) for k, im in dict(zip(keys, images)).items() if k not in out]
+        todo = [(k, im) for k, im in dict(zip(keys, images, strict=True)).items() if k not in out]
         bs = self.params.batch_size
         for start in progress(
             range(0, len(todo), bs), desc=f"{self.name}: CLIP", unit="batch", min_total=4
@@ -133,7 +135,7 @@ class ClipEmbed(Stage):
             batch = torch.stack([preprocess(im.to_pil()) for _, im in chunk]).to(self.device)
             with self.shared.lock, torch.inference_mode():
                 feats = net.encode_image(batch).float().cpu().numpy()
-            for (k, _), v in zip(chunk, normalize(feats)):
+            for (k, _), v in zip(chunk, normalize(feats), strict=True):
                 out[k] = v
                 cache.put(k, v)
         dim = int(net.visual.output_dim) if hasattr(net.visual, "output_dim") else None

@@ -106,6 +106,8 @@ class Detect(Stage):
                 )
             return v
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         detections: list[Detection]
@@ -187,7 +189,10 @@ class Detect(Stage):
             b = res.boxes
             xyxy, conf, cls = b.xyxy.cpu().numpy(), b.conf.cpu().numpy(), b.cls.cpu().numpy()
             out.append(
-                [(int(c), float(s), Box(*map(float, xy))) for xy, s, c in zip(xyxy, conf, cls)]
+                [
+                    (int(c), float(s), Box(*map(float, xy)))
+                    for xy, s, c in zip(xyxy, conf, cls, strict=True)
+                ]
             )
         return out
 
@@ -200,16 +205,17 @@ class Detect(Stage):
         keys = [im.__content_hash__() for im in items]
         local = {k: v for k in dict.fromkeys(keys) if (v := self.cache.get(k)) is not None}
         hits = sum(k in local for k in keys)
-        todo = [(k, im) for k, im in dict(zip(keys, items)).items() if k not in local]
+        todo = [(k, im) for k, im in dict(zip(keys, items, strict=True)).items() if k not in local]
         for start in range(0, len(todo), p.batch_size):
             chunk = todo[start : start + p.batch_size]
-            for (k, _), found in zip(chunk, self._predict([im for _, im in chunk])):
+            for (k, _), found in zip(chunk, self._predict([im for _, im in chunk]), strict=True):
                 local[k] = found
                 self.cache.put(k, found)
         if saved is not None:
             saved.add(local, self.cache)
-        dets, counts = [], {}
-        for k, im in zip(keys, items):
+        dets: list[Detection] = []
+        counts: dict[str, int] = {}
+        for k, im in zip(keys, items, strict=True):
             ts = getattr(im, "timestamp", None)
             for cid, conf, box in local[k]:
                 label = self.names.get(cid, str(cid))

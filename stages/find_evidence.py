@@ -125,6 +125,8 @@ class FindEvidence(Stage):
             "be in any of them); 0 = only the retrieved ones",
         )
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         frames: list[Image]

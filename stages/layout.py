@@ -120,6 +120,8 @@ class Layout(Stage):
         )
         cache_items: int = Field(4096, gt=0, description="images whose results are kept")
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         regions: list[LayoutRegion]
@@ -178,7 +180,9 @@ class Layout(Stage):
         h, w = pixels.shape[:2]
         found = [
             (str(label), float(score), Box(*map(float, box)).clip(w, h))
-            for box, score, label in zip(res.boxes or [], res.scores or [], res.class_names or [])
+            for box, score, label in zip(
+                res.boxes or [], res.scores or [], res.class_names or [], strict=False
+            )
         ]
         return sorted(found, key=lambda f: (f[2].y0, f[2].x0))  # reading order
 

@@ -148,6 +148,8 @@ class Ocr(Stage):
         )
         cache_items: int = Field(4096, gt=0, description="images whose results are kept")
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         lines: list[OcrLine]
@@ -222,7 +224,6 @@ class Ocr(Stage):
         return out
 
     def run(self, images: list[Image] | Image, video: Path | VideoSource | None = None) -> Outputs:
-        p = self.params
         saved = self.video_index.results(video, "ocr", self.config_key)
         if saved is not None:
             record(saved_results_loaded=saved.seed(self.cache))

@@ -21,10 +21,13 @@ def fit_longest_side(image: Image, size: int, upscale: bool = False) -> Image:
 
 @stage("thumbnail")
 class Thumbnail(Stage):
-    """Downscale an image so its longest side is `size` pixels (aspect kept); boxes stay mappable."""
+    """Downscale an image so its longest side is `size` pixels (aspect kept); boxes stay
+    mappable."""
 
     class Params(StageParams):
         size: int = Field(448, gt=0, le=8192, description="longest side of the thumbnail, pixels")
+
+    params: Params  # what the base class's `params` property returns here
 
     @dataclass(frozen=True)
     class Outputs:
@@ -36,10 +39,13 @@ class Thumbnail(Stage):
 
 @stage("thumbnails")
 class Thumbnails(Stage):
-    """`thumbnail` for a list (video frames, multi-image input): each image's longest side -> `size`."""
+    """`thumbnail` for a list (video frames, multi-image input): each image's longest side ->
+    `size`."""
 
     class Params(StageParams):
         size: int = Field(224, gt=0, le=8192, description="longest side of each thumbnail, pixels")
+
+    params: Params  # what the base class's `params` property returns here
 
     @dataclass(frozen=True)
     class Outputs:

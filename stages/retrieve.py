@@ -68,16 +68,17 @@ class Retrieve(Stage):
 
     Give the candidates as `images` and/or through embeddings (CLIP `embeddings`, sentence
     `text_embeddings` of the tools' text); give the `query` (the `understand` stage), `ocr_lines`
-    and `detections` for the text and object signals. Without a query the intent is `scene`. Weights per intent are the
-    `weights` param (defaults in `DEFAULT_WEIGHTS`); `clip_weight` and `text_weight` scale the
-    CLIP and semantic signals in every intent (0 turns one off, e.g. a random-weight CLIP).
-    Reading questions pick greedily for *coverage*: a frame whose texts were already picked adds
-    nothing, so a caption shown all along cannot crowd out the frame with the small sign. Other
-    intents use MMR (`mmr_lambda` < 1 trades relevance for diversity); `min_gap_s` keeps video
-    picks apart in time. CLIP candidates come from a FAISS index (exact inner product; HNSW above
-    `hnsw_threshold` vectors; faiss GPU or torch top-k on a GPU); with the pipeline's `index:` on
-    and a `video`, the CLIP index is saved in the video's index (`cascade.index`) and reloaded.
-    `ranked` lists every candidate best first, for stages that look further (`find_evidence`).
+    and `detections` for the text and object signals. Without a query the intent is `scene`. Weights
+    per intent are the `weights` param (defaults in `DEFAULT_WEIGHTS`); `clip_weight` and
+    `text_weight` scale the CLIP and semantic signals in every intent (0 turns one off, e.g. a
+    random-weight CLIP). Reading questions pick greedily for *coverage*: a frame whose texts were
+    already picked adds nothing, so a caption shown all along cannot crowd out the frame with the
+    small sign. Other intents use MMR (`mmr_lambda` < 1 trades relevance for diversity); `min_gap_s`
+    keeps video picks apart in time. CLIP candidates come from a FAISS index (exact inner product;
+    HNSW above `hnsw_threshold` vectors; faiss GPU or torch top-k on a GPU); with the pipeline's
+    `index:` on and a `video`, the CLIP index is saved in the video's index (`cascade.index`) and
+    reloaded. `ranked` lists every candidate best first, for stages that look further
+    (`find_evidence`).
     """
 
     class Params(StageParams):
@@ -119,6 +120,8 @@ class Retrieve(Stage):
                         f"(expected {', '.join(SIGNALS)})"
                     )
             return {k: {**DEFAULT_WEIGHTS[k], **v.get(k, {})} for k in DEFAULT_WEIGHTS}
+
+    params: Params  # what the base class's `params` property returns here
 
     @dataclass(frozen=True)
     class Outputs:

@@ -8,13 +8,13 @@ a weight: its salience, more when it holds a word of the question or the key the
 A document target (title, heading, table cell, fact in a paragraph, code identifier) adds every
 region the page's structure says may hold it (`documents.located_for`: every title candidate,
 the cell with its row and column keys, the sentences holding the question's words ...), weighted
-above plain text, so they are sent first and all of them. Atoms become crops with a margin; crops that overlap in one frame
-merge into one, so a sign is never cut and a key stays with its value; a merged crop the model's
-processor would shrink (over its pixel cap) is sent as its atoms instead. Crops (and any grid `tiles`
-given, scored only by the atoms they hold whole) are taken best first while they add atoms not
-yet sent and fit the budget; when the equally plausible candidates do not all fit, the crops
-holding them are all sent smaller by one factor (their text still `legible_px` or more) rather
-than one guessed. Crops whose text is smaller than `min_text_px` are enlarged (up to
+above plain text, so they are sent first and all of them. Atoms become crops with a margin; crops
+that overlap in one frame merge into one, so a sign is never cut and a key stays with its value; a
+merged crop the model's processor would shrink (over its pixel cap) is sent as its atoms instead.
+Crops (and any grid `tiles` given, scored only by the atoms they hold whole) are taken best first
+while they add atoms not yet sent and fit the budget; when the equally plausible candidates do not
+all fit, the crops holding them are all sent smaller by one factor (their text still `legible_px` or
+more) rather than one guessed. Crops whose text is smaller than `min_text_px` are enlarged (up to
 3x) so the VLM sees it at a readable size, and every crop is cut to a size the model's processor
 keeps (`Family.native_size`), so the model reads the chosen pixels unresampled. With no evidence
 at all, the VLM gets the best whole frame at a moderate size (`fallback_size`), said so in the
@@ -157,6 +157,8 @@ class SelectTiles(Stage):
         model: ModelName = Field(
             "vlm", description="the model the crops are for (prices each crop)"
         )
+
+    params: Params  # what the base class's `params` property returns here
 
     @dataclass(frozen=True)
     class Outputs:
@@ -389,7 +391,7 @@ class SelectTiles(Stage):
             spent = sum(self._tokens(c) for c in shrunk)
             text = [
                 a.line_height * c.scale[1]
-                for c, (_, held, _) in zip(shrunk, picks)
+                for c, (_, held, _) in zip(shrunk, picks, strict=False)
                 for a in held
                 if a.key in plausible and a.line_height
             ]
@@ -399,7 +401,7 @@ class SelectTiles(Stage):
                 return (
                     [
                         (c, sum(a.weight for a in held) + bonus)
-                        for c, (_, held, bonus) in zip(shrunk, picks)
+                        for c, (_, held, bonus) in zip(shrunk, picks, strict=False)
                     ],
                     spent,
                     f,

@@ -1,4 +1,5 @@
-"""Source stages: sample a video cheaply, fetch chosen frames at full resolution, load image lists."""
+"""Source stages: sample a video cheaply, fetch chosen frames at full resolution, load image
+lists."""
 
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ def drop_near_duplicates(frames: list[Frame], threshold: float) -> list[Frame]:
 
     kept, last = [], None
     for f in frames:
-        small = np.asarray(f.to_pil().convert("L").resize((32, 18), PILImage.BOX), np.float32)
+        small = np.asarray(
+            f.to_pil().convert("L").resize((32, 18), PILImage.Resampling.BOX), np.float32
+        )
         if last is None or float(np.abs(small - last).max()) >= threshold:
             kept.append(f)
             last = small
@@ -80,6 +83,8 @@ class VideoFrames(Stage):
             "(32x18 grid, mean grayscale 0-255) changed by this much since the "
             "last kept frame; 0 keeps every sampled frame",
         )
+
+    params: Params  # what the base class's `params` property returns here
 
     @dataclass(frozen=True)
     class Outputs:
@@ -133,6 +138,8 @@ class FetchFrames(Stage):
             "when the next frame is more than this many seconds ahead",
         )
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         frames: list[Frame]
@@ -161,6 +168,8 @@ class Images(Stage):
     class Params(StageParams):
         max_images: int = Field(64, gt=0, description="refuse more images than this")
         max_side: int = Field(16384, gt=0, description="refuse images with a larger side")
+
+    params: Params  # what the base class's `params` property returns here
 
     @dataclass(frozen=True)
     class Outputs:

@@ -70,7 +70,7 @@ def documents(
         if i is not None and det.confidence >= min_confidence:
             labels[i][det.label] = labels[i].get(det.label, 0) + 1
     docs = []
-    for t, lab in zip(texts, labels):
+    for t, lab in zip(texts, labels, strict=False):
         objects = ", ".join(f"{n} {name}" if n > 1 else name for name, n in sorted(lab.items()))
         docs.append(". ".join(part for part in (" ".join(t), objects) if part))
     return docs
@@ -99,6 +99,8 @@ class TextEmbed(Stage):
         min_confidence: float = Field(0.5, ge=0, le=1, description="ignore weaker OCR/detections")
         min_chars: int = Field(2, ge=0, description="drop OCR lines with fewer letters/digits")
         cache_items: int = Field(100_000, gt=0, description="texts kept in the embedding cache")
+
+    params: Params  # what the base class's `params` property returns here
 
     @dataclass(frozen=True)
     class Outputs:
@@ -137,7 +139,7 @@ class TextEmbed(Stage):
                     convert_to_numpy=True,
                     show_progress_bar=False,
                 )
-            for t, v in zip(todo, normalize(vecs)):
+            for t, v in zip(todo, normalize(vecs), strict=True):
                 found[t] = v
                 self.cache.put(t, v)
         for i, t in enumerate(texts):

@@ -100,6 +100,8 @@ class Tiles(Stage):
             "or an object a cut goes through is whole in one tile",
         )
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         tiles: list[Image]
@@ -173,6 +175,8 @@ class CropRegions(Stage):
         )
         min_confidence: float = Field(0.0, ge=0, le=1, description="ignore weaker OCR/detections")
         labels: list[str] | None = Field(None, description="only detections with these labels")
+
+    params: Params  # what the base class's `params` property returns here
 
     @dataclass(frozen=True)
     class Outputs:

@@ -1,4 +1,5 @@
-"""Understand the question once: the typed `Query` every later stage reads (`cascade.evidence.query`)."""
+"""Understand the question once: the typed `Query` every later stage reads
+(`cascade.evidence.query`)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ class Understand(Stage):
             le=1,
             description="share of the zero-shot score vs the rules in the intent scores",
         )
+
+    params: Params  # what the base class's `params` property returns here
 
     @dataclass(frozen=True)
     class Outputs:

@@ -106,13 +106,15 @@ class VLMAnswer(Stage):
             "overrides the fields it sets",
         )
 
+    params: Params  # what the base class's `params` property returns here
+
     @dataclass(frozen=True)
     class Outputs:
         answer: Answer
         confidence: float | None
 
     def setup(self) -> None:
-        self.model(self.params.model).vlm  # load (or join) the shared model now, timed as setup
+        _ = self.model(self.params.model).vlm  # load (or join) the shared model now, timed as setup
 
     def streams(self) -> bool:
         return self.params.stream
@@ -143,7 +145,8 @@ class VLMAnswer(Stage):
             raise InputError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         limit = p.max_new_tokens if max_new_tokens is None else max_new_tokens
         on_token = claim_stream(self.name) if self.streams() else None
-        # The model is thread-safe: concurrent runs' decoding shares one batch (`cascade.vlm.batcher`).
+        # The model is thread-safe: concurrent runs' decoding shares one batch
+        # (`cascade.vlm.batcher`).
         r = declared.vlm.generate(
             items,
             text,
@@ -193,7 +196,10 @@ class VLMAnswer(Stage):
         items = [
             bound_pixels(as_image_list(c["images"]), p.min_pixels, p.max_pixels) for c in calls
         ]
-        requests = [(ims, _prompt(c["question"], c.get("hint"))) for ims, c in zip(items, calls)]
+        requests = [
+            (ims, _prompt(c["question"], c.get("hint")))
+            for ims, c in zip(items, calls, strict=True)
+        ]
         results = declared.vlm.generate_batch(
             requests,
             max_new_tokens=p.max_new_tokens,
@@ -201,7 +207,7 @@ class VLMAnswer(Stage):
             system_prompt=p.system_prompt,
             sampling=self.sampling(None),
         )
-        for ims, r in zip(items, results):
+        for ims, r in zip(items, results, strict=True):
             record_bill(r.bill, vlm_batch_size=len(calls))
             yield self.Outputs(
                 Answer(

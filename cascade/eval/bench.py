@@ -115,8 +115,9 @@ def full_res_row(item: EvalItem, readers: Readers) -> dict[str, Any]:
     samples, their exact token count, and evidence read in them at the size sent. No timing."""
     from ..media import VideoSource
 
+    images: list[Image]  # a video's frames, or the images
     if item.media_kind == "video":
-        images = VideoSource(item.media[0]).sample("fps", 1.0, 32, None)
+        images = list(VideoSource(item.media[0]).sample("fps", 1.0, 32, None))
     else:
         images = [Image.open(m, media_index=i) for i, m in enumerate(item.media)]
     tokens = sum(readers.full_res.visual_tokens(im.width, im.height) for im in images)

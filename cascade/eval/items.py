@@ -9,18 +9,21 @@ Kind = Literal["read", "doc", "count", "scene"]
 MediaKind = Literal["video", "images", "document"]
 SPLITS: tuple[str, ...] = ("dev", "test")
 
-# genre -> what its questions ask. Every genre is in both splits; `cascade bench` reports each apart.
+# genre -> what its questions ask. Every genre is in both splits; `cascade bench` reports each
+# apart.
 GENRES: dict[str, str] = {
-    "video_sign": "a small sign (12-24 px text) shown ~2 s in a 10 s video, with a caption and often "
-    "a second sign as distractors",
+    "video_sign": "a small sign (12-24 px text) shown ~2 s in a 10 s video, with a caption and "
+    "often a second sign as distractors",
     "image_sign": "a small sign in one photo of a set of 5-8, a caption in another",
     "receipt": "key-value reading on receipts, invoices and forms (total, date, number) next to "
     "distractor amounts",
-    "router": "count and scene questions the resolution router should decline (no fine look needed)",
+    "router": "count and scene questions the resolution router should decline (no fine look "
+    "needed)",
     "heading": "a document's title, or a section heading by number or by topic, on a page of "
     "several sections",
     "table": "the cell at row key x column key of a timetable, a price list or a spec sheet",
-    "code": "the name of the function or class a code screenshot defines (other identifiers in view)",
+    "code": "the name of the function or class a code screenshot defines (other identifiers in "
+    "view)",
     "paragraph": "one fact inside a paragraph (a day, a time, a room, a name): the span, not the "
     "sentence",
     "ids": "an invoice / order / ticket id among phone numbers, dates, amounts and other numbers",
@@ -28,8 +31,8 @@ GENRES: dict[str, str] = {
     "zh_receipt": "Chinese receipts (总计 / 合计 / 实付, 日期, 单号) next to distractor amounts",
     "zh_question": "questions asked in Chinese about English signs and documents",
     "colour": "'What does the red sign say?' with two signs of different colours in view",
-    "time_order": "first / last / before / after a banner shown in the video; the other sign sits on "
-    "the other side of the event",
+    "time_order": "first / last / before / after a banner shown in the video; the other sign sits "
+    "on the other side of the event",
     "photo_doc": "a printed page photographed inside a photo: at an angle, lower contrast, JPEG; "
     "alone or among ordinary photos",
     "long_video": "a video of several minutes (3-5 min, low fps) where the text is visible <= 2 s",

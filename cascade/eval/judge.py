@@ -99,7 +99,7 @@ class Readers:
         padded[:] = border.astype(np.uint8)
         padded[16:-16, 16:-16] = px
         seen = set()
-        for side, ocr in zip(self.det_sides, self.ocrs):
+        for side, ocr in zip(self.det_sides, self.ocrs, strict=False):
             # the detector only shrinks ("max"): every scale over the image's longest side reads
             # it at its own size, so once is enough
             if (at := min(side, max(padded.shape[:2]))) not in seen:

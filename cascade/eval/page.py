@@ -92,7 +92,7 @@ class Page:
             }[align]
         y = self.y  # runs share a top line
         cx = x
-        for run, w in zip(runs, widths):
+        for run, w in zip(runs, widths, strict=True):
             self.draw.text((cx, y), run.text, font=load_font(run.font, run.size), fill=run.fill)
             cx += w
         self._mark(runs, x, y, marks)
@@ -171,7 +171,7 @@ class Page:
         Returns the box of each body cell's text by (row, column)."""
         f, fb = load_font(font, size), load_font(bold, size)
         pad = size // 2 + 4
-        cols = list(zip(header, *rows))
+        cols = list(zip(header, *rows, strict=False))
         widths = [
             max(self.draw.textlength(c, font=fb if i == 0 else f) for i, c in enumerate(col))
             + 2 * pad

@@ -40,7 +40,7 @@ class Photographed:
 def _homography(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """The 3x3 projective matrix taking the 4 points `src` onto `dst` (exact: 8 equations)."""
     rows, rhs = [], []
-    for (x, y), (u, v) in zip(src, dst):
+    for (x, y), (u, v) in zip(src, dst, strict=True):
         rows += [[x, y, 1, 0, 0, 0, -u * x, -u * y], [0, 0, 0, x, y, 1, -v * x, -v * y]]
         rhs += [u, v]
     return np.append(np.linalg.solve(np.array(rows), np.array(rhs)), 1.0).reshape(3, 3)
@@ -65,7 +65,8 @@ def photograph(
     bg = PILImage.fromarray(photo(background))
     scale = photo_width / bg.width
     bg = bg.resize(
-        (photo_width, max(int(bg.height * scale), int(photo_width * 0.62))), PILImage.BICUBIC
+        (photo_width, max(int(bg.height * scale), int(photo_width * 0.62))),
+        PILImage.Resampling.BICUBIC,
     )
     W, H = bg.size
     ph, pw = page.shape[:2]

@@ -26,7 +26,7 @@ def render_text_image(
 
     font = ImageFont.truetype(font_path(bold), font_size)
     x0, y0, x1, y1 = ImageDraw.Draw(PILImage.new("RGB", (1, 1))).textbbox((0, 0), text, font=font)
-    w, h = size or (x1 - x0 + 2 * padding, y1 - y0 + 2 * padding)
+    w, h = size or (int(x1 - x0) + 2 * padding, int(y1 - y0) + 2 * padding)
     canvas = PILImage.new("RGB", (w, h), background)
     ImageDraw.Draw(canvas).text((padding - x0, padding - y0), text, font=font, fill=color)
     return np.asarray(canvas)
@@ -53,7 +53,7 @@ def render_sign(
         (0, 0), text, font=f, spacing=size // 4, align="center"
     )
     pad = max(3, size // 3) if pad is None else pad
-    w, h = x1 - x0 + 2 * pad + 2 * border, y1 - y0 + 2 * pad + 2 * border
+    w, h = int(x1 - x0) + 2 * pad + 2 * border, int(y1 - y0) + 2 * pad + 2 * border
     canvas = PILImage.new("RGB", (w, h), ink)
     d = ImageDraw.Draw(canvas)
     d.rectangle([border, border, w - 1 - border, h - 1 - border], fill=plate)
@@ -81,7 +81,7 @@ def render_caption(
     x0, y0, x1, y1 = ImageDraw.Draw(PILImage.new("L", (1, 1))).textbbox(
         (0, 0), text, font=f, stroke_width=stroke
     )
-    w, h = x1 - x0 + 4, y1 - y0 + 4
+    w, h = int(x1 - x0) + 4, int(y1 - y0) + 4
     rgb, mask = PILImage.new("RGB", (w, h), (0, 0, 0)), PILImage.new("L", (w, h), 0)
     for img, color, outline in ((rgb, fill, (0, 0, 0)), (mask, 255, 255)):
         ImageDraw.Draw(img).text(

@@ -81,7 +81,9 @@ def make_sign_video(
         n = 0
         for name in scenes:
             big = np.asarray(
-                PILImage.fromarray(photos[name]).resize((width + pan, height), PILImage.BICUBIC)
+                PILImage.fromarray(photos[name]).resize(
+                    (width + pan, height), PILImage.Resampling.BICUBIC
+                )
             )
             for k in range(frames_per_scene):
                 arr = np.ascontiguousarray(big[:, k : k + width])
@@ -147,7 +149,9 @@ def footage_frames(
     if kind == "clip":
         for arr in _clip_frames(footage_path(what), n, fps, start):
             if arr.shape[:2] != (height, width):
-                arr = np.asarray(PILImage.fromarray(arr).resize((width, height), PILImage.BILINEAR))
+                arr = np.asarray(
+                    PILImage.fromarray(arr).resize((width, height), PILImage.Resampling.BILINEAR)
+                )
             yield arr
     elif kind == "pan":
         names = what.split(",")
@@ -155,7 +159,7 @@ def footage_frames(
         for k, name in enumerate(names):
             big = np.asarray(
                 PILImage.fromarray(photo(name)).resize(
-                    (int(width * 1.15), height), PILImage.BICUBIC
+                    (int(width * 1.15), height), PILImage.Resampling.BICUBIC
                 )
             )
             count = per if k < len(names) - 1 else n - per * (len(names) - 1)
@@ -164,7 +168,7 @@ def footage_frames(
                 yield np.ascontiguousarray(big[:, x : x + width])
     elif kind == "still":  # a photo fitted into the frame (aspect kept), for counting / scenes
         pic = PILImage.fromarray(photo(what))
-        pic.thumbnail((width, height), PILImage.BICUBIC)
+        pic.thumbnail((width, height), PILImage.Resampling.BICUBIC)
         canvas = np.zeros((height, width, 3), np.uint8)
         y, x = (height - pic.height) // 2, (width - pic.width) // 2
         canvas[y : y + pic.height, x : x + pic.width] = np.asarray(pic)

@@ -198,7 +198,8 @@ def _anchor(
             return (
                 sorted(block_time(b) for b in sized),
                 sized,
-                f"the {'tallest' if order.anchor_size == 'big' else 'smallest'} text '{sized[0].text}'",
+                f"the {'tallest' if order.anchor_size == 'big' else 'smallest'} "
+                f"text '{sized[0].text}'",
             )
     return [], [], ""
 

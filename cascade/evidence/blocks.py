@@ -134,7 +134,7 @@ def text_blocks(lines: list[OcrLine]) -> list[TextBlock]:
         groups[:] = [g for g in groups if not any(g is j for j in joined)] + [merged]
     blocks = []
     for g in (g for groups in frames.values() for g in groups):
-        g.sort(key=lambda l: (round(l.box.y0 / max(l.box.height, 1)), l.box.x0))
+        g.sort(key=lambda ln: (round(ln.box.y0 / max(ln.box.height, 1)), ln.box.x0))
         box = g[0].box
         for line in g[1:]:
             box = box.union(line.box)

@@ -127,7 +127,8 @@ def _zh_cell(q: str) -> tuple[str | None, str | None]:
             return key.strip(" ，,")
 
         row, column = clean(m.group(1)), clean(m.group(2))
-        # "华东区第二季度的数字": a generic column word; the period at the end of the row is the column
+        # "华东区第二季度的数字": a generic column word; the period at the end of the row is the
+        # column
         period = re.search(
             r"(第.{1,3}(?:季度|周|月|年)|\d{2,4}年|[一二三四五六七八九十\d]{1,2}月)$", row
         )
@@ -195,7 +196,8 @@ def read_chinese(question: str, intent: Intent) -> dict:
         r"根据|文中|文章|文里|段落|通知|公告|说明|[封这那]信|信里|信中|邮件|[里上中]说|写道|提到", q
     )
     topic, q_rest = (None, q) if section else _zh_section_topic(q)
-    # "项目评审会在哪里举行？", "应联系谁？": where or who, as a text tells it (not what a picture shows)
+    # "项目评审会在哪里举行？", "应联系谁？": where or who, as a text tells it (not what a picture
+    # shows)
     told = (
         re.search(r"在?哪里|在?哪儿|什么地方|何处|谁", q)
         and not re.search(r"图|照片|画面|视频|镜头|穿|戴", q)

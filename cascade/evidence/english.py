@@ -53,7 +53,10 @@ def _en_section(q: str) -> tuple[str | None, str | None, str]:
     # the section asked for by name ("the section about X", "the pricing section"), or by what it
     # treats ("which section covers X?", "the part that deals with X", "under which heading is X
     # discussed?"); the first whose topic is not a generic word
-    which = rf"\b(?:which|what)\s+{_SECTION_WORD}(?:\s+(?:heading|title))?\s+(?:of\s+(?:the|this)\s+\w+\s+)?"
+    which = (
+        rf"\b(?:which|what)\s+{_SECTION_WORD}(?:\s+(?:heading|title))?"
+        r"\s+(?:of\s+(?:the|this)\s+\w+\s+)?"
+    )
     topic = r"(?:the\s+)?['\"]?([^?'\"]+?)['\"]?"
     # the topic ends the question, or a request about the section follows it ("... and tell me
     # its heading")
@@ -212,7 +215,8 @@ def _en_cell(question: str) -> tuple[str | None, str | None]:
     "the <column> column for <row>", "under <column> for <row>", "how many <column> did <row>
     score", "the row for <row> ... its <column>"."""
     q = re.sub(
-        rf"^(?:in|on|from|according to|looking at)\s+(?:the|this|that)\s+(?:[\w-]+\s+){{0,2}}?{_TABLE_NOUN}"
+        r"^(?:in|on|from|according to|looking at)\s+(?:the|this|that)\s+"
+        rf"(?:[\w-]+\s+){{0,2}}?{_TABLE_NOUN}"
         r"(?:\s+(?:screenshot|image|photo|picture))?\s*,?\s*",
         "",
         question.strip().rstrip(".!"),
@@ -558,7 +562,7 @@ def read_english(question: str, intent: Intent) -> dict:
             key_noun=field_noun or noun,
             answer_type={"number": "id", "date": "date"}.get(key, "amount"),
         )
-    elif "count" in intent.matched and (label or not intent.matched == ("read",)):
+    elif "count" in intent.matched and (label or intent.matched != ("read",)):
         found.update(target="object_count", answer_type="count", label=label)
     elif (
         paragraph

@@ -91,7 +91,8 @@ def rule_intent(question: str) -> Intent:
 
 
 class IntentScorer:
-    """Rules plus an optional sentence-embedding zero-shot score (any sentence-transformers model)."""
+    """Rules plus an optional sentence-embedding zero-shot score (any sentence-transformers
+    model)."""
 
     def __init__(self, model: str | None = None, zero_shot_weight: float = 0.5):
         self.model_name = model
@@ -288,7 +289,7 @@ def counted_label(question: str) -> str | None:
     start = next(
         (
             i + 1
-            for i, (a, b) in enumerate(zip(words, words[1:] + [""]))
+            for i, (a, b) in enumerate(zip(words, words[1:] + [""], strict=True))
             if (a, b) == ("how", "many") or a in ("count", "number")
         ),
         0,

@@ -37,8 +37,8 @@ PATTERNS = {
         rf"\b{_MONTHS}\s+\d{{1,2}},?\s+\d{{4}}(?!\d)|\d{{4}}年\d{{1,2}}月\d{{1,2}}[日号]",
         re.I,
     ),
-    # an id may be printed in groups ("2231 9920 1184", "+1 555 201 3344", an IBAN): the whole run of
-    # groups is the id, or a tool would answer its first group
+    # an id may be printed in groups ("2231 9920 1184", "+1 555 201 3344", an IBAN): the whole run
+    # of groups is the id, or a tool would answer its first group
     "id": re.compile(
         r"(?<![A-Za-z0-9_.+])(?:\+\d{1,3}(?: \d{2,5})+"  # a phone number
         r"|[A-Z]{2}\d{2}(?: [A-Z0-9]{4}){2,}(?: [A-Z0-9]{1,3})?"  # an IBAN
@@ -153,27 +153,27 @@ def _value_for(key: OcrLine, match: re.Match, lines: list[OcrLine], kind: str):
         return found[0], key
     h = key.box.height
     right = [
-        l
-        for l in lines
-        if l is not key
-        and _same_place(l, key)
-        and min(l.box.y1, key.box.y1) - max(l.box.y0, key.box.y0) >= 0.5 * min(h, l.box.height)
-        and l.box.x0 >= key.box.x1 - _slack(key, l)
+        ln
+        for ln in lines
+        if ln is not key
+        and _same_place(ln, key)
+        and min(ln.box.y1, key.box.y1) - max(ln.box.y0, key.box.y0) >= 0.5 * min(h, ln.box.height)
+        and ln.box.x0 >= key.box.x1 - _slack(key, ln)
     ]
-    for line in sorted(right, key=lambda l: l.box.x0):
+    for line in sorted(right, key=lambda ln: ln.box.x0):
         found = _values(line.text, kind)
         if found:
             return found[0], line
     below = [
-        l
-        for l in lines
-        if l is not key
-        and _same_place(l, key)
-        and 0 <= l.box.y0 - key.box.y1 <= 1.5 * h
-        and min(l.box.x1, key.box.x1) - max(l.box.x0, key.box.x0)
-        > 0.3 * min(l.box.width, key.box.width)
+        ln
+        for ln in lines
+        if ln is not key
+        and _same_place(ln, key)
+        and 0 <= ln.box.y0 - key.box.y1 <= 1.5 * h
+        and min(ln.box.x1, key.box.x1) - max(ln.box.x0, key.box.x0)
+        > 0.3 * min(ln.box.width, key.box.width)
     ]
-    for line in sorted(below, key=lambda l: l.box.y0):
+    for line in sorted(below, key=lambda ln: ln.box.y0):
         found = _values(line.text, kind)
         if found:
             return found[0], line
@@ -183,7 +183,8 @@ def _value_for(key: OcrLine, match: re.Match, lines: list[OcrLine], kind: str):
 def read_key_value(lines: list[OcrLine], query: KeyQuery) -> tuple[list[KeyValue], list[OcrLine]]:
     """(values found for the key, the key lines that matched). Several different values mean the
     document is ambiguous for this question; none means the key or its value was not read."""
-    level, source = [], {}
+    level: list[OcrLine] = []
+    source: dict[int, OcrLine] = {}
     for page in pages(lines):
         level += page.lines
         source.update({id(ln): page.original(ln) for ln in page.lines})
@@ -200,18 +201,18 @@ def _read_level(lines: list[OcrLine], query: KeyQuery) -> tuple[list[KeyValue], 
         m = query.key.search(line.text)
         if m and not (query.exclude and query.exclude.search(line.text)):
             keys.append((line, m))
-    if query.noun and any(query.noun.search(l.text) for l, _ in keys):
-        keys = [(l, m) for l, m in keys if query.noun.search(l.text)]
+    if query.noun and any(query.noun.search(ln.text) for ln, _ in keys):
+        keys = [(ln, m) for ln, m in keys if query.noun.search(ln.text)]
     elif query.named_field:
-        return [], [l for l, _ in keys]  # 'Seat' asked, not on the page: no other number
-    elif other_keys(keys_only := [l for l, _ in keys], query):
+        return [], [ln for ln, _ in keys]  # 'Seat' asked, not on the page: no other number
+    elif other_keys(keys_only := [ln for ln, _ in keys], query):
         return [], keys_only  # the page names its numbers and none is ours: never another's
     found = []
     for line, m in keys:
         hit = _value_for(line, m, lines, query.value)
         if hit:
             found.append(KeyValue(hit[0], line, hit[1]))
-    return found, [l for l, _ in keys]
+    return found, [ln for ln, _ in keys]
 
 
 def other_keys(keys: list[OcrLine], query: KeyQuery) -> list[OcrLine]:
@@ -219,9 +220,9 @@ def other_keys(keys: list[OcrLine], query: KeyQuery) -> list[OcrLine]:
     when the PO number was asked for), when none names the question's: the page tells its
     numbers apart by name and the one asked for is not among those read. Empty otherwise (no
     noun asked, or a key that names it, or keys that name nothing: a receipt's plain 'No.')."""
-    if query.noun is None or query.others is None or any(query.noun.search(l.text) for l in keys):
+    if query.noun is None or query.others is None or any(query.noun.search(ln.text) for ln in keys):
         return []
-    return [l for l in keys if query.others.search(l.text)]
+    return [ln for ln in keys if query.others.search(ln.text)]
 
 
 def lone_value(lines: list[OcrLine], kind: str) -> tuple[str, OcrLine] | None:

@@ -129,8 +129,9 @@ def zh_number(text: str) -> int | None:
     return (ZH_DIGITS.get(tens, 1) if tens else 1) * 10 + (ZH_DIGITS.get(ones, 0) if ones else 0)
 
 
-# 几 asks "how many" only on its own: after a demonstrative or a quantifier it is "a few" (这几张照片
-# "these photos", 前几帧 "the first frames", 好几个 "quite a few"); 哪几 is "which ones".
+# 几 asks "how many" only on its own: after a demonstrative or a quantifier it is "a few"
+# (这几张照片 "these photos", 前几帧 "the first frames", 好几个 "quite a few"); 哪几 is "which
+# ones".
 ZH_FEW = re.compile(r"(?<=[这那前后头好哪])几")
 
 
@@ -437,8 +438,8 @@ AMOUNT_DUE = r"\b(?:due|owed?|owing|payable|pay|balance|outstanding)\b"
 AMOUNT_DUE_FILLERS = frozenset(
     {"still", "remaining", "yet", "now", "left", "altogether", "overall", "together"}
 )
-# The same two readings in Chinese: 开 / 开具 / 打印 ... a document on its date ("这张发票是哪天开的"),
-# and what is (still) to pay ("还需要支付多少钱", "一共要付多少").
+# The same two readings in Chinese: 开 / 开具 / 打印 ... a document on its date
+# ("这张发票是哪天开的"), and what is (still) to pay ("还需要支付多少钱", "一共要付多少").
 ZH_DOCUMENT_DATE_VERBS = r"开具|开票|开的|开出|打印|出具|签发|购买|买的|下单|付款"
 ZH_AMOUNT_DUE = (
     r"(?:要|需要?|应该?|还)(?:支付|付|交|给)|欠|待付|未付|(?:一共|总共)(?:花|付|消费|用)了?"

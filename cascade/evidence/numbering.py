@@ -111,7 +111,7 @@ def roman_int(text: str) -> int | None:
         return None
     values = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100}
     total = 0
-    for a, b in zip(t, t[1:] + " "):
+    for a, b in zip(t, t[1:] + " ", strict=True):
         v = values[a]
         total += -v if b != " " and values[b] > v else v
     return total

@@ -2,10 +2,10 @@
 
 Lines join into a paragraph when one sits right below another (a gap under ~1 line height, the
 columns overlapping, about the same height) unless the layout model put them in two different
-text regions; headings and cells of a layout table never join a paragraph. Line breaks are undone as the script
-wants (a space between Latin words, nothing between CJK characters, a hyphenated word put back
-together). Sentences end at . ! ? … and at the CJK 。！？; a '.' ends one only before a space and a
-capital, a digit or a CJK character, and not after a known abbreviation or a single initial.
+text regions; headings and cells of a layout table never join a paragraph. Line breaks are undone as
+the script wants (a space between Latin words, nothing between CJK characters, a hyphenated word put
+back together). Sentences end at . ! ? … and at the CJK 。！？; a '.' ends one only before a space
+and a capital, a digit or a CJK character, and not after a known abbreviation or a single initial.
 """
 
 from __future__ import annotations
@@ -87,7 +87,11 @@ class Paragraph:
     def lines_between(self, start: int, end: int) -> list[OcrLine]:
         """The lines that hold text[start:end]."""
         ends = self.starts[1:] + (len(self.text) + 1,)
-        return [ln for ln, s, e in zip(self.lines, self.starts, ends) if s < end and e > start]
+        return [
+            ln
+            for ln, s, e in zip(self.lines, self.starts, ends, strict=True)
+            if s < end and e > start
+        ]
 
 
 def _join(parts: Sequence[str]) -> tuple[str, tuple[int, ...]]:
@@ -170,9 +174,8 @@ def _ends_sentence(text: str, i: int) -> bool:
     word = re.search(r"([^\W\d_]+)\.?$", text[:i].replace(".", ""))
     prev = word.group(1).lower() if word else ""
     before = text[:i].split()[-1] if text[:i].split() else ""
-    if prev in _ABBREVIATIONS or re.fullmatch(r"(?:[A-Za-z]\.)*[A-Za-z]", before):
-        return False  # Dr. Smith, J. Doe, U.S.
-    return True
+    # not after Dr. Smith, J. Doe, U.S.
+    return not (prev in _ABBREVIATIONS or re.fullmatch(r"(?:[A-Za-z]\.)*[A-Za-z]", before))
 
 
 def split_sentences(text: str) -> list[tuple[int, int]]:

@@ -15,7 +15,8 @@ A `Query` says what the question asks for, so no stage re-derives it from the st
 - `cues`: the question's own content words (exact words; Chinese as character bigrams, the
   standard way to match unsegmented CJK text), `language` ("en", "zh", "other").
 
-`Query.describe()` is what the route reports: `table_cell row='Express 12' col='Dep.' answer=cell lang=en`.
+`Query.describe()` is what the route reports: `table_cell row='Express 12' col='Dep.' answer=cell
+lang=en`.
 """
 
 from __future__ import annotations
@@ -183,7 +184,8 @@ class Query:
 
 
 def language_of(text: str) -> str:
-    """'zh' when the text holds Chinese characters, 'en' when its letters are Latin, else 'other'."""
+    """'zh' when the text holds Chinese characters, 'en' when its letters are Latin, else
+    'other'."""
     if _HAN.search(text):
         return "zh"
     letters = [ch for ch in text if ch.isalpha()]

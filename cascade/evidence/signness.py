@@ -16,6 +16,8 @@ ground, or no pixels at hand) keep equal weights.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from cascade.artifacts import Box, Image
@@ -71,7 +73,7 @@ def _ring(image: Image, box: Box, width: float) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros((0, 3), np.float32)
 
 
-def signness(image: Image, block: TextBlock, others: list[TextBlock] = ()) -> float:
+def signness(image: Image, block: TextBlock, others: Sequence[TextBlock] = ()) -> float:
     """In [0, 1]: how much `block` looks like a sign on its own plate in `image` (see the module
     docstring): the share of the ring around its box that is *not* the plate's colour (the plate
     measured in the box's core, between the glyphs), times how uniform the plate is, times

@@ -7,8 +7,9 @@ Friday' has no single day). The same value written twice ('Tue' and 'Tuesday') i
 
 Kinds (`KINDS`): weekday (alias day), date, time, when (a date, time or day; written together,
 one span), amount, percent, id, identifier, number, name, place (Room 330, Gate 12B, 3号楼),
-email, url; text and cell (the whole text, trimmed). English and Chinese forms are read: 星期二 / 周二 / 礼拜二, 2024年3月5日, 三月五日,
-下午3点 / 15:30, ¥ 12.50 / 12.50元, 百分之五 / 5%, 十五分钟 (a number with its measure word).
+email, url; text and cell (the whole text, trimmed). English and Chinese forms are read: 星期二 /
+周二 / 礼拜二, 2024年3月5日, 三月五日, 下午3点 / 15:30, ¥ 12.50 / 12.50元, 百分之五 / 5%, 十五分钟
+(a number with its measure word).
 A kind never claims text a more specific kind holds: in '5 March 2024, 14:30, $12.50' there is no
 `number`, in 'Order A-10293, total $45.00' one `id`.
 """
@@ -162,7 +163,8 @@ def _cn_or_int(text: str) -> int | str:
         return int(
             "".join(str("〇一二三四五六七八九".index(ch.replace("零", "〇"))) for ch in text)
         )
-    return chinese_int(text) if chinese_int(text) is not None else text
+    number = chinese_int(text)
+    return number if number is not None else text
 
 
 def _dates(text: str) -> Found:

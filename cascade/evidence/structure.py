@@ -270,13 +270,13 @@ def pages(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = ()) -> lis
 def reading_order(lines: Sequence[OcrLine]) -> list[OcrLine]:
     """Rows top to bottom (lines whose vertical spans mostly overlap share a row), left to right."""
     rows: list[list[OcrLine]] = []
-    for ln in sorted(lines, key=lambda l: (l.box.y0 + l.box.y1) / 2):
+    for ln in sorted(lines, key=lambda ln: (ln.box.y0 + ln.box.y1) / 2):
         row = rows[-1] if rows else None
         if row is not None and _same_row(row[0].box, ln.box):
             row.append(ln)
         else:
             rows.append([ln])
-    return [ln for row in rows for ln in sorted(row, key=lambda l: l.box.x0)]
+    return [ln for row in rows for ln in sorted(row, key=lambda ln: ln.box.x0)]
 
 
 def _same_row(a: Box, b: Box) -> bool:

@@ -225,7 +225,7 @@ def _build(rows: list[list[OcrLine]], page: Page) -> Table | None:
     columns = _columns(rows)
     if len(columns) < 2 or len(rows) < 2:
         return None
-    grid = [[[] for _ in columns] for _ in rows]
+    grid: list[list[list[OcrLine]]] = [[[] for _ in columns] for _ in rows]
     for r, row in enumerate(rows):
         for ln in row:
             grid[r][_column_of(ln, columns)].append(ln)

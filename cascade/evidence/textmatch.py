@@ -162,7 +162,7 @@ def _same_word(a: str, b: str) -> bool:
     if a.isdigit() or b.isdigit():
         return False
     common = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
             break
         common += 1

@@ -56,7 +56,7 @@ class FrameStore:
             return None
         w, h = meta["source_size"]
         frames = []
-        for px, f in zip(pixels, meta["frames"]):
+        for px, f in zip(pixels, meta["frames"], strict=False):
             frame = Frame(
                 px,
                 source=str(self.video),

@@ -80,4 +80,4 @@ class SavedVectors:
             vectors = np.load(self.vectors_path)
         except (OSError, ValueError):
             return {}
-        return dict(zip(meta.get("keys", []), vectors))
+        return dict(zip(meta.get("keys", []), vectors, strict=False))

@@ -4,8 +4,8 @@
     index: {folder: /data/indexes}     # or under one folder (a subfolder per video)
 
 A `VideoIndex` is handed to every stage of a pipeline (`Stage.video_index`), as the declared
-models are; the stages that index a video (`video_frames`, `clip_embed`, `retrieve`, `ocr`, `detect`)
-ask it for their store, which is None when the pipeline keeps no index.
+models are; the stages that index a video (`video_frames`, `clip_embed`, `retrieve`, `ocr`,
+`detect`) ask it for their store, which is None when the pipeline keeps no index.
 """
 
 from __future__ import annotations

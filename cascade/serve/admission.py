@@ -17,7 +17,8 @@ __all__ = ["Admission", "QueueFull"]
 
 
 class QueueFull(Exception):
-    """Every slot is taken and the wait queue is full; `retry_after` is a whole number of seconds."""
+    """Every slot is taken and the wait queue is full; `retry_after` is a whole number of
+    seconds."""
 
     def __init__(self, running: int, queued: int, retry_after: int):
         super().__init__(

@@ -46,9 +46,9 @@ def bill_of(answer: Answer) -> dict[str, Any]:
         bill["prefill_savings"] = b.prefill_savings
         # Time to first token scales with tower + prefill FLOPs for a fixed model: an estimate,
         # labelled as such.
-        spent = b.vision_flops + b.prefill_flops
-        if spent > 0 and b.ttft_s > 0:
-            bill["baseline_seconds_estimate"] = seconds - b.ttft_s + b.ttft_s * b.ttft_savings
+        spent, savings = b.vision_flops + b.prefill_flops, b.ttft_savings
+        if spent > 0 and b.ttft_s > 0 and savings is not None:
+            bill["baseline_seconds_estimate"] = seconds - b.ttft_s + b.ttft_s * savings
     return bill
 
 

@@ -102,8 +102,8 @@ class ServeConfig(BaseSettings):
     tiny: Annotated[
         bool,
         Flag(
-            "random-weight tiny Qwen2-VL and random CLIP: runs offline; VLM answers are random text, "
-            "tool answers/evidence/bill real",
+            "random-weight tiny Qwen2-VL and random CLIP: runs offline; VLM answers are random "
+            "text, tool answers/evidence/bill real",
             action="store_true",
             exclusive="model",
         ),

@@ -1,7 +1,7 @@
 """The web demo: upload a video or images, ask, and see the answer with its evidence and bill.
 
 Built on the server's `Engine` (same live pipelines, same caches, same limits), mounted at /demo by
-`cascade demo` / `cascade serve --demo`. Examples are generated offline with `cascade.eval`'s media
+`cascade demo` / `cascade serve --demo`. Examples are made at first use, offline, by `demo_media`
 (a video with a sign, a rendered receipt, the ultralytics bus photo) so one click works anywhere.
 
 An upload picks the pipeline that fits it (`demo_choice`; the user may change it). Whatever stops
@@ -20,6 +20,7 @@ from typing import Any
 from ..errors import CascadeError
 from .bill import bill_of, cache_events
 from .demo_choice import choose_pipeline, mismatch
+from .demo_media import demo_media
 from .engine import Engine
 from .errors import APIError
 from .media import PixelBudget, media_from_file
@@ -38,7 +39,6 @@ DEMO_CSS = (
     "#answer {font-size: 1.15em} .tiny-note {background: #fff3bf; padding: 6px 10px} "
     ".demo-error {border-left: 4px solid #e8590c; padding: 4px 12px; background: #fff4e6}"
 )
-RECEIPT = "CORNER CAFE\nLatte        4.50\nBagel        3.25\nTOTAL        7.75"
 
 
 def _examples_dir() -> Path:
@@ -48,20 +48,7 @@ def _examples_dir() -> Path:
 
 def demo_examples(models: list[str], folder: Path | None = None) -> list[list[Any]]:
     """[[files], question, model] rows for the models being served; media made once, offline."""
-    from PIL import Image as PILImage
-
-    from ..eval.photos import bus_image_path
-    from ..eval.render import render_text_image
-    from ..eval.video import make_sign_video
-
-    folder = Path(folder or _examples_dir())
-    folder.mkdir(parents=True, exist_ok=True)
-    video, receipt = folder / "sign_video.mp4", folder / "receipt.png"
-    if not video.is_file():
-        make_sign_video(folder / "sign_video.tmp.mp4")
-        os.replace(folder / "sign_video.tmp.mp4", video)
-    if not receipt.is_file():
-        PILImage.fromarray(render_text_image(RECEIPT, font_size=36, padding=40)).save(receipt)
+    media = demo_media(Path(folder or _examples_dir()))
     rows = []
 
     def pick(*names: str) -> str | None:
@@ -71,12 +58,12 @@ def demo_examples(models: list[str], folder: Path | None = None) -> list[list[An
     image_model = pick("multi_image_qa") or next((m for m in models if "image" in m), None)
     doc_model = pick("doc_qa") or image_model
     if video_model:
-        rows.append([[str(video)], "What are the opening hours on the sign?", video_model])
-        rows.append([[str(video)], "What animal appears in the video?", video_model])
+        rows.append([[str(media.video)], "What are the opening hours on the sign?", video_model])
+        rows.append([[str(media.video)], "What animal appears in the video?", video_model])
     if image_model:
-        rows.append([[bus_image_path()], "How many people are in the picture?", image_model])
+        rows.append([[str(media.photo)], "How many people are in the picture?", image_model])
     if doc_model:
-        rows.append([[str(receipt)], "What is the total on the receipt?", doc_model])
+        rows.append([[str(media.receipt)], "What is the total on the receipt?", doc_model])
     return rows
 
 

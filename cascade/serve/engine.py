@@ -19,9 +19,9 @@ really ends, so abandoned work cannot pile up past `max_concurrent`.
 
 The answer's tokens reach the caller as the VLM generates them: `run_async(on_token=...)` calls it
 from the thread that decodes (the model's batch loop) with each `TokenEvent` of the answer
-(`cascade.streaming`; a tool answer has none). The request's `max_tokens`, earlier turns and sampling settings go to the pipeline's
-`max_new_tokens`, `history` and `sampling` inputs; a pipeline without them refuses such a request
-(400) rather than ignore it.
+(`cascade.streaming`; a tool answer has none). The request's `max_tokens`, earlier turns and
+sampling settings go to the pipeline's `max_new_tokens`, `history` and `sampling` inputs; a pipeline
+without them refuses such a request (400) rather than ignore it.
 """
 
 from __future__ import annotations

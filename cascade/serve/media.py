@@ -1,4 +1,5 @@
-"""Media from chat requests: `data:` URLs and `file://` URLs under a media root, decoded with limits.
+"""Media from chat requests: `data:` URLs and `file://` URLs under a media root, decoded with
+limits.
 
 Only two URL schemes are accepted. Remote `http(s)` URLs are refused rather than fetched: a server
 that downloads whatever a request names is an SSRF hole, and these machines are often offline.

@@ -54,7 +54,8 @@ _COUNTERS = {
     "cascade_cache_hits_total": ("Cache hits by cache.", ("cache",)),
 }
 _HISTOGRAMS = {
-    "cascade_request_latency_seconds": "Chat completion latency (seconds) by model, queue included.",
+    "cascade_request_latency_seconds": "Chat completion latency (seconds) by model, queue "
+    "included.",
     "cascade_queue_wait_seconds": "Seconds from a request's arrival until its pipeline started "
     "(waiting for a slot, then for the pipeline) by model.",
 }
@@ -147,7 +148,7 @@ class Metrics:
     def value(self, name: str, labels: tuple[str, ...]) -> float:
         """A counter's current value (0 when that label set was never counted)."""
         names = _COUNTERS[name][1]
-        got = self.registry.get_sample_value(name, dict(zip(names, labels)))
+        got = self.registry.get_sample_value(name, dict(zip(names, labels, strict=True)))
         return 0.0 if got is None else got
 
     def render(self) -> str:

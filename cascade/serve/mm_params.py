@@ -85,7 +85,7 @@ def stage_params_of(kwargs: dict[str, Any], stages: dict[str, Any], model: str) 
 def check_limits(kinds: list[str], params: list[str], limits: dict[str, int]) -> None:
     """400 for the first part past `--limit-mm-per-prompt` (its modality's count, in order)."""
     seen: dict[str, int] = {}
-    for kind, param in zip(kinds, params):
+    for kind, param in zip(kinds, params, strict=False):
         seen[kind] = seen.get(kind, 0) + 1
         limit = limits.get(kind)
         if limit is not None and seen[kind] > limit:

@@ -60,7 +60,7 @@ def _scores_by_image(ev: Evidence) -> list[float | None]:
         return list(ev.scores)
     places = sorted({place_of(im) for im in ev.images}, key=lambda p: (p[0], p[1] or 0.0))
     if len(places) == len(ev.scores):
-        by_place = dict(zip(places, ev.scores))
+        by_place = dict(zip(places, ev.scores, strict=True))
         return [by_place[place_of(im)] for im in ev.images]
     return [None] * n
 
@@ -68,7 +68,7 @@ def _scores_by_image(ev: Evidence) -> list[float | None]:
 def evidence_gallery(ev: Evidence, names: Mapping[int, str] | None = None) -> list[tuple[Any, str]]:
     """(PIL image, caption) for each image the VLM saw; `names`: media index -> name to show."""
     out = []
-    for im, score in zip(ev.images, _scores_by_image(ev)):
+    for im, score in zip(ev.images, _scores_by_image(ev), strict=True):
         parts = [_where(place_of(im), names)]
         if not _is_whole(im):
             b = im.box
@@ -181,7 +181,7 @@ def bill_figure(bill: dict[str, Any]):
         )
         if est:
             bars[1].set_hatch("//")
-        for b, v, known in zip(bars, values, (True, base is not None)):
+        for b, v, known in zip(bars, values, (True, base is not None), strict=True):
             ax.annotate(
                 _human(v) if known else "n/a",
                 (b.get_x() + b.get_width() / 2, v),
@@ -219,10 +219,8 @@ def bill_markdown(bill: dict[str, Any]) -> str:
     ]
     lines = ["| | cascade | full-res baseline | saving |", "|---|---:|---:|---:|"]
     for name, ours, base, saving in rows:
-        if base and not ours:  # a tool answered: the VLM never ran
-            shown = "no VLM call"
-        else:
-            shown = "—" if not saving else f"{saving:.1f}x"
+        # no VLM call: a tool answered, the VLM never ran
+        shown = "no VLM call" if base and not ours else "—" if not saving else f"{saving:.1f}x"
         lines.append(f"| {name} | {cell(ours)} | {cell(base)} | {shown} |")
     base_s, estimated = _baseline_seconds(bill)
     lines.append(

@@ -1,8 +1,9 @@
 """A streamed chat completion: `chat.completion.chunk` server-sent events as the VLM generates.
 
 The pipeline runs in a worker thread; each token of the answer crosses to the event loop through
-a `cascade.streaming.TokenChannel` (closed when the run ends) and leaves as one content chunk, so the first chunk
-arrives after the time to first token, not after the answer. A tool answer (OCR read the sign)
+a `cascade.streaming.TokenChannel` (closed when the run ends) and leaves as one content chunk, so
+the first chunk arrives after the time to first token, not after the answer. A tool answer (OCR read
+the sign)
 generated no tokens: its text leaves at once, as one chunk. With n > 1 each token's chunk names its
 choice (`index`, from the token event's `choice`); a tool answer sends its text once per choice.
 With `logprobs` each token's chunk carries its entry (a token whose text is held back, an
@@ -94,8 +95,9 @@ def event_stream(
     logprobs: bool = False,
 ) -> StreamingResponse:
     """The response for a run that has produced its first token (`first`; the rest come from
-    `tokens`, which ends with the run) or, for a tool answer, has finished (`first` None). extra(answer): the `cascade` field of the last chunk.
-    finished(status) is called when the stream ends (200, an error's status, or 499), maybe
+    `tokens`, which ends with the run) or, for a tool answer, has finished (`first` None).
+    extra(answer): the `cascade` field of the last chunk. finished(status) is called when the stream
+    ends (200, an error's status, or 499), maybe
     more than once: the first call counts. n, logprobs: the request's (module docstring)."""
 
     def chunk(
@@ -121,7 +123,8 @@ def event_stream(
         finished(status)
 
     async def events() -> AsyncIterator[str]:
-        status, streamed = 499, {}  # choice -> the texts sent
+        status = 499
+        streamed: dict[int, list[str]] = {}  # choice -> the texts sent
         try:
             for i in range(n):
                 streamed[i] = []

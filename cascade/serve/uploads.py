@@ -3,8 +3,9 @@
 A video sent as a `data:` URL must be a file for PyAV, so it is written under the upload folder as
 `<sha256>.<ext>` (through a temporary name, renamed once whole: a write that fails, e.g. on a full
 disk, leaves nothing behind). Each request holds the files it uses (`hold`, a context manager);
-the last request to let go of a file deletes it. A rejected upload (undecodable, too long, a bad request
-around it) is therefore gone as soon as its request ends, and nothing piles up. Two requests that
+the last request to let go of a file deletes it. A rejected upload (undecodable, too long, a bad
+request around it) is therefore gone as soon as its request ends, and nothing piles up. Two requests
+that
 send the same bytes at once share one file. Reuse across turns does not need the file: the caches
 (CLIP embeddings, OCR, detections, the VLM's KV prefix) are keyed by pixel content.
 """

@@ -27,7 +27,8 @@ __all__ = ["Backend", "VLM", "Stream"]
 class Backend(Protocol):
     """What a backend provides. `family`: the model's family (None where it is not known, e.g. a
     served model without a local config); it prices images and FLOPs. kv_cache: the KV prefix
-    cache (None when off or run by a server); the counters count vision-tower runs in this process."""
+    cache (None when off or run by a server); the counters count vision-tower runs in this
+    process."""
 
     name: str
     model_id: str
@@ -101,7 +102,8 @@ class VLM:
     """A vision-language model behind any backend.
 
     >>> vlm = VLM.load("Qwen/Qwen2-VL-2B-Instruct", kv_cache_bytes=2 << 30)
-    >>> r = vlm.generate([image], "What is on the sign?", reduction=ReductionConfig("divprune", 0.25))
+    >>> r = vlm.generate([image], "What is on the sign?",
+    ...                  reduction=ReductionConfig("divprune", 0.25))
     >>> r.text, r.bill.visual_tokens, r.bill.prefill_savings
     """
 

@@ -216,7 +216,9 @@ class ContinuousBatcher:
                             [_pad_left(v, length - old_len, 2), _pad_left(v2, length - new_len, 2)]
                         ),
                     )
-                    for (k, v), (k2, v2) in zip(cache_layers(self._cache), cache_layers(req.cache))
+                    for (k, v), (k2, v2) in zip(
+                        cache_layers(self._cache), cache_layers(req.cache), strict=True
+                    )
                 ),
             )
             self._mask = torch.cat(

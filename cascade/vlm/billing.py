@@ -1,4 +1,5 @@
-"""The one place a VLM call's `Bill` is computed, from what the call counted and the family's shapes.
+"""The one place a VLM call's `Bill` is computed, from what the call counted and the family's
+shapes.
 
 Every path of the runtime (generate, FastV, batches, session turns, the openai backend) counts its
 tokens and times and calls `vlm_bill`; `baseline` prices the full-resolution baseline for
@@ -44,7 +45,8 @@ def vlm_bill(
 
     costs: what each of its images costs the model (`Family.image_cost`), unreduced; encoded: the
     images this call ran through the tower (default: all of `costs`; none on a cache hit or a later
-    session turn); images_cached: images whose tower output the encoder cache served; visual_tokens: visual tokens the LLM attended to (FastV: after its layer);
+    session turn); images_cached: images whose tower output the encoder cache served; visual_tokens:
+    visual tokens the LLM attended to (FastV: after its layer);
     prompt_tokens: text tokens of the prompt; cached_tokens: prompt tokens (visual and text) reused
     from a KV cache rather than prefilled; fastv_layer: FastV's K when it pruned; tower: what the
     tower costs on each image under a reduction before the tower (`tower`: only the kept patches

@@ -43,7 +43,7 @@ def block_keys(
     if len(pieces) != len(images) + 1:
         raise InputError(f"{len(pieces) - 1} image placeholders for {len(images)} images")
     root = dataclasses.replace(red, keep_regions=None).cache_key()
-    blocks = list(zip(pieces, image_keys(images, red)))
+    blocks = list(zip(pieces, image_keys(images, red), strict=False))
     return KVPrefixCache.chain(model_id, preprocessing, root, blocks + [(pieces[-1], None)])
 
 
@@ -65,7 +65,7 @@ def block_bounds(
         k += len(item.blocks)
         ends.append(pre.spans[k - 1][1])
     ends.append(pre.input_ids.numel())
-    return list(zip([0] + ends[:-1], ends)), first
+    return list(zip([0] + ends[:-1], ends, strict=True)), first
 
 
 def matching(

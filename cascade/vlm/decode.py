@@ -109,11 +109,13 @@ class Decoder:
         k = max(s.params.top_logprobs for s in seqs)
         top = logp.topk(k, -1) if k else None
         now = time.perf_counter()
-        for i, (s, tok) in enumerate(zip(seqs, chosen.tolist())):
+        for i, (s, tok) in enumerate(zip(seqs, chosen.tolist(), strict=True)):
             alts = None
             if top is not None and s.params.top_logprobs:
                 n = s.params.top_logprobs
-                alts = tuple(zip(top.indices[i, :n].tolist(), top.values[i, :n].tolist()))
+                alts = tuple(
+                    zip(top.indices[i, :n].tolist(), top.values[i, :n].tolist(), strict=True)
+                )
             try:
                 s.accept(tok, chosen_lp[i], alts, now)
             except Exception as e:

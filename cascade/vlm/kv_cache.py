@@ -68,7 +68,7 @@ def cache_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Per-layer (keys, values) of a transformers DynamicCache (old and new layouts)."""
     if hasattr(cache, "layers"):
         return [(layer.keys, layer.values) for layer in cache.layers]
-    return list(zip(cache.key_cache, cache.value_cache))
+    return list(zip(cache.key_cache, cache.value_cache, strict=True))
 
 
 class StoredKV:
@@ -83,7 +83,7 @@ class StoredKV:
         (default: the `auto` kernels for the entry's device)."""
         if self.quantized:
             k, v = (ops or bind("auto", self.layers.k.device)).dequantize_kv(self.layers)
-            return list(zip(k.unbind(0), v.unbind(0)))
+            return list(zip(k.unbind(0), v.unbind(0), strict=True))
         return list(self.layers)
 
     @property

@@ -50,8 +50,9 @@ def image_data_url(image: Any) -> str:
 class OpenAIBackend:
     """model: the served model name. base_url: the server's /v1 root. config: hub id or folder of
     the served checkpoint, for its family (default: `model`; None or unloadable: no family, see the
-    module docstring; "" tries the model name). timeout (seconds per request) and max_retries go to the SDK client; api_key
-    defaults to the OPENAI_API_KEY environment variable, else a placeholder (local servers need
+    module docstring; "" tries the model name). timeout (seconds per request) and max_retries go to
+    the SDK client; api_key defaults to the OPENAI_API_KEY environment variable, else a placeholder
+    (local servers need
     none). client: an `openai.OpenAI` to use instead (tests)."""
 
     name = "openai"

@@ -170,7 +170,8 @@ def register_backend(
 
 # -- the built-in backends ----------------------------------------------------------------------
 class TransformersSpec(ModelSpec):
-    """A model run in process by transformers, chunk by chunk (`cascade.vlm.transformers_backend`)."""
+    """A model run in process by transformers, chunk by chunk
+    (`cascade.vlm.transformers_backend`)."""
 
     backend: Literal["transformers"] = "transformers"
     device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
@@ -213,12 +214,14 @@ class TransformersSpec(ModelSpec):
         return self
 
     def model_refs(self) -> list[ModelRef]:
-        """The checkpoint (config, processor, weights); random weights may stand in (`--offline`)."""
+        """The checkpoint (config, processor, weights); random weights may stand in
+        (`--offline`)."""
         return [hub_or_path("VLM", self.id, "transformers", "id", stand_in=True)]
 
 
 class OpenAISpec(ModelSpec):
-    """A model served by an OpenAI-compatible server (vLLM, SGLang, ...): `id` is the served name."""
+    """A model served by an OpenAI-compatible server (vLLM, SGLang, ...): `id` is the served
+    name."""
 
     backend: Literal["openai"] = "openai"
     base_url: str | None = Field(None, description="the server's /v1 URL")

@@ -127,7 +127,8 @@ class PrefixEngine:
         return new_dynamic_cache(self.runtime.text_config)
 
     def cache_of(self, state: PrefixState) -> Any:
-        """A fresh DynamicCache holding a prefix (an int8 entry dequantized with the model's ops)."""
+        """A fresh DynamicCache holding a prefix (an int8 entry dequantized with the model's
+        ops)."""
         return state.to_cache(self.runtime.text_config, self.runtime.ops)
 
     # -- the prefix -------------------------------------------------------------------------------
@@ -192,10 +193,10 @@ class PrefixEngine:
             [images[i] for i in new_images], [items[i] for i in new_images], sub
         )
         keep = torch.ones(pre.input_ids.numel(), dtype=torch.bool, device=self.device)
-        for b, (s, e) in zip(blocks, bounds):
+        for b, (s, e) in zip(blocks, bounds, strict=True):
             keep[s:e] = b.keep
         kept_feats = []
-        for i, encoded in zip(new_images, enc.images):
+        for i, encoded in zip(new_images, enc.images, strict=True):
             for k, span in enumerate(range(first_span[i], first_span[i] + len(items[i].blocks))):
                 (s, e), grid = pre.spans[span], pre.grids[span]
                 r = self.reduced(
@@ -235,7 +236,7 @@ class PrefixEngine:
                 self._prefill_chunk(cache, emb, vis, extra, positions, r0, rs, cut)
                 m, kv = self.recompute_image_tokens, stored.kv(ops)
                 moved = rerotate(fam, [k[:, :, m:] for k, _ in kv], shift)
-                for layer, (k, (_, v)) in enumerate(zip(moved, kv)):
+                for layer, (k, (_, v)) in enumerate(zip(moved, kv, strict=False)):
                     cache.update(k, v[:, :, m:], layer)
                 blended += re - cut
                 continue
@@ -452,7 +453,7 @@ class PrefixEngine:
         fam = self.runtime
         keep = torch.ones(pre.input_ids.numel(), dtype=torch.bool, device=self.device)
         kept_feats = []
-        for i, ((s, e), grid, f) in enumerate(zip(pre.spans, pre.grids, feats)):
+        for i, ((s, e), grid, f) in enumerate(zip(pre.spans, pre.grids, feats, strict=True)):
             r = self.reduced(f, grid, red, None if units is None else units[i])
             span = torch.zeros(e - s, dtype=torch.bool, device=self.device)
             span[r.index] = True

@@ -166,7 +166,9 @@ class Sequence:
         if self.constraint is not None:
             self.constraint.advance(token)
         ended = token in self.end_ids
-        finish = "stop" if ended else "length" if len(g.tokens) >= self.max_tokens else None
+        finish: Literal["stop", "length"] | None = (
+            "stop" if ended else "length" if len(g.tokens) >= self.max_tokens else None
+        )
         text = self.texts.tokenizer.decode(
             g.tokens[:-1] if ended else g.tokens, skip_special_tokens=True
         )

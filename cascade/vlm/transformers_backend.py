@@ -134,10 +134,10 @@ class TransformersBackend:
         `EncoderCache` of the tower's outputs (or pass a shared `encoder_cache`; 0: off);
         kv_position_independent: also reuse an image's KV where it moved in the prompt,
         recomputing its first `kv_recompute_image_tokens` visual tokens and all text
-        (`cascade.vlm.position_free`: approximate, off by default); limits: the family's image limits; `kernels` picks
-        Triton or torch for the fused ops (class docstring); max_num_seqs: the most rows one
-        batched decode step runs (class docstring). The model type and the limits are checked
-        before any weight loads."""
+        (`cascade.vlm.position_free`: approximate, off by default); limits: the family's image
+        limits; `kernels` picks Triton or torch for the fused ops (class docstring); max_num_seqs:
+        the most rows one batched decode step runs (class docstring). The model type and the limits
+        are checked before any weight loads."""
         from transformers import AutoModelForImageTextToText
 
         family = load_family(model, limits)
@@ -450,16 +450,19 @@ class TransformersBackend:
                     )
                 )
 
-            # Vision: each distinct image once (the encoder cache's, or all the rest in one tower call).
+            # Vision: each distinct image once (the encoder cache's, or all the rest in one tower
+            # call).
             unique: dict[str, Any] = {}
             for hashes, images, _, _ in parsed:
-                for h, im in zip(hashes, images):
+                for h, im in zip(hashes, images, strict=True):
                     unique.setdefault(h, im)
-            items = dict(zip(unique, fam.preprocess([im.to_pil() for im in unique.values()])))
+            items = dict(
+                zip(unique, fam.preprocess([im.to_pil() for im in unique.values()]), strict=True)
+            )
             enc = self.engine.encode_images(list(unique.values()), list(items.values()), red)
-            per_image = dict(zip(unique, enc.images))
+            per_image = dict(zip(unique, enc.images, strict=True))
             fresh = {
-                h for h, f in zip(unique, enc.fresh) if f
+                h for h, f in zip(unique, enc.fresh, strict=True) if f
             }  # the tower ran on these in this call
             vision_s = enc.vision_s
 
@@ -481,7 +484,7 @@ class TransformersBackend:
                 costs = [self.family.image_cost(im.width, im.height) for im in images]
                 tower = list(a.tower_costs) if a.tower_costs is not None else costs
                 encoded = []
-                for h, c in zip(hashes, tower):
+                for h, c in zip(hashes, tower, strict=True):
                     if (
                         h in fresh and h not in billed
                     ):  # a shared image's tower cost: its first request
@@ -518,7 +521,7 @@ class TransformersBackend:
         sync(self.device)
         prefill_s = min(g.t_first for g in gens) - t
         results = []
-        for gen, (_, _, a, n_sfx, costs, encoded, cached) in zip(gens, seqs):
+        for gen, (_, _, a, n_sfx, costs, encoded, cached) in zip(gens, seqs, strict=False):
             n_vis = int((a.ids == fam.image_token_id).sum())
             bill = vlm_bill(
                 self.family,

@@ -42,9 +42,12 @@ def quantize_kv(
     """Quantize k, v [batch, heads, seq, head_dim], or lists of them (one per layer, all of one
     shape and dtype; the result then has a leading layer axis)."""
     one = isinstance(k, torch.Tensor)
-    if one != isinstance(v, torch.Tensor):
+    if isinstance(k, torch.Tensor) and isinstance(v, torch.Tensor):
+        ks, vs = [k], [v]
+    elif not isinstance(k, torch.Tensor) and not isinstance(v, torch.Tensor):
+        ks, vs = list(k), list(v)
+    else:
         raise TypeError("k and v must both be tensors or both be sequences of tensors")
-    ks, vs = ([k], [v]) if one else (list(k), list(v))
     reference.validate(ks, vs)
     if choose_impl(impl, ks[0]) == "triton":
         from . import triton as kernel
@@ -52,9 +55,8 @@ def quantize_kv(
         parts = kernel.quantize(ks, vs)
     else:
         parts = reference.quantize(ks, vs)
-    if one:
-        parts = tuple(t[0] for t in parts)
-    return QuantizedKV(*parts, dtype=ks[0].dtype)
+    k_q, v_q, k_scale, v_scale = (t[0] for t in parts) if one else parts
+    return QuantizedKV(k_q, v_q, k_scale, v_scale, dtype=ks[0].dtype)
 
 
 def dequantize_kv(q: QuantizedKV, impl: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:

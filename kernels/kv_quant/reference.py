@@ -24,7 +24,7 @@ def validate(ks: list[torch.Tensor], vs: list[torch.Tensor]) -> None:
             raise TypeError(f"keys and values must be tensors, got {type(t).__name__}")
     k0 = ks[0]
     check_float("k", k0)
-    for i, (k, v) in enumerate(zip(ks, vs)):
+    for i, (k, v) in enumerate(zip(ks, vs, strict=True)):
         if (
             k.ndim != 4
             or k.shape != k0.shape
@@ -59,7 +59,7 @@ def quantize(ks: list[torch.Tensor], vs: list[torch.Tensor]):
     v_q = torch.empty_like(k_q)
     k_scale = torch.empty((len(ks), b, h, dh), dtype=torch.float32, device=dev)
     v_scale = torch.empty((len(ks), b, h, s), dtype=torch.float32, device=dev)
-    for i, (k, v) in enumerate(zip(ks, vs)):
+    for i, (k, v) in enumerate(zip(ks, vs, strict=True)):
         _quantize(k, 2, k_q[i], k_scale[i])
         _quantize(v, 3, v_q[i], v_scale[i])
     return k_q, v_q, k_scale, v_scale

@@ -12,6 +12,8 @@ class is left alone and listed in `handle.skipped`.
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import torch
 from torch import nn
 
@@ -29,7 +31,7 @@ def _epsilon(module: nn.Module):
 def _agrees(module: nn.Module, eps: float) -> bool:
     from . import reference
 
-    w = module.weight
+    w = cast(torch.Tensor, module.weight)  # a Parameter; nn.Module types attributes loosely
     gen = torch.Generator(device=w.device).manual_seed(0)
     x = torch.randn(3, w.shape[0], generator=gen, device=w.device).to(w.dtype)
     with torch.no_grad():
@@ -49,7 +51,7 @@ class RMSNormPatch:
     def __init__(self) -> None:
         self.patched: list[nn.Module] = []
         self.skipped: dict[str, str] = {}  # class name -> why it was left alone
-        self._saved: list[tuple[nn.Module, object]] = []
+        self._saved: list[tuple[nn.Module, Any]] = []  # (module, its own forward or _MISSING)
 
     def undo(self) -> None:
         for module, old in reversed(self._saved):
@@ -68,7 +70,8 @@ class RMSNormPatch:
 
 
 def _implementation(impl: str, weight: torch.Tensor):
-    """The module (Triton launcher or torch reference) whose `rms_norm` the patched forward calls."""
+    """The module (Triton launcher or torch reference) whose `rms_norm` the patched forward
+    calls."""
     from ..impl import choose_impl
     from . import reference
 
@@ -97,7 +100,8 @@ def patch_rmsnorm(model: nn.Module, impl: str = "auto") -> RMSNormPatch:
             handle.skipped[cls.__name__] = "its forward differs from Qwen2RMSNorm numerics"
             continue
 
-        def forward(hidden_states, _m=module, _eps=eps, _impl=_implementation(impl, weight)):
+        # The defaults bind this module's weight, eps and launcher now, once per patched class.
+        def forward(hidden_states, _m=module, _eps=eps, _impl=_implementation(impl, weight)):  # noqa: B008
             return _impl.rms_norm(hidden_states, _m.weight, _eps)
 
         handle._saved.append((module, module.__dict__.get("forward", _MISSING)))

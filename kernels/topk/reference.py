@@ -1,4 +1,5 @@
-"""Torch reference for similarity top-k (retrieval of frames/tiles by embedding): spec + CPU path."""
+"""Torch reference for similarity top-k (retrieval of frames/tiles by embedding): spec + CPU
+path."""
 
 from __future__ import annotations
 

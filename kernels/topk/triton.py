@@ -2,7 +2,8 @@
 reaches HBM; only Q x (blocks * min(k, BLOCK_N)) candidates do, which torch.topk then merges.
 
 Block-local selection sorts (score, index) pairs packed into one int64 key: the high 32 bits are
-the float score mapped to an order-preserving int, the low 32 bits hold 2**31-1-index, so ties prefer the lower index.
+the float score mapped to an order-preserving int, the low 32 bits hold 2**31-1-index, so ties
+prefer the lower index.
 """
 
 from __future__ import annotations

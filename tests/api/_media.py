@@ -32,12 +32,10 @@ def api_media(folder: Path) -> dict[str, SimpleNamespace]:
         frames_per_scene=12,
         fps=4,
     )
-    item = lambda media, q, a, frames=(): SimpleNamespace(
-        media=media,
-        question=q,
-        answer=a,  # noqa: E731
-        frames=frames,
-    )
+
+    def item(media, q, a, frames=()):
+        return SimpleNamespace(media=media, question=q, answer=a, frames=frames)
+
     photos = scene_images()
     paths = []
     for name in ("astronaut", "coffee", "chelsea"):

@@ -1,6 +1,7 @@
 """The cost model's formulas agree with each other the way the computation they price does.
 
-(That they agree with the FLOPs torch counts on the real architectures is tests/vlm/test_cost_model.py.)
+(That they agree with the FLOPs torch counts on the real architectures is
+tests/vlm/test_cost_model.py.)
 """
 
 import pytest

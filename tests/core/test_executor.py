@@ -51,7 +51,10 @@ def test_handled_stages_run_through_the_executor_with_the_same_result(fixture_pa
 
 
 def test_executor_failures_and_bad_outputs_are_stage_errors():
-    text = "name: f\ninputs: {x: int}\nstages:\n  boom: {type: test_fail, inputs: {value: $x}}\noutputs: {y: boom.value}\n"
+    text = (
+        "name: f\ninputs: {x: int}\nstages:\n"
+        "  boom: {type: test_fail, inputs: {value: $x}}\noutputs: {y: boom.value}\n"
+    )
     p = Pipeline.from_yaml(text)
     p.executor = OtherThread(types=("test_fail",))
     with pytest.raises(StageError) as info:

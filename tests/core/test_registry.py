@@ -1,4 +1,5 @@
-"""The registry: duplicates are errors, unknown names get suggestions, plugins load by entry point."""
+"""The registry: duplicates are errors, unknown names get suggestions, plugins load by entry
+point."""
 
 import subprocess
 import sys
@@ -126,7 +127,8 @@ def test_third_party_stage_registers_through_entry_point(tmp_path):
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-stages\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text("[cascade.stages]\nshout = my_stages\n")
     code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); from cascade.registry import get_stage_class; "
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "from cascade.registry import get_stage_class; "
         "print(get_stage_class('shout')()(text='hi').text)"
     )
     out = subprocess.run(

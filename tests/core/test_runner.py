@@ -84,7 +84,10 @@ def test_router_choosing_undeclared_branch_is_a_stage_error(fixture_path):
 
 
 def test_stage_failure_names_stage_type_and_cause():
-    text = "name: f\ninputs: {x: int}\nstages:\n  boom: {type: test_fail, inputs: {value: $x}}\noutputs: {y: boom.value}\n"
+    text = (
+        "name: f\ninputs: {x: int}\nstages:\n"
+        "  boom: {type: test_fail, inputs: {value: $x}}\noutputs: {y: boom.value}\n"
+    )
     with pytest.raises(StageError) as info:
         Pipeline.from_yaml(text).run(x=3)
     err = info.value
@@ -158,7 +161,8 @@ def test_hooks_see_every_stage_including_skipped_and_failed(fixture_path):
     assert {e[1] for e in events if e[0] == "after"} == set(p.stages)
 
     failing = Pipeline.from_yaml(
-        "name: f\ninputs: {x: int}\nstages:\n  boom: {type: test_fail, inputs: {value: $x}}\noutputs: {y: boom.value}\n"
+        "name: f\ninputs: {x: int}\nstages:\n"
+        "  boom: {type: test_fail, inputs: {value: $x}}\noutputs: {y: boom.value}\n"
     )
     failing.hooks.append(Recorder())
     events.clear()
@@ -172,7 +176,8 @@ def test_a_stage_setup_never_overlaps_another_stage_run():
 
     text = (
         "name: gate\ninputs: {x: int}\nstages:\n"
-        "  a: {type: test_busy, inputs: {value: $x}}\n  b: {type: test_loads, inputs: {value: $x}}\n"
+        "  a: {type: test_busy, inputs: {value: $x}}\n"
+        "  b: {type: test_loads, inputs: {value: $x}}\n"
         "outputs: {a: a.value, b: b.value}\n"
     )
     GATE_LOG.clear()

@@ -65,7 +65,10 @@ def test_unknown_top_level_field_is_suggested():
 
 
 def test_unknown_stage_field_is_suggested():
-    text = "name: x\ninputs: {x: int}\nstages:\n  a: {type: test_add, input: {value: $x}}\noutputs: {y: a.value}\n"
+    text = (
+        "name: x\ninputs: {x: int}\nstages:\n"
+        "  a: {type: test_add, input: {value: $x}}\noutputs: {y: a.value}\n"
+    )
     with pytest.raises(SpecError, match=r"inline.yaml:4: stages.a.input: .*did you mean 'inputs'"):
         Pipeline.from_yaml(text, label="inline.yaml")
 

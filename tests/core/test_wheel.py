@@ -1,4 +1,5 @@
-"""A built wheel installs stages/, routers/, kernels/ as cascade.* subpackages, with the YAML files."""
+"""A built wheel installs stages/, routers/, kernels/ as cascade.* subpackages, with the YAML
+files."""
 
 import os
 import shutil

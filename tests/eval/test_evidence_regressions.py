@@ -85,7 +85,7 @@ def test_receipt_label_and_amount_are_separate_lines_and_the_tool_reads_the_amou
     ]
     page = Image(render_document(rows, "DejaVuSans.ttf", 22, 640))
     lines = stage("ocr")(images=[page]).lines
-    assert {"TOTAL", "8.37"} <= {l.text for l in lines}  # two OCR lines, far apart on one row
+    assert {"TOTAL", "8.37"} <= {ln.text for ln in lines}  # two OCR lines, far apart on one row
     out = stage("tool_answer")(
         query=understand("What is the total amount?"), ocr_lines=lines, images=[page]
     )
@@ -156,14 +156,14 @@ def test_a_sign_the_cheap_pass_read_but_the_fine_pass_missed_still_gets_its_crop
 
     frame = frame_with("coffee", 3.0, sign_at=(900, 500), size=28)
     coarse = stage("ocr")(images=[fit_longest_side(frame, 640)]).lines  # boxes in source pixels
-    assert SIGN in {l.text for l in coarse}
+    assert SIGN in {ln.text for ln in coarse}
     question = "What does the sign say?"
     # The fine detector missed the sign (no fine line); nothing widened (no budget, no hi-res).
     search = stage("find_evidence", max_extra_frames=0, hires_side=0)(
         query=understand(question), frames=[frame], ocr_lines=[], coarse_lines=coarse
     )
     assert search.ocr_lines == []  # tools answer from fine reads only
-    assert SIGN in {l.text for l in search.evidence_lines}
+    assert SIGN in {ln.text for ln in search.evidence_lines}
     out = stage("select_tiles")(
         images=search.frames,
         query=understand(question),

@@ -315,7 +315,7 @@ def render_two_columns() -> np.ndarray:
     draw = ImageDraw.Draw(page)
     bold, body = font_file("DejaVuSerif-Bold.ttf"), font_file("DejaVuSerif.ttf")
     draw.text((300, 40), "The Harbour Gazette", font=ImageFont.truetype(bold, 44), fill="black")
-    for stories, x in zip(NEWS, (60, 680)):
+    for stories, x in zip(NEWS, (60, 680), strict=True):
         y = 140
         for heading, lines in stories:
             draw.text((x, y), heading, font=ImageFont.truetype(bold, 30), fill="black")

@@ -24,22 +24,28 @@ QUESTIONS = json.loads(
 )
 
 READ_OTHERWISE = {
-    "这封信里说的婚礼是哪天举行？": "哪天 asks for a day; the rules read it as a weekday, not a date",
+    "这封信里说的婚礼是哪天举行？": "哪天 asks for a day; the rules read it as a weekday, not a "
+    "date",
     "表格里张伟的数学成绩是多少？": "the column is read with its measure: 数学成绩, not 数学",
     "价目表里美式咖啡的大杯价格是多少？": "the column is read with its measure: 大杯价格, not 大杯",
     "Platform for the Express 402?": "no question word and no table word: read as a scene",
-    "what's Maria Lopez's score for Midterm in this grade sheet screenshot": "a grade sheet is a table the question does not call one: read as a fact, its keys cut "
-    "wrongly (the question's own words still find the cell: documents._cells_by_words)",
-    "how many units of SKU 4471 are listed under Stock in that table": "'how many X are listed under Y': the row inside the counted phrase is not picked out",
-    "What's the Units value for March?": "no table word: read as a fact with the column 'Units value' (the question's own words "
-    "still find the cell)",
-    "In the train schedule, what is the Departure time for train 204?": "the column is read as 'Departure time' (its writer meant 'Departure'; the table lookup "
-    "matches either)",
-    "What's listed under Status for order #1182?": "'order #' makes it a key-value (the keys are still read: 'order #1182' x 'Status')",
+    "what's Maria Lopez's score for Midterm in this grade sheet screenshot": "a grade sheet is a "
+    "table the question does not call one: read as a fact, its keys cut wrongly (the question's "
+    "own words still find the cell: documents._cells_by_words)",
+    "how many units of SKU 4471 are listed under Stock in that table": "'how many X are listed "
+    "under Y': the row inside the counted phrase is not picked out",
+    "What's the Units value for March?": "no table word: read as a fact with the column 'Units "
+    "value' (the question's own words still find the cell)",
+    "In the train schedule, what is the Departure time for train 204?": "the column is read as "
+    "'Departure time' (its writer meant 'Departure'; the table lookup matches either)",
+    "What's listed under Status for order #1182?": "'order #' makes it a key-value (the keys are "
+    "still read: 'order #1182' x 'Status')",
     "成绩单上李明的数学成绩是多少？": "the column is read with its measure: 数学成绩, not 数学",
     "价目表里拿铁的中杯价格是多少？": "the column is read with its measure: 中杯价格, not 中杯",
-    "What phone number does the letter ask me to call?": "read as the key-value 'phone number'; its writer meant a fact the letter tells",
-    "In the timetable, what is the departure time for the Riverside stop?": "the row is read with its noun, 'Riverside stop' (the table lookup matches it fuzzily)",
+    "What phone number does the letter ask me to call?": "read as the key-value 'phone number'; "
+    "its writer meant a fact the letter tells",
+    "In the timetable, what is the departure time for the Riverside stop?": "the row is read with "
+    "its noun, 'Riverside stop' (the table lookup matches it fuzzily)",
 }
 
 

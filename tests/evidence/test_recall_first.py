@@ -31,7 +31,7 @@ def readers():
 
 def sent_texts(tiles) -> str:
     read = readers()
-    return " ".join(l.text for l in read([t for t in tiles]))
+    return " ".join(ln.text for ln in read([t for t in tiles]))
 
 
 @pytest.fixture(scope="module")

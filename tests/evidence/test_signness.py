@@ -86,7 +86,10 @@ def test_texts_crowded_together_are_less_sign_like():
     px[400 : 400 + alone.shape[0], 700 : 700 + alone.shape[1]] = alone
     lone_box = Box(697, 397, 703 + alone.shape[1], 403 + alone.shape[0])
     image = Image(px, media_index=0)
-    crowd = [OcrLine(t, 0.95, b, media_index=0) for t, b in zip(("OPEN", "SALE", "NEW"), boxes)]
+    crowd = [
+        OcrLine(t, 0.95, b, media_index=0)
+        for t, b in zip(("OPEN", "SALE", "NEW"), boxes, strict=True)
+    ]
     lone = OcrLine("DOCK 7", 0.95, lone_box, media_index=0)
     blocks = text_blocks([*crowd, lone])
     lone_block = next(b for b in blocks if b.text == "DOCK 7")

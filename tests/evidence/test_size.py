@@ -156,7 +156,7 @@ def test_a_small_sign_question_looks_further_when_only_a_caption_was_read():
         ocr_lines=ocr(images=[caption]).lines,
         ranked=[caption, empty, plate],
     )
-    assert any("27K" in l.text for l in out.ocr_lines)  # OCR may read the O's as zeros
+    assert any("27K" in ln.text for ln in out.ocr_lines)  # OCR may read the O's as zeros
     assert out.routes[-1].branch == "widened" and "printed smallest ('R" in out.routes[-1].reason
     alone = stage("find_evidence", hires_side=0, whole_set=0)(
         query=query,

@@ -60,7 +60,7 @@ def test_triton_matches_reference(shape, dtype, n_layers):
     for name in ("k", "v", "k_scale", "v_scale"):  # same float32 ops: bit-identical
         assert_close_first_mismatch(getattr(got, name), getattr(exp, name), what=name)
     ks, vs = ([k], [v]) if n_layers is None else (k, v)
-    for i, (kk, vv) in enumerate(zip(ks, vs)):
+    for i, (kk, vv) in enumerate(zip(ks, vs, strict=True)):
         at = (i,) if lead else ()
         _check_bound(kk, got.k[at], got.k_scale[at].unsqueeze(2), f"keys of layer {i}")
         _check_bound(vv, got.v[at], got.v_scale[at].unsqueeze(3), f"values of layer {i}")

@@ -31,10 +31,10 @@ def _registered(module: str):
         if module in sys.modules
         else importlib.import_module(module)
     )
-    added = [set(r.names()) - b for r, b in zip(REGISTRIES, before)]
+    added = [set(r.names()) - b for r, b in zip(REGISTRIES, before, strict=True)]
     assert any(added), f"{module} registered nothing"
     yield mod
-    for registry, names in zip(REGISTRIES, added):
+    for registry, names in zip(REGISTRIES, added, strict=True):
         for name in names:
             registry.unregister(name)
 

@@ -69,6 +69,7 @@ class LlavaRuntime(FamilyRuntime):
             zip(
                 (edges == 1).nonzero().squeeze(1).tolist(),
                 (edges == -1).nonzero().squeeze(1).tolist(),
+                strict=False,
             )
         )
         grids = [g for im in images for g in im.blocks]

@@ -15,7 +15,10 @@ models:
   vlm: {{id: eval-run-1, backend: recorded{options}}}
 inputs: {{images: images, question: str}}
 stages:
-  ask: {{type: vlm_answer, params: {{max_new_tokens: 4}}, inputs: {{images: $images, question: $question}}}}
+  ask:
+    type: vlm_answer
+    params: {{max_new_tokens: 4}}
+    inputs: {{images: $images, question: $question}}
 outputs: {{answer: ask.answer}}
 """
 

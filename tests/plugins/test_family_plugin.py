@@ -74,7 +74,10 @@ models:
   vlm: {{id: {tiny_llava}, device: cpu, reduction: pool, keep_ratio: 0.25}}
 inputs: {{images: images, question: str}}
 stages:
-  ask: {{type: vlm_answer, params: {{max_new_tokens: 2}}, inputs: {{images: $images, question: $question}}}}
+  ask:
+    type: vlm_answer
+    params: {{max_new_tokens: 2}}
+    inputs: {{images: $images, question: $question}}
   answer: {{type: compose_answer, inputs: {{answer: ask.answer, baseline_images: $images}}}}
 outputs: {{answer: answer.answer}}
 """

@@ -16,7 +16,10 @@ models:
   vlm: {{id: {model}, device: cpu, kv_cache_bytes: 0, reduction: stride, keep_ratio: 0.25}}
 inputs: {{images: images, question: str}}
 stages:
-  ask: {{type: vlm_answer, params: {{max_new_tokens: 3{param}}}, inputs: {{images: $images, question: $question}}}}
+  ask:
+    type: vlm_answer
+    params: {{max_new_tokens: 3{param}}}
+    inputs: {{images: $images, question: $question}}
 outputs: {{answer: ask.answer}}
 """
 

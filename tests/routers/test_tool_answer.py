@@ -296,7 +296,7 @@ def _turned(rows: list[tuple[str, str]], degrees: float) -> list[OcrLine]:
                 (400 + x * np.cos(t) + y * np.sin(t), 300 - x * np.sin(t) + y * np.cos(t))
                 for x, y in corners
             ]
-            xs, ys = zip(*turned)
+            xs, ys = zip(*turned, strict=True)
             out.append(OcrLine(text, 0.99, Box(min(xs), min(ys), max(xs), max(ys)), angle=degrees))
     return out
 

@@ -252,7 +252,10 @@ def test_a_client_that_leaves_mid_stream_stops_the_generation(served, image_url)
     assert _metric(after, "cascade_completion_tokens_total", label) == _metric(
         before, "cascade_completion_tokens_total", label
     )
-    status = lambda s, t: _metric(t, "cascade_requests_total", f'{{model="{IMAGES}",status="{s}"}}')
+
+    def status(s, t):
+        return _metric(t, "cascade_requests_total", f'{{model="{IMAGES}",status="{s}"}}')
+
     assert status(499, after) == status(499, before) + 1
     assert status(500, after) == status(500, before)
     r = client.chat.completions.create(model=IMAGES, messages=messages, max_tokens=2)

@@ -31,7 +31,7 @@ from cascade.serve.ray.app import build_app  # noqa: E402
 from cascade.serve.ray.executor import RemoteStages  # noqa: E402
 from cascade.serve.ray.options import APP_NAME, RayOptions, app_args  # noqa: E402
 
-from .conftest import (
+from .conftest import (  # noqa: E402
     IMAGES,
     PIPELINES,
     chat,

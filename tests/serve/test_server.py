@@ -196,7 +196,8 @@ def test_streaming_chunks_and_done(server, video_url):
     assert len({c["id"] for c in chunks}) == 1
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
     text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
-    # Greedy decoding: the streamed text is the non-streamed answer, whatever the random weights say.
+    # Greedy decoding: the streamed text is the non-streamed answer, whatever the random weights
+    # say.
     assert text and text == plain["choices"][0]["message"]["content"]
     finish = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
     assert len(finish) == 1

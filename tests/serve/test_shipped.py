@@ -79,7 +79,7 @@ def test_doc_qa_reads_text_with_the_real_ocr(server):
     )
     assert r.status_code == 200, r.text
     body = r.json()
-    lines = [l["text"] for l in body["cascade"]["evidence"]["ocr_lines"]]
+    lines = [ln["text"] for ln in body["cascade"]["evidence"]["ocr_lines"]]
     assert any("OPEN" in t and "HOURS" in t for t in lines), lines
     if body["cascade"]["produced_by"] == "tool":
         assert "OPEN 24 HOURS" in body["choices"][0]["message"]["content"]

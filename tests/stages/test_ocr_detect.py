@@ -1,4 +1,5 @@
-"""ocr (rapidocr, real PP-OCR ONNX models) and detect (real YOLO11n ONNX), boxes in source coords."""
+"""ocr (rapidocr, real PP-OCR ONNX models) and detect (real YOLO11n ONNX), boxes in source
+coords."""
 
 from __future__ import annotations
 

@@ -197,7 +197,7 @@ def test_a_mildly_shrunk_region_holding_several_candidates_stays_one_crop():
     out = select().run(images=[page], query=query, ocr_lines=lines)
     crop = out.tiles[0].box
     assert len(out.tiles) == 1 and all(
-        crop.x0 <= l.box.x0 and crop.y0 <= l.box.y0 and crop.y1 >= l.box.y1 for l in lines
+        crop.x0 <= ln.box.x0 and crop.y0 <= ln.box.y0 and crop.y1 >= ln.box.y1 for ln in lines
     )
     split = select(legible_px=100).run(images=[page], query=query, ocr_lines=lines)
     assert not any(t.box.y0 <= 100 and t.box.y1 >= 184 for t in split.tiles)

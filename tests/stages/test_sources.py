@@ -82,7 +82,7 @@ def test_indexed_frames_are_reused_without_decoding(stage, sign_video, tmp_path,
     assert [(f.timestamp, f.index, f.box, f.source_size) for f in again] == [
         (f.timestamp, f.index, f.box, f.source_size) for f in first
     ]
-    for a, b in zip(first, again):
+    for a, b in zip(first, again, strict=True):
         np.testing.assert_array_equal(a.pixels, b.pixels)
         assert (
             b.__content_hash__()
@@ -103,7 +103,7 @@ def test_fetch_full_resolution_matches_full_decode(stage, sign_video):
     picked = [low[6], low[1], low[4]]  # out of order on purpose
     full = stage("fetch_frames")(video=sign_video.path, frames=picked).frames
     reference = VideoSource(sign_video.path).sample("all", max_frames=None, size=None)
-    for lo, hi in zip(picked, full):
+    for lo, hi in zip(picked, full, strict=True):
         assert (hi.timestamp, hi.index) == (lo.timestamp, lo.index)
         assert hi.pixels.shape == (480, 640, 3) and hi.box == lo.box
         np.testing.assert_array_equal(hi.pixels, reference[lo.index].pixels)

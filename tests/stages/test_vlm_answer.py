@@ -1,4 +1,5 @@
-"""The vlm_answer stage on the tiny random-weight Qwen2-VL: loading, accounting, trace, pipelines."""
+"""The vlm_answer stage on the tiny random-weight Qwen2-VL: loading, accounting, trace,
+pipelines."""
 
 from __future__ import annotations
 
@@ -222,12 +223,15 @@ def test_run_batch_answers_several_calls_at_once_and_counts_each_in_its_own_reco
     assert next(items, None) is None
     vlm = st.model("vlm").vlm
     expected = vlm.generate_batch(
-        [(c["images"], q) for c, q in zip(calls, ["What is it?", "OCR: STOP\nWhich colour?"])],
+        [
+            (c["images"], q)
+            for c, q in zip(calls, ["What is it?", "OCR: STOP\nWhich colour?"], strict=True)
+        ],
         max_new_tokens=4,
         reduction=st.model("vlm").reduction(None, None, None),
     )
     assert [o.answer.text for o in outs] == [r.text for r in expected]
-    for rec, out, call in zip(records, outs, calls):
+    for rec, out, call in zip(records, outs, calls, strict=True):
         assert out.answer.evidence.images == tuple(call["images"])
         assert rec.counters["vlm_batch_size"] == 2
         assert rec.counters["visual_tokens"] == out.answer.bill.visual_tokens > 0

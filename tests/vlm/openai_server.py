@@ -1,7 +1,8 @@
 """A minimal OpenAI-compatible chat server over the transformers backend (test helper only).
 
 Serves POST /v1/chat/completions (plain and streamed as server-sent events) and the same under
-/v1/quiet/..., which leaves `prompt_tokens_details.image_tokens` out of the usage, as some servers do.
+/v1/quiet/..., which leaves `prompt_tokens_details.image_tokens` out of the usage, as some servers
+do.
 """
 
 from __future__ import annotations
@@ -112,7 +113,8 @@ def make_app(vlm):
 
 
 def serve_in_thread(app):
-    """Start uvicorn on a free 127.0.0.1 port; returns (base_url, server) — set server.should_exit."""
+    """Start uvicorn on a free 127.0.0.1 port; returns (base_url, server) — set
+    server.should_exit."""
     import uvicorn
 
     with socket.socket() as s:

@@ -35,7 +35,7 @@ def test_batched_tokens_equal_one_by_one(request, make_image, fixture, red):
     assert vlm.vision_images_encoded - images0 == 3  # a, b, c: a is asked about three times
     assert vlm.vision_tower_calls - calls0 == 1
     one = [vlm.generate(images, q, max_new_tokens=8, reduction=red) for images, q in reqs]
-    for r, o in zip(batch, one):
+    for r, o in zip(batch, one, strict=True):
         assert r.token_ids == o.token_ids and r.text == o.text
         assert (r.bill.visual_tokens, r.bill.unreduced_visual_tokens, r.bill.prompt_tokens) == (
             o.bill.visual_tokens,

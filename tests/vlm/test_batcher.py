@@ -78,12 +78,12 @@ def test_concurrent_calls_decode_in_one_batch_with_their_own_tokens(vlm, make_im
     )
     assert b.peak_rows == len(reqs)  # all four decoded in one step
     assert b.steps - steps < sum(len(r.token_ids) for r in alone)  # fewer steps than one by one
-    for a, t in zip(alone, together):
+    for a, t in zip(alone, together, strict=True):
         assert (
             t.token_ids == a.token_ids and t.text == a.text and t.finish_reason == a.finish_reason
         )
         # padded, batched attention rounds differently: close, not bit-identical
-        assert max(abs(x - y) for x, y in zip(a.logprobs, t.logprobs)) < 1e-4
+        assert max(abs(x - y) for x, y in zip(a.logprobs, t.logprobs, strict=True)) < 1e-4
         assert t.bill.prompt_tokens == a.bill.prompt_tokens
         assert t.bill.generated_tokens == a.bill.generated_tokens
 
@@ -133,7 +133,7 @@ def test_each_request_keeps_its_own_sampling_stop_and_n(vlm, make_image, one_thr
         ]
     )
     assert b.peak_rows == 4  # n = 2, and two more requests
-    for a, t in zip(alone, together):
+    for a, t in zip(alone, together, strict=True):
         assert [c.token_ids for c in t.completions] == [c.token_ids for c in a.completions]
         assert [c.text for c in t.completions] == [c.text for c in a.completions]
     assert together[1].finish_reason == "stop" and stop not in together[1].text
@@ -166,7 +166,7 @@ def test_a_cancelled_request_ends_alone(vlm, make_image, one_thread):
     )
     assert isinstance(out[0], Gone)
     assert b.peak_rows == len(reqs)
-    for a, t in zip(alone, out[1:]):
+    for a, t in zip(alone, out[1:], strict=True):
         assert t.token_ids == a.token_ids
     assert vlm.generate(reqs[0][0], "Again?", max_new_tokens=4).token_ids  # the loop goes on
 
@@ -206,7 +206,8 @@ def test_a_request_wider_than_max_num_seqs_runs_alone(tiny_path, make_image, one
 
 
 def test_the_loop_thread_ends_when_idle_and_starts_again(tiny_path, make_image, monkeypatch):
-    """An idle model holds no thread (so a released model can be freed); the next call starts one."""
+    """An idle model holds no thread (so a released model can be freed); the next call starts
+    one."""
     from cascade.vlm import batcher as batcher_module
 
     monkeypatch.setattr(batcher_module, "IDLE_EXIT_S", 0.05)

@@ -106,7 +106,7 @@ def test_batched_confidence_equals_one_by_one(vlm, make_image):
     finally:
         b.decoder.eos_ids = saved
     assert batch[0].bill.generated_tokens <= 3  # stopped at (or before) the injected end token
-    for r, o in zip(batch, one):
+    for r, o in zip(batch, one, strict=True):
         assert r.token_ids == o.token_ids
         assert 0.0 < r.confidence <= 1.0
         assert r.confidence == pytest.approx(o.confidence, rel=1e-4)

@@ -63,7 +63,7 @@ def test_streamed_tokens_are_the_answer(vlm, make_image):
     # top_logprobs: the greedy token is the first alternative, with its own logprob
     assert all(
         top[0] == (tok, lp) and len(top) == 3
-        for tok, lp, top in zip(r.token_ids, r.logprobs, r.top_logprobs)
+        for tok, lp, top in zip(r.token_ids, r.logprobs, r.top_logprobs, strict=True)
     )
     assert r.confidence == pytest.approx(math.exp(sum(r.logprobs) / len(r.logprobs)))
     stream = vlm.stream([img], Q, max_new_tokens=10)

@@ -56,7 +56,7 @@ def test_features_of_an_image_do_not_depend_on_its_neighbours(request, abc):
             together = rt.encode(rt.collate(items))
             alone = [f for it in items for f in rt.encode(rt.collate([it]))]
         assert len(together) == len(alone)
-        assert all(torch.equal(x, y) for x, y in zip(together, alone)), fixture
+        assert all(torch.equal(x, y) for x, y in zip(together, alone, strict=True)), fixture
 
 
 def test_key_covers_preprocessing_and_tower_reduction_not_after_tower_methods(tiny_path, abc):

@@ -82,7 +82,7 @@ def test_int8_error_is_bounded_and_memory_smaller():
     cache.put("x", fp)
     q = cache.get("x")
     assert q.quantized and q.nbytes < fp.nbytes / 3
-    for (a, b), (c, d) in zip(fp.kv(), q.kv()):
+    for (a, b), (c, d) in zip(fp.kv(), q.kv(), strict=True):
         assert (c - a).norm() / a.norm() < 0.02 and (d - b).norm() / b.norm() < 0.02
 
 
@@ -109,6 +109,6 @@ def test_int8_put_quantizes_all_layers_in_one_call(monkeypatch):
     assert calls == [5] and q.layers.k.shape == (5, 1, 2, 16, 8)
     restored = q.kv()
     assert len(restored) == 5
-    for (a, b), (c, d) in zip(fp.kv(), restored):
+    for (a, b), (c, d) in zip(fp.kv(), restored, strict=True):
         assert c.shape == a.shape and d.shape == b.shape
         assert (c - a).norm() / a.norm() < 0.02 and (d - b).norm() / b.norm() < 0.02

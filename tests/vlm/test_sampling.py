@@ -104,7 +104,7 @@ def test_logprobs_come_in_openais_shape(vlm, make_image):
     entries = r.completions[0].logprobs
     assert len(entries) == len(r.token_ids) == len(events)
     assert [e.entry for e in events] == list(entries)
-    for e, lp in zip(entries, r.logprobs):
+    for e, lp in zip(entries, r.logprobs, strict=True):
         assert e.logprob == lp and len(e.top) == 2 and e.top[0].logprob >= e.top[1].logprob
         assert e.top[0].logprob == pytest.approx(lp)  # greedy: the chosen token is the top one
         d = e.to_openai()

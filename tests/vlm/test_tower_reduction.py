@@ -47,7 +47,7 @@ def test_encoding_every_unit_through_the_kept_path_is_the_unreduced_tower(qwen, 
     with torch.inference_mode():
         full = fam.encode(inputs)
         kept = fam.encode(inputs, keep=[torch.arange(f.shape[0]) for f in full])
-    assert all(torch.equal(a, b) for a, b in zip(full, kept))
+    assert all(torch.equal(a, b) for a, b in zip(full, kept, strict=True))
 
 
 def test_keep_1_is_the_unreduced_model_on_logits(qwen, make_image):
@@ -92,7 +92,7 @@ def test_billed_vision_flops_equal_the_counted_flops(qwen, make_image):
     keep = fam.tower_keep(inputs, 0.25)
     with torch.inference_mode(), FlopCounterMode(display=False) as counter:
         fam.encode(inputs, keep=keep)
-    costs = [fam.tower_cost(it, [k]) for it, k in zip(items, keep)]
+    costs = [fam.tower_cost(it, [k]) for it, k in zip(items, keep, strict=True)]
     assert qwen.family.vision_flops(costs) == counter.get_total_flops()
     # and generate bills exactly that, below the unreduced tower
     r = qwen.generate(images[:1], "What is it?", max_new_tokens=1, reduction=TOWER)

@@ -24,7 +24,8 @@ from .common import (
 
 
 def _two_colours(ctx: Ctx) -> tuple[str, str]:
-    return tuple(ctx.rng.sample(sorted(COLOURS), 2))
+    first, second = ctx.rng.sample(sorted(COLOURS), 2)
+    return first, second
 
 
 def _coloured_sign(ctx: Ctx, colour: str, text: str, size: int):
@@ -50,7 +51,9 @@ def colour(ctx: Ctx) -> list[EvalItem]:
         while texts[1].split()[0] == texts[0].split()[0]:
             texts[1] = sign_text(rng, spec.sign_words)
         size = rng.randint(14, 26)
-        boards = [_coloured_sign(ctx, c, t, size) for c, t in zip((asked, other), texts)]
+        boards = [
+            _coloured_sign(ctx, c, t, size) for c, t in zip((asked, other), texts, strict=False)
+        ]
         question, lang = _ask_colour(ctx, asked)
         common = dict(
             question=question,
@@ -106,7 +109,7 @@ def colour(ctx: Ctx) -> list[EvalItem]:
         arrays = [resized_photo(rng, name) for name in names]
         placed: dict[int, list] = {}
         box = None
-        for board, k in zip(boards, holders):
+        for board, k in zip(boards, holders, strict=False):
             h, w = arrays[k].shape[:2]
             x, y = place_apart(rng, w, h, placed.get(k, []), board.shape[1], board.shape[0])
             ov = Overlay(board, x, y)

@@ -115,7 +115,8 @@ def shade(
     rng: random.Random, colour: tuple[int, int, int], spread: int = 14
 ) -> tuple[int, int, int]:
     """`colour` moved a little per channel, so no split has one exact RGB per colour name."""
-    return tuple(int(np.clip(c + rng.randint(-spread, spread), 0, 255)) for c in colour)
+    r, g, b = (int(np.clip(c + rng.randint(-spread, spread), 0, 255)) for c in colour)
+    return r, g, b
 
 
 def caption_overlay(
@@ -149,7 +150,8 @@ def visible_times(t0: float, t1: float, fps: float, seconds: float) -> tuple[flo
 
 
 def box_of(ov: Overlay) -> tuple[int, int, int, int]:
-    return tuple(int(v) for v in ov.box.as_tuple())
+    x0, y0, x1, y1 = (int(v) for v in ov.box.as_tuple())
+    return x0, y0, x1, y1
 
 
 def sign_video(
@@ -203,7 +205,9 @@ def resized_photo(rng: random.Random, name: str, lo: int = 800, hi: int = 1600) 
 
     pic = PILImage.fromarray(photo(name))
     f = rng.randint(lo, hi) / max(pic.size)
-    return np.array(pic.resize((round(pic.width * f), round(pic.height * f)), PILImage.BICUBIC))
+    return np.array(
+        pic.resize((round(pic.width * f), round(pic.height * f)), PILImage.Resampling.BICUBIC)
+    )
 
 
 def save_png(arr: np.ndarray, path: Path) -> str:

@@ -1,6 +1,7 @@
 """Printed pages: multi-section documents (titles, headings), tables, notices with facts inside
 paragraphs, and letters with ids among other numbers. Each page builder returns the pixels and
-the gold spans with their boxes, so other genres (photographed pages, Chinese questions) reuse it."""
+the gold spans with their boxes, so other genres (photographed pages, Chinese questions) reuse
+it."""
 
 from __future__ import annotations
 
@@ -142,7 +143,7 @@ def _cells(table, rng: random.Random) -> list[list[str]]:
                 t += rng.randint(6, 19)
             grid.append(times)
             start += rng.randint(25, 70)
-        return grid if table.kind == "timetable" else [list(r) for r in zip(*grid)]
+        return grid if table.kind == "timetable" else [list(r) for r in zip(*grid, strict=False)]
     if table.kind == "price":
         out = []
         for _ in range(rows):
@@ -172,7 +173,7 @@ def table_page(ctx: Ctx, table) -> tuple[np.ndarray, PageTruth, list[list[str]]]
     page.gap(size * 0.5)
     boxes = page.table(
         [table.corner, *table.cols],
-        [[r, *row] for r, row in zip(table.rows, cells)],
+        [[r, *row] for r, row in zip(table.rows, cells, strict=False)],
         body,
         bold,
         size,
@@ -241,7 +242,7 @@ def notice_page(ctx: Ctx, asked: int = 2) -> tuple[np.ndarray, PageTruth, list, 
             facts.append(rng.choice(same))
     pool = {k: rng.sample(v, len(v)) for k, v in spec.fact_values.items()}
     values = [pool[f.kind].pop() for f in facts]
-    sentences = [f.sentence.format(v=v) for f, v in zip(facts, values)]
+    sentences = [f.sentence.format(v=v) for f, v in zip(facts, values, strict=False)]
     order = list(range(len(sentences))) + [-1, -2]
     rng.shuffle(order)
     fillers = rng.sample(spec.fillers, 2)
@@ -259,7 +260,7 @@ def notice_page(ctx: Ctx, asked: int = 2) -> tuple[np.ndarray, PageTruth, list, 
         page.gap(size * 0.8)
     for v in values:
         truth.spans[v], truth.boxes[v] = v, page.marks[v]
-    return page.render(), truth, list(zip(facts, values))[:asked], values[asked:]
+    return page.render(), truth, list(zip(facts, values, strict=False))[:asked], values[asked:]
 
 
 def paragraph(ctx: Ctx) -> list[EvalItem]:

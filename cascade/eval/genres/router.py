@@ -16,7 +16,7 @@ def router(ctx: Ctx) -> list[EvalItem]:
     spec = ctx.spec
     counts = [("count", *c) for c in spec.counts]
     scenes = [("scene", source, q, a, None) for source, q, a in spec.scenes]
-    order = [x for pair in zip(counts, scenes) for x in pair]
+    order = [x for pair in zip(counts, scenes, strict=False) for x in pair]
     order += counts[len(scenes) :] + scenes[len(counts) :]
     items = []
     for i, (kind, source, question, answer, label) in enumerate(order[: ctx.n]):

@@ -1,9 +1,9 @@
 """The Ray flags of `cascade serve` and the `cascade deploy` command (argparse only: Ray is
 imported when a command runs).
 
-    cascade serve --ray --replicas 2 --tiny                  # local Ray cluster, 2 VLM replicas
-    cascade serve --ray --address ray://head:10001 ...        # an existing cluster (Ray Client)
-    cascade deploy video_qa --out serve_config.yaml           # a config for `serve run` / `serve deploy`
+    cascade serve --ray --replicas 2 --tiny            # local Ray cluster, 2 VLM replicas
+    cascade serve --ray --address ray://head:10001 ...  # an existing cluster (Ray Client)
+    cascade deploy video_qa --out serve_config.yaml     # a config for `serve run` / `serve deploy`
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ log = logging.getLogger("cascade.serve.ray")
 
 
 class Ingress:
-    """The HTTP ingress deployment: `create_app` over an `Engine` whose heavy stages run remotely."""
+    """The HTTP ingress deployment: `create_app` over an `Engine` whose heavy stages run
+    remotely."""
 
     def __init__(self, args: dict[str, Any], handles: dict[str, Any]):
         config, options = split_args(args)
@@ -57,7 +58,7 @@ class Ingress:
         for served in self.engine.models.values():
             for declared in served.qa.pipeline.models.values():
                 try:
-                    declared.family
+                    _ = declared.family  # reading it loads it
                 except CascadeError as e:  # the stage that needs it reports it per request
                     log.warning("model '%s': %s", declared.name, e)
 

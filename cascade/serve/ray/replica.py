@@ -189,7 +189,9 @@ class StageReplica:
                 replies[idx[0]] = await self._single(k, inputs, affinity)
                 continue
             for i, reply in zip(
-                idx, await asyncio.to_thread(self._run_batch, key, [calls[i][1] for i in idx])
+                idx,
+                await asyncio.to_thread(self._run_batch, key, [calls[i][1] for i in idx]),
+                strict=True,
             ):
                 replies[i] = reply
         return replies
@@ -218,7 +220,7 @@ class StageReplica:
             ]
         seconds = (time.perf_counter() - t0) / len(batch)
         replies = []
-        for n, (rec, out) in enumerate(zip(records, outs)):
+        for n, (rec, out) in enumerate(zip(records, outs, strict=True)):
             rec.seconds = seconds
             extra = {"batches": 1.0, "batched_calls": float(len(batch))} if n == 0 else {}
             replies.append(self._reply(rec, out, seconds, **extra))

@@ -1,11 +1,12 @@
-"""Idefics3 and SmolVLM: SigLIP-style tower on fixed-size tiles + pixel-shuffle connector, Llama-style
-decoder with ordinary 1-D RoPE positions.
+"""Idefics3 and SmolVLM: SigLIP-style tower on fixed-size tiles + pixel-shuffle connector,
+Llama-style decoder with ordinary 1-D RoPE positions.
 
 The image processor resizes an image (longest edge to `size["longest_edge"]`), splits it into
 rows x cols square tiles of `max_image_size` plus one downscaled global image (a small image is
 just the global one), and the processor writes, per image::
 
-    <fake_token_around_image><row_1_col_1><image>*S ... <fake_token_around_image><row_r_col_c><image>*S\\n
+    <fake_token_around_image><row_1_col_1><image>*S ...
+    <fake_token_around_image><row_r_col_c><image>*S\\n
     \\n<fake_token_around_image><global-img><image>*S<fake_token_around_image>
 
 with S = image_seq_len = (tile / patch / scale_factor)^2 tokens per tile. Each tile is one visual
@@ -47,7 +48,8 @@ def _edge(size: Any) -> Any:
 
 
 class Idefics3Runtime(FamilyRuntime):
-    """A loaded Idefics3 / SmolVLM: tiles as visual blocks, 1-D positions renumbered after pruning."""
+    """A loaded Idefics3 / SmolVLM: tiles as visual blocks, 1-D positions renumbered after
+    pruning."""
 
     family: Idefics3Family
 
@@ -68,7 +70,7 @@ class Idefics3Runtime(FamilyRuntime):
         pixels, mask = enc["pixel_values"], enc.get("pixel_attention_mask")
         side = self.family.tile_side
         out, start = [], 0
-        for rows, cols in zip(enc["rows"][0], enc["cols"][0]):
+        for rows, cols in zip(enc["rows"][0], enc["cols"][0], strict=True):
             n = rows * cols + 1 if rows or cols else 1  # tiles + the global image
             tensors = {"pixel_values": pixels[:, start : start + n]}
             if mask is not None:
@@ -114,10 +116,10 @@ class Idefics3Runtime(FamilyRuntime):
         is_img = (ids == self.image_token_id).int()
         edges = torch.diff(is_img, prepend=is_img.new_zeros(1), append=is_img.new_zeros(1))
         starts, ends = (edges == 1).nonzero().squeeze(1), (edges == -1).nonzero().squeeze(1)
-        spans = list(zip(starts.tolist(), ends.tolist()))
+        spans = list(zip(starts.tolist(), ends.tolist(), strict=True))
         grids = [g for im in images for g in im.blocks]
         if len(spans) != len(grids) or any(
-            e - s != t * h * w for (s, e), (t, h, w) in zip(spans, grids)
+            e - s != t * h * w for (s, e), (t, h, w) in zip(spans, grids, strict=False)
         ):
             raise InputError(
                 f"the processor wrote {len(spans)} runs of {tok} for {len(grids)} image "

@@ -79,7 +79,10 @@ class Qwen2VLRuntime(FamilyRuntime):
         starts = ((types[1:] - types[:-1]) == 1).nonzero().squeeze(1) + 1
         if bool(types[0]):
             starts = torch.cat([starts.new_zeros(1), starts])
-        spans = [(int(s), int(s) + g[0] * g[1] * g[2]) for s, g in zip(starts.tolist(), grids)]
+        spans = [
+            (int(s), int(s) + g[0] * g[1] * g[2])
+            for s, g in zip(starts.tolist(), grids, strict=True)
+        ]
         return PrefixInputs(ids, pos[:, 0], spans, grids, vision_inputs, list(images))
 
     def expand_placeholders(self, text: str, grid_thw: torch.Tensor) -> str:
@@ -89,14 +92,14 @@ class Qwen2VLRuntime(FamilyRuntime):
         if len(parts) - 1 != len(grid_thw):
             raise ValueError(f"{len(parts) - 1} image placeholders for {len(grid_thw)} images")
         counts = [int(g.prod()) // self.family.merge**2 for g in grid_thw]
-        return parts[0] + "".join(tok * n + rest for n, rest in zip(counts, parts[1:]))
+        return parts[0] + "".join(tok * n + rest for n, rest in zip(counts, parts[1:], strict=True))
 
     def image_inputs(self, images: list[Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """(pixel_values [N, 3*T*ps*ps] on the device, image_grid_thw [n_images, 3]) of PIL images.
 
-        The fused cascade.kernels op (through `ops`, the backend's `kernels` choice) when it reproduces
-        the processor; the image processor itself otherwise (another resize backend, a non-RGB
-        image). Either way the result equals the processor's."""
+        The fused cascade.kernels op (through `ops`, the backend's `kernels` choice) when it
+        reproduces the processor; the image processor itself otherwise (another resize backend, a
+        non-RGB image). Either way the result equals the processor's."""
         ip = self.family.processor.image_processor
         if not (self.family.kernel_preprocessing and all(im.mode == "RGB" for im in images)):
             lo, hi = self.family.pixel_budget
@@ -216,7 +219,9 @@ class Qwen2VLRuntime(FamilyRuntime):
         """The tower's precomputed per-patch inputs restricted to the kept patch `rows`."""
         from transformers.vision_utils import get_vision_position_ids
 
-        lengths = [n for g, k in zip(grid.tolist(), keep) for n in self._frame_lengths(g, k)]
+        lengths = [
+            n for g, k in zip(grid.tolist(), keep, strict=False) for n in self._frame_lengths(g, k)
+        ]
         cu = torch.nn.functional.pad(torch.tensor(lengths, device=rows.device).cumsum(0), (1, 0))
         kw = {
             "position_ids": get_vision_position_ids(grid, self.family.merge)[rows],
@@ -241,7 +246,7 @@ class Qwen2VLRuntime(FamilyRuntime):
         visual, m2 = self.model.model.visual, self.family.merge**2
         grid = vision_inputs["image_grid_thw"].to(self.device)
         offsets = torch.nn.functional.pad((grid.prod(-1) // m2).cumsum(0), (1, 0))[:-1].tolist()
-        units = torch.cat([k.to(self.device) + o for k, o in zip(keep, offsets)])
+        units = torch.cat([k.to(self.device) + o for k, o in zip(keep, offsets, strict=True)])
         rows = (units[:, None] * m2 + torch.arange(m2, device=self.device)).reshape(-1)
         kw = self._tower_inputs(grid, rows, keep, units)
         pixels = vision_inputs["pixel_values"][rows].type(visual.dtype)

@@ -10,7 +10,8 @@ The runtime's block/positions/prefix machinery is Qwen2-VL's (a subclass). What 
   tokens on the whole concatenated vector). keep_ratio 1.0 is the unmodified model.
 - a prefix chunk passes `visual_pos_masks` / `deepstack_visual_embeds` to the decoder; later
   chunks (question, decoded tokens) hold no visual token and pass nothing, as `model.generate`.
-- FastV runs the decoder layer by layer: `Qwen3VLRuntime.after_layer` adds the DeepStack features there, to the
+- FastV runs the decoder layer by layer: `Qwen3VLRuntime.after_layer` adds the DeepStack features
+there, to the
   visual tokens still kept, and `query_states` applies Qwen3's per-head query norm.
 
 All reductions (`tower` too: the kept patches take their rows of the interpolated position
@@ -40,14 +41,14 @@ class Qwen3VLRuntime(Qwen2VLRuntime):
         if keep is not None:
             out, sizes = self.encode_kept(vi, keep)
             main = out.pooler_output.split(sizes)
-            levels = list(zip(*[d.split(sizes) for d in out.deepstack_features]))
+            levels = list(zip(*[d.split(sizes) for d in out.deepstack_features], strict=True))
         else:
             out = self.model.model.get_image_features(
                 vi["pixel_values"], vi["image_grid_thw"].to(self.device)
             )
-            main, levels = out.pooler_output, list(zip(*out.deepstack_features))
+            main, levels = out.pooler_output, list(zip(*out.deepstack_features, strict=True))
         # per image: its embedding and its feature at every DeepStack level
-        return [torch.cat([m, *deep], dim=-1) for m, deep in zip(main, levels)]
+        return [torch.cat([m, *deep], dim=-1) for m, deep in zip(main, levels, strict=True)]
 
     def _tower_inputs(
         self, grid: torch.Tensor, rows: torch.Tensor, keep: list[torch.Tensor], units: torch.Tensor
@@ -78,7 +79,7 @@ class Qwen3VLRuntime(Qwen2VLRuntime):
             "deepstack_visual_embeds": [extra[:, i] for i in range(self.family.levels)],
         }
 
-    # -- layer-by-layer runs (FastV) ----------------------------------------------------------------
+    # -- layer-by-layer runs (FastV) ---------------------------------------------------------------
     def query_states(self, layer: torch.nn.Module, normed: torch.Tensor) -> torch.Tensor:
         attn = layer.self_attn
         q = attn.q_proj(normed)

@@ -38,8 +38,8 @@ __all__ = ["FamilyRuntime", "ImageInputs", "PrefixInputs"]
 @dataclass
 class ImageInputs:
     """One preprocessed image: the vision tower's inputs for it alone (`tensors`, collated with
-    other images' by `FamilyRuntime.collate`), the token grid (t, h, w) of each of its visual blocks, and
-    whatever else the placeholder expansion needs (`meta`)."""
+    other images' by `FamilyRuntime.collate`), the token grid (t, h, w) of each of its visual
+    blocks, and whatever else the placeholder expansion needs (`meta`)."""
 
     tensors: dict[str, torch.Tensor]
     blocks: list[tuple[int, int, int]]
@@ -165,7 +165,8 @@ class FamilyRuntime(ABC):
         return (torch.arange(n, device=self.device) + start).unsqueeze(0).expand(rows, n)
 
     def lm_position_ids(self, positions: torch.Tensor) -> torch.Tensor:
-        """[R, L] (batch of one) or [R, B, L] positions in the layout the decoder's forward takes."""
+        """[R, L] (batch of one) or [R, B, L] positions in the layout the decoder's forward
+        takes."""
         one_row = self.family.position_rows == 1
         if positions.dim() == 3:
             return positions[0] if one_row else positions

@@ -21,7 +21,8 @@ class Dart(Selection):
         import torch
 
         # Not the kernel op's "duplicate" method: that scores a token by its cosine to its immediate
-        # neighbours, DART by its cosine to the pivot tokens; wiring it here would change the method.
+        # neighbours, DART by its cosine to the pivot tokens; wiring it here would change the
+        # method.
         p = min(config.dart_pivots, k)
         pivot = torch.argsort(x.float().norm(dim=-1), descending=True, stable=True)[:p]
         u = unit_rows(x)
