@@ -15,12 +15,12 @@ pytest.importorskip("ray", reason="ray[serve] is not installed (pip install 'vlm
 httpx = pytest.importorskip("httpx")
 openai = pytest.importorskip("openai")
 
-from .conftest import PIPELINES, data_url, free_port, png_bytes  # noqa: E402
+from .conftest import PIPELINES, child_env, data_url, free_port, png_bytes  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.timeout(300)]
 
 
-def test_cascade_serve_ray_answers_an_image_chat_on_two_replicas(tiny_vlm):
+def test_cascade_serve_ray_answers_an_image_chat_on_two_replicas(tiny_vlm, child_dir):
     import numpy as np
 
     port = free_port()
@@ -45,6 +45,8 @@ def test_cascade_serve_ray_answers_an_image_chat_on_two_replicas(tiny_vlm):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        cwd=child_dir,
+        env=child_env(child_dir),
     )
     url, ours = f"http://127.0.0.1:{port}", []  # /health answers of our ingress, from launch
     try:

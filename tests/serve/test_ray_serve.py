@@ -31,30 +31,30 @@ from cascade.serve.ray.app import build_app  # noqa: E402
 from cascade.serve.ray.executor import RemoteStages  # noqa: E402
 from cascade.serve.ray.options import APP_NAME, RayOptions, app_args  # noqa: E402
 
-from .conftest import (
+from .conftest import (  # noqa: E402
     IMAGES,
     PIPELINES,
     chat,
+    child_env,
     data_url,
     free_port,
-    image_part,  # noqa: E402
+    image_part,
     png_bytes,
     small_config,
     stream_spread,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.timeout(300)]
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(child_dir):
     ray.init(
         num_cpus=4,
         include_dashboard=False,
         log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}},
-    )  # replicas import tests.*
+        runtime_env={"env_vars": {"PYTHONPATH": child_env(child_dir)["PYTHONPATH"]}},
+    )  # replicas import tests.* (and this tree's cascade), never with the repo root on the path
     port = free_port()
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
