@@ -16,7 +16,6 @@ import json
 import re
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
