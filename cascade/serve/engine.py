@@ -49,6 +49,7 @@ from .admission import Admission, QueueFull
 from .bill import cache_events
 from .config import ServeConfig
 from .errors import APIError
+from .fetch import MediaFetcher
 from .media import Media, PixelBudget, decode_part, read_part, save_image, scrub
 from .media_ids import MediaIds
 from .metrics import Metrics
@@ -172,6 +173,13 @@ class Engine:
         )
         self.uploads = Uploads(config.upload_dir)
         self.media_ids = MediaIds(config.media_cache_bytes)
+        self.fetcher = MediaFetcher(
+            tuple(config.allowed_media_domains),
+            tuple(config.allow_media_networks),
+            config.media_fetch_timeout,
+            config.max_media_bytes,
+            self.uploads.folder,
+        )
         self._admission: Admission | None = None  # made on the serving event loop
         self._admission_loop: asyncio.AbstractEventLoop | None = None
         self.metrics.gauge(
@@ -444,7 +452,7 @@ class Engine:
                 sent = (
                     None
                     if m.url is None
-                    else read_part(m.kind, m.url, self.config, m.param, m.filename)
+                    else read_part(m.kind, m.url, self.config, m.param, m.filename, self.fetcher)
                 )
                 payload = (
                     sent

@@ -1,7 +1,9 @@
-"""Media from chat requests: `data:` URLs and `file://` URLs under a media root, decoded with limits.
+"""Media from chat requests: `data:` URLs, `file://` URLs under a media root and, where the server
+allows it, `http(s)` URLs (`fetch.MediaFetcher`), decoded with limits.
 
-Only two URL schemes are accepted. Remote `http(s)` URLs are refused rather than fetched: a server
-that downloads whatever a request names is an SSRF hole, and these machines are often offline.
+Remote URLs are refused unless the server is started with --allowed-media-domains: a server that
+downloads whatever a request names is an SSRF hole; the fetcher checks every hop's address.
+Fetched bytes are a part's bytes like a data URL's: the same content hashes, caches and uuids.
 Sizes are checked before work is done: a data URL's length before base64 decoding, an image's pixel
 count from its header before decoding pixels, a video's frame count and frame size from its header.
 Images are decoded by `cascade.media.load_image` (every PIL mode, raster formats only). A video
@@ -36,6 +38,7 @@ from ..media import load_image
 from ..pdf import PdfTooLong, is_pdf, render_pdf
 from .config import ServeConfig
 from .errors import APIError
+from .fetch import MediaFetcher
 from .uploads import Uploads
 
 __all__ = [
@@ -163,8 +166,11 @@ def _file_url(url: str, cfg: ServeConfig, param: str) -> Path:
     return path
 
 
-def _read_url(url: str, cfg: ServeConfig, param: str) -> tuple[bytes, Path | None, str]:
-    """(bytes, None, mime) for a data URL, (bytes, path, "") for an allowed file URL."""
+def _read_url(
+    url: str, cfg: ServeConfig, param: str, kind: str, fetcher: MediaFetcher
+) -> tuple[bytes, Path | None, str]:
+    """(bytes, None, mime) for a data URL or a fetched http(s) URL, (bytes, path, "") for an
+    allowed file URL."""
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     if scheme == "data":
         head, comma, payload = url[5:].partition(",")
@@ -196,16 +202,11 @@ def _read_url(url: str, cfg: ServeConfig, param: str) -> tuple[bytes, Path | Non
             )
         return path.read_bytes(), path, ""
     if scheme in ("http", "https"):
-        raise APIError(
-            400,
-            f"{param}: this server does not fetch remote URLs; send the media as a "
-            "data: URL (base64) or a file:// URL under --media-root",
-            code="invalid_url",
-            param=param,
-        )
+        data, mime = fetcher.fetch(url, kind, param)
+        return data, None, mime
     raise APIError(
         400,
-        f"{param}: unsupported URL scheme {scheme[:16]!r}; use data: or file://",
+        f"{param}: unsupported URL scheme {scheme[:16]!r}; use data:, file:// or http(s)://",
         code="invalid_url",
         param=param,
     )
@@ -279,12 +280,14 @@ def read_part(
     cfg: ServeConfig,
     param: str,
     filename: str | None = None,
+    fetcher: MediaFetcher | None = None,
 ) -> Payload:
     """The bytes of one media part (size checked, nothing decoded; raises `APIError`). A file
-    part's `file_data` may also be bare base64, as some OpenAI clients send it."""
+    part's `file_data` may also be bare base64, as some OpenAI clients send it. fetcher: the
+    server's, for http(s) URLs (None: they are refused)."""
     if kind == "file" and ":" not in url[:16]:  # no scheme: base64 has no colon
         url = "data:application/pdf;base64," + url
-    data, path, mime = _read_url(url, cfg, param)
+    data, path, mime = _read_url(url, cfg, param, kind, fetcher or MediaFetcher())
     return Payload(kind, data, hashlib.sha256(data).hexdigest(), path, mime, filename)
 
 
