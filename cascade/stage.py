@@ -62,7 +62,16 @@ from .models import DeclaredModel, Models, ModelSpec
 if TYPE_CHECKING:
     from .model_refs import ModelRef
 
-__all__ = ["Stage", "Router", "StageParams", "Port", "Serving", "stage", "run_params"]
+__all__ = [
+    "Stage",
+    "Router",
+    "StageParams",
+    "Port",
+    "Serving",
+    "stage",
+    "run_params",
+    "run_params_of",
+]
 
 # id(stage) -> the params it runs with in this run (see `run_params`); empty outside one.
 _RUN_PARAMS: contextvars.ContextVar[Mapping[int, StageParams]] = contextvars.ContextVar(
@@ -79,6 +88,12 @@ def run_params(params: Mapping[Stage, StageParams]) -> Iterator[None]:
         yield
     finally:
         _RUN_PARAMS.reset(token)
+
+
+def run_params_of(stage: Stage) -> StageParams | None:
+    """The params `run_params` gives `stage` in this context; None when it runs with its own
+    (a stage run elsewhere, a Ray replica, is sent them with the call)."""
+    return _RUN_PARAMS.get().get(id(stage))
 
 
 class StageParams(BaseModel):

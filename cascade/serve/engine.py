@@ -328,24 +328,8 @@ class Engine:
 
     def stage_params(self, req: ChatRequest, served: ServedModel) -> dict[Any, Any]:
         """The request's `mm_processor_kwargs` as {stage: params for this run} (400s naming
-        the key). A stage run elsewhere (a Ray replica) cannot take them per request."""
-        pipeline = served.qa.pipeline
-        params = stage_params_of(req.mm_processor_kwargs, pipeline.stages, served.id)
-        remote = [
-            st.name
-            for st in params
-            if pipeline.executor is not None and pipeline.executor.handles(st)
-        ]
-        if remote:
-            raise APIError(
-                400,
-                f"mm_processor_kwargs cannot be honoured by '{served.id}' here: "
-                f"its stage {remote[0]!r} runs in a Ray replica, which takes no "
-                "per-request params",
-                code="unsupported_parameter",
-                param="mm_processor_kwargs",
-            )
-        return params
+        the key). A stage run in a Ray replica is sent its params with the call."""
+        return stage_params_of(req.mm_processor_kwargs, served.qa.pipeline.stages, served.id)
 
     # -- work ---------------------------------------------------------------------------------
     def pipeline_input(self, served: ServedModel, media: list[Media], stack: ExitStack) -> Any:
