@@ -55,8 +55,18 @@ def _run(args: argparse.Namespace, demo: bool) -> int:
         + (f"; demo at {where}/demo/" if demo or args.demo else ""),
         file=sys.stderr,
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
-    return 0
+    from .stopping import DrainingServer
+
+    DrainingServer(
+        uvicorn.Config(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level="info",
+            timeout_graceful_shutdown=config.drain_timeout_s,
+        )
+    ).run()
+    return 0  # stopped by SIGTERM or SIGINT, in-flight requests drained
 
 
 def add_serve_commands(sub) -> None:

@@ -108,8 +108,8 @@ class ServeConfig(BaseSettings):
     tiny: Annotated[
         bool,
         Flag(
-            "random-weight tiny Qwen2-VL and random CLIP: runs offline; VLM answers are random text, "
-            "tool answers/evidence/bill real",
+            "random-weight tiny Qwen2-VL and random CLIP: runs offline; VLM answers are random "
+            "text, tool answers/evidence/bill real",
             action="store_true",
             exclusive="model",
         ),
@@ -263,6 +263,15 @@ class ServeConfig(BaseSettings):
             type=float,
         ),
     ] = 30.0
+    drain_timeout_s: Annotated[
+        float,
+        Flag(
+            "on SIGTERM or SIGINT, seconds to let the requests in flight finish before the "
+            "server stops (then it exits 0)",
+            name="--drain-timeout",
+            type=float,
+        ),
+    ] = Field(30.0, ge=0)
     max_concurrent: Annotated[
         int,
         Flag(

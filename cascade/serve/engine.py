@@ -19,9 +19,9 @@ really ends, so abandoned work cannot pile up past `max_concurrent`.
 
 The answer's tokens reach the caller as the VLM generates them: `run_async(on_token=...)` calls it
 from the thread that decodes (the model's batch loop) with each `TokenEvent` of the answer
-(`cascade.streaming`; a tool answer has none). The request's `max_tokens`, earlier turns and sampling settings go to the pipeline's
-`max_new_tokens`, `history` and `sampling` inputs; a pipeline without them refuses such a request
-(400) rather than ignore it.
+(`cascade.streaming`; a tool answer has none). The request's `max_tokens`, earlier turns and
+sampling settings go to the pipeline's `max_new_tokens`, `history` and `sampling` inputs; a
+pipeline without them refuses such a request (400) rather than ignore it.
 """
 
 from __future__ import annotations
@@ -180,6 +180,7 @@ class Engine:
             config.max_media_bytes,
             self.uploads.folder,
         )
+        self._running: set[threading.Event] = set()  # the cancel events of requests in progress
         self._admission: Admission | None = None  # made on the serving event loop
         self._admission_loop: asyncio.AbstractEventLoop | None = None
         self.metrics.gauge(
@@ -475,8 +476,24 @@ class Engine:
         (the client went away) cancels the request's work. `on_token` is called from the decoding
         thread with each token of the answer as the VLM generates it."""
         self.check_request(req, served)
-        admission, timeout = self._admission_now(), self.config.request_timeout_s
-        arrived, cancel = time.monotonic(), threading.Event()
+        admission, arrived, cancel = self._admission_now(), time.monotonic(), threading.Event()
+        self._running.add(cancel)
+        try:
+            return await self._admitted(req, served, on_token, admission, arrived, cancel)
+        finally:
+            self._running.discard(cancel)
+
+    async def _admitted(
+        self,
+        req: ChatRequest,
+        served: ServedModel,
+        on_token: Callable[[Any], Any] | None,
+        admission: Admission,
+        arrived: float,
+        cancel: threading.Event,
+    ) -> Answer:
+        """`run_async` once checked: queue, run, time out."""
+        timeout = self.config.request_timeout_s
         try:
             await asyncio.wait_for(admission.enter(), timeout)
         except QueueFull as e:
@@ -548,5 +565,9 @@ class Engine:
             m.inc("cascade_cache_lookups_total", (cache,), lookups)
 
     def close(self) -> None:
+        """Stop: queued runs are dropped, running ones stop before their next stage or token
+        (the server has drained what it could, `cascade.serve.stopping`)."""
+        for cancel in list(self._running):
+            cancel.set()
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.uploads.close()
