@@ -291,6 +291,19 @@ def create_app(
         except APIError as e:
             status = e.status
             raise
+        except asyncio.CancelledError:
+            # The server is stopping and its drain time (--drain-timeout) is over; a client that
+            # went away is handled by `_unless_disconnected`, not here.
+            status = 503
+            return JSONResponse(
+                error_body(
+                    "the server stopped before this request finished (--drain-timeout); retry",
+                    "server_error",
+                    None,
+                    "shutting_down",
+                ),
+                status_code=503,
+            )
         except Exception as e:  # a bug: answer 500 in OpenAI's shape, keep serving
             log.exception("chat completion failed")
             raise APIError(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
+import os
 import re
 import threading
 import time
@@ -49,12 +50,19 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.timeout(300)]
 
 @pytest.fixture(scope="module")
 def cluster(child_dir):
-    ray.init(
-        num_cpus=4,
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": child_env(child_dir)["PYTHONPATH"]}},
-    )  # replicas import tests.* (and this tree's cascade), never with the repo root on the path
+    # Ray puts the driver's working directory on its workers' path: start it from `child_dir`,
+    # not the repository root (whose kernels/ would shadow the package transformers imports).
+    here = os.getcwd()
+    os.chdir(child_dir)
+    try:
+        ray.init(
+            num_cpus=4,
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": {"PYTHONPATH": child_env(child_dir)["PYTHONPATH"]}},
+        )  # replicas import tests.* (and this tree's cascade)
+    finally:
+        os.chdir(here)
     port = free_port()
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
