@@ -105,6 +105,13 @@ class ServedModel:
     description: str = ""
 
 
+def _image(media: Media, index: int) -> Image:
+    """A decoded image part as the pipeline's `Image` (its `ImageEmbeds` when it came as such)."""
+    if media.embeds is not None:
+        return replace(media.embeds, source=media.label, media_index=index)
+    return Image(media.pixels, source=media.label, media_index=index)
+
+
 def _shipped_names() -> list[str]:
     from .. import pipelines as shipped
 
@@ -283,14 +290,15 @@ class Engine:
     def check_request(self, req: ChatRequest, served: ServedModel) -> None:
         """Everything that can be refused before the request queues."""
         check_limits(
-            [m.kind for m in req.media],
+            ["image" if m.kind == "image_embeds" else m.kind for m in req.media],
             [m.param for m in req.media],
             self.config.limit_mm_per_prompt,
         )
-        # A PDF's pages are images; how many is known once it is opened (`answer` checks again).
+        # A PDF's pages are images (how many is known once it is opened: `answer` checks again),
+        # and so are embeddings.
         self.check_media(
             served,
-            ["image" if m.kind == "file" else m.kind for m in req.media],
+            ["image" if m.kind in ("file", "image_embeds") else m.kind for m in req.media],
             [m.param for m in req.media],
         )
         self.stage_params(req, served)
@@ -339,10 +347,18 @@ class Engine:
         if media[0].kind == "video":
             return media[0].path
         if "images" in types:
-            return [Image(m.pixels, source=m.label, media_index=i) for i, m in enumerate(media)]
+            return [_image(m, i) for i, m in enumerate(media)]
         if "image" in types:
-            return Image(media[0].pixels, source=media[0].label)
+            return _image(media[0], 0)
         m = media[0]  # a `path` input: the pipeline opens the file itself
+        if m.embeds is not None:
+            raise APIError(
+                400,
+                f"{m.label}: '{served.id}' opens its image from a file, and embeddings are "
+                "not one; send the image",
+                code="wrong_media",
+                param=m.label,
+            )
         return m.path if m.path is not None else save_image(m, self.uploads, stack)
 
     def _labels(self, media: list[Media]) -> dict[Path, str]:

@@ -28,6 +28,7 @@ onto the pipeline's stages (`mm_params`).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from .schema import (
     ChatCompletionRequest,
     FilePart,
     FileRef,
+    ImageEmbedsPart,
     ImagePart,
     ImageURL,
     Message,
@@ -65,8 +67,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class MediaRef:
-    kind: Literal["image", "video", "file"]  # a file is a PDF: its pages are images
-    url: str | None  # a file's `file_data`; None: the media the server keeps under `uuid`
+    # a file is a PDF (its pages are images); image_embeds an image's embeddings
+    kind: Literal["image", "video", "file", "image_embeds"]
+    # a file's `file_data`, the embeddings' fields as JSON; None: the media kept under `uuid`
+    url: str | None
     param: str  # where it sits in the request, e.g. "messages[0].content[1]"
     filename: str | None = None
     uuid: str | None = None
@@ -378,13 +382,24 @@ def _parts(msg: Message, param: str) -> tuple[list[str], list[MediaRef]]:
                     "video_url",
                 )
             )
+        elif isinstance(part, ImageEmbedsPart):
+            fields = part.image_embeds and json.dumps(
+                part.image_embeds.model_dump(), sort_keys=True
+            )
+            media.append(
+                _media("image_embeds", fields, part.uuid, f"{param}.content[{j}]", "image_embeds")
+            )
         else:
             media.append(_file(part, f"{param}.content[{j}]"))
     return texts, media
 
 
 def _media(
-    kind: Literal["image", "video"], url: str | None, uuid: str | None, param: str, field: str
+    kind: Literal["image", "video", "image_embeds"],
+    url: str | None,
+    uuid: str | None,
+    param: str,
+    field: str,
 ) -> MediaRef:
     if url is None and uuid is None:
         raise _bad(
