@@ -160,6 +160,11 @@ class Stage:
         """The stage's params: its own, or this run's (`run_params`)."""
         return _RUN_PARAMS.get().get(id(self), self._params)
 
+    @property
+    def own_params(self) -> StageParams:
+        """The stage's own params (its configuration), whatever this run gives it."""
+        return self._params
+
     def model(self, name: str) -> DeclaredModel:
         """A model the pipeline declares (`models:`), by name. A stage used on its own gets its
         models at construction: `Stage(params, models={"vlm": {"id": ...}})`, and its index the
