@@ -190,8 +190,9 @@ def create_app(
         version="1",
         description="OpenAI-compatible chat completions over coarse-to-fine VLM "
         "pipelines. Media go in `image_url` / `video_url` content parts as base64 data "
-        "URLs (or file URLs under the server's --media-root); PDF documents in `file` "
-        "parts (`file_data`), one image per page.",
+        "URLs (or file URLs under the server's --media-root, or http(s) URLs from the hosts "
+        "its --allowed-media-domains names); images also as `image_embeds` parts (`cascade "
+        "embed`); PDF documents in `file` parts (`file_data`), one image per page.",
     )
     app.state.engine = engine
     body_limit = config.max_upload_bytes * 4 // 3 + _BODY_OVERHEAD
