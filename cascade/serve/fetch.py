@@ -250,12 +250,13 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
     """An HTTPS connection to a checked address, verifying the certificate for `host`."""
 
     def __init__(self, host: str, address: str, port: int, timeout: float):
-        super().__init__(address, port, timeout=timeout, context=ssl.create_default_context())
+        self._tls = ssl.create_default_context()
+        super().__init__(address, port, timeout=timeout, context=self._tls)
         self._host_name, self._address = host, address
 
     def connect(self) -> None:
         sock = socket.create_connection((self._address, self.port), self.timeout)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self._host_name)
+        self.sock = self._tls.wrap_socket(sock, server_hostname=self._host_name)
 
 
 def _connection(

@@ -157,7 +157,7 @@ def test_cascade_serve_ray_drains_and_exits_0_on_sigterm(tiny_vlm, child_dir):
         ],
     }
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + 400
         while True:
             assert proc.poll() is None, proc.stdout.read()
             try:
