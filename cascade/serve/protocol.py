@@ -43,6 +43,7 @@ from .schema import (
     ChatCompletionRequest,
     FilePart,
     FileRef,
+    ImageEmbedsData,
     ImageEmbedsPart,
     ImagePart,
     ImageURL,
@@ -138,8 +139,15 @@ _FIELDS_OF: dict[str, type[BaseModel]] = {  # the object a key holds, for "unkno
     "response_format": ResponseFormat,
     "file": FileRef,
     "mm_processor_kwargs": MMProcessorKwargs,
+    "image_embeds": ImageEmbedsData,
 }
-_PARTS = {"text": TextPart, "image_url": ImagePart, "video_url": VideoPart, "file": FilePart}
+_PARTS = {
+    "text": TextPart,
+    "image_url": ImagePart,
+    "video_url": VideoPart,
+    "file": FilePart,
+    "image_embeds": ImageEmbedsPart,
+}
 
 
 _PLAIN = [
@@ -206,7 +214,9 @@ def _message(
             return _bad(f"unrecognized request argument {name}{hint}", param, "unknown_parameter")
         return _bad(f"{parent_param}: unknown field {name}{hint}", param)
     if kind in ("union_tag_invalid", "union_tag_not_found"):
-        tags = err.get("ctx", {}).get("expected_tags", "'text', 'image_url', 'video_url', 'file'")
+        tags = err.get("ctx", {}).get(
+            "expected_tags", "'text', 'image_url', 'video_url', 'file', 'image_embeds'"
+        )
         got = (
             f"unsupported part type {_short(value.get('type'), 40)}"
             if isinstance(value, dict) and "type" in value

@@ -106,6 +106,7 @@ def test_cascade_serve_ray_answers_an_image_chat_on_two_replicas(tiny_vlm, child
     assert "random-weight" in out  # the tiny-model note
 
 
+@pytest.mark.timeout(600)  # a local cluster, its replicas and a drain: slow on a loaded box
 def test_cascade_serve_ray_drains_and_exits_0_on_sigterm(tiny_vlm, child_dir):
     """SIGTERM (what a process manager sends) while a request is in the pipeline: the request is
     answered, then Serve and Ray shut down, and the process exits 0 (it used to abort)."""
