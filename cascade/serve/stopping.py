@@ -17,6 +17,7 @@ import json
 import signal
 import threading
 import time
+import urllib.error
 import urllib.request
 from types import FrameType
 from typing import Any
