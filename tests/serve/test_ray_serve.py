@@ -498,6 +498,10 @@ def test_per_request_fields_reach_the_replicas_as_they_reach_in_process_stages(s
     warm(app)
     image = _image(21)
     with running_server(app) as local:
+        # One contract: the Ray app publishes the schema the in-process server publishes.
+        assert (
+            httpx.get(f"{server}/openapi.json").json() == httpx.get(f"{local}/openapi.json").json()
+        )
         for extra in PARITY:
             body = chat(IMAGES, "What is it?", image, **extra)
             ours, theirs = _post(server, body), _post(local, body)
