@@ -20,6 +20,7 @@ from .conftest import PIPELINES, child_env, data_url, free_port, png_bytes  # no
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.timeout(300)]
 
 
+@pytest.mark.timeout(600)  # a local cluster and two replicas: slow on a loaded box
 def test_cascade_serve_ray_answers_an_image_chat_on_two_replicas(tiny_vlm, child_dir):
     import numpy as np
 
@@ -50,7 +51,7 @@ def test_cascade_serve_ray_answers_an_image_chat_on_two_replicas(tiny_vlm, child
     )
     url, ours = f"http://127.0.0.1:{port}", []  # /health answers of our ingress, from launch
     try:
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + 400
         while True:
             assert proc.poll() is None, proc.stdout.read()
             try:
