@@ -22,6 +22,7 @@ from .decoding import Completion
 from .errors import InputError
 
 __all__ = [
+    "ImageEmbeds",
     "Box",
     "Image",
     "Frame",
@@ -270,6 +271,65 @@ class Image:
             "box": self.box.to_dict(),
             "source_size": list(self.source_size),
         }
+
+
+@dataclass(frozen=True, eq=False)
+class ImageEmbeds(Image):
+    """Visual embeddings computed elsewhere (`cascade embed`), standing in for an image.
+
+    embeds: the vision tower's output for the image, one row per visual token (a torch tensor
+    [tokens, dim], as `cascade embed` writes it); grid: the image's patch grid (t, h, w), the
+    processor's `image_grid_thw`. The VLM uses `embeds` as the tower's output, checked against
+    the model (`cascade.vlm`); its caches key them by their content (`__content_hash__`), so the
+    same embeddings sent again reuse the KV prefix as the same image does. `pixels` are a blank
+    stand-in of the grid's size (`patch` pixels a cell: sizes and prices stay meaningful); a
+    stage that would change them (resize, crop) refuses, since the embeddings would not follow.
+    Build with `ImageEmbeds.of`.
+    """
+
+    embeds: Any = None
+    grid: tuple[int, int, int] = (1, 1, 1)
+    patch: int = 14
+
+    @classmethod
+    def of(
+        cls, embeds: Any, grid: Any, source: str = "<image_embeds>", media_index: int = 0
+    ) -> ImageEmbeds:
+        """Embeddings [tokens, dim] and their grid (3 ints, or a [1, 3] tensor) as an image."""
+        try:
+            t, h, w = (int(v) for v in np.asarray(grid).reshape(-1))
+        except (TypeError, ValueError):
+            raise InputError(
+                f"{source}: image_grid_thw must be 3 integers (t, h, w), got {grid!r:.60}"
+            ) from None
+        if min(t, h, w) < 1 or h * w > 1 << 20:
+            raise InputError(f"{source}: image_grid_thw ({t}, {h}, {w}) is not a usable grid")
+        stand_in = np.zeros((h * cls.patch, w * cls.patch, 3), np.uint8)
+        return cls(stand_in, source, media_index, embeds=embeds, grid=(t, h, w))
+
+    def resized(self, width: int, height: int) -> Image:
+        if (width, height) == (self.width, self.height):
+            return self
+        raise self._no_pixels("resized")
+
+    def crop(self, source_box: Box) -> Image:
+        raise self._no_pixels("cropped")
+
+    def _no_pixels(self, how: str) -> InputError:
+        return InputError(
+            f"{self.source}: image embeddings cannot be {how}: a stage before the VLM changes "
+            "its images' pixels; send the image itself, or embeddings of the image at the size "
+            "that stage makes"
+        )
+
+    @cached_property
+    def _hash(self) -> str:
+        from .cache import content_hash
+
+        return content_hash({"embeds": self.embeds, "grid": list(self.grid)}, key="image_embeds")
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "image_embeds": list(getattr(self.embeds, "shape", ()))}
 
 
 @dataclass(frozen=True, eq=False)

@@ -63,7 +63,16 @@ from .models import DeclaredModel, Models, ModelSpec
 if TYPE_CHECKING:
     from .model_refs import ModelRef
 
-__all__ = ["Stage", "Router", "StageParams", "Port", "Serving", "stage", "run_params"]
+__all__ = [
+    "Stage",
+    "Router",
+    "StageParams",
+    "Port",
+    "Serving",
+    "stage",
+    "run_params",
+    "run_params_of",
+]
 
 # id(stage) -> the params it runs with in this run (see `run_params`); empty outside one.
 _RUN_PARAMS: contextvars.ContextVar[Mapping[int, StageParams]] = contextvars.ContextVar(
@@ -80,6 +89,12 @@ def run_params(params: Mapping[Stage, StageParams]) -> Iterator[None]:
         yield
     finally:
         _RUN_PARAMS.reset(token)
+
+
+def run_params_of(stage: Stage) -> StageParams | None:
+    """The params `run_params` gives `stage` in this context; None when it runs with its own
+    (a stage run elsewhere, a Ray replica, is sent them with the call)."""
+    return _RUN_PARAMS.get().get(id(stage))
 
 
 class StageParams(BaseModel):
@@ -149,6 +164,11 @@ class Stage:
     def params(self) -> StageParams:
         """The stage's params: its own, or this run's (`run_params`)."""
         return _RUN_PARAMS.get().get(id(self), self._params)
+
+    @property
+    def own_params(self) -> StageParams:
+        """The stage's own params (its configuration), whatever this run gives it."""
+        return self._params
 
     def model(self, name: str) -> DeclaredModel:
         """A model the pipeline declares (`models:`), by name. A stage used on its own gets its

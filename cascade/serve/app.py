@@ -190,8 +190,9 @@ def create_app(
         version="1",
         description="OpenAI-compatible chat completions over coarse-to-fine VLM "
         "pipelines. Media go in `image_url` / `video_url` content parts as base64 data "
-        "URLs (or file URLs under the server's --media-root); PDF documents in `file` "
-        "parts (`file_data`), one image per page.",
+        "URLs (or file URLs under the server's --media-root, or http(s) URLs from the hosts "
+        "its --allowed-media-domains names); images also as `image_embeds` parts (`cascade "
+        "embed`); PDF documents in `file` parts (`file_data`), one image per page.",
     )
     app.state.engine = engine
     body_limit = config.max_upload_bytes * 4 // 3 + _BODY_OVERHEAD
@@ -291,6 +292,19 @@ def create_app(
         except APIError as e:
             status = e.status
             raise
+        except asyncio.CancelledError:
+            # The server is stopping and its drain time (--drain-timeout) is over; a client that
+            # went away is handled by `_unless_disconnected`, not here.
+            status = 503
+            return JSONResponse(
+                error_body(
+                    "the server stopped before this request finished (--drain-timeout); retry",
+                    "server_error",
+                    None,
+                    "shutting_down",
+                ),
+                status_code=503,
+            )
         except Exception as e:  # a bug: answer 500 in OpenAI's shape, keep serving
             log.exception("chat completion failed")
             raise APIError(

@@ -55,8 +55,72 @@ def _run(args: argparse.Namespace, demo: bool) -> int:
         + (f"; demo at {where}/demo/" if demo or args.demo else ""),
         file=sys.stderr,
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    from .stopping import DrainingServer
+
+    DrainingServer(
+        uvicorn.Config(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level="info",
+            timeout_graceful_shutdown=config.drain_timeout_s,
+        )
+    ).run()
+    return 0  # stopped by SIGTERM or SIGINT, in-flight requests drained
+
+
+def _embed(args: argparse.Namespace) -> int:
+    """`cascade embed`: image_embeds content parts (JSON) for images, from a VLM's tower."""
+    import json
+
+    from ..artifacts import Image
+    from ..vlm import VLM, build_tiny_vlm
+    from ..vlm.embeds import dump_embeds
+
+    model = str(build_tiny_vlm(size="test")) if args.model == "tiny" else args.model
+    vlm = VLM.load(
+        model, device=args.device, min_pixels=args.min_pixels, max_pixels=args.max_pixels
+    )
+    images = [Image.open(p, media_index=i) for i, p in enumerate(args.images)]
+    embeds = vlm.image_embeds(images)
+    parts = [{"type": "image_embeds", "image_embeds": dump_embeds(e)} for e in embeds]
+    text = json.dumps(parts if len(parts) > 1 else parts[0])
+    if args.out is None:
+        print(text)
+    else:
+        args.out.write_text(text)
+        shapes = ", ".join(str(list(e.embeds.shape)) for e in embeds)
+        print(f"wrote {args.out}: {len(parts)} image_embeds part(s) {shapes}", file=sys.stderr)
     return 0
+
+
+def add_embed_command(sub) -> None:
+    from pathlib import Path
+
+    p = sub.add_parser(
+        "embed",
+        help="image embeddings to send in place of images (image_embeds parts)",
+        description="What a VLM's vision tower makes of each image, as image_embeds content "
+        "parts (JSON; each tensor base64 of torch.save, as vLLM takes them). A chat request "
+        "with such a part is answered as the image would be, by a server running the same "
+        "model; the VLM must see the image at the size embedded (a pipeline that shrinks its "
+        "images first, e.g. thumbnails, needs embeddings of the shrunk image).",
+    )
+    p.add_argument("images", nargs="+", type=Path, metavar="IMAGE")
+    p.add_argument(
+        "--model",
+        required=True,
+        help="hub id or local folder; 'tiny': the random-weight tiny Qwen2-VL",
+    )
+    p.add_argument("--device", default="auto", help="cpu, cuda, ... (default auto)")
+    p.add_argument(
+        "--min-pixels",
+        type=int,
+        help="the model's image limits, as the served model declares them (its `models:` entry)",
+    )
+    p.add_argument("--max-pixels", type=int)
+    p.add_argument("--out", type=Path, help="JSON file to write (default: standard output)")
+    p.set_defaults(func=_embed)
 
 
 def add_serve_commands(sub) -> None:
@@ -84,3 +148,4 @@ def add_serve_commands(sub) -> None:
     p.set_defaults(func=lambda a: _run(a, demo=True), demo=True)
 
     add_deploy_command(sub)
+    add_embed_command(sub)

@@ -38,7 +38,7 @@ class Flag:
     action: argparse's (`store_true`, `store_false`, `append`); type: what argparse parses;
     to_setting: flag value -> the setting's value; shown: the setting's default as the flag says
     it; env_unit: the variable's unit where it is not the flag's; exclusive: flags sharing this
-    group name exclude each other."""
+    group name exclude each other; nargs: argparse's (`+`: one or more values)."""
 
     help: str
     name: str | None = None
@@ -49,6 +49,7 @@ class Flag:
     shown: Callable[[Any], Any] | None = None
     env_unit: str = ""
     exclusive: str | None = None
+    nargs: str | None = None
 
 
 def _mm_limits(text: str) -> dict[str, int]:
@@ -72,6 +73,11 @@ def _mm_limits(text: str) -> dict[str, int]:
             )
         limits[kind.strip()] = int(count)
     return limits
+
+
+def _words(items: list[str]) -> list[str]:
+    """Values given as separate arguments or comma-separated (`a.com b.com` or `a.com,b.com`)."""
+    return [w for item in items for w in item.replace(",", " ").split()]
 
 
 def _pipelines(items: list[str]) -> dict[str, str]:
@@ -143,6 +149,34 @@ class ServeConfig(BaseSettings):
         Path | None,
         Flag("folder file:// URLs may read from (default: file URLs refused)", type=Path),
     ] = None
+    allowed_media_domains: Annotated[
+        list[str],
+        Flag(
+            "fetch http(s) media URLs from these hosts (patterns: example.com, *.example.com, "
+            "* for any); each address a host resolves to must be public (default: none, remote "
+            "URLs refused)",
+            nargs="+",
+            metavar="HOST",
+            to_setting=_words,
+        ),
+    ] = Field(default_factory=list)
+    allow_media_networks: Annotated[
+        list[str],
+        Flag(
+            "address ranges (CIDR) media may be fetched from although not public, e.g. your "
+            "own media store on 10.1.2.0/24 (default: none)",
+            nargs="+",
+            metavar="CIDR",
+            to_setting=_words,
+        ),
+    ] = Field(default_factory=list)
+    media_fetch_timeout: Annotated[
+        float,
+        Flag("seconds to fetch one media URL, redirects included (400 beyond)", type=float),
+    ] = Field(10.0, gt=0)
+    max_media_bytes: Annotated[
+        int, Flag("largest media body fetched from a URL, in bytes (413 beyond)", type=int)
+    ] = Field(64 * _MIB, ge=1)
     upload_dir: Annotated[
         Path | None,
         Flag(
@@ -229,6 +263,15 @@ class ServeConfig(BaseSettings):
             type=float,
         ),
     ] = 30.0
+    drain_timeout_s: Annotated[
+        float,
+        Flag(
+            "on SIGTERM or SIGINT, seconds to let the requests in flight finish before the "
+            "server stops (then it exits 0)",
+            name="--drain-timeout",
+            type=float,
+        ),
+    ] = Field(30.0, ge=0)
     max_concurrent: Annotated[
         int,
         Flag(
@@ -251,6 +294,18 @@ class ServeConfig(BaseSettings):
             type=int,
         ),
     ] = 8
+
+    @field_validator("allow_media_networks")
+    @classmethod
+    def _networks(cls, networks: list[str]) -> list[str]:
+        import ipaddress
+
+        for n in networks:
+            try:
+                ipaddress.ip_network(n, strict=False)
+            except ValueError:
+                raise ValueError(f"{n!r} is not a network (CIDR such as 10.1.2.0/24)") from None
+        return networks
 
     @field_validator("limit_mm_per_prompt")
     @classmethod
@@ -321,6 +376,8 @@ def add_flags(
             kw["metavar"] = flag.metavar or option.lstrip("-").replace("-", "_").upper()
         if flag.type:
             kw["type"] = flag.type
+        if flag.nargs:
+            kw["nargs"] = flag.nargs
         if flag.metavar:
             kw["metavar"] = flag.metavar
         target.add_argument(option, **kw)

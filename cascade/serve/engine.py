@@ -20,8 +20,8 @@ really ends, so abandoned work cannot pile up past `max_concurrent`.
 The answer's tokens reach the caller as the VLM generates them: `run_async(on_token=...)` calls it
 from the thread that decodes (the model's batch loop) with each `TokenEvent` of the answer
 (`cascade.streaming`; a tool answer has none). The request's `max_tokens`, earlier turns and
-sampling settings go to the pipeline's `max_new_tokens`, `history` and `sampling` inputs; a pipeline
-without them refuses such a request (400) rather than ignore it.
+sampling settings go to the pipeline's `max_new_tokens`, `history` and `sampling` inputs; a
+pipeline without them refuses such a request (400) rather than ignore it.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from .admission import Admission, QueueFull
 from .bill import cache_events
 from .config import ServeConfig
 from .errors import APIError
+from .fetch import MediaFetcher
 from .media import Media, PixelBudget, decode_part, read_part, save_image, scrub
 from .media_ids import MediaIds
 from .metrics import Metrics
@@ -102,6 +103,13 @@ class ServedModel:
     qa: Any  # cascade.api.QA
     media_types: dict[str, str]  # media input name -> its type (video, images, image, path)
     description: str = ""
+
+
+def _image(media: Media, index: int) -> Image:
+    """A decoded image part as the pipeline's `Image` (its `ImageEmbeds` when it came as such)."""
+    if media.embeds is not None:
+        return replace(media.embeds, source=media.label, media_index=index)
+    return Image(media.pixels, source=media.label, media_index=index)
 
 
 def _shipped_names() -> list[str]:
@@ -172,6 +180,14 @@ class Engine:
         )
         self.uploads = Uploads(config.upload_dir)
         self.media_ids = MediaIds(config.media_cache_bytes)
+        self.fetcher = MediaFetcher(
+            tuple(config.allowed_media_domains),
+            tuple(config.allow_media_networks),
+            config.media_fetch_timeout,
+            config.max_media_bytes,
+            self.uploads.folder,
+        )
+        self._running: set[threading.Event] = set()  # the cancel events of requests in progress
         self._admission: Admission | None = None  # made on the serving event loop
         self._admission_loop: asyncio.AbstractEventLoop | None = None
         self.metrics.gauge(
@@ -274,14 +290,15 @@ class Engine:
     def check_request(self, req: ChatRequest, served: ServedModel) -> None:
         """Everything that can be refused before the request queues."""
         check_limits(
-            [m.kind for m in req.media],
+            ["image" if m.kind == "image_embeds" else m.kind for m in req.media],
             [m.param for m in req.media],
             self.config.limit_mm_per_prompt,
         )
-        # A PDF's pages are images; how many is known once it is opened (`answer` checks again).
+        # A PDF's pages are images (how many is known once it is opened: `answer` checks again),
+        # and so are embeddings.
         self.check_media(
             served,
-            ["image" if m.kind == "file" else m.kind for m in req.media],
+            ["image" if m.kind in ("file", "image_embeds") else m.kind for m in req.media],
             [m.param for m in req.media],
         )
         self.stage_params(req, served)
@@ -320,24 +337,8 @@ class Engine:
 
     def stage_params(self, req: ChatRequest, served: ServedModel) -> dict[Any, Any]:
         """The request's `mm_processor_kwargs` as {stage: params for this run} (400s naming
-        the key). A stage run elsewhere (a Ray replica) cannot take them per request."""
-        pipeline = served.qa.pipeline
-        params = stage_params_of(req.mm_processor_kwargs, pipeline.stages, served.id)
-        remote = [
-            st.name
-            for st in params
-            if pipeline.executor is not None and pipeline.executor.handles(st)
-        ]
-        if remote:
-            raise APIError(
-                400,
-                f"mm_processor_kwargs cannot be honoured by '{served.id}' here: "
-                f"its stage {remote[0]!r} runs in a Ray replica, which takes no "
-                "per-request params",
-                code="unsupported_parameter",
-                param="mm_processor_kwargs",
-            )
-        return params
+        the key). A stage run in a Ray replica is sent its params with the call."""
+        return stage_params_of(req.mm_processor_kwargs, served.qa.pipeline.stages, served.id)
 
     # -- work ---------------------------------------------------------------------------------
     def pipeline_input(self, served: ServedModel, media: list[Media], stack: ExitStack) -> Any:
@@ -346,10 +347,18 @@ class Engine:
         if media[0].kind == "video":
             return media[0].path
         if "images" in types:
-            return [Image(m.pixels, source=m.label, media_index=i) for i, m in enumerate(media)]
+            return [_image(m, i) for i, m in enumerate(media)]
         if "image" in types:
-            return Image(media[0].pixels, source=media[0].label)
+            return _image(media[0], 0)
         m = media[0]  # a `path` input: the pipeline opens the file itself
+        if m.embeds is not None:
+            raise APIError(
+                400,
+                f"{m.label}: '{served.id}' opens its image from a file, and embeddings are "
+                "not one; send the image",
+                code="wrong_media",
+                param=m.label,
+            )
         return m.path if m.path is not None else save_image(m, self.uploads, stack)
 
     def _labels(self, media: list[Media]) -> dict[Path, str]:
@@ -444,7 +453,7 @@ class Engine:
                 sent = (
                     None
                     if m.url is None
-                    else read_part(m.kind, m.url, self.config, m.param, m.filename)
+                    else read_part(m.kind, m.url, self.config, m.param, m.filename, self.fetcher)
                 )
                 payload = (
                     sent
@@ -483,8 +492,24 @@ class Engine:
         (the client went away) cancels the request's work. `on_token` is called from the decoding
         thread with each token of the answer as the VLM generates it."""
         self.check_request(req, served)
-        admission, timeout = self._admission_now(), self.config.request_timeout_s
-        arrived, cancel = time.monotonic(), threading.Event()
+        admission, arrived, cancel = self._admission_now(), time.monotonic(), threading.Event()
+        self._running.add(cancel)
+        try:
+            return await self._admitted(req, served, on_token, admission, arrived, cancel)
+        finally:
+            self._running.discard(cancel)
+
+    async def _admitted(
+        self,
+        req: ChatRequest,
+        served: ServedModel,
+        on_token: Callable[[Any], Any] | None,
+        admission: Admission,
+        arrived: float,
+        cancel: threading.Event,
+    ) -> Answer:
+        """`run_async` once checked: queue, run, time out."""
+        timeout = self.config.request_timeout_s
         try:
             await asyncio.wait_for(admission.enter(), timeout)
         except QueueFull as e:
@@ -556,5 +581,9 @@ class Engine:
             m.inc("cascade_cache_lookups_total", (cache,), lookups)
 
     def close(self) -> None:
+        """Stop: queued runs are dropped, running ones stop before their next stage or token
+        (the server has drained what it could, `cascade.serve.stopping`)."""
+        for cancel in list(self._running):
+            cancel.set()
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.uploads.close()

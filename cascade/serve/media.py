@@ -1,8 +1,9 @@
-"""Media from chat requests: `data:` URLs and `file://` URLs under a media root, decoded with
-limits.
+"""Media from chat requests: `data:` URLs, `file://` URLs under a media root and, where the server
+allows it, `http(s)` URLs (`fetch.MediaFetcher`), decoded with limits.
 
-Only two URL schemes are accepted. Remote `http(s)` URLs are refused rather than fetched: a server
-that downloads whatever a request names is an SSRF hole, and these machines are often offline.
+Remote URLs are refused unless the server is started with --allowed-media-domains: a server that
+downloads whatever a request names is an SSRF hole; the fetcher checks every hop's address.
+Fetched bytes are a part's bytes like a data URL's: the same content hashes, caches and uuids.
 Sizes are checked before work is done: a data URL's length before base64 decoding, an image's pixel
 count from its header before decoding pixels, a video's frame count and frame size from its header.
 Images are decoded by `cascade.media.load_image` (every PIL mode, raster formats only). A video
@@ -23,6 +24,7 @@ import binascii
 import errno
 import hashlib
 import io
+import json
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,12 +33,14 @@ from urllib.parse import unquote, urlparse
 
 import numpy as np
 
+from ..artifacts import ImageEmbeds
 from ..errors import InputError
 from ..imagefile import ImageTooLarge, image_size
 from ..media import load_image
 from ..pdf import PdfTooLong, is_pdf, render_pdf
 from .config import ServeConfig
 from .errors import APIError
+from .fetch import MediaFetcher
 from .uploads import Uploads
 
 __all__ = [
@@ -72,6 +76,7 @@ class Media:
     label: str  # where it came from, for messages and evidence ("messages[0].content[1]")
     pixels: np.ndarray | None = None  # images: RGB uint8
     path: Path | None = None  # videos (and images that came from a file)
+    embeds: ImageEmbeds | None = None  # an image sent as its embeddings (no pixels)
 
 
 class PixelBudget:
@@ -164,8 +169,11 @@ def _file_url(url: str, cfg: ServeConfig, param: str) -> Path:
     return path
 
 
-def _read_url(url: str, cfg: ServeConfig, param: str) -> tuple[bytes, Path | None, str]:
-    """(bytes, None, mime) for a data URL, (bytes, path, "") for an allowed file URL."""
+def _read_url(
+    url: str, cfg: ServeConfig, param: str, kind: str, fetcher: MediaFetcher
+) -> tuple[bytes, Path | None, str]:
+    """(bytes, None, mime) for a data URL or a fetched http(s) URL, (bytes, path, "") for an
+    allowed file URL."""
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     if scheme == "data":
         head, comma, payload = url[5:].partition(",")
@@ -197,16 +205,11 @@ def _read_url(url: str, cfg: ServeConfig, param: str) -> tuple[bytes, Path | Non
             )
         return path.read_bytes(), path, ""
     if scheme in ("http", "https"):
-        raise APIError(
-            400,
-            f"{param}: this server does not fetch remote URLs; send the media as a "
-            "data: URL (base64) or a file:// URL under --media-root",
-            code="invalid_url",
-            param=param,
-        )
+        data, mime = fetcher.fetch(url, kind, param)
+        return data, None, mime
     raise APIError(
         400,
-        f"{param}: unsupported URL scheme {scheme[:16]!r}; use data: or file://",
+        f"{param}: unsupported URL scheme {scheme[:16]!r}; use data:, file:// or http(s)://",
         code="invalid_url",
         param=param,
     )
@@ -266,8 +269,8 @@ def _probe_video(
 class Payload:
     """A media part's bytes as sent, before decoding: what a media id (`uuid`) keeps."""
 
-    kind: Literal["image", "video", "file"]
-    data: bytes
+    kind: Literal["image", "video", "file", "image_embeds"]
+    data: bytes  # image_embeds: the part's fields as JSON
     digest: str  # sha256 of `data`
     path: Path | None = None  # the file a file URL named (read in place, never copied)
     mime: str = ""  # a data URL's type
@@ -275,17 +278,31 @@ class Payload:
 
 
 def read_part(
-    kind: Literal["image", "video", "file"],
+    kind: Literal["image", "video", "file", "image_embeds"],
     url: str,
     cfg: ServeConfig,
     param: str,
     filename: str | None = None,
+    fetcher: MediaFetcher | None = None,
 ) -> Payload:
     """The bytes of one media part (size checked, nothing decoded; raises `APIError`). A file
-    part's `file_data` may also be bare base64, as some OpenAI clients send it."""
+    part's `file_data` may also be bare base64, as some OpenAI clients send it. fetcher: the
+    server's, for http(s) URLs (None: they are refused)."""
+    if kind == "image_embeds":  # the fields, as JSON (`protocol`): decoded by `decode_part`
+        data = url.encode()
+        if len(data) > cfg.max_upload_bytes:
+            raise _too_large(
+                f"{param} embeddings",
+                len(data),
+                cfg.max_upload_bytes,
+                "bytes",
+                "upload_too_large",
+                param,
+            )
+        return Payload(kind, data, hashlib.sha256(data).hexdigest())
     if kind == "file" and ":" not in url[:16]:  # no scheme: base64 has no colon
         url = "data:application/pdf;base64," + url
-    data, path, mime = _read_url(url, cfg, param)
+    data, path, mime = _read_url(url, cfg, param, kind, fetcher or MediaFetcher())
     return Payload(kind, data, hashlib.sha256(data).hexdigest(), path, mime, filename)
 
 
@@ -312,6 +329,8 @@ def decode_part(
         ]
     if payload.kind == "file":
         return _document(payload, cfg, param, budget)
+    if payload.kind == "image_embeds":
+        return [_embedded(payload, cfg, param, budget)]
     path = payload.path or _hold(
         uploads, payload.digest + _MIME_SUFFIX.get(payload.mime, ".mp4"), payload.data, stack, param
     )
@@ -379,6 +398,23 @@ def _document(
         Media("image", f"{payload.digest}-page{n}", page.source, pixels=page.pixels)
         for n, page in enumerate(pages, 1)
     ]
+
+
+def _embedded(payload: Payload, cfg: ServeConfig, param: str, budget: PixelBudget | None) -> Media:
+    """An image_embeds part as an image `Media` carrying its `ImageEmbeds` (read, never
+    unpickled: `cascade.vlm.embeds`), charged to the pixel budget as the image its grid covers.
+    Shape and dtype are checked against the served model when its VLM runs."""
+    from ..vlm.embeds import load_embeds
+
+    try:
+        embeds = load_embeds(json.loads(payload.data), param, max_bytes=cfg.max_upload_bytes)
+    except InputError as e:
+        raise APIError(400, str(e), code="invalid_image_embeds", param=param) from None
+    if budget is not None:
+        budget.take(
+            embeds.width * embeds.height, f"{param} ({embeds.width}x{embeds.height})", param
+        )
+    return Media("image", payload.digest, param, embeds=embeds)
 
 
 def save_image(media: Media, uploads: Uploads, stack: ExitStack) -> Path:

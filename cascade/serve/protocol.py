@@ -28,6 +28,7 @@ onto the pipeline's stages (`mm_params`).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ from .schema import (
     ChatCompletionRequest,
     FilePart,
     FileRef,
+    ImageEmbedsData,
+    ImageEmbedsPart,
     ImagePart,
     ImageURL,
     Message,
@@ -65,8 +68,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class MediaRef:
-    kind: Literal["image", "video", "file"]  # a file is a PDF: its pages are images
-    url: str | None  # a file's `file_data`; None: the media the server keeps under `uuid`
+    # a file is a PDF (its pages are images); image_embeds an image's embeddings
+    kind: Literal["image", "video", "file", "image_embeds"]
+    # a file's `file_data`, the embeddings' fields as JSON; None: the media kept under `uuid`
+    url: str | None
     param: str  # where it sits in the request, e.g. "messages[0].content[1]"
     filename: str | None = None
     uuid: str | None = None
@@ -134,8 +139,15 @@ _FIELDS_OF: dict[str, type[BaseModel]] = {  # the object a key holds, for "unkno
     "response_format": ResponseFormat,
     "file": FileRef,
     "mm_processor_kwargs": MMProcessorKwargs,
+    "image_embeds": ImageEmbedsData,
 }
-_PARTS = {"text": TextPart, "image_url": ImagePart, "video_url": VideoPart, "file": FilePart}
+_PARTS = {
+    "text": TextPart,
+    "image_url": ImagePart,
+    "video_url": VideoPart,
+    "file": FilePart,
+    "image_embeds": ImageEmbedsPart,
+}
 
 
 _PLAIN = [
@@ -202,7 +214,9 @@ def _message(
             return _bad(f"unrecognized request argument {name}{hint}", param, "unknown_parameter")
         return _bad(f"{parent_param}: unknown field {name}{hint}", param)
     if kind in ("union_tag_invalid", "union_tag_not_found"):
-        tags = err.get("ctx", {}).get("expected_tags", "'text', 'image_url', 'video_url', 'file'")
+        tags = err.get("ctx", {}).get(
+            "expected_tags", "'text', 'image_url', 'video_url', 'file', 'image_embeds'"
+        )
         got = (
             f"unsupported part type {_short(value.get('type'), 40)}"
             if isinstance(value, dict) and "type" in value
@@ -378,13 +392,24 @@ def _parts(msg: Message, param: str) -> tuple[list[str], list[MediaRef]]:
                     "video_url",
                 )
             )
+        elif isinstance(part, ImageEmbedsPart):
+            fields = part.image_embeds and json.dumps(
+                part.image_embeds.model_dump(), sort_keys=True
+            )
+            media.append(
+                _media("image_embeds", fields, part.uuid, f"{param}.content[{j}]", "image_embeds")
+            )
         else:
             media.append(_file(part, f"{param}.content[{j}]"))
     return texts, media
 
 
 def _media(
-    kind: Literal["image", "video"], url: str | None, uuid: str | None, param: str, field: str
+    kind: Literal["image", "video", "image_embeds"],
+    url: str | None,
+    uuid: str | None,
+    param: str,
+    field: str,
 ) -> MediaRef:
     if url is None and uuid is None:
         raise _bad(

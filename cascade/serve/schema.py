@@ -64,8 +64,9 @@ class ImageURL(_Strict):
     url: Text = Field(
         min_length=1,
         json_schema_extra={"format": "uri"},
-        description="`data:<mime>;base64,<data>`, or `file://<path>` under the "
-        "server's --media-root (remote URLs are refused, never fetched)",
+        description="`data:<mime>;base64,<data>`, `file://<path>` under the "
+        "server's --media-root, or `http(s)://` from a host the server allows "
+        "(--allowed-media-domains; refused otherwise)",
     )
     detail: Literal["auto", "low", "high"] | None = Field(
         None, description="accepted for compatibility; the cascade chooses the resolution itself"
@@ -143,7 +144,34 @@ class FilePart(_Strict):
     uuid: MediaId | None = None
 
 
-ContentPart = Annotated[TextPart | ImagePart | VideoPart | FilePart, Field(discriminator="type")]
+class ImageEmbedsData(_Strict):
+    """One image's visual embeddings computed elsewhere (`cascade embed`), in vLLM's layout."""
+
+    image_embeds: Text = Field(
+        min_length=1,
+        description="base64 of a torch.save'd tensor [visual tokens, features]: the model's "
+        "vision tower output for the image",
+    )
+    image_grid_thw: Text = Field(
+        min_length=1,
+        description="base64 of a torch.save'd tensor [1, 3]: the image's patch grid (t, h, w)",
+    )
+
+
+class ImageEmbedsPart(_Strict):
+    """An image sent as its embeddings: answered as the image itself would be (checked against
+    the served VLM: shape and dtype; 400 otherwise)."""
+
+    type: Literal["image_embeds"]
+    image_embeds: ImageEmbedsData | None = Field(
+        None, description="null (or absent) with a `uuid` the server has seen"
+    )
+    uuid: MediaId | None = None
+
+
+ContentPart = Annotated[
+    TextPart | ImagePart | VideoPart | FilePart | ImageEmbedsPart, Field(discriminator="type")
+]
 
 
 class MMProcessorKwargs(_Strict):

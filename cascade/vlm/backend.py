@@ -167,6 +167,17 @@ class VLM:
         """Images run through the vision tower in this process so far."""
         return self.backend.vision_images_encoded
 
+    def image_embeds(self, images: Any) -> list[Any]:
+        """What the vision tower makes of each image, as `cascade.artifacts.ImageEmbeds` that
+        `generate` takes in the images' place (`cascade embed`); a backend without a local
+        tower raises InputError."""
+        embed = getattr(self.backend, "image_embeds", None)
+        if embed is None:
+            raise InputError(
+                f"the {type(self.backend).__name__} backend computes no image embeddings"
+            )
+        return embed(images)
+
     def generate(
         self,
         images: Any,

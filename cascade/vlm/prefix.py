@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from ..artifacts import ImageEmbeds
 from ..bill import CacheOutcome
 from ..errors import InputError
 from .blocks import block_bounds, block_keys, image_keys, joined_layers, joined_state, matching
@@ -176,7 +177,7 @@ class PrefixEngine:
         blocks = store.longest(keys) if keys else []
         if keys and len(blocks) == len(keys):
             return joined_state(blocks, ops), "hit", 0.0, 0.0
-        items = fam.preprocess([im.to_pil() for im in images])
+        items = self.preprocess(images)
         pre = fam.build_prefix(prefix_text, items)
         bounds, first_span = block_bounds(pre, items)
         blocks = matching(blocks, pre, bounds)
@@ -329,7 +330,7 @@ class PrefixEngine:
 
     def assemble(self, images: list, prefix_text: str, red: ReductionConfig) -> Assembled:
         """Preprocessing + vision tower (or the encoder cache) + reduction of a prefix."""
-        items = self.runtime.preprocess([im.to_pil() for im in images])
+        items = self.preprocess(images)
         pre = self.runtime.build_prefix(prefix_text, items)
         enc = self.encode_images(images, items, red)
         t = time.perf_counter()
@@ -338,6 +339,16 @@ class PrefixEngine:
         a.vision_s, a.reduce_s = enc.vision_s, enc.select_s + time.perf_counter() - t
         a.encoded, a.images_cached = enc.encoded, enc.cached
         return a
+
+    def preprocess(self, images: list) -> list[ImageInputs]:
+        """Each image's `ImageInputs`: pixels through the family's preprocessing, `ImageEmbeds`
+        from their grid (their embeddings checked against the model)."""
+        fam = self.runtime
+        pixels = [im.to_pil() for im in images if not isinstance(im, ImageEmbeds)]
+        done = iter(fam.preprocess(pixels) if pixels else [])
+        return [
+            fam.embedded_inputs(im) if isinstance(im, ImageEmbeds) else next(done) for im in images
+        ]
 
     def encode_images(
         self, images: list, items: list[ImageInputs], red: ReductionConfig
@@ -364,6 +375,14 @@ class PrefixEngine:
                 if hit is not None:
                     found[k] = hit
             cached = sum(k in found for k in keys)
+        for i, im in enumerate(images):  # embeddings sent in: the tower's output, given
+            if isinstance(im, ImageEmbeds):
+                if red.before_tower:
+                    raise InputError(
+                        f"{im.source}: the '{red.method}' reduction selects patches before the "
+                        "vision tower, and image embeddings come after it; send the image"
+                    )
+                found[keys[i]] = EncodedImage((im.embeds.to(self.device, fam.model.dtype),))
         first = {k: i for i, k in reversed(list(enumerate(keys)))}  # a key's first image
         todo = [first[k] for k in dict.fromkeys(keys) if k not in found]
         encoded: list[ImageCost] = []

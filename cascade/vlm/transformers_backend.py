@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import torch
 
+from ..artifacts import ImageEmbeds
 from ..decoding import DEFAULT_MAX_NUM_SEQS, Completion
 from ..devices import pick_device, pick_dtype
 from ..errors import InputError
@@ -319,6 +320,34 @@ class TransformersBackend:
         )
         return self.result(gens, bill)
 
+    def image_embeds(self, images: Any) -> list[ImageEmbeds]:
+        """What the vision tower makes of each image (the encoder cache's entry, or one tower
+        call), as `ImageEmbeds` that `generate` takes in the images' place and answers from
+        with the same tokens: `cascade embed` writes them."""
+        images = as_images(images)
+        if not images:
+            raise InputError("no image given to embed")
+        red = self.check_reduction(None)
+        with self.lock:
+            items = self.engine.preprocess(images)
+            enc = self.engine.encode_images(images, items, red)
+        out = []
+        for im, item, entry in zip(images, items, enc.images, strict=True):
+            grid = item.tensors.get("image_grid_thw")
+            if grid is None or len(entry.feats) != 1:
+                raise InputError(
+                    f"image embeddings are not supported for the {self.family.name} family"
+                )
+            out.append(
+                ImageEmbeds.of(
+                    entry.feats[0].detach().cpu(),
+                    grid,
+                    source=im.source,
+                    media_index=im.media_index,
+                )
+            )
+        return out
+
     def _generate_fastv(
         self, images, prefix_text, suffix, red, max_new_tokens, t0, costs, sampling, on_token
     ) -> VLMResult:
@@ -457,7 +486,7 @@ class TransformersBackend:
                 for h, im in zip(hashes, images, strict=True):
                     unique.setdefault(h, im)
             items = dict(
-                zip(unique, fam.preprocess([im.to_pil() for im in unique.values()]), strict=True)
+                zip(unique, self.engine.preprocess(list(unique.values())), strict=True)
             )
             enc = self.engine.encode_images(list(unique.values()), list(items.values()), red)
             per_image = dict(zip(unique, enc.images, strict=True))

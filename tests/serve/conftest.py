@@ -22,6 +22,7 @@ import pytest
 from . import fault_stage  # noqa: F401  (registers test_fault)
 
 PIPELINES = Path(__file__).resolve().parent / "pipelines"
+REPO = Path(__file__).resolve().parents[2]
 SMALL = {
     "video_small": str(PIPELINES / "video_small.yaml"),
     "images_small": str(PIPELINES / "images_small.yaml"),
@@ -163,11 +164,32 @@ def decode_seconds(completion) -> float:
     return vlm["seconds"] - vlm["counters"]["ttft_s"]
 
 
-@contextmanager
-def cascade_serve(*flags: str, ready_within: float = 600):
-    """A real `cascade serve --tiny <flags>` process on a free port, once /health says ready;
-    yields the base URL. Its output is shown if it dies or never gets ready."""
+@pytest.fixture(scope="session")
+def child_dir(tmp_path_factory) -> Path:
+    """Where a child process (`python -m cascade.cli ...`, a Ray worker) starts and what goes
+    first on its PYTHONPATH: a folder holding only links to this tree's `cascade` and `tests`
+    packages. Never the repository root itself: there its top-level `kernels/` folder shadows
+    the Hugging Face `kernels` package that transformers imports."""
+    d = tmp_path_factory.mktemp("child")
+    for name in ("cascade", "tests"):
+        (d / name).symlink_to(REPO / name, target_is_directory=True)
+    return d
+
+
+def child_env(child_dir: Path, **extra: str) -> dict[str, str]:
+    """The environment of a child process started in `child_dir`: this one's, with `child_dir`
+    first on PYTHONPATH (so the child imports this tree's code)."""
     import os
+
+    path = os.pathsep.join(p for p in (str(child_dir), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+@contextmanager
+def cascade_serve(*flags: str, cwd: Path, ready_within: float = 600):
+    """A real `cascade serve --tiny <flags>` process on a free port, started in `cwd` (the
+    `child_dir` fixture), once /health says ready; yields the base URL. Its output is shown if
+    it dies or never gets ready."""
     import subprocess
     import sys
 
@@ -179,7 +201,8 @@ def cascade_serve(*flags: str, ready_within: float = 600):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=dict(os.environ),
+        cwd=cwd,
+        env=child_env(cwd),
     )
     url = f"http://127.0.0.1:{port}"
     try:

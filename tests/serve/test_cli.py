@@ -15,7 +15,7 @@ from cascade.cli import build_parser, main
 from cascade.errors import CascadeError
 from cascade.serve.config import ServeConfig, from_args
 
-from .conftest import free_port
+from .conftest import child_env, free_port
 
 
 def test_flags_become_the_config(tmp_path):
@@ -93,16 +93,16 @@ def test_bad_pipeline_flag_is_one_line(capsys):
 
 
 @pytest.mark.slow
-def test_cascade_serve_is_live_at_once_and_ready_when_its_models_are(tmp_path):
+def test_cascade_serve_is_live_at_once_and_ready_when_its_models_are(tmp_path, child_dir):
     """Polled from launch: /health/live answers as soon as HTTP does, /health answers 503 naming
     what is loading until every served pipeline's models are loaded, then 200."""
     port = free_port()
-    env = {
-        **os.environ,
-        "VLM_CASCADE_CACHE": os.environ.get(
+    env = child_env(
+        child_dir,
+        VLM_CASCADE_CACHE=os.environ.get(
             "VLM_CASCADE_CACHE", str(Path.home() / ".cache" / "vlm-cascade")
         ),
-    }
+    )
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -121,6 +121,7 @@ def test_cascade_serve_is_live_at_once_and_ready_when_its_models_are(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        cwd=child_dir,
         env=env,
     )
     url, seen = f"http://127.0.0.1:{port}", []

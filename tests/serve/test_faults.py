@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -32,6 +31,7 @@ from .conftest import (
     PIPELINES,
     SMALL,
     chat,
+    child_env,
     data_url,
     free_port,
     image_part,
@@ -239,7 +239,7 @@ def _can_mount_a_tmpfs() -> str | None:
     return None if probe.returncode == 0 else probe.stderr.strip() or "unshare -Urm failed"
 
 
-def test_a_full_upload_disk_is_507_and_leaves_nothing(tmp_path, tiny_vlm, media_dir):
+def test_a_full_upload_disk_is_507_and_leaves_nothing(tmp_path, tiny_vlm, media_dir, child_dir):
     """`cascade serve` in its own mount namespace (unshare: a user namespace, no root needed),
     its --upload-dir a real 1 MiB tmpfs: the kernel answers ENOSPC when an upload does not fit."""
     why = _can_mount_a_tmpfs()
@@ -274,7 +274,8 @@ def test_a_full_upload_disk_is_507_and_leaves_nothing(tmp_path, tiny_vlm, media_
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        cwd=child_dir,
+        env=child_env(child_dir),
     )
     url, seen = (
         f"http://127.0.0.1:{port}",

@@ -19,7 +19,7 @@ MAX_PAGES = 3
 
 
 @pytest.fixture(scope="module")
-def client():
+def client(child_dir):
     with cascade_serve(
         "--no-shipped",
         "--pipeline",
@@ -34,6 +34,7 @@ def client():
         "image=2,video=1",
         "--max-pdf-pages",
         str(MAX_PAGES),
+        cwd=child_dir,
     ) as url:
         yield OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=300)
 

@@ -21,7 +21,7 @@ THUMBS, DOC = "cascade/thumbnail_only", "cascade/doc_qa"
 
 
 @pytest.fixture(scope="module")
-def client():
+def client(child_dir):
     with cascade_serve(
         "--no-shipped",
         "--pipeline",
@@ -30,6 +30,7 @@ def client():
         "doc_qa=doc_qa",
         "--workers",
         "1",
+        cwd=child_dir,
     ) as url:
         yield OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=120)
 

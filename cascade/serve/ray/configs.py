@@ -20,13 +20,15 @@ __all__ = ["stage_config", "stage_key", "build_stage", "prepare_process", "Failu
 
 
 def stage_config(stage_obj: Stage) -> dict[str, Any]:
-    """What a replica needs to rebuild `stage_obj`: type, name, params, the models it names."""
-    names = [getattr(stage_obj.params, p) for p in model_params(type(stage_obj).Params)]
+    """What a replica needs to rebuild `stage_obj`: type, name, params (its own: a run's params
+    travel with each call), the models it names."""
+    own = stage_obj.own_params
+    names = [getattr(own, p) for p in model_params(type(stage_obj).Params)]
     models = {n: stage_obj.models[n].spec.model_dump() for n in names if n is not None}
     return {
         "type": stage_obj.type_name,
         "name": stage_obj.name,
-        "params": stage_obj.params.model_dump(),
+        "params": own.model_dump(),
         "models": models,
     }
 

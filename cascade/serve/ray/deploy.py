@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import sys
-import time
 from typing import Any
 
 from ...pipeline import Pipeline
@@ -32,10 +32,12 @@ def local_cluster_cpus(options: RayOptions) -> int:
 
 def serve_on_ray(args: argparse.Namespace, config: ServeConfig, options: RayOptions) -> int:
     """`cascade serve --ray`: start (or join) a cluster, run the application with `config` and
-    `options`, block until ^C."""
+    `options` until SIGTERM or SIGINT; then drain the requests in flight (--drain-timeout),
+    shut Serve and Ray down and return 0."""
     import ray
     from ray import serve
 
+    from ..stopping import drain, wait_for_stop
     from .app import build_app
 
     if args.address:
@@ -51,9 +53,15 @@ def serve_on_ray(args: argparse.Namespace, config: ServeConfig, options: RayOpti
             f"GET {where}/health for replicas; ^C stops",
             file=sys.stderr,
         )
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
+        sig = wait_for_stop()
+        local = where.replace("://0.0.0.0:", "://127.0.0.1:")
+        drained = drain(local, config.drain_timeout_s)
+        print(
+            f"{signal.Signals(sig).name}: "
+            + ("drained" if drained else f"not drained within {config.drain_timeout_s:g} s")
+            + "; stopping Ray Serve",
+            file=sys.stderr,
+        )
         return 0
     finally:
         serve.shutdown()

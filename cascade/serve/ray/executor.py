@@ -14,6 +14,8 @@
   to the replica's `run_streaming` through a streaming handle: every token reaches the caller as
   the replica yields it. A silent reader (one that only watches for cancellation) does not
   stream, so the call stays batchable.
+- per-request params: a stage this run gives other params (`cascade.stage.run_params`: a
+  request's `mm_processor_kwargs`) sends them with the call, and the replica runs it with them.
 - faults: a call whose replica dies (`RayActorError`: died, unavailable) is sent again, up to
   `retries` times (unless tokens had already reached the caller); Serve starts a replacement.
 """
@@ -26,7 +28,7 @@ from typing import Any
 
 from ...cache import LRUCache, content_hash, nbytes_of
 from ...errors import CascadeError
-from ...stage import Stage
+from ...stage import Stage, run_params_of
 from ...streaming import claim_stream, is_silent
 from ...trace import mark_cached, record, warn
 from .configs import Failure, stage_config, stage_key
@@ -119,6 +121,9 @@ class RemoteStages:
         name = stage.type_name
         handle, key = self.stage_handles[name], self.key_of(stage)
         payload, extra = self._payload(inputs), {}
+        own = run_params_of(stage)
+        if own is not None:  # this request's params (mm_processor_kwargs), not the stage's
+            extra["params"] = own.model_dump()
         port = stage.serving.affinity
         if port is not None and port in inputs:
             extra["affinity"] = affinity_id(key, inputs[port])

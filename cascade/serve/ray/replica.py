@@ -12,6 +12,8 @@ What the stage type declares (`Stage.serving`) decides the rest:
   VLM's KV prefix). A call whose id this replica has answered runs alone (`run`: the cache path).
 - batching: `@serve.batch` gathers concurrent calls; two or more `batchable` calls of one
   configuration go to the stage's `run_batch` together, a batch of one to `run`.
+- per-request params: a call may carry params for this call only (a request's
+  `mm_processor_kwargs`); it runs alone under `cascade.stage.run_params`, never in a batch.
 - streaming: `run_streaming` is `run` for a call whose caller streams: it yields each token as
   the stage generates it (through `cascade.streaming.TokenChannel`), then the reply. Never batched.
 """
@@ -32,6 +34,7 @@ from ray import serve
 from ...cache import LRUCache
 from ...errors import CascadeError
 from ...registry import get_stage_class
+from ...stage import run_params
 from ...streaming import TokenChannel, answer_stream
 from ...trace import StageRecord, stage_scope
 from .configs import Failure, build_stage, prepare_process
@@ -99,11 +102,14 @@ class StageReplica:
             "stats": stats,
         }
 
-    def _run_one(self, key: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    def _run_one(
+        self, key: str, inputs: dict[str, Any], params: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         stage = self.stages[key]
         rec, t0 = StageRecord(stage.name, stage.type_name), time.perf_counter()
         try:
-            with stage_scope(rec):
+            given = {} if params is None else {stage: stage.Params.model_validate(params)}
+            with stage_scope(rec), run_params(given):
                 out = stage.run(**inputs)
         except Exception as e:
             out = Failure(e)
@@ -124,8 +130,14 @@ class StageReplica:
             "stats": self._count(calls=1, errors=1),
         }
 
-    async def _single(self, key: str, inputs: dict[str, Any], affinity: str) -> dict[str, Any]:
-        reply = await asyncio.to_thread(self._run_one, key, inputs)
+    async def _single(
+        self,
+        key: str,
+        inputs: dict[str, Any],
+        affinity: str,
+        params: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        reply = await asyncio.to_thread(self._run_one, key, inputs, params)
         if affinity and not isinstance(reply["out"], Failure):
             self._answered.put(affinity, True)
         return reply
@@ -145,19 +157,29 @@ class StageReplica:
 
     # -- the deployment's methods -------------------------------------------------------------
     async def run(
-        self, key: str, payload: dict[str, tuple[str, Any]], affinity: str = ""
+        self,
+        key: str,
+        payload: dict[str, tuple[str, Any]],
+        affinity: str = "",
+        params: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
+        """One stage call; `params`: the stage's params for this call only (None: its own)."""
         if key not in self.stages:
             return self._unknown(key)
         affinity, inputs = await self._arrive(key, payload, affinity)
         seen = bool(affinity) and self._answered.get(affinity) is not None
-        if seen or not self.serving.batch or not self.stages[key].batchable(inputs):
-            return await self._single(key, inputs, affinity)
+        alone = seen or params is not None or not self.serving.batch
+        if alone or not self.stages[key].batchable(inputs):
+            return await self._single(key, inputs, affinity, params)
         _batch_across_affinity()
         return await self._batched((key, inputs, affinity))
 
     async def run_streaming(
-        self, key: str, payload: dict[str, tuple[str, Any]], affinity: str = ""
+        self,
+        key: str,
+        payload: dict[str, tuple[str, Any]],
+        affinity: str = "",
+        params: dict[str, Any] | None = None,
     ) -> AsyncIterator[Any]:
         """`run` of one call whose caller streams: yields each token as the stage generates it,
         then the reply. Never batched (a batch decodes in lockstep for all its callers)."""
@@ -167,7 +189,7 @@ class StageReplica:
         affinity, inputs = await self._arrive(key, payload, affinity)
         tokens = TokenChannel()
         with answer_stream(tokens.put):  # the call's task (and its thread) inherit the stream
-            work = asyncio.ensure_future(self._single(key, inputs, affinity))
+            work = asyncio.ensure_future(self._single(key, inputs, affinity, params))
         work.add_done_callback(lambda _: tokens.close())
         async for event in tokens:
             yield event

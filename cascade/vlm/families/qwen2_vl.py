@@ -54,6 +54,47 @@ class Qwen2VLRuntime(FamilyRuntime):
             start += n
         return out
 
+    @property
+    def embeds_dim(self) -> int:
+        """Features per visual token of the tower's output (what `encode` returns per row)."""
+        return int(self.text_config.hidden_size)
+
+    def embedded_inputs(self, image: Any) -> ImageInputs:
+        t, h, w = image.grid
+        m, e, what = self.family.merge, image.embeds, image.source
+        if t != 1 or h % m or w % m:
+            raise InputError(
+                f"{what}: image_grid_thw {list(image.grid)} is not an image grid of this model "
+                f"(t = 1; h and w multiples of {m})"
+            )
+        tokens = h * w // m**2
+        if (
+            not isinstance(e, torch.Tensor)
+            or e.ndim != 2
+            or tuple(e.shape)
+            != (
+                tokens,
+                self.embeds_dim,
+            )
+        ):
+            got = list(e.shape) if isinstance(e, torch.Tensor) else type(e).__name__
+            raise InputError(
+                f"{what}: image_embeds is {got}; this model takes a tensor of shape "
+                f"[{tokens}, {self.embeds_dim}] for image_grid_thw {list(image.grid)} (visual "
+                "tokens x features)"
+            )
+        if not e.is_floating_point():
+            raise InputError(
+                f"{what}: image_embeds has dtype {e.dtype}; expected a floating type (this "
+                f"model computes in {self.model.dtype})"
+            )
+        ip = self.family.processor.image_processor
+        rows = torch.zeros(0, 3 * ip.temporal_patch_size * ip.patch_size**2, device=self.device)
+        return ImageInputs(
+            {"pixel_values": rows, "image_grid_thw": torch.tensor([[t, h, w]])},
+            [(t, h // m, w // m)],
+        )
+
     def collate(self, images: list[ImageInputs]) -> dict[str, Any]:
         return {
             "pixel_values": torch.cat([im.tensors["pixel_values"] for im in images]),

@@ -67,6 +67,11 @@ class Qwen3VLRuntime(Qwen2VLRuntime):
         kw["interp_indices"], kw["interp_weights"] = idx[rows], weights[rows]
         return kw
 
+    @property
+    def embeds_dim(self) -> int:
+        """The embedding and each DeepStack level's feature, per visual token."""
+        return int(self.text_config.hidden_size) * (1 + self.family.levels)
+
     def split_features(self, feats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         d = self.text_config.hidden_size
         return feats[:, :d], feats[:, d:].reshape(feats.shape[0], self.family.levels, d)

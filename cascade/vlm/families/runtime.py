@@ -106,6 +106,15 @@ class FamilyRuntime(ABC):
         """Preprocess PIL images (one `ImageInputs` each); raises InputError on images the image
         processor rejects."""
 
+    def embedded_inputs(self, image: Any) -> ImageInputs:
+        """The `ImageInputs` of a `cascade.artifacts.ImageEmbeds` (its grid; no pixels: the
+        tower does not run on it), its embeddings checked against this model (InputError). The
+        families that take embeddings override this."""
+        raise InputError(
+            f"{image.source}: image embeddings are not supported for the "
+            f"{self.family.name} family; send the image"
+        )
+
     @abstractmethod
     def collate(self, images: list[ImageInputs]) -> dict[str, Any]:
         """The tower inputs for several preprocessed images at once (what `encode` takes)."""
