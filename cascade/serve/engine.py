@@ -138,9 +138,7 @@ class Engine:
         self.skipped: dict[str, str] = {}  # shipped pipelines that cannot answer questions, and why
         for name, source in sources.items():
             try:
-                options = (
-                    {} if config.max_num_seqs is None else {"max_num_seqs": config.max_num_seqs}
-                )
+                options = config.model_options()
                 if config.random_weights:
                     qa = QA.offline(source, device=config.device, model_options=options)
                 else:

@@ -84,7 +84,7 @@ def set_cache_layers(cache: Any, layers: list[tuple[torch.Tensor, torch.Tensor]]
     """Replace every layer's (keys, values) of a transformers DynamicCache (a press shortens them;
     positions live in the rotated keys, so nothing else of the cache changes)."""
     if hasattr(cache, "layers"):
-        for layer, (k, v) in zip(cache.layers, layers):
+        for layer, (k, v) in zip(cache.layers, layers, strict=True):
             layer.keys, layer.values = k, v
         return
     for i, (k, v) in enumerate(layers):

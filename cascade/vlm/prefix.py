@@ -347,7 +347,7 @@ class PrefixEngine:
                     cache,
                     [
                         (torch.cat([k[:, :, :kv0], pk], 2), torch.cat([v[:, :, :kv0], pv], 2))
-                        for (k, v), (pk, pv) in zip(layers, pressed)
+                        for (k, v), (pk, pv) in zip(layers, pressed, strict=True)
                     ],
                 )
 
