@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import torch
+from pydantic import ValidationError
 
 from ..decoding import DEFAULT_MAX_NUM_SEQS, Completion
 from ..devices import pick_device, pick_dtype
@@ -150,7 +151,12 @@ class TransformersBackend:
         before any weight loads."""
         from transformers import AutoModelForImageTextToText
 
-        kv = KVConfig.model_validate(kv or {})
+        try:
+            kv = KVConfig.model_validate(kv or {})
+        except ValidationError as e:
+            raise InputError(
+                f"kv: {e.errors()[0]['msg']} (at kv.{e.errors()[0]['loc'][0]})"
+            ) from None
         if kv_int8 and kv.dtype == "int4":
             raise InputError("kv_int8: true contradicts kv.dtype: int4; set one of them")
         family = load_family(model, limits)
