@@ -39,7 +39,11 @@ def _marked_layers(seq, heads=2, dim=8, layers=2):
 def test_keep_one_is_the_unpressed_model_bit_for_bit(tiny_path, image, press, one_thread):
     base, pressed = _load(tiny_path), _load(tiny_path, {"press": press, "keep": 1.0})
     a, b = _prefix(base, image), _prefix(pressed, image)
-    assert all(torch.equal(x, y) for la, lb in zip(a.layers, b.layers) for x, y in zip(la, lb))
+    assert all(
+        torch.equal(x, y)
+        for la, lb in zip(a.layers, b.layers, strict=True)
+        for x, y in zip(la, lb, strict=True)
+    )
     ra = base.generate(image, "what is it?", max_new_tokens=6)
     rb = pressed.generate(image, "what is it?", max_new_tokens=6)
     assert ra.token_ids == rb.token_ids and ra.logprobs == rb.logprobs
@@ -171,10 +175,12 @@ def test_concurrent_pressed_requests_decode_in_one_batch(tiny_path, make_image, 
         t.start()
     for t in threads:
         t.join()
-    for a, t in zip(alone, out):
+    for a, t in zip(alone, out, strict=True):
         assert t.token_ids[0] == a.token_ids[0] and t.bill.kv_bytes > 0
-        n = next((i for i, (x, y) in enumerate(zip(a.token_ids, t.token_ids)) if x != y), 6)
-        assert max(abs(x - y) for x, y in zip(a.logprobs[:n], t.logprobs[:n])) < 1e-4
+        n = next(
+            (i for i, (x, y) in enumerate(zip(a.token_ids, t.token_ids, strict=False)) if x != y), 6
+        )
+        assert max(abs(x - y) for x, y in zip(a.logprobs[:n], t.logprobs[:n], strict=False)) < 1e-4
 
 
 def test_streaming_with_a_press_yields_the_answer(tiny_path, image):
