@@ -104,6 +104,18 @@ class ServedModel:
     description: str = ""
 
 
+def _kv_occupancy() -> dict[str, int]:
+    """`cascade.vlm.kv_memory.kv_occupancy`, or zeros while no in-process VLM was ever loaded
+    (so a scrape never imports torch)."""
+    import sys
+
+    if "cascade.vlm.batcher" not in sys.modules:
+        return {"prefix_cache": 0, "decoding": 0}
+    from ..vlm.kv_memory import kv_occupancy
+
+    return kv_occupancy()
+
+
 def _shipped_names() -> list[str]:
     from .. import pipelines as shipped
 
@@ -182,6 +194,12 @@ class Engine:
             "Chat requests waiting for a slot (--max-queue).",
             lambda: self.queued,
         )
+        for part in ("prefix_cache", "decoding"):
+            self.metrics.gauge(
+                f"cascade_kv_{part}_bytes",
+                f"KV bytes held now by the in-process VLMs' {part.replace('_', ' ')}.",
+                lambda part=part: float(_kv_occupancy()[part]),
+            )
         self.readiness = Readiness(self.models, loaded=not load_models)
         self.metrics.gauge(
             "cascade_ready",
@@ -544,6 +562,8 @@ class Engine:
         m.inc("cascade_decode_flops_total", (model,), b.decode_flops)
         m.inc("cascade_prompt_tokens_total", (model,), b.input_tokens)
         m.inc("cascade_completion_tokens_total", (model,), b.generated_tokens)
+        m.inc("cascade_kv_bytes_total", (model,), b.kv_bytes)
+        m.inc("cascade_kv_bytes_unpressed_total", (model,), b.kv_bytes_unpressed)
         if b.baseline_visual_tokens is not None:
             m.inc("cascade_baseline_visual_tokens_total", (model,), b.baseline_visual_tokens)
             m.add_saved(model, b.baseline_visual_tokens - b.visual_tokens)
