@@ -29,10 +29,12 @@ def window_attention_scores(
     import torch
     import torch.nn.functional as F
 
-    _, hkv, seq, _ = keys.shape
+    _, hkv, seq, d = keys.shape
     hq, w = queries.shape[1], queries.shape[2]
-    k = keys[0].float().repeat_interleave(hq // hkv, dim=0)  # [hq, seq, d]
-    logits = queries[0].float() @ k.transpose(-1, -2) * scale  # [hq, w, seq]
+    # the query heads of a KV head side by side: one [rep * w, d] x [d, seq] product per KV head,
+    # the keys never repeated
+    q = queries[0].float().reshape(hkv, (hq // hkv) * w, d)
+    logits = (q @ keys[0].float().transpose(-1, -2) * scale).view(hq, w, seq)
     pos = torch.arange(seq, device=keys.device)
     qpos = torch.arange(seq - w, seq, device=keys.device)
     logits = logits.masked_fill(pos[None, :] > qpos[:, None], float("-inf"))
