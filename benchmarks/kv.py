@@ -176,6 +176,7 @@ def main() -> None:
             "rounds": rounds,
             "timing": "best of interleaved rounds, every shape warmed; synthetic KV values",
             "cpu": platform.processor() or platform.machine(),
+            "load_average_after": [round(x, 1) for x in os.getloadavg()],
             "torch": torch.__version__,
         },
         "rows": rows,

@@ -291,6 +291,7 @@ def main() -> None:
             "training": info,
         }
     meta["seconds"] = round(time.perf_counter() - t0, 1)
+    meta["load_average_after"] = [round(x, 1) for x in os.getloadavg()]
     a.out.mkdir(parents=True, exist_ok=True)
     name = f"kv_drift{'_quick' if a.quick else ''}_cpu.json"
     (a.out / name).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
