@@ -214,3 +214,17 @@ def test_int4_prefix_cache_is_smaller_and_close(tiny_path, image, one_thread):
     # fp32 KV, head_dim 16, groups of 8: 1 byte per element against 4 (+ the ids each block keeps)
     assert sizes["int4"] < 0.3 * sizes["auto"]
     assert abs(firsts["int4"] - firsts["auto"]) < 0.5
+
+
+@pytest.mark.parametrize("family", ["tiny_path_qwen3", "tiny_path_idefics3", "tiny_path_25"])
+def test_the_other_families_press_their_prefix(request, family, image, one_thread):
+    """Qwen3-VL (query norm, DeepStack), Idefics3 (1-D RoPE) and Qwen2.5-VL: the window queries
+    are captured through each family's own attention, keep 1.0 is exact, keep 0.3 shrinks."""
+    path = request.getfixturevalue(family)
+    base = _load(path).generate(image, "what?", max_new_tokens=4)
+    same = _load(path, {"press": "snapkv", "keep": 1.0}).generate(image, "what?", max_new_tokens=4)
+    pressed = _load(path, {"press": "snapkv", "keep": 0.3}).generate(
+        image, "what?", max_new_tokens=4
+    )
+    assert same.token_ids == base.token_ids and same.logprobs == base.logprobs
+    assert pressed.bill.kv_bytes < 0.7 * base.bill.kv_bytes

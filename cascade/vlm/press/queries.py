@@ -4,10 +4,14 @@ A forward pre-hook on each decoder layer's attention module sees that layer's no
 its rotary tables; the last `window` rows are projected with the family's own `query_states` (its
 query norm included) and rotated, exactly as the attention rotates them. Nothing else of the
 forward changes: the model keeps SDPA, and the hooks are removed when the block is done.
+
+The model's continuous batch keeps decoding on its own thread while a prefill runs (under the
+backend's lock), through the same modules: a hook records only the thread that opened it.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -29,11 +33,14 @@ def window_queries(runtime: Any, window: int) -> Iterator[list[tuple[torch.Tenso
     `window` tokens' rotated queries [1, q_heads, w, head_dim], the layer's softmax scale)."""
     layers = list(runtime.text_model.layers)
     found: dict[int, tuple[torch.Tensor, float]] = {}
+    owner = threading.get_ident()
 
     def hook(i: int):
         layer = layers[i]
 
         def pre(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+            if threading.get_ident() != owner:  # another request's decode step
+                return
             h = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
             cos, sin = kwargs["position_embeddings"]
             w = min(window, h.shape[1])
