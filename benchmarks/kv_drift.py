@@ -128,7 +128,8 @@ def vlm_run(path: Path, kv: dict | None, prompts, new_tokens: int):
         assert status in ("hit", "off"), status
         cache = b.engine.cache_of(state)
         hidden = b.engine.prefill(cache, state.next_pos, b.layout.tokenize(suffix_text))
-        logits = b.runtime.lm_head(hidden[:, -1])[0]
+        with torch.inference_mode():
+            logits = b.runtime.lm_head(hidden[:, -1])[0]
         r = vlm.generate(images, q, max_new_tokens=new_tokens)
         out.append((logits.detach(), list(r.token_ids)))
         kept.append((state.kv_tokens, state.length))
