@@ -18,9 +18,10 @@ Two models:
 2. `text_lm`: a byte-level Qwen2 decoder trained here on stdlib docstrings
    (benchmarks/kv_textlm.py; its held-out bits per byte are recorded): its attention and
    logits are learned, so agreement there says something about what the press dropped. Each
-   prompt: 320 held-out bytes of context (the first 16 play the system prompt, kept by the
-   visual-only presses, the rest the pressed span), then a 24-byte probe fed after the press, then
-   16 greedy bytes. Same `press_block` and window-query capture as the VLM runtime.
+   prompt: 96 held-out bytes of context (the first 16 play the system prompt, kept by the
+   visual-only presses, the rest the pressed span), then a 16-byte probe fed after the press, then
+   16 greedy bytes (all within the 128 bytes the model was trained on). Same `press_block` and
+   window-query capture as the VLM runtime.
 
     python benchmarks/kv_drift.py --quick     # ~6 + 12 prompts
     python benchmarks/kv_drift.py             # 12 + 32 prompts
@@ -150,7 +151,7 @@ class TextRuntime:
 
 
 def text_prompts(
-    held: bytes, n: int, ctx: int = 320, probe: int = 24
+    held: bytes, n: int, ctx: int = 96, probe: int = 16
 ) -> list[tuple[list[int], list[int]]]:
     step = (len(held) - ctx - probe) // n
     return [
@@ -287,8 +288,8 @@ def main() -> None:
         meta["text_lm"] = {
             "prompts": len(prompts),
             "greedy_tokens": 16,
-            "context_bytes": 320,
-            "probe_bytes": 24,
+            "context_bytes": 96,
+            "probe_bytes": 16,
             "training": info,
         }
     meta["seconds"] = round(time.perf_counter() - t0, 1)
