@@ -36,7 +36,7 @@ class Int4KV:
     group_size: int
 
     @property
-    def parts(self) -> tuple[torch.Tensor, ...]:
+    def parts(self) -> reference.Parts:
         return (
             self.k_packed,
             self.k_scale,
@@ -72,7 +72,7 @@ def dequantize_kv_int4(kv: Int4KV) -> tuple[torch.Tensor, torch.Tensor]:
     """(k, v) [batch, heads, seq, head_dim] in the stored KV's dtype."""
     if not isinstance(kv, Int4KV):
         raise TypeError(f"dequantize_kv_int4 expects an Int4KV, got {type(kv).__name__}")
-    return reference.dequantize(*kv.parts, kv.group_size)
+    return reference.dequantize(kv.parts, kv.group_size)
 
 
 def int4_attention(

@@ -92,8 +92,21 @@ def _unpack(p: torch.Tensor) -> torch.Tensor:
     return torch.stack((lo, hi), dim=-1).flatten(-2)
 
 
-def quantize(k: torch.Tensor, v: torch.Tensor, group_size: int, residual: int):
-    """(k_packed, k_scale, k_min, v_packed, v_scale, v_min, k_res, v_res) of one layer."""
+Parts = tuple[
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+]
+"""(k_packed, k_scale, k_min, v_packed, v_scale, v_min, k_res, v_res) of one layer."""
+
+
+def quantize(k: torch.Tensor, v: torch.Tensor, group_size: int, residual: int) -> Parts:
+    """One layer's `Parts`."""
     b, h, s, dh = k.shape
     n = quantized_tokens(s, group_size, residual)
     gv = value_group(group_size, dh)
@@ -111,8 +124,9 @@ def quantize(k: torch.Tensor, v: torch.Tensor, group_size: int, residual: int):
     )
 
 
-def dequantize(k_packed, k_scale, k_min, v_packed, v_scale, v_min, k_res, v_res, group_size: int):
+def dequantize(parts: Parts, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(k, v) [batch, heads, seq, head_dim] in the residual's dtype."""
+    k_packed, k_scale, k_min, v_packed, v_scale, v_min, k_res, v_res = parts
     b, h, n, half = k_packed.shape
     dh, gv = 2 * half, value_group(group_size, 2 * half)
     kq = _unpack(k_packed).float().reshape(b, h, n // group_size, group_size, dh)
@@ -124,11 +138,11 @@ def dequantize(k_packed, k_scale, k_min, v_packed, v_scale, v_min, k_res, v_res,
     return k, v
 
 
-def attention(q: torch.Tensor, parts: tuple, group_size: int, scale: float) -> torch.Tensor:
+def attention(q: torch.Tensor, parts: Parts, group_size: int, scale: float) -> torch.Tensor:
     """Decode attention of q [batch, q_heads, head_dim] (one new token per row, attending to every
     stored token) over the 4-bit KV `parts` (as `quantize` returns them); GQA when q_heads is a
     multiple of the KV heads. Returns [batch, q_heads, head_dim] in q's dtype; float32 inside."""
-    k, v = dequantize(*parts, group_size)
+    k, v = dequantize(parts, group_size)
     rep = q.shape[1] // k.shape[1]
     k = k.float().repeat_interleave(rep, dim=1)
     v = v.float().repeat_interleave(rep, dim=1)

@@ -93,7 +93,9 @@ def _int4_decode_attention(
     tl.store(out_ptr + pid.to(tl.int64) * D + cols, acc / l_i, mask=cm)
 
 
-def attention(q: torch.Tensor, parts: tuple, group_size: int, scale: float) -> torch.Tensor:
+def attention(
+    q: torch.Tensor, parts: tuple[torch.Tensor, ...], group_size: int, scale: float
+) -> torch.Tensor:
     """[batch, q_heads, head_dim] in q's dtype; see reference.attention."""
     kp, ks, km, vp, vs, vm, kr, vr = (t.contiguous() for t in parts)
     b, hq, d = q.shape
