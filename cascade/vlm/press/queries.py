@@ -47,7 +47,8 @@ def window_queries(runtime: Any, window: int) -> Iterator[list[tuple[torch.Tenso
             q = runtime.query_states(layer, h[:1, -w:])
             c, s = cos[:1, -w:].unsqueeze(1), sin[:1, -w:].unsqueeze(1)
             q = q * c + _rotate_half(q) * s
-            scale = getattr(module, "scaling", None) or module.head_dim**-0.5
+            head_dim: int = module.head_dim  # type: ignore[assignment]
+            scale = getattr(module, "scaling", None) or head_dim**-0.5
             found[i] = (q, float(scale))
 
         return pre
