@@ -126,7 +126,7 @@ def train(out: Path, steps: int, threads: int) -> dict:
     return info
 
 
-def load(path: Path = DEFAULT_DIR, steps: int = 300, threads: int = 2):
+def load(path: Path = DEFAULT_DIR, steps: int = 700, threads: int = 1):
     """(model, training info, held-out bytes): trained on first use, reused after."""
     from transformers import Qwen2ForCausalLM
 
@@ -139,7 +139,7 @@ def load(path: Path = DEFAULT_DIR, steps: int = 300, threads: int = 2):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=DEFAULT_DIR)
-    ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=700)
+    ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
     print(json.dumps(train(a.out, a.steps, a.threads), indent=1))
