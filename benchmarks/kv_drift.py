@@ -75,8 +75,14 @@ def settings() -> list[tuple[str, dict]]:
         ("int4 g8 r0", {"dtype": "int4", "group_size": 8, "residual": 0}),
         ("int4 g16 r32", {"dtype": "int4", "group_size": 16, "residual": 32}),
         (
-            "int4 g16 + snapkv_visual 0.2",
-            {"dtype": "int4", "group_size": 16, "press": "snapkv_visual", "keep": 0.2},
+            "int4 g16 r0 + snapkv_visual 0.2",
+            {
+                "dtype": "int4",
+                "group_size": 16,
+                "residual": 0,
+                "press": "snapkv_visual",
+                "keep": 0.2,
+            },
         ),
     ]
     return out
@@ -213,8 +219,14 @@ def text_settings() -> list[tuple[str, dict]]:
         ("int4 g32 r32", {"dtype": "int4", "group_size": 32, "residual": 32}),
         ("int4 g16 r0", {"dtype": "int4", "group_size": 16, "residual": 0}),
         (
-            "int4 g32 + snapkv_visual 0.2",
-            {"dtype": "int4", "group_size": 32, "press": "snapkv_visual", "keep": 0.2},
+            "int4 g32 r0 + snapkv_visual 0.2",
+            {
+                "dtype": "int4",
+                "group_size": 32,
+                "residual": 0,
+                "press": "snapkv_visual",
+                "keep": 0.2,
+            },
         ),
     ]
     return out
