@@ -20,7 +20,11 @@ Two models:
    logits are learned, so agreement there says something about what the press dropped. Each
    prompt: 96 held-out bytes of context (the first 16 play the system prompt, kept by the
    visual-only presses, the rest the pressed span), then a 16-byte probe fed after the press, then
-   16 greedy bytes (all within the 128 bytes the model was trained on). Same `press_block` and
+   16 greedy bytes (all within the 128 bytes the model was trained on). Two prompt kinds: "next"
+   (the probe is the text that follows: mostly local, the context matters little) and "copy" (the
+   probe repeats context bytes 40..56, so continuing it right means reading bytes 56..72 back
+   from the KV, which a press may have dropped). For both, the share of greedy bytes equal to the
+   true text is reported with and without the press. Same `press_block` and
    window-query capture as the VLM runtime.
 
     python benchmarks/kv_drift.py --quick     # ~6 + 12 prompts
@@ -157,13 +161,30 @@ class TextRuntime:
 
 
 def text_prompts(
-    held: bytes, n: int, ctx: int = 96, probe: int = 16
-) -> list[tuple[list[int], list[int]]]:
-    step = (len(held) - ctx - probe) // n
-    return [
-        (list(held[i * step : i * step + ctx]), list(held[i * step + ctx : i * step + ctx + probe]))
-        for i in range(n)
-    ]
+    held: bytes, n: int, kind: str, ctx: int = 96, probe: int = 16, answer: int = 16
+) -> list[tuple[list[int], list[int], list[int]]]:
+    """(context, probe, the true continuation) per prompt. kind "next": the probe is the text
+    that follows the context; "copy": the probe repeats context bytes 40..56, so the true
+    continuation is context bytes 56..72 and answering needs what the press may have dropped."""
+    step = (len(held) - ctx - probe - answer) // n
+    out = []
+    for i in range(n):
+        c = list(held[i * step : i * step + ctx])
+        if kind == "copy":
+            out.append((c, c[40:56], c[56 : 56 + answer]))
+        else:
+            rest = list(held[i * step + ctx : i * step + ctx + probe + answer])
+            out.append((c, rest[:probe], rest[probe:]))
+    return out
+
+
+def accuracy(run: list[tuple[torch.Tensor, list[int]]], prompts) -> float:
+    """Share of greedy bytes equal to the true continuation, over all prompts."""
+    hits = sum(
+        sum(a == b for a, b in zip(r[1], p[2], strict=True))
+        for r, p in zip(run, prompts, strict=True)
+    )
+    return round(hits / sum(len(p[2]) for p in prompts), 3)
 
 
 def text_run(model, kv: dict | None, prompts, new_tokens: int, system: int = 16):
@@ -171,7 +192,7 @@ def text_run(model, kv: dict | None, prompts, new_tokens: int, system: int = 16)
     rt = TextRuntime(model)
     out, kept = [], []
     with torch.inference_mode():
-        for ctx, probe in prompts:
+        for ctx, probe, _ in prompts:
             cache = new_dynamic_cache(model.config)
             ids = torch.tensor([ctx])
             queries = None
@@ -234,14 +255,20 @@ def text_settings() -> list[tuple[str, dict]]:
 
 def table(rows: list[dict]) -> str:
     lines = [
-        "| model | setting | KV kept | max abs dlogit (max / mean) | top-1 agree | greedy agree |",
-        "|---|---|---|---|---|---|",
+        "| model | setting | KV kept | max abs dlogit (max / mean) | top-1 agree | greedy agree "
+        "| greedy bytes right (untouched KV) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['model']} | {r['setting']} | {r['kv_kept']:.2f} | {r['max_abs_dlogit']:.3g} / "
             f"{r['mean_max_abs_dlogit']:.3g} | {r['top1_agreement']:.2f} | "
-            f"{r['greedy_agreement']:.2f} |"
+            f"{r['greedy_agreement']:.2f} | "
+            + (
+                f"{r['byte_accuracy']:.2f} ({r['byte_accuracy_unpressed']:.2f}) |"
+                if "byte_accuracy" in r
+                else "- |"
+            )
         )
     return "\n".join(lines)
 
@@ -284,19 +311,22 @@ def main() -> None:
     if a.only in (None, "text_lm"):
         lm = _textlm()
         model, info, held = lm.load()
-        prompts = text_prompts(held, n_text)
-        base, _ = text_run(model, None, prompts, 16)
-        for name, kv in text_settings():
-            run, kept = text_run(model, kv, prompts, 16)
-            rows.append(
-                {
-                    "model": "text_lm (trained)",
-                    "setting": name,
-                    "kv_kept": round(kept, 3),
-                    **compare(base, run),
-                }
-            )
-            print(rows[-1], flush=True)
+        for kind in ("next", "copy"):
+            prompts = text_prompts(held, n_text, kind)
+            base, _ = text_run(model, None, prompts, 16)
+            for name, kv in text_settings():
+                run, kept = text_run(model, kv, prompts, 16)
+                rows.append(
+                    {
+                        "model": f"text_lm (trained), {kind}",
+                        "setting": name,
+                        "kv_kept": round(kept, 3),
+                        **compare(base, run),
+                        "byte_accuracy": accuracy(run, prompts),
+                        "byte_accuracy_unpressed": accuracy(base, prompts),
+                    }
+                )
+                print(rows[-1], flush=True)
         meta["text_lm"] = {
             "prompts": len(prompts),
             "greedy_tokens": 16,
