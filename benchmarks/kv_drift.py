@@ -113,7 +113,8 @@ def vlm_prompts(n: int) -> list[tuple[list[Image], str]]:
     imgs = [Image(photo(p), source=p) for p in PHOTOS]
     out = []
     for i in range(n):
-        pair = [imgs[i % len(imgs)], imgs[(i + 1) % len(imgs)]]
+        # distinct (pair, question) prompts: the second round pairs each photo with another one
+        pair = [imgs[i % len(imgs)], imgs[(i + 1 + i // len(imgs)) % len(imgs)]]
         out.append((pair, QUESTIONS[i % len(QUESTIONS)]))
     return out
 
