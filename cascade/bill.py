@@ -45,6 +45,11 @@ class Bill:
     through the vision tower; `images_cached`: images whose tower output came from the encoder
     cache instead (images inside a reused KV prefix need neither). `confidence`: the answer's
     geometric-mean token probability (VLM) or the tool's confidence; None when unknown.
+
+    KV memory (`cascade.vlm.press`): `kv_bytes` the KV the answer's last token was decoded
+    against (prompt after any press, plus generated tokens; a session turn: the session's whole
+    cache), in the model's dtype; `kv_bytes_unpressed` the same KV had no press dropped a token;
+    `kv_press` the press and `kv_keep` its keep ratio.
     """
 
     model: str | None = None
@@ -74,6 +79,10 @@ class Bill:
     reduction: str = "none"
     keep_ratio: float = 1.0
     confidence: float | None = None
+    kv_bytes: int = 0
+    kv_bytes_unpressed: int = 0
+    kv_press: str = "none"
+    kv_keep: float = 1.0
 
     @classmethod
     def tool(cls, confidence: float | None = None) -> Bill:

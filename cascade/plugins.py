@@ -12,7 +12,8 @@ did-you-mean suggestions always see everything installed. Registering a name twi
 that names both definitions.
 
 Entry-point groups (each entry point names a module to import; importing it registers):
-`cascade.stages`, `cascade.families`, `cascade.backends`, `cascade.reductions`, `cascade.tiny`.
+`cascade.stages`, `cascade.families`, `cascade.backends`, `cascade.reductions`, `cascade.presses`,
+`cascade.tiny`.
 
 This module imports nothing of vlm-cascade but its errors: it sits below every layer
 (docs/architecture.md), so any layer may register or look up.
@@ -40,6 +41,7 @@ __all__ = [
     "families",
     "backends",
     "reductions",
+    "presses",
     "tiny_recipes",
 ]
 
@@ -203,6 +205,7 @@ backends: Registry[Any] = Registry("VLM backend", ("cascade.vlm.options",), "cas
 reductions: Registry[Any] = Registry(
     "reduction method", ("cascade.vlm.reduction",), "cascade.reductions"
 )
+presses: Registry[Any] = Registry("KV press", ("cascade.vlm.press",), "cascade.presses")
 tiny_recipes: Registry[Any] = Registry(
     "tiny VLM family", ("cascade.vlm.tiny_recipes",), "cascade.tiny"
 )

@@ -39,6 +39,8 @@ def bill_of(answer: Answer) -> dict[str, Any]:
         "kv_cache": b.cache if answer.produced_by == "vlm" else "off",
         "images_encoded": b.images_encoded,
         "images_cached": b.images_cached,
+        "kv_bytes": b.kv_bytes,
+        "kv_bytes_unpressed": b.kv_bytes_unpressed,
     }
     if b.visual_token_savings is not None:
         bill["visual_token_savings"] = b.visual_token_savings

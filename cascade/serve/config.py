@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -126,6 +126,23 @@ class ServeConfig(BaseSettings):
             type=int,
         ),
     ] = Field(None, ge=1)
+    kv_dtype: Annotated[
+        Literal["auto", "int8", "int4"] | None,
+        Flag(
+            "how the in-process VLM's KV prefix cache stores entries: auto (the model's dtype), "
+            "int8, int4 (KIVI); default: the model's declaration"
+        ),
+    ] = None
+    kv_press: Annotated[
+        str | None,
+        Flag(
+            "KV press applied after each image block's prefill: none, snapkv, snapkv_visual, "
+            "random, recency (docs/kv.md); default: the model's declaration"
+        ),
+    ] = None
+    kv_keep: Annotated[
+        float | None, Flag("fraction of the pressed tokens a KV press keeps, in (0, 1]", type=float)
+    ] = Field(None, gt=0.0, le=1.0)
     pipelines: Annotated[
         dict[str, str],
         Flag(
@@ -319,6 +336,20 @@ class ServeConfig(BaseSettings):
             if count < 0:
                 raise ValueError(f"{kind}={count}: a count is 0 or more")
         return limits
+
+    def model_options(self) -> dict[str, Any]:
+        """What the flags override in every in-process VLM declaration (`models.<name>`)."""
+        options: dict[str, Any] = {}
+        if self.max_num_seqs is not None:
+            options["max_num_seqs"] = self.max_num_seqs
+        kv = {
+            k: v
+            for k, v in (("dtype", self.kv_dtype), ("press", self.kv_press), ("keep", self.kv_keep))
+            if v is not None
+        }
+        if kv:
+            options["kv"] = kv
+        return options
 
     def resolved_model(self) -> str | None:
         """The model id to put on vlm_answer stages (builds the tiny model when asked)."""

@@ -112,6 +112,18 @@ def _image(media: Media, index: int) -> Image:
     return Image(media.pixels, source=media.label, media_index=index)
 
 
+def _kv_occupancy() -> dict[str, int]:
+    """`cascade.vlm.kv_memory.kv_occupancy`, or zeros while no in-process VLM was ever loaded
+    (so a scrape never imports torch)."""
+    import sys
+
+    if "cascade.vlm.batcher" not in sys.modules:
+        return {"prefix_cache": 0, "decoding": 0}
+    from ..vlm.kv_memory import kv_occupancy
+
+    return kv_occupancy()
+
+
 def _shipped_names() -> list[str]:
     from .. import pipelines as shipped
 
@@ -146,9 +158,7 @@ class Engine:
         self.skipped: dict[str, str] = {}  # shipped pipelines that cannot answer questions, and why
         for name, source in sources.items():
             try:
-                options = (
-                    {} if config.max_num_seqs is None else {"max_num_seqs": config.max_num_seqs}
-                )
+                options = config.model_options()
                 if config.random_weights:
                     qa = QA.offline(source, device=config.device, model_options=options)
                 else:
@@ -200,6 +210,12 @@ class Engine:
             "Chat requests waiting for a slot (--max-queue).",
             lambda: self.queued,
         )
+        for part in ("prefix_cache", "decoding"):
+            self.metrics.gauge(
+                f"cascade_kv_{part}_bytes",
+                f"KV bytes held now by the in-process VLMs' {part.replace('_', ' ')}.",
+                lambda part=part: float(_kv_occupancy()[part]),
+            )
         self.readiness = Readiness(self.models, loaded=not load_models)
         self.metrics.gauge(
             "cascade_ready",
@@ -571,6 +587,8 @@ class Engine:
         m.inc("cascade_decode_flops_total", (model,), b.decode_flops)
         m.inc("cascade_prompt_tokens_total", (model,), b.input_tokens)
         m.inc("cascade_completion_tokens_total", (model,), b.generated_tokens)
+        m.inc("cascade_kv_bytes_total", (model,), b.kv_bytes)
+        m.inc("cascade_kv_bytes_unpressed_total", (model,), b.kv_bytes_unpressed)
         if b.baseline_visual_tokens is not None:
             m.inc("cascade_baseline_visual_tokens_total", (model,), b.baseline_visual_tokens)
             m.add_saved(model, b.baseline_visual_tokens - b.visual_tokens)

@@ -45,6 +45,14 @@ _COUNTERS = {
         ("model",),
     ),
     "cascade_prompt_tokens_total": ("OpenAI prompt_tokens (visual + text) served.", ("model",)),
+    "cascade_kv_bytes_total": (
+        "KV bytes the answers decoded against (after any press).",
+        ("model",),
+    ),
+    "cascade_kv_bytes_unpressed_total": (
+        "KV bytes the answers would have held without a KV press.",
+        ("model",),
+    ),
     "cascade_completion_tokens_total": ("OpenAI completion_tokens served.", ("model",)),
     "cascade_answers_total": ("Answers by producer (vlm or tool).", ("model", "produced_by")),
     "cascade_cache_lookups_total": (

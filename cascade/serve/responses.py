@@ -65,6 +65,10 @@ class Bill(BaseModel):
     kv_cache: str = Field(description="the KV prefix cache outcome: hit, partial, miss or off")
     images_encoded: int = Field(0, description="images the vision tower ran on for this answer")
     images_cached: int = Field(0, description="images whose tower output the encoder cache served")
+    kv_bytes: int = Field(
+        0, description="KV bytes the answer was decoded against, after any KV press (docs/kv.md)"
+    )
+    kv_bytes_unpressed: int = Field(0, description="the same KV had no press dropped a token")
     visual_token_savings: float | None = Field(None, description="baseline / used visual tokens")
     prefill_savings: float | None = Field(None, description="baseline / used prefill FLOPs")
     baseline_seconds_estimate: float | None = Field(

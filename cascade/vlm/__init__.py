@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # what the names below are, for readers and type checkers
     from .families import FAMILIES, Family, FamilyRuntime, ImageLimits, register_family
     from .kv_cache import KVPrefixCache, PrefixState
     from .options import BACKENDS, ModelSpec, register_backend
+    from .press import KVConfig, Press, press_names, register_press
     from .reduction import Reduction, ReductionConfig, reduction_names, register_reduction
     from .result import VLMResult
     from .tiny import build_tiny_vlm, default_tiny_dir, register_tiny_recipe, tiny_families
@@ -40,6 +41,10 @@ _WHERE = {
     "BACKENDS": "options",
     "ModelSpec": "options",
     "register_backend": "options",
+    "KVConfig": "press",
+    "Press": "press",
+    "press_names": "press",
+    "register_press": "press",
     "Reduction": "reduction",
     "ReductionConfig": "reduction",
     "reduction_names": "reduction",

@@ -101,6 +101,15 @@ class ContinuousBatcher:
         self._closed = False
         _LIVE.add(self)
 
+    @property
+    def kv_bytes(self) -> int:
+        """Bytes of the running batch's KV (0 when idle); read from any thread, it may be one
+        step old."""
+        cache = self._cache
+        if cache is None:
+            return 0
+        return sum(t.numel() * t.element_size() for kv in cache_layers(cache) for t in kv)
+
     # -- callers ----------------------------------------------------------------------------------
     def decode(
         self,

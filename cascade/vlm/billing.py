@@ -16,6 +16,7 @@ from ..bill import Bill, CacheOutcome
 from ..cost import decode_flops, fastv_context, fastv_prefill_flops, prefill_flops
 from .decode import Generated
 from .families import Family, ImageCost, ImageLimits
+from .press import KVConfig
 from .reduction import ReductionConfig
 from .result import geometric_confidence
 
@@ -40,6 +41,8 @@ def vlm_bill(
     fastv_layer: int | None = None,
     tower: list[ImageCost] | tuple | None = None,
     images_cached: int = 0,
+    kv_bytes: tuple[int, int] = (0, 0),
+    kv: KVConfig | None = None,
 ) -> Bill:
     """The bill of one request.
 
@@ -52,7 +55,8 @@ def vlm_bill(
     tower costs on each image under a reduction before the tower (`tower`: only the kept patches
     are encoded), None when it encodes every patch. generated: the completion, or a request's n
     completions (one prefill, n decodes: their tokens and decode FLOPs add up; the finish reason
-    and confidence are the first's). Vision FLOPs are billed on `tower` when given
+    and confidence are the first's). kv_bytes: (the KV decoded against, the same unpressed) in
+    bytes; kv: the model's KV settings (its press). Vision FLOPs are billed on `tower` when given
     (and `encoded` defaults to it); visual tokens before reduction stay those of `costs`."""
     llm = family.shapes.llm
     unreduced = sum(c.tokens for c in costs)
@@ -99,6 +103,10 @@ def vlm_bill(
         reduction=reduction.method,
         keep_ratio=reduction.keep_ratio,
         confidence=geometric_confidence(first.logprobs),
+        kv_bytes=kv_bytes[0],
+        kv_bytes_unpressed=kv_bytes[1],
+        kv_press="none" if kv is None or kv.is_identity else kv.press,
+        kv_keep=1.0 if kv is None or kv.is_identity else kv.keep,
     )
 
 

@@ -25,6 +25,7 @@ from .. import plugins
 from ..decoding import DEFAULT_MAX_NUM_SEQS
 from ..errors import InputError
 from ..model_refs import ModelRef, hub_or_path
+from .press import KVConfig
 from .reduction import ReductionName
 
 if TYPE_CHECKING:
@@ -183,6 +184,11 @@ class TransformersSpec(ModelSpec):
     context_window: int | None = Field(None, gt=0, description="prompt + generated token cap")
     kv_cache_bytes: int = Field(2 << 30, ge=0, description="KV prefix cache budget (0: off)")
     kv_int8: bool = Field(False, description="store cached KV as int8")
+    kv: KVConfig = Field(
+        default_factory=KVConfig,
+        description="KV press and storage dtype, e.g. {dtype: int4, press: snapkv, keep: 0.2} "
+        "(docs/kv.md)",
+    )
     kv_position_independent: bool = Field(
         False,
         description="also reuse an image's cached KV where it moved in the prompt "
@@ -211,6 +217,13 @@ class TransformersSpec(ModelSpec):
                 "kv_position_independent reuses KV kept in the KV prefix cache: "
                 "set kv_cache_bytes > 0"
             )
+        if self.kv_position_independent and not self.kv.is_identity:
+            raise ValueError(
+                "kv.press and kv_position_independent do not combine (a moved image's KV is "
+                "reused unpressed): set one of them"
+            )
+        if self.kv_int8 and self.kv.dtype == "int4":
+            raise ValueError("kv_int8: true contradicts kv.dtype: int4; set one of them")
         return self
 
     def model_refs(self) -> list[ModelRef]:

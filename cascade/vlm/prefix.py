@@ -7,7 +7,11 @@ preprocess -> the tower's output for each image (the encoder cache's, or the tow
 it lacks, after a `tower` reduction's selection of merge units) -> token reduction -> embeddings ->
 one prefill chunk per block, stored. The prefix is prefilled block by block whether or not a cache
 is on, so a reused block holds the bits a cold run computes (fp storage) and answers with the same
-tokens. Opt-in, an image's KV is also reused where it moved (`cascade.vlm.position_free`).
+tokens. Opt-in, an image's KV is also reused where it moved (`cascade.vlm.position_free`). With a
+KV press (`cascade.vlm.press`), each block holding visual tokens is pressed right after its prefill
+(its window's queries captured during it), so later blocks, the question and every later turn see
+the pressed KV, and the cache stores (and a hit returns) the pressed block: the press is in every
+key's root.
 `generate`, FastV, sessions and batches are its clients; each decodes on its own
 (`cascade.vlm.decode`).
 """
@@ -27,8 +31,17 @@ from ..errors import InputError
 from .blocks import block_bounds, block_keys, image_keys, joined_layers, joined_state, matching
 from .encoder_cache import EncodedImage, EncoderCache
 from .families import FamilyRuntime, ImageCost, ImageInputs, PrefixInputs
-from .kv_cache import KVBlock, KVPrefixCache, PrefixState, cache_layers, new_dynamic_cache
+from .kv_cache import (
+    KVBlock,
+    KVPrefixCache,
+    PrefixState,
+    cache_layers,
+    new_dynamic_cache,
+    set_cache_layers,
+)
 from .position_free import ImageKV, image_kv_key, rerotate, shift_of
+from .press import KVConfig, press_block, press_method
+from .press.queries import window_queries
 from .reduction import Reduced, ReductionConfig, reduce_tokens
 
 __all__ = ["PrefixEngine", "Assembled", "sync"]
@@ -97,8 +110,15 @@ class PrefixEngine:
         context_window: int,
         encoder_cache: EncoderCache | None = None,
         recompute_image_tokens: int | None = None,
+        kv: KVConfig | None = None,
     ):
         self.runtime, self.model_id, self.kv_cache = runtime, model_id, kv_cache
+        self.kv = kv or KVConfig()  # the press applied to each image block (none by default)
+        if recompute_image_tokens is not None and not self.kv.is_identity:
+            raise InputError(
+                "kv.press and kv_position_independent do not combine: a moved image's KV is "
+                "reused unpressed; choose one"
+            )
         self.encoder_cache = encoder_cache
         # position-independent image KV (`cascade.vlm.position_free`): the visual tokens of a moved
         # image recomputed at its start; None: off (only leading blocks are reused)
@@ -152,7 +172,11 @@ class PrefixEngine:
         """What decides the tower's input besides the pixels. kernels is in it: Triton and torch
         may differ in the last bits, and a cache shared by two backends must still give each the
         tokens of its own recomputation."""
-        return (*self.runtime.family.preprocessing_key(), f"kernels={self.runtime.ops.impl}")
+        return (
+            *self.runtime.family.preprocessing_key(),
+            f"kernels={self.runtime.ops.impl}",
+            *self.kv.cache_key(),
+        )
 
     def _prefix(
         self, images: list, prefix_text: str, red: ReductionConfig, store: KVPrefixCache | None
@@ -241,11 +265,12 @@ class PrefixEngine:
                     cache.update(k, v[:, :, m:], layer)
                 blended += re - cut
                 continue
-            self._prefill_chunk(cache, emb, vis, extra, positions, r0, rs, re)
+            kv0 = cache.get_seq_length()  # a pressed cache holds fewer tokens than rs
+            self._prefill_block(cache, emb, vis, extra, positions, r0, rs, re)
             if store is None or blended:  # a block after a moved image is not what a cold run holds
                 continue
             layers = [
-                (k[:, :, rs:re].clone(), v[:, :, rs:re].clone()) for k, v in cache_layers(cache)
+                (k[:, :, kv0:].clone(), v[:, :, kv0:].clone()) for k, v in cache_layers(cache)
             ]
             n_img = pre.input_ids[s:e] == fam.image_token_id
             store.put(
@@ -290,6 +315,43 @@ class PrefixEngine:
         )
         outcome = "off" if store is None else "blended" if blended else "partial" if n else "miss"
         return state, outcome, enc.vision_s, prefill_s
+
+    def _prefill_block(
+        self,
+        cache: Any,
+        emb: torch.Tensor,
+        vis: torch.Tensor,
+        extra: Any,
+        positions: torch.Tensor,
+        r0: int,
+        start: int,
+        end: int,
+    ) -> None:
+        """Prefill one block (`_prefill_chunk`) and, when it holds visual tokens and the model has
+        a press, press what it added to `cache` (`cascade.vlm.press.press_block`)."""
+        chunk = slice(start - r0, end - r0)
+        if self.kv.is_identity or end <= start or not bool(vis[chunk].any()):
+            self._prefill_chunk(cache, emb, vis, extra, positions, r0, start, end)
+            return
+        kv0 = cache.get_seq_length()
+        if press_method(self.kv.press).needs_queries:
+            with window_queries(self.runtime, self.kv.window) as queries:
+                self._prefill_chunk(cache, emb, vis, extra, positions, r0, start, end)
+        else:
+            queries = None
+            self._prefill_chunk(cache, emb, vis, extra, positions, r0, start, end)
+        layers = cache_layers(cache)
+        with torch.inference_mode():
+            tail = [(k[:, :, kv0:], v[:, :, kv0:]) for k, v in layers]
+            pressed = press_block(self.kv, tail, vis[chunk], queries)
+            if pressed is not tail:
+                set_cache_layers(
+                    cache,
+                    [
+                        (torch.cat([k[:, :, :kv0], pk], 2), torch.cat([v[:, :, :kv0], pv], 2))
+                        for (k, v), (pk, pv) in zip(layers, pressed, strict=True)
+                    ],
+                )
 
     def _prefill_chunk(
         self,

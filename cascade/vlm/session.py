@@ -63,6 +63,15 @@ class Session:
         self._pending: list[int] = []  # the last answer's final token, fed with the next turn
         self._visual = 0
 
+    @property
+    def kv_bytes(self) -> int:
+        """Bytes of the session's KV cache now (pressed, when the model has a press)."""
+        return (
+            0
+            if self._cache is None
+            else self.backend.kv_bytes([self._cache.get_seq_length()], [0])[0]
+        )
+
     def ask(
         self,
         question: str,
@@ -146,6 +155,8 @@ class Session:
             encoded=encoded,
             images_cached=images_cached,
             tower=self._tower,
+            kv_bytes=b.kv_bytes([self._cache.get_seq_length()], [self._length]),
+            kv=b.kv,
         )
         result = b.result(gen, bill)
         self.turns.append((question, result))

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import torch
+from pydantic import ValidationError
 
 from ..artifacts import ImageEmbeds
 from ..decoding import DEFAULT_MAX_NUM_SEQS, Completion
@@ -34,9 +35,10 @@ from .decode import GREEDY, Decoder, Generated, OnToken, SamplingParams, share_p
 from .encoder_cache import DEFAULT_ENCODER_CACHE_BYTES, EncoderCache
 from .families import Family, FamilyRuntime, ImageLimits, load_family
 from .fastv import fastv_prefill, layerwise_step
-from .kv_cache import KVPrefixCache
+from .kv_cache import KVPrefixCache, kv_token_bytes
 from .media import as_images
 from .prefix import PrefixEngine, sync
+from .press import KVConfig
 from .prompt import History, PromptLayout
 from .reduction import ReductionConfig, keep_count, reduction_names
 from .result import VLMResult, peak_memory
@@ -57,6 +59,10 @@ class TransformersBackend:
     `max_num_seqs` rows, while the next caller's images go through the tower. FastV (a custom
     layer-by-layer step) and sessions (their KV cache is theirs across turns) decode on their
     own, under the lock.
+
+    kv: the model's `KVConfig`: a KV press applied to every image block of a prefix after its
+    prefill (`cascade.vlm.press`; FastV and `generate_batch`, which prefill otherwise, refuse
+    one) and the dtype KV prefix cache entries are stored in.
 
     kernels: see the module docstring. RMSNorm modules are patched only where the choice resolves
     to Triton ("triton", or "auto" on CUDA with triton installed); otherwise the model keeps
@@ -79,6 +85,7 @@ class TransformersBackend:
         encoder_cache: EncoderCache | None = None,
         recompute_image_tokens: int | None = None,
         max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+        kv: KVConfig | None = None,
     ):
         if kernels not in IMPLS:
             raise InputError(f"kernels must be one of {list(IMPLS)}, got {kernels!r}")
@@ -94,9 +101,11 @@ class TransformersBackend:
             raise InputError(
                 f"kv_recompute_image_tokens must be >= 0, got {recompute_image_tokens}"
             )
+        self.kv = kv or KVConfig()
         self.engine = PrefixEngine(
-            self.runtime, model_id, kv_cache, window, encoder_cache, recompute_image_tokens
+            self.runtime, model_id, kv_cache, window, encoder_cache, recompute_image_tokens, self.kv
         )
+        self.kv_token_bytes = kv_token_bytes(family.text_config, self.runtime.lm_head.weight.dtype)
         eos = model.generation_config.eos_token_id
         eos = [eos] if isinstance(eos, int) else list(eos or [])
         if self.processor.tokenizer.eos_token_id is not None:
@@ -128,6 +137,7 @@ class TransformersBackend:
         kv_position_independent: bool = False,
         kv_recompute_image_tokens: int = 16,
         max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+        kv: KVConfig | dict | None = None,
         **model_kwargs: Any,
     ) -> TransformersBackend:
         """Load from a hub id or a local folder. kv_cache_bytes > 0 creates a KVPrefixCache of that
@@ -137,10 +147,19 @@ class TransformersBackend:
         recomputing its first `kv_recompute_image_tokens` visual tokens and all text
         (`cascade.vlm.position_free`: approximate, off by default); limits: the family's image
         limits; `kernels` picks Triton or torch for the fused ops (class docstring); max_num_seqs:
-        the most rows one batched decode step runs (class docstring). The model type and the limits
+        the most rows one batched decode step runs (class docstring); kv: the `KVConfig` (or its
+        fields: press, keep, dtype, ...; kv_int8 is dtype "int8"). The model type and the limits
         are checked before any weight loads."""
         from transformers import AutoModelForImageTextToText
 
+        try:
+            kv = KVConfig.model_validate(kv or {})
+        except ValidationError as e:
+            raise InputError(
+                f"kv: {e.errors()[0]['msg']} (at kv.{e.errors()[0]['loc'][0]})"
+            ) from None
+        if kv_int8 and kv.dtype == "int4":
+            raise InputError("kv_int8: true contradicts kv.dtype: int4; set one of them")
         family = load_family(model, limits)
         if kernels not in IMPLS:
             raise InputError(f"kernels must be one of {list(IMPLS)}, got {kernels!r}")
@@ -150,7 +169,12 @@ class TransformersBackend:
             kwargs["attn_implementation"] = attn_implementation
         net = AutoModelForImageTextToText.from_pretrained(model, **kwargs).to(dev).eval()
         if kv_cache is None and kv_cache_bytes > 0:
-            kv_cache = KVPrefixCache(kv_cache_bytes, int8=kv_int8)
+            kv_cache = KVPrefixCache(
+                kv_cache_bytes,
+                dtype="int8" if kv_int8 else kv.dtype,
+                group_size=kv.group_size,
+                residual=kv.residual,
+            )
         if encoder_cache is None and encoder_cache_bytes > 0:
             encoder_cache = EncoderCache(encoder_cache_bytes)
         if kv_position_independent and kv_cache is None:
@@ -168,6 +192,7 @@ class TransformersBackend:
             encoder_cache=encoder_cache,
             recompute_image_tokens=kv_recompute_image_tokens if kv_position_independent else None,
             max_num_seqs=max_num_seqs,
+            kv=kv,
         )
 
     @property
@@ -214,6 +239,19 @@ class TransformersBackend:
                 f"models{why}; supported: {self.family.reductions}"
             )
         return red
+
+    def check_no_press(self, what: str) -> None:
+        """InputError when the model has a KV press that `what` cannot apply."""
+        if not self.kv.is_identity:
+            raise InputError(
+                f"this model presses its KV (kv.press: {self.kv.press}, keep {self.kv.keep}); "
+                f"{what} prefills without prefix blocks, so it cannot: use `generate` (it joins "
+                "the continuous batch) or load the model with kv.press: none"
+            )
+
+    def kv_bytes(self, tokens: list[int], unpressed: list[int]) -> tuple[int, int]:
+        """(bytes, bytes without the press) of rows holding these many KV tokens."""
+        return self.kv_token_bytes * sum(tokens), self.kv_token_bytes * sum(unpressed)
 
     def begin_call(self) -> float:
         """Start a call's clock (and, on CUDA, its peak-memory window)."""
@@ -289,6 +327,7 @@ class TransformersBackend:
             suffix = self.layout.tokenize(suffix_text)
             costs = [self.family.image_cost(im.width, im.height) for im in images]
             if red.question_dependent:
+                self.check_no_press("fastv")
                 return self._generate_fastv(
                     images, prefix_text, suffix, red, max_new_tokens, t0, costs, sampling, on_token
                 )
@@ -317,6 +356,11 @@ class TransformersBackend:
             encoded=state.encoded,
             images_cached=state.images_cached,
             tower=state.tower_costs,
+            kv_bytes=self.kv_bytes(
+                [state.kv_tokens + len(suffix) + len(g.tokens) - 1 for g in gens],
+                [state.length + len(suffix) + len(g.tokens) - 1 for g in gens],
+            ),
+            kv=self.kv,
         )
         return self.result(gens, bill)
 
@@ -442,6 +486,7 @@ class TransformersBackend:
         if max_new_tokens < 1:
             raise InputError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         red = self.check_reduction(reduction)
+        self.check_no_press("generate_batch (one prefill per prompt, no prefix blocks)")
         if red.question_dependent:
             raise InputError(
                 "fastv prunes inside the decoder per question and is not batched; call "
