@@ -45,6 +45,11 @@ class Bill:
     through the vision tower; `images_cached`: images whose tower output came from the encoder
     cache instead (images inside a reused KV prefix need neither). `confidence`: the answer's
     geometric-mean token probability (VLM) or the tool's confidence; None when unknown.
+
+    The route (set by `compose_answer` when a `path_route` ran, else None): `path` the path it
+    took ("full": the whole media to the VLM, "cascade"), `estimated_s` / `estimated_flops` what
+    it priced that path at (FLOPs: the VLM's, priced as the declared model), and `spent_s` the
+    seconds the whole run actually took (set by `QA.ask` from the trace).
     """
 
     model: str | None = None
@@ -74,6 +79,10 @@ class Bill:
     reduction: str = "none"
     keep_ratio: float = 1.0
     confidence: float | None = None
+    path: str | None = None
+    estimated_s: float | None = None
+    estimated_flops: float | None = None
+    spent_s: float | None = None
 
     @classmethod
     def tool(cls, confidence: float | None = None) -> Bill:
@@ -87,6 +96,14 @@ class Bill:
             baseline_vision_flops=float(vision_flops),
             baseline_prefill_flops=float(prefill_flops),
         )
+
+    def with_route(
+        self, path: str, estimated_s: float | None, estimated_flops: float | None
+    ) -> Bill:
+        return replace(self, path=path, estimated_s=estimated_s, estimated_flops=estimated_flops)
+
+    def with_spent(self, seconds: float) -> Bill:
+        return replace(self, spent_s=float(seconds))
 
     # -- derived -------------------------------------------------------------------------------
     @property

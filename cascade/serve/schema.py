@@ -5,8 +5,8 @@ Shapes and ranges are OpenAI's (`temperature` in [0, 2], `top_logprobs` in [0, 2
 `stop` sequences ...), plus what vLLM adds and this server accepts: `video_url` content parts,
 a `uuid` on each media part, `mm_processor_kwargs` (its keys typed), `top_k`, `min_p`,
 `repetition_penalty`, `stop_token_ids`, `media_io_kwargs`, `chat_template_kwargs`; and OpenAI's
-`file` parts (PDF documents). Validation is strict (no "yes" for a boolean, no 1.5 for an integer, no
-NaN) and closed (an unknown field is an error, as OpenAI answers it).
+`file` parts (PDF documents). Validation is strict (no "yes" for a boolean, no 1.5 for an
+integer, no NaN) and closed (an unknown field is an error, as OpenAI answers it).
 
 A field the schema admits may still be refused by what the pipelines can do today:
 `protocol.UNHONOURED` lists the values such a field is served at (its no-op values) and any other
@@ -111,8 +111,9 @@ MediaId = Annotated[
         min_length=1,
         max_length=256,
         description=(
-            "vLLM's media id: the server keeps the media under it (byte-bounded LRU, --media-cache-mb); "
-            "a later part may send the uuid with the media null. Unknown uuid: 400, resend the media"
+            "vLLM's media id: the server keeps the media under it (byte-bounded LRU, "
+            "--media-cache-mb); a later part may send the uuid with the media null. Unknown "
+            "uuid: 400, resend the media"
         ),
     ),
 ]
@@ -162,6 +163,14 @@ class MMProcessorKwargs(_Strict):
     )
     max_pixels: int | None = Field(
         None, ge=1, description="each image the VLM sees is scaled down to at most this many pixels"
+    )
+    route_policy: Literal["cost", "cascade", "full"] | None = Field(
+        None,
+        description="the path route: cost (the whole media or the cascade, whichever is cheaper "
+        "on the server's device), cascade or full (that path)",
+    )
+    max_visual_tokens: int | None = Field(
+        None, ge=1, description="whole media over this many visual tokens is cascaded"
     )
 
 

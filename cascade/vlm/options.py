@@ -66,6 +66,12 @@ class ModelSpec(BaseModel):
         1.0, gt=0.0, le=1.0, description="default fraction of visual tokens kept"
     )
     fastv_layer: int = Field(2, ge=1, description="FastV: drop tokens after this decoder layer")
+    priced_as: str | None = Field(
+        None,
+        description="hub id or folder of the checkpoint whose real shapes price this model's "
+        "routes (`path_route`): set when `id` is a stand-in (the offline random-weight model "
+        "runs in the declared one's place); null: the model itself",
+    )
 
     def __init__(self, **data: Any):
         if type(self) is ModelSpec:
@@ -107,9 +113,14 @@ class ModelSpec(BaseModel):
 
     # -- what the runtime needs ---------------------------------------------------------------
     def load_key(self) -> tuple:
-        """What makes two declarations the same loaded model (the reduction defaults do not)."""
+        """What makes two declarations the same loaded model (the reduction defaults and the
+        pricing do not)."""
         return tuple(
-            sorted(self.model_dump(exclude={"reduction", "keep_ratio", "fastv_layer"}).items())
+            sorted(
+                self.model_dump(
+                    exclude={"reduction", "keep_ratio", "fastv_layer", "priced_as"}
+                ).items()
+            )
         )
 
     @property
@@ -170,7 +181,8 @@ def register_backend(
 
 # -- the built-in backends ----------------------------------------------------------------------
 class TransformersSpec(ModelSpec):
-    """A model run in process by transformers, chunk by chunk (`cascade.vlm.transformers_backend`)."""
+    """A model run in process by transformers, chunk by chunk
+    (`cascade.vlm.transformers_backend`)."""
 
     backend: Literal["transformers"] = "transformers"
     device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
@@ -213,12 +225,14 @@ class TransformersSpec(ModelSpec):
         return self
 
     def model_refs(self) -> list[ModelRef]:
-        """The checkpoint (config, processor, weights); random weights may stand in (`--offline`)."""
+        """The checkpoint (config, processor, weights); random weights may stand in
+        (`--offline`)."""
         return [hub_or_path("VLM", self.id, "transformers", "id", stand_in=True)]
 
 
 class OpenAISpec(ModelSpec):
-    """A model served by an OpenAI-compatible server (vLLM, SGLang, ...): `id` is the served name."""
+    """A model served by an OpenAI-compatible server (vLLM, SGLang, ...): `id` is the served
+    name."""
 
     backend: Literal["openai"] = "openai"
     base_url: str | None = Field(None, description="the server's /v1 URL")
