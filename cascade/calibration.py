@@ -1,6 +1,7 @@
 """This device's measured costs, which the route decision (`cascade.routers.path_route`) prices
 its two paths with. Measured once by `cascade doctor --calibrate` (`cascade.calibrate`) and cached
-per device under `$VLM_CASCADE_CACHE/calibration/` (default `~/.cache/vlm-cascade/calibration/`).
+per device under `$VLM_CASCADE_CACHE/calibration/` (default `~/.cache/vlm-cascade/calibration/`;
+`$CASCADE_CALIBRATION_DIR` names another folder).
 
 Three fits, each from real runs on the device named in the file:
 
@@ -134,6 +135,10 @@ def device_label(device: str = "cpu") -> str:
 
 
 def calibration_dir() -> Path:
+    """$CASCADE_CALIBRATION_DIR, else $VLM_CASCADE_CACHE/calibration, else
+    ~/.cache/vlm-cascade/calibration."""
+    if os.environ.get("CASCADE_CALIBRATION_DIR"):
+        return Path(os.environ["CASCADE_CALIBRATION_DIR"])
     root = os.environ.get("VLM_CASCADE_CACHE") or Path.home() / ".cache" / "vlm-cascade"
     return Path(root) / "calibration"
 
