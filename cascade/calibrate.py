@@ -29,7 +29,14 @@ import numpy as np
 from .calibration import Calibration, LinearCost, PathCosts, VLMThroughput, device_label
 from .errors import InputError
 
-__all__ = ["calibrate", "measure_vlm", "measure_pipeline", "fit_nonnegative", "CALIBRATED"]
+__all__ = [
+    "calibrate",
+    "measure_vlm",
+    "measure_pipeline",
+    "fit_nonnegative",
+    "upscaled",
+    "CALIBRATED",
+]
 
 # media kind of the eval set -> the shipped cascade measured on it
 CALIBRATED = {"document": "doc_qa", "images": "multi_image_qa", "video": "video_qa"}
@@ -158,8 +165,6 @@ def measure_pipeline(qa: Any, items: list[Any]) -> tuple[PathCosts, list[dict[st
 def calibration_items(media_dir: Path, quick: bool) -> dict[str, list[Any]]:
     """Per media kind, the dev-split questions the cascades are measured on; pages also at twice
     their size (a large page), so the fit sees megapixels vary."""
-    from PIL import Image as PILImage
-
     from .eval.build import build_eval_set
 
     items = build_eval_set(media_dir, "dev", quick=True)
@@ -176,16 +181,24 @@ def calibration_items(media_dir: Path, quick: bool) -> dict[str, list[Any]]:
         else {"document": 6, "images": 3, "video": 4}
     )
     out = {k: v[: n[k]] for k, v in per_kind.items()}
-    large = []
-    for it in out["document"]:
-        src = Path(it.media[0])
-        big = src.with_name(f"{src.stem}.x2{src.suffix}")
-        if not big.exists():
-            im = PILImage.open(src)
-            im.resize((im.width * 2, im.height * 2), PILImage.Resampling.LANCZOS).save(big)
-        large.append(type(it).from_dict({**it.to_dict(), "id": it.id + "-x2", "media": [str(big)]}))
-    out["document"] += large
+    out["document"] += [upscaled(it, 2) for it in out["document"]]
     return out
+
+
+def upscaled(item: Any, factor: int) -> Any:
+    """A document question on its page `factor` times larger (a large page: the same text, more
+    megapixels), written beside the page once."""
+    from PIL import Image as PILImage
+
+    src = Path(item.media[0])
+    big = src.with_name(f"{src.stem}.x{factor}{src.suffix}")
+    if not big.exists():
+        im = PILImage.open(src)
+        size = (im.width * factor, im.height * factor)
+        im.resize(size, PILImage.Resampling.LANCZOS).save(big)
+    return type(item).from_dict(
+        {**item.to_dict(), "id": f"{item.id}-x{factor}", "media": [str(big)]}
+    )
 
 
 def calibrate(
