@@ -2,12 +2,14 @@
 (`cascade.calibration`).
 
 - The VLM: real calls of a real architecture (default: the random-weight "bench" Qwen2-VL, a
-  ~200M-parameter decoder and an 8-block tower, whose matmuls are of a 2B model's widths; or any
-  checkpoint given) on images of growing size, every cache emptied first; seconds fitted against
-  the cost model's FLOPs: overhead + FLOPs / throughput + decode steps x step.
+  ~200M-parameter decoder 1024 wide and an 8-block tower: matmuls of a width near a 2B model's;
+  or any checkpoint given) on images of growing size, after a warm-up call, every cache emptied
+  first; seconds fitted against the cost model's FLOPs: overhead + FLOPs / throughput + decode
+  steps x step.
 - Each shipped cascade (doc_qa, multi_image_qa, video_qa): the pipeline run with the cascade
   forced, then with the full path forced, on the generated evaluation media of the dev split
-  (pages at two scales, image sets, videos), caches emptied first; the seconds spent outside
+  (pages at two scales, image sets, videos), after one unmeasured run of each path, caches
+  emptied first; the seconds spent outside
   the VLM fitted against the megapixels and frames the path router sees (the same
   `image_media` / `video_media` it prices with), and the share of cascade runs that reached the
   VLM.
@@ -62,7 +64,7 @@ def _calibration_image(tokens: int, unit: int, seed: int) -> Any:
 def measure_vlm(
     model: str,
     device: str = "cpu",
-    token_counts: Iterable[int] = (16, 64, 256, 576, 1024),
+    token_counts: Iterable[int] = (32, 256, 1024),
     rounds: int = 2,
     max_new_tokens: int = 8,
 ) -> tuple[VLMThroughput, list[dict[str, float]]]:
@@ -141,7 +143,10 @@ def run_priced(qa: Any, media: Any, question: str, policy: str) -> dict[str, flo
 
 
 def measure_pipeline(qa: Any, items: list[Any]) -> tuple[PathCosts, list[dict[str, Any]]]:
-    """Fit one pipeline's costs outside the VLM, on both paths, from cold runs of `items`."""
+    """Fit one pipeline's costs outside the VLM, on both paths, from cold runs of `items` (after
+    one unmeasured run of each path: the specialists' sessions load on their first call)."""
+    for policy in ("cascade", "full"):
+        run_priced(qa, items[0].media_arg(), items[0].question, policy)
     rows = []
     for it in items:
         media = it.media_arg()
