@@ -84,7 +84,9 @@ def video_media(
 
 def image_media(images: list[Image]) -> Media:
     """Images (pages, photos): the full path sends each whole; the specialists see each."""
-    sizes = [(int(w), int(h)) for w, h in (im.source_size for im in images)]
+    sizes = [
+        (int(w), int(h)) for w, h in (im.source_size or (im.width, im.height) for im in images)
+    ]
     return Media(sizes, sum(w * h for w, h in sizes) / 1e6, len(sizes))
 
 
