@@ -103,14 +103,23 @@ class QA:
         "test" or "bench"), or the checkpoint folder `model` (e.g. another tiny family:
         `QA.offline("multi_image_qa", model=str(build_tiny_vlm(family="qwen3_vl")))`); CLIP is
         randomly initialised. Costs, token counts and timings are real for the architectures, the
-        VLM's answers are noise. OCR and detection stay real models.
+        VLM's answers are noise. OCR and detection stay real models. Routes are priced as the
+        declared checkpoint (`model_options={"priced_as": ...}` says otherwise).
         """
         offline = offline_params(size)
         by_type = offline["type_params"]
         for k, v in (kwargs.pop("type_overrides", None) or {}).items():
             by_type.setdefault(k, {}).update(v)
+        options = {
+            "priced_as": offline["model_params"]["priced_as"],
+            **(kwargs.pop("model_options", None) or {}),
+        }
         return cls(
-            pipeline, model=model or offline["model_params"]["id"], type_overrides=by_type, **kwargs
+            pipeline,
+            model=model or offline["model_params"]["id"],
+            type_overrides=by_type,
+            model_options=options,
+            **kwargs,
         )
 
     def ask(
@@ -122,6 +131,7 @@ class QA:
         sampling: SamplingParams | Mapping[str, Any] | None = None,
         schema: Mapping[str, Any] | None = None,
         on_token: Callable[[Any], Any] | None = None,
+        route_policy: str | None = None,
         **inputs: Any,
     ) -> Answer:
         """Answer `question` about `media` (a video path, image paths/arrays/PIL images, or one
@@ -139,9 +149,23 @@ class QA:
         the schema's slot for it (`cascade.decoding.tool_answer_json`).
         on_token: called with each `cascade.vlm.decode.TokenEvent` of the answer as the VLM
         generates it (in the VLM's thread); a tool answer streams nothing.
+        route_policy: "cost" (the cheaper of the whole media and the cascade, on this device),
+        "cascade" or "full" (that path), over the pipeline's own (its `path_route` stage's
+        `policy`); needs a pipeline with a `route_policy` input (doc_qa, multi_image_qa,
+        video_qa). `max_visual_tokens=N` (an input of the same pipelines) cascades whole media
+        over N visual tokens.
         inputs: other pipeline inputs, e.g. max_new_tokens=32."""
         if not isinstance(question, str) or not question.strip():
             raise InputError("question must be a non-empty string")
+        if route_policy is not None:
+            from .routers.path_route import check_policy
+
+            if "route_policy" not in self.pipeline.spec.inputs:
+                raise InputError(
+                    f"route_policy: pipeline '{self.pipeline.name}' has no 'route_policy' input "
+                    "(no path_route stage to steer)"
+                )
+            inputs["route_policy"] = check_policy(route_policy, "route_policy")
         if history:
             if "history" not in self.pipeline.spec.inputs:
                 raise InputError(
@@ -179,6 +203,8 @@ class QA:
         fmt = inputs["sampling"].response_format if "sampling" in inputs else None
         if fmt is not None and answer.produced_by == "tool":
             answer = dataclasses.replace(answer, text=tool_answer_json(answer.text, fmt))
+        if answer.bill.path is not None:  # priced by a path route: show what was spent beside it
+            answer = dataclasses.replace(answer, bill=answer.bill.with_spent(result.trace.seconds))
         return dataclasses.replace(answer, trace=result.trace)
 
     def session(self, media: Any) -> Session:
@@ -197,11 +223,14 @@ class QA:
 def offline_params(size: str = "test") -> dict[str, Any]:
     """`Pipeline.load` keyword arguments that make a pipeline run with no model hub (`QA.offline`,
     `cascade run --offline`): every declared model becomes the tiny random-weight Qwen2-VL, CLIP
-    random, retrieval text-led (the detector's default is already the bundled YOLO11n ONNX)."""
+    random, retrieval text-led (the detector's default is already the bundled YOLO11n ONNX).
+    Routes stay priced as the declared checkpoint (`priced_as`), not as the tiny stand-in: a
+    random tiny model would make every whole image look cheap."""
+    from .spec import PRICED_AS_DECLARED
     from .vlm import build_tiny_vlm
 
     return {
-        "model_params": {"id": str(build_tiny_vlm(size=size))},
+        "model_params": {"id": str(build_tiny_vlm(size=size)), "priced_as": PRICED_AS_DECLARED},
         "type_params": {
             "clip_embed": {"pretrained": None},
             # Random CLIP ranks frames by noise: let the text side (real OCR +

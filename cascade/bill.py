@@ -50,6 +50,11 @@ class Bill:
     against (prompt after any press, plus generated tokens; a session turn: the session's whole
     cache), in the model's dtype; `kv_bytes_unpressed` the same KV had no press dropped a token;
     `kv_press` the press and `kv_keep` its keep ratio.
+
+    The route (set by `compose_answer` when a `path_route` ran, else None): `path` the path it
+    took ("full": the whole media to the VLM, "cascade"), `estimated_s` / `estimated_flops` what
+    it priced that path at (FLOPs: the VLM's, priced as the declared model), and `spent_s` the
+    seconds the whole run actually took (set by `QA.ask` from the trace).
     """
 
     model: str | None = None
@@ -83,6 +88,10 @@ class Bill:
     kv_bytes_unpressed: int = 0
     kv_press: str = "none"
     kv_keep: float = 1.0
+    path: str | None = None
+    estimated_s: float | None = None
+    estimated_flops: float | None = None
+    spent_s: float | None = None
 
     @classmethod
     def tool(cls, confidence: float | None = None) -> Bill:
@@ -97,6 +106,14 @@ class Bill:
             baseline_vision_flops=float(vision_flops),
             baseline_prefill_flops=float(prefill_flops),
         )
+
+    def with_route(
+        self, path: str, estimated_s: float | None, estimated_flops: float | None
+    ) -> Bill:
+        return replace(self, path=path, estimated_s=estimated_s, estimated_flops=estimated_flops)
+
+    def with_spent(self, seconds: float) -> Bill:
+        return replace(self, spent_s=float(seconds))
 
     # -- derived -------------------------------------------------------------------------------
     @property

@@ -156,6 +156,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         full_res=args.full_res,
         progress=not args.quiet,
         genres=args.genre,
+        route_policy=args.route_policy,
     )
     print(
         json.dumps(
@@ -172,9 +173,28 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from .calibrate import calibrate
+    from .calibration import save_calibration
+
+    cal, _ = calibrate(
+        args.calibrate_model,
+        args.device,
+        quick=args.quick,
+        progress=lambda s: print(s, file=sys.stderr),
+    )
+    path = save_calibration(cal)
+    print(
+        json.dumps(cal.to_dict(), indent=1) if args.json else f"calibration of {cal.device}: {path}"
+    )
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from .doctor import render, run_doctor
 
+    if args.calibrate:
+        return cmd_calibrate(args)
     with _stdout_to_stderr():  # libraries that print while loading: keep stdout the report
         report = run_doctor(args.pipeline or None, offline=args.offline, timeout=args.timeout)
     print(json.dumps(report.model_dump(mode="json"), indent=2) if args.json else render(report))
@@ -289,6 +309,13 @@ def build_parser() -> argparse.ArgumentParser:
         "read its evidence (no VLM call, no time: minutes per video saved on a CPU)",
     )
     p.add_argument("--max-new-tokens", type=int, default=8)
+    p.add_argument(
+        "--route-policy",
+        choices=["cascade", "cost", "full"],
+        default="cascade",
+        help="the cascades' path route: cascade (forced: what the evidence targets measure, the "
+        "default), cost (what users get), full",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_bench)
 
@@ -340,6 +367,22 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="longest wait for each model-hub probe (default 3)",
     )
+    p.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="instead of the checks: measure this device's VLM throughput and each cascade's "
+        "specialists (per megapixel / frame) for the path route, and cache them "
+        "(~/.cache/vlm-cascade/calibration/); minutes on a CPU",
+    )
+    p.add_argument(
+        "--calibrate-model",
+        default=None,
+        metavar="MODEL",
+        help="checkpoint the VLM throughput is measured on (default: the random-weight "
+        "'bench' Qwen2-VL, built offline)",
+    )
+    p.add_argument("--device", default="cpu", help="device to calibrate (cpu, cuda, cuda:N)")
+    p.add_argument("--quick", action="store_true", help="calibrate on fewer media")
     p.set_defaults(func=cmd_doctor)
 
     from .serve.cli import add_serve_commands  # argparse only; FastAPI/Gradio load on use

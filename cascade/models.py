@@ -108,6 +108,27 @@ class DeclaredModel:
             return _FAMILIES.setdefault(key, family)
 
     @property
+    def pricing_family(self) -> Family:
+        """The family routes are priced on: that of `priced_as` when set (its own config, or the
+        reference config shipped for its hub id: `cascade.vlm.families.reference`), under this
+        model's declared limits; else `family`."""
+        source = self.spec.priced_as
+        if source is None or source == self.spec.family_source:
+            return self.family
+        key = ("priced", source, self.spec.limits())
+        with _POOL_GUARD:
+            if key in _FAMILIES:
+                return _FAMILIES[key]
+        from .vlm.families.reference import pricing_family
+
+        try:
+            family = pricing_family(source, self.spec.limits())
+        except CascadeError as e:
+            raise CascadeError(f"model '{self.name}' priced_as: {e}") from e
+        with _POOL_GUARD:
+            return _FAMILIES.setdefault(key, family)
+
+    @property
     def vlm(self) -> VLM:
         """The loaded model (loaded on first access, then shared)."""
         key = self.spec.load_key()

@@ -301,6 +301,12 @@ def _model_entry(models: dict[str, Any], name: str) -> dict[str, Any]:
     return models[name]
 
 
+PRICED_AS_DECLARED = "declared"
+"""`priced_as` value in `model_params`: price each model as the `id` its YAML declares, whatever
+`id` the same edit puts in its place (`--offline`: a random-weight stand-in runs, the declared
+checkpoint is priced)."""
+
+
 def apply_model_params(data: dict[str, Any], fields: dict[str, Any]) -> None:
     """Set `fields` on every declared model whose backend has them (`QA(model=...)`,
     `--offline`: `id` on all, `device` where it runs in process); none declared: no-op."""
@@ -312,7 +318,10 @@ def apply_model_params(data: dict[str, Any], fields: dict[str, Any]) -> None:
                 known = ModelSpec.options_class(entry).model_fields
             except ValidationError:  # an unknown backend: validation reports it with its path
                 known = fields
-            entry.update({k: v for k, v in fields.items() if k in known})
+            given = {k: v for k, v in fields.items() if k in known}
+            if given.get("priced_as") == PRICED_AS_DECLARED:
+                given["priced_as"] = entry.get("priced_as") or entry.get("id")
+            entry.update(given)
 
 
 def apply_type_params(

@@ -20,9 +20,10 @@ class ComposeAnswer(Stage):
     """Attach evidence (images, OCR, detections, routes, scores) and the baseline bill to an answer.
 
     The routes start with what was understood (`query`, from the `understand` stage), then the
-    earlier decisions (retrieval, evidence search, crop selection), then the routers'. An answer
-    without images of its own (a tool's) keeps the `images` its OCR lines and detections were
-    found on: the page of a PDF the total was read from, not every page.
+    path taken (`path_route`: whole media or cascade, with both estimates; the bill gets its
+    estimate), then the earlier decisions (retrieval, evidence search, crop selection), then the
+    routers'. An answer without images of its own (a tool's) keeps the `images` its OCR lines
+    and detections were found on: the page of a PDF the total was read from, not every page.
 
     The baseline is `baseline_images` (the source media) sent whole at full resolution to the
     declared `model`: its visual tokens, tower and prefill FLOPs come from the model's family, so
@@ -51,6 +52,7 @@ class ComposeAnswer(Stage):
         baseline_images: list[Image] | None = None,
         routes: list[Route] | None = None,
         query: Query | None = None,
+        path_route: Route | None = None,
     ) -> Outputs:
         from cascade.vlm.billing import baseline
 
@@ -60,6 +62,7 @@ class ComposeAnswer(Stage):
             ocr_lines=ev.ocr_lines or tuple(ocr_lines or ()),
             detections=ev.detections or tuple(detections or ()),
             routes=((query.route(),) if query is not None else ())
+            + ((path_route,) if path_route is not None else ())
             + ev.routes
             + tuple(routes or ())
             + tuple(r for r in (route, tool_route) if r is not None),
@@ -73,6 +76,13 @@ class ComposeAnswer(Stage):
             )
             bill = bill.with_baseline(tokens, vision, prefill)
             record(baseline_visual_tokens=tokens)
+        if path_route is not None:  # the path taken and what it was priced at
+            s = path_route.scores
+            bill = bill.with_route(
+                path_route.branch,
+                s.get(f"{path_route.branch}_s"),
+                s.get(f"{path_route.branch}_flops"),
+            )
         return self.Outputs(dataclasses.replace(answer, evidence=evidence, bill=bill))
 
 

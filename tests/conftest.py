@@ -13,6 +13,9 @@ os.environ.setdefault("YOLO_AUTOINSTALL", "False")
 os.environ.setdefault("YOLO_CONFIG_DIR", tempfile.mkdtemp(prefix="yolo-config-"))
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The path route prices with this machine's calibration when one is cached; tests see none unless
+# they write one, so a `cascade doctor --calibrate` run here never changes which path they take.
+os.environ["CASCADE_CALIBRATION_DIR"] = tempfile.mkdtemp(prefix="cascade-calibration-")
 
 import torch  # noqa: E402
 

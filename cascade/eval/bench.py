@@ -153,6 +153,7 @@ def run_bench(
     full_res: str = "run",
     progress: bool = True,
     genres=None,
+    route_policy: str = "cascade",
 ) -> dict[str, Any]:
     """Run every pipeline on one split; write `cascade_<split>[_quick][_<genres>]_<device>.json`
     and a per-genre `.png`.
@@ -160,7 +161,10 @@ def run_bench(
     `genres` runs some genres only; `limit` keeps the first `limit` questions of each genre.
     `full_res="estimate"` does not run the full-resolution baseline through the VLM (tens of
     thousands of visual tokens per video: minutes each on a CPU): its tokens are counted exactly
-    and its evidence read by OCR on the frames it would send; it has no time then."""
+    and its evidence read by OCR on the frames it would send; it has no time then.
+    `route_policy` is the cascades' path route (`path_route`): "cascade" (forced, the default:
+    the evidence targets measure the cascade, small images included), "cost" (what users get:
+    the whole media where that is cheaper on this device) or "full"."""
     import torch
     from tqdm import tqdm
 
@@ -180,15 +184,14 @@ def run_bench(
     oracles = {it.id: oracle_needs_high_res(it, readers) for it in items}
     rows = []
     vlm_params = {"max_new_tokens": max_new_tokens}
+    by_type = {"vlm_answer": vlm_params, "path_route": {"policy": route_policy}}
     for media, pipelines in PIPELINES.items():
         subset = [it for it in items if it.media_kind == media]
         for label, (pipe, overrides) in pipelines.items() if subset else ():
             if label == "full_res" and full_res == "estimate":
                 rows += [full_res_row(it, readers) for it in subset]
                 continue
-            qa = QA.offline(
-                pipe, size=size, overrides=overrides, type_overrides={"vlm_answer": vlm_params}
-            ).setup()
+            qa = QA.offline(pipe, size=size, overrides=overrides, type_overrides=by_type).setup()
             for it in tqdm(subset, desc=f"{media}/{label}", disable=not progress):
                 row, _ = ask_cold_then_warm(qa, it, label, readers, oracles[it.id])
                 rows.append(row)
@@ -200,13 +203,15 @@ def run_bench(
         else f"cpu ({platform.processor() or platform.machine()})"
     )
     picked = f"_{'+'.join(sorted(set(genres)))}" if genres else ""
-    tag = f"cascade_{split}{'_quick' if quick else ''}{picked}_{'gpu' if gpu else 'cpu'}"
+    policy = "" if route_policy == "cascade" else f"_{route_policy}"
+    tag = f"cascade_{split}{'_quick' if quick else ''}{picked}{policy}_{'gpu' if gpu else 'cpu'}"
     result = {
         "split": split,
         "quick": quick,
         "limit": limit,
         "genres": sorted(per_genre),
         "full_res": full_res,
+        "route_policy": route_policy,
         "device": device,
         "vlm": f"random-weight tiny Qwen2-VL ({size})",
         "clip": "random-init ViT-B-32",

@@ -8,6 +8,8 @@ pipeline, for that request's run only (`cascade.stage.run_params`), and the serv
 | `max_frames` | `video_frames` | `max_frames` | most frames kept (thinned evenly) |
 | `min_pixels` | `vlm_answer` | `min_pixels` | each image the VLM sees scaled up to at least this |
 | `max_pixels` | `vlm_answer` | `max_pixels` | ... and down to at most this |
+| `route_policy` | `path_route` | `policy` | cost / cascade / full: the whole media or the cascade |
+| `max_visual_tokens` | `path_route` | `max_visual_tokens` | whole media over this is cascaded |
 
 A key is set on every stage of its type in the pipeline; a key the pipeline has no stage for
 (`fps` to a document pipeline) or a value the stage's params refuse is a 400 naming
@@ -30,6 +32,13 @@ MM_KEYS: dict[str, tuple[str, str]] = {  # key -> (stage type, param)
     "max_frames": ("video_frames", "max_frames"),
     "min_pixels": ("vlm_answer", "min_pixels"),
     "max_pixels": ("vlm_answer", "max_pixels"),
+    "route_policy": ("path_route", "policy"),
+    "max_visual_tokens": ("path_route", "max_visual_tokens"),
+}
+_LACKS = {  # stage type -> what a pipeline without one does not do
+    "video_frames": "samples no video frames",
+    "vlm_answer": "sends no image to a VLM",
+    "path_route": "has no path route (doc_qa, multi_image_qa and video_qa have one)",
 }
 _FIELD = "mm_processor_kwargs"
 
@@ -51,13 +60,7 @@ def stage_params_of(kwargs: dict[str, Any], stages: dict[str, Any], model: str) 
             raise _bad(
                 key,
                 f"'{model}' has no {stage_type} stage for {key!r} to set (its "
-                "pipeline "
-                + (
-                    "samples no video frames"
-                    if stage_type == "video_frames"
-                    else "sends no image to a VLM"
-                )
-                + "); leave it out",
+                f"pipeline {_LACKS[stage_type]}); leave it out",
                 "unsupported_parameter",
             )
         for st in targets:

@@ -192,6 +192,14 @@ class MMProcessorKwargs(_Strict):
     max_pixels: int | None = Field(
         None, ge=1, description="each image the VLM sees is scaled down to at most this many pixels"
     )
+    route_policy: Literal["cost", "cascade", "full"] | None = Field(
+        None,
+        description="the path route: cost (the whole media or the cascade, whichever is cheaper "
+        "on the server's device), cascade or full (that path)",
+    )
+    max_visual_tokens: int | None = Field(
+        None, ge=1, description="whole media over this many visual tokens is cascaded"
+    )
 
 
 class FunctionCall(_Strict):

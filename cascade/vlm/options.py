@@ -67,6 +67,12 @@ class ModelSpec(BaseModel):
         1.0, gt=0.0, le=1.0, description="default fraction of visual tokens kept"
     )
     fastv_layer: int = Field(2, ge=1, description="FastV: drop tokens after this decoder layer")
+    priced_as: str | None = Field(
+        None,
+        description="hub id or folder of the checkpoint whose real shapes price this model's "
+        "routes (`path_route`): set when `id` is a stand-in (the offline random-weight model "
+        "runs in the declared one's place); null: the model itself",
+    )
 
     def __init__(self, **data: Any):
         if type(self) is ModelSpec:
@@ -108,9 +114,14 @@ class ModelSpec(BaseModel):
 
     # -- what the runtime needs ---------------------------------------------------------------
     def load_key(self) -> tuple:
-        """What makes two declarations the same loaded model (the reduction defaults do not)."""
+        """What makes two declarations the same loaded model (the reduction defaults and the
+        pricing do not)."""
         return tuple(
-            sorted(self.model_dump(exclude={"reduction", "keep_ratio", "fastv_layer"}).items())
+            sorted(
+                self.model_dump(
+                    exclude={"reduction", "keep_ratio", "fastv_layer", "priced_as"}
+                ).items()
+            )
         )
 
     @property
