@@ -119,6 +119,7 @@ def main() -> None:
         "threads": 1,
         "rounds": 2 if args.quick else 5,
         "machine": f"{platform.machine()} cpu",
+        "load_average_1min": round(os.getloadavg()[0], 1),  # a shared machine: timings are noisy
         "not_measured": "wordllama (English only): not installed in this environment",
         "models": rows,
     }

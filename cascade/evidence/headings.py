@@ -4,8 +4,10 @@ names (by number: 'section 3', '3.2', '第三章'; or by topic: 'the section abo
 A line heads something when several signs agree: the layout model calls its region a title, it
 starts with a section number (`numbering`), its letters are larger than the page's body text
 (`text_size`), space separates it from the lines around it, and it is short and does not end like
-a sentence. Lines in a table, a page header or footer are not headings. The document title is the heading that is
-not numbered, largest and nearest the top; when two are about as likely, both are returned.
+a sentence. Lines in a table, a page header or footer are not headings. The document title is the
+heading that is not numbered, largest and nearest the top; when two are about as likely, both are
+returned. A section no word of the question names is found by what its heading means
+(`relevance`): 'Returning Faulty Items' for 'the part about sending back a broken kettle'.
 """
 
 from __future__ import annotations
@@ -400,7 +402,7 @@ def _heads_above_topic(page: Page, heads: list[_Head], topic: str) -> list[Headi
     if best < 0.5:
         return []
     out = []
-    for ln, score in zip(body, scores):
+    for ln, score in zip(body, scores, strict=True):
         head = _head_above(heads, ln) if score == best else None
         if head is not None:
             out.append(head.emit(page, "heading", score))

@@ -19,7 +19,6 @@ a paraphrase), times the caller's layout-role and attribute factors.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +28,8 @@ import numpy as np
 
 from cascade.shared_models import Shared, result_cache, sentence_model, shared_model
 from cascade.trace import record
+
+from .textmatch import words
 
 __all__ = [
     "RelevanceModel",
@@ -152,16 +153,18 @@ def meaning(cosines: np.ndarray) -> np.ndarray:
     return np.clip((cos - base) / _SPAN, 0.0, 1.0)
 
 
-_EXACT = re.compile(r"[^\W_]*\d[^\W_]*")  # digit runs and ids: 12, A7, 2024, B-12's parts
+def _numbered(text: str) -> set[str]:
+    """The words of a text that hold a digit: numbers and ids (12, a7, 2024), compared exactly."""
+    return {w for w in words(text) if any(ch.isdigit() for ch in w)}
 
 
 def _exact(question: str, text: str) -> float:
     """+1 when the text writes a number or id of the question, -1 when it writes only other
     ones in their place ("Line 21" for "Line 2"), 0 when the question has none or the text none."""
-    wanted = {t.lower() for t in _EXACT.findall(question)}
+    wanted = _numbered(question)
     if not wanted:
         return 0.0
-    have = {t.lower() for t in _EXACT.findall(text)}
+    have = _numbered(text)
     if wanted & have:
         return 1.0
     return -1.0 if have else 0.0
