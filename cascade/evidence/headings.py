@@ -6,7 +6,8 @@ starts with a section number (`numbering`), its letters are larger than the page
 (`text_size`), space separates it from the lines around it, and it is short and does not end like
 a sentence. Lines in a table, a page header or footer are not headings. The document title is the
 heading that is not numbered, largest and nearest the top; when two are about as likely, both are
-returned.
+returned. A section no word of the question names is found by what its heading means
+(`relevance`): 'Returning Faulty Items' for 'the part about sending back a broken kettle'.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from cascade.artifacts import Box, LayoutRegion, OcrLine
 
 from .numbering import SectionNumber, parse_number, split_numbering
+from .relevance import RelevanceModel, best_by_meaning
 from .structure import Located, Page, overlap_fraction, pages, text_length, text_size, union_box
 from .textmatch import cjk_coverage, key_match, normalize, phrase_score
 
@@ -27,6 +29,7 @@ __all__ = [
     "document_title",
     "section_heading",
     "heading_lines",
+    "heading_meant",
     "heads_text",
     "off_page",
 ]
@@ -308,13 +311,17 @@ def section_heading(
     *,
     number: int | str | Sequence[int] | None = None,
     topic: str | None = None,
+    relevance: RelevanceModel | None = None,
 ) -> list[Heading]:
     """The heading of section `number` (3, '3.2', 'III', '三', (3, 2)), or of the section about
-    `topic`: the heading that names it, else the heading above the text that does. Several
-    different texts mean several sections fit (a caller that must answer abstains)."""
+    `topic`: the heading that names it, else the heading above the text that does, else (with a
+    `relevance` model) the heading that means it ('Returning Faulty Items' for 'sending back a
+    kettle that stopped working'; a number is never matched by meaning). Several different texts
+    mean several sections fit (a caller that must answer abstains)."""
     if number is None and not topic:
         raise ValueError("section_heading needs a number or a topic")
     wanted = _as_number(number) if number is not None else None
+    lines, regions = list(lines), list(regions)
     named, under = [], []
     for page in pages(lines, regions):
         heads = _page_heads(page)
@@ -332,11 +339,42 @@ def section_heading(
             under += _heads_above_topic(page, heads, topic)
     if wanted is not None:
         return _best(named, margin=float("inf"))
+    if not named and not under:
+        return heading_meant(lines, regions, topic=topic, relevance=relevance)
     return _best(named or under, margin=0.0)
 
 
+def heading_meant(
+    lines: Iterable[OcrLine],
+    regions: Iterable[LayoutRegion] = (),
+    *,
+    topic: str,
+    relevance: RelevanceModel | None,
+) -> list[Heading]:
+    """The section headings whose names mean `topic` (`relevance.best_by_meaning`: one is a
+    decision, several are leads); the title heads the whole page, never one section. [] without
+    a model."""
+    if relevance is None:
+        return []
+    lines, regions = list(lines), list(regions)
+    titles = {t.text for t in document_title(lines, regions)}
+    every = [
+        (page, h)
+        for page in pages(lines, regions)
+        for h in _page_heads(page)
+        if h.emit(page, "", 0).text not in titles
+    ]
+    picked = best_by_meaning(topic, [h.name or h.lines[0].text for _, h in every], relevance)
+    return _best([every[i][1].emit(every[i][0], "heading", 0.5) for i in picked], 0.0)
+
+
 def heading_beside(
-    lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (), *, topic: str, relation: str
+    lines: Iterable[OcrLine],
+    regions: Iterable[LayoutRegion] = (),
+    *,
+    topic: str,
+    relation: str,
+    relevance: RelevanceModel | None = None,
 ) -> list[Heading]:
     """The section heading right after (relation 'after') or before ('before') the section
     about `topic`, in reading order ("which section comes after Parking Rules?"); the title is
@@ -346,7 +384,7 @@ def heading_beside(
     every = [h for h in headings(lines, regions) if h.text not in titles]
     step = 1 if relation == "after" else -1
     out = []
-    for named in section_heading(lines, regions, topic=topic):
+    for named in section_heading(lines, regions, topic=topic, relevance=relevance):
         at = next(
             (i for i, h in enumerate(every) if (h.text, h.boxes) == (named.text, named.boxes)), None
         )

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from cascade.artifacts import Box, LayoutRegion, OcrLine
 
+from .relevance import RelevanceModel, best_by_meaning
 from .structure import Located, Page, pages, reading_order, union_box
 from .textmatch import CONTAINED, key_match, named_in
 
@@ -148,6 +149,32 @@ class Table:
         """The one cell at row_key x column_key; None when none or several fit (abstain)."""
         found = self.cells_for(row_key, column_key)
         return found[0] if len(found) == 1 else None
+
+    def cells_by_meaning(self, question: str, relevance: RelevanceModel | None) -> list[Cell]:
+        """The cells of the rows the question names in full (`named_in`) x the column whose
+        header means what it asks ('How much does the Deluxe kettle cost?': 'Price'; 'How heavy
+        ...': 'Weight'), for questions whose words name no column. Several columns as near
+        the best: all of them (leads). [] without a model or a header row."""
+        if relevance is None or self.header_row is None:
+            return []
+        rows = _most_named(
+            [
+                (named_in(self.text(r, self.key_column), question), r)
+                for r in range(self.n_rows)
+                if r != self.header_row
+            ]
+        )
+        values = [c for c in range(self.n_columns) if c != self.key_column]
+        texts = [self.text(self.header_row, c) for c in values]
+        if not rows or not any(texts):
+            return []
+        picked = best_by_meaning(question, texts, relevance)
+        return [
+            cell
+            for _, r in rows
+            for i in picked
+            if (cell := self._cell(r, values[i], 0.5)) is not None
+        ]
 
     def _cell(self, row: int, column: int, score: float) -> Cell | None:
         box = self.cell_box(row, column)
