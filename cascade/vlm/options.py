@@ -109,8 +109,13 @@ class ModelSpec(BaseModel):
     # -- what the runtime needs ---------------------------------------------------------------
     def load_key(self) -> tuple:
         """What makes two declarations the same loaded model (the reduction defaults do not)."""
+        fields = self.model_dump(exclude={"reduction", "keep_ratio", "fastv_layer"})
+        # a nested block (`kv`) as sorted pairs too, so the key stays hashable
         return tuple(
-            sorted(self.model_dump(exclude={"reduction", "keep_ratio", "fastv_layer"}).items())
+            sorted(
+                (k, tuple(sorted(v.items())) if isinstance(v, dict) else v)
+                for k, v in fields.items()
+            )
         )
 
     @property
