@@ -116,11 +116,12 @@ class ModelSpec(BaseModel):
     def load_key(self) -> tuple:
         """What makes two declarations the same loaded model (the reduction defaults and the
         pricing do not)."""
+        fields = self.model_dump(exclude={"reduction", "keep_ratio", "fastv_layer", "priced_as"})
+        # a nested block (`kv`) as sorted pairs too, so the key stays hashable
         return tuple(
             sorted(
-                self.model_dump(
-                    exclude={"reduction", "keep_ratio", "fastv_layer", "priced_as"}
-                ).items()
+                (k, tuple(sorted(v.items())) if isinstance(v, dict) else v)
+                for k, v in fields.items()
             )
         )
 

@@ -148,8 +148,8 @@ class PrefixEngine:
         return new_dynamic_cache(self.runtime.text_config)
 
     def cache_of(self, state: PrefixState) -> Any:
-        """A fresh DynamicCache holding a prefix (an int8 entry dequantized with the model's
-        ops)."""
+        """A fresh DynamicCache holding a prefix (an int8 or int4 entry dequantized, int8 with
+        the model's ops)."""
         return state.to_cache(self.runtime.text_config, self.runtime.ops)
 
     # -- the prefix -------------------------------------------------------------------------------
@@ -172,11 +172,7 @@ class PrefixEngine:
         """What decides the tower's input besides the pixels. kernels is in it: Triton and torch
         may differ in the last bits, and a cache shared by two backends must still give each the
         tokens of its own recomputation."""
-        return (
-            *self.runtime.family.preprocessing_key(),
-            f"kernels={self.runtime.ops.impl}",
-            *self.kv.cache_key(),
-        )
+        return (*self.runtime.family.preprocessing_key(), f"kernels={self.runtime.ops.impl}")
 
     def _prefix(
         self, images: list, prefix_text: str, red: ReductionConfig, store: KVPrefixCache | None
@@ -189,7 +185,7 @@ class PrefixEngine:
         keys = (
             block_keys(
                 self.model_id,
-                self.preprocessing_key(),
+                (*self.preprocessing_key(), *self.kv.cache_key()),  # the press: KV only
                 fam.family.processor.image_token,
                 images,
                 prefix_text,

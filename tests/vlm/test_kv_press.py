@@ -228,3 +228,13 @@ def test_the_other_families_press_their_prefix(request, family, image, one_threa
     )
     assert same.token_ids == base.token_ids and same.logprobs == base.logprobs
     assert pressed.bill.kv_bytes < 0.7 * base.bill.kv_bytes
+
+
+def test_kv_occupancy_counts_the_prefix_caches(tiny_path, image):
+    from cascade.vlm.kv_memory import kv_occupancy
+
+    vlm = _load(tiny_path, {"press": "snapkv_visual", "keep": 0.2}, kv_cache_bytes=64 << 20)
+    vlm.generate(image, "what?", max_new_tokens=2)
+    held = vlm.backend.kv_cache.bytes
+    assert held > 0 and kv_occupancy()["prefix_cache"] >= held  # others may be live too
+    assert kv_occupancy()["decoding"] >= 0

@@ -64,9 +64,10 @@ class KVConfig(BaseModel):
         return self.press == "none" or self.keep >= 1.0
 
     def cache_key(self) -> tuple:
-        """The part of a KV prefix cache key that the press decides (identity collapses)."""
+        """The part of a KV prefix cache key that the press decides (empty for the identity, so
+        unpressed keys are those of a model without the setting)."""
         if self.is_identity:
-            return ("press=none",)
+            return ()
         window = self.window if press_method(self.press).needs_queries else None
         return (f"press={self.press}", float(self.keep), window, self.seed)
 
