@@ -100,7 +100,11 @@ def run_one(bench: Bench, quick: bool, out_dir: Path) -> tuple[int, float]:
     ]
     print(f"$ {' '.join(cmd[1:])}", flush=True)
     t0 = time.monotonic()
-    code = subprocess.run(cmd, cwd=HERE.parent).returncode
+    # An empty working folder: a script that starts `python -m cascade.cli serve` (or Ray
+    # workers) puts its working folder on sys.path, and the repository root there would shadow
+    # the `kernels` package with the top-level kernels/ folder.
+    with tempfile.TemporaryDirectory(prefix="cascade-bench-cwd-") as cwd:
+        code = subprocess.run(cmd, cwd=cwd).returncode
     return code, time.monotonic() - t0
 
 
