@@ -153,7 +153,7 @@ class ClipEmbed(Stage):
     def _seed_from_saved(self, video: Path | VideoSource) -> None:
         store = self.video_index.vectors(video)
         version = None if store is None else store.version()
-        if version is None:
+        if store is None or version is None:
             return
         # Read a saved index once per version of it, not on every question about the video.
         version = (*version, self.model_id)

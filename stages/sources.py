@@ -147,15 +147,17 @@ class FetchFrames(Stage):
     def run(self, video: Path | VideoSource, frames: list[Image]) -> Outputs:
         p = self.params
         src = video if isinstance(video, VideoSource) else VideoSource(video, p.max_side)
+        timed: list[Frame] = []
         for i, f in enumerate(frames):
             if not isinstance(f, Frame):
                 raise InputError(
                     f"frames[{i}] is a {type(f).__name__}, not a video Frame "
                     "(fetch_frames needs timestamps)"
                 )
-        got = src.fetch([f.timestamp for f in frames], p.size, p.seek_threshold)
+            timed.append(f)
+        got = src.fetch([f.timestamp for f in timed], p.size, p.seek_threshold)
         out = [
-            dataclasses.replace(got[float(f.timestamp)], media_index=f.media_index) for f in frames
+            dataclasses.replace(got[float(f.timestamp)], media_index=f.media_index) for f in timed
         ]
         record(frames_fetched=len(out))
         return self.Outputs(out)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +19,7 @@ class Photographed:
     path: Path
     width: int
     height: int
-    to_photo: object  # skimage ProjectiveTransform: page pixels -> photo pixels
+    to_photo: Any  # skimage ProjectiveTransform: page pixels -> photo pixels
 
     def box(self, page_box: Box) -> tuple[int, int, int, int]:
         """The bounding box in photo pixels of a box in page pixels."""

@@ -71,7 +71,7 @@ def vlm_bill(
         prefill if not cached_tokens else prefill_flops(llm, n - cached_tokens, past=cached_tokens)
     )
     towered = list(costs if tower is None else tower)
-    encoded = towered if encoded is None else encoded
+    encoded = list(towered if encoded is None else encoded)
     vision = family.vision_flops(towered)
     gens = [generated] if isinstance(generated, Generated) else list(generated)
     first, tokens = gens[0], sum(len(g.tokens) for g in gens)

@@ -91,7 +91,9 @@ class OpenAIBackend:
             {"type": "image_url", "image_url": {"url": image_data_url(im)}} for im in images
         ]
         turns = [*history, (question, None)]
-        msgs = [{"role": "system", "content": system_prompt}] if system_prompt is not None else []
+        msgs: list[dict[str, Any]] = (
+            [{"role": "system", "content": system_prompt}] if system_prompt is not None else []
+        )
         for i, (q, a) in enumerate(turns):
             msgs.append(
                 {

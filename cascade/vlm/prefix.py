@@ -214,10 +214,10 @@ class PrefixEngine:
             [images[i] for i in new_images], [items[i] for i in new_images], sub
         )
         keep = torch.ones(pre.input_ids.numel(), dtype=torch.bool, device=self.device)
-        for b, (s, e) in zip(blocks, bounds, strict=True):
+        for b, (s, e) in zip(blocks, bounds, strict=False):  # the cached blocks: a prefix of them
             keep[s:e] = b.keep
         kept_feats = []
-        for i, encoded in zip(new_images, enc.images, strict=True):
+        for i, encoded in zip(new_images, enc.images, strict=False):
             for k, span in enumerate(range(first_span[i], first_span[i] + len(items[i].blocks))):
                 (s, e), grid = pre.spans[span], pre.grids[span]
                 r = self.reduced(
@@ -530,7 +530,7 @@ class PrefixEngine:
         fam = self.runtime
         keep = torch.ones(pre.input_ids.numel(), dtype=torch.bool, device=self.device)
         kept_feats = []
-        for i, ((s, e), grid, f) in enumerate(zip(pre.spans, pre.grids, feats, strict=True)):
+        for i, ((s, e), grid, f) in enumerate(zip(pre.spans, pre.grids, feats, strict=False)):
             r = self.reduced(f, grid, red, None if units is None else units[i])
             span = torch.zeros(e - s, dtype=torch.bool, device=self.device)
             span[r.index] = True

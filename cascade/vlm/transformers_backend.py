@@ -558,7 +558,7 @@ class TransformersBackend:
                 costs = [self.family.image_cost(im.width, im.height) for im in images]
                 tower = list(a.tower_costs) if a.tower_costs is not None else costs
                 encoded = []
-                for h, c in zip(hashes, tower, strict=True):
+                for h, c in zip(hashes, tower, strict=False):
                     if (
                         h in fresh and h not in billed
                     ):  # a shared image's tower cost: its first request

@@ -188,7 +188,7 @@ _TOKEN = re.compile(r'("[^"]*"|\'[^\']*\'|[A-Za-z_][A-Za-z_0-9]*|\s+|.)')
 
 def _runs(line: str, lang: str, font: str, size: int, theme, defined: str) -> list[Run]:
     _, text, kw, string, name, _ = theme
-    runs = []
+    runs: list[Run] = []
     for tok in _TOKEN.findall(line) or [""]:
         fill = (
             kw

@@ -122,7 +122,7 @@ class Qwen2VLRuntime(FamilyRuntime):
             starts = torch.cat([starts.new_zeros(1), starts])
         spans = [
             (int(s), int(s) + g[0] * g[1] * g[2])
-            for s, g in zip(starts.tolist(), grids, strict=True)
+            for s, g in zip(starts.tolist(), grids, strict=False)
         ]
         return PrefixInputs(ids, pos[:, 0], spans, grids, vision_inputs, list(images))
 
@@ -287,7 +287,7 @@ class Qwen2VLRuntime(FamilyRuntime):
         visual, m2 = self.model.model.visual, self.family.merge**2
         grid = vision_inputs["image_grid_thw"].to(self.device)
         offsets = torch.nn.functional.pad((grid.prod(-1) // m2).cumsum(0), (1, 0))[:-1].tolist()
-        units = torch.cat([k.to(self.device) + o for k, o in zip(keep, offsets, strict=True)])
+        units = torch.cat([k.to(self.device) + o for k, o in zip(keep, offsets, strict=False)])
         rows = (units[:, None] * m2 + torch.arange(m2, device=self.device)).reshape(-1)
         kw = self._tower_inputs(grid, rows, keep, units)
         pixels = vision_inputs["pixel_values"][rows].type(visual.dtype)
