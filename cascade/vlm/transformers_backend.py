@@ -530,9 +530,7 @@ class TransformersBackend:
             for hashes, images, _, _ in parsed:
                 for h, im in zip(hashes, images, strict=True):
                     unique.setdefault(h, im)
-            items = dict(
-                zip(unique, self.engine.preprocess(list(unique.values())), strict=True)
-            )
+            items = dict(zip(unique, self.engine.preprocess(list(unique.values())), strict=True))
             enc = self.engine.encode_images(list(unique.values()), list(items.values()), red)
             per_image = dict(zip(unique, enc.images, strict=True))
             fresh = {
