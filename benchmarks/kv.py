@@ -39,6 +39,7 @@ import torch  # noqa: E402
 
 from cascade.kernels.kv_int4 import quantize_kv_int4  # noqa: E402
 from cascade.kernels.kv_quant import quantize_kv  # noqa: E402
+from cascade.provenance import write_results  # noqa: E402
 from cascade.vlm import VLM, build_tiny_vlm  # noqa: E402
 from cascade.vlm.kv_cache import new_dynamic_cache  # noqa: E402
 from cascade.vlm.press import KVConfig, press_block  # noqa: E402
@@ -183,7 +184,7 @@ def main() -> None:
     }
     a.out.mkdir(parents=True, exist_ok=True)
     stem = f"kv{'_quick' if a.quick else ''}_cpu"
-    (a.out / f"{stem}.json").write_text(json.dumps(result, indent=1))
+    write_results(a.out / f"{stem}.json", result)
     plot(rows, a.out / f"{stem}.png", press)
     print(f"-> {a.out / stem}.json / .png")
 

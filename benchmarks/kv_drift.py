@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import platform
 import sys
@@ -53,6 +52,7 @@ from cascade.artifacts import Image  # noqa: E402
 from cascade.eval.photos import photo  # noqa: E402
 from cascade.kernels.kv_int4 import dequantize_kv_int4, quantize_kv_int4  # noqa: E402
 from cascade.kernels.kv_quant import dequantize_kv, quantize_kv  # noqa: E402
+from cascade.provenance import write_results  # noqa: E402
 from cascade.vlm import VLM, build_tiny_vlm  # noqa: E402
 from cascade.vlm.kv_cache import cache_layers, new_dynamic_cache, set_cache_layers  # noqa: E402
 from cascade.vlm.press import KVConfig, press_block, press_method  # noqa: E402
@@ -339,7 +339,7 @@ def main() -> None:
     meta["load_average_after"] = [round(x, 1) for x in os.getloadavg()]
     a.out.mkdir(parents=True, exist_ok=True)
     name = f"kv_drift{'_quick' if a.quick else ''}_cpu.json"
-    (a.out / name).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    write_results(a.out / name, {"meta": meta, "rows": rows})
     print(table(rows))
     print(f"-> {a.out / name}")
 

@@ -291,6 +291,21 @@ MANIFEST: tuple[Bench, ...] = (
         minutes=15,
         headline=("speedup_2_vs_1", "hop/hop_overhead_ms"),
     ),
+    Bench(
+        "kv_quick_cpu.json",
+        "kv.py",
+        ("--quick", "--out", "{dir}"),
+        ("--quick", "--out", "{dir}"),
+        minutes=12,
+    ),
+    Bench(
+        "kv_drift_cpu.json",
+        "kv_drift.py",
+        ("--out", "{dir}"),
+        ("--quick", "--out", "{dir}"),
+        "kv_drift_quick_cpu.json",
+        minutes=20,
+    ),
 )
 
 
