@@ -125,7 +125,10 @@ def calibration_env(folder: str | None) -> Iterator[None]:
 
 
 def run(
-    quick: bool, on_rows: Callable[[dict[str, Any]], Any], limit: int | None = None
+    quick: bool,
+    on_rows: Callable[[dict[str, Any]], Any],
+    limit: int | None = None,
+    only: list[str] | None = None,
 ) -> dict[str, Any]:
     """Every question of the mix on both paths; `on_rows` gets the summary after each (a long
     run leaves its results so far)."""
@@ -150,7 +153,7 @@ def run(
     fit, fit_points = measure_vlm(tiny, token_counts=(64, 1024, 8192))
     measured_dir = tempfile.mkdtemp(prefix="route-cost-calibration-")
     readers = Readers(model=tiny)
-    items = pick_items(quick)[:limit]
+    items = [x for x in pick_items(quick) if only is None or x[0] in only][:limit]
     dev = calibration_items(default_tiny_dir().parent / "evalset", quick=True)
     n_dev = {"document": 2, "images": 2, "video": 1}
     qas: dict[str, Any] = {}
@@ -245,6 +248,28 @@ def _err(est: list[float], meas: list[float]) -> dict[str, float]:
 
 
 def summarize(rows, quick, label, declared_cal, fit, fit_points, threads) -> dict[str, Any]:
+    return {
+        "quick": quick,
+        "device": label,
+        "threads": threads,
+        "split": "test (calibrated on dev)",
+        "measured_model": "random-weight tiny Qwen2-VL ('test'), native resolution, priced as "
+        "itself",
+        "declared_model": "Qwen/Qwen2-VL-2B-Instruct (reference config), VLM seconds priced",
+        "vlm_fit_measured_model": {**fit.__dict__, "points": fit_points},
+        "vlm_fit_declared": declared_cal.vlm.__dict__,
+        "specialists": {
+            k: {"cascade": v.cascade.__dict__, "full": v.full.__dict__, "vlm_share": v.vlm_share}
+            for k, v in declared_cal.pipelines.items()
+        },
+        "note": "FLOPs are the VLM's (cost model); the specialists' (ONNX OCR, layout, YOLO, "
+        "CLIP) are counted in seconds only. 'declared' VLM seconds are priced, not run.",
+        **totals(rows),
+    }
+
+
+def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per policy and accounting: seconds, VLM FLOPs, evidence recall; estimate-vs-measured."""
     n_ev = len(rows)
     measured = {
         p: {
@@ -289,31 +314,24 @@ def summarize(rows, quick, label, declared_cal, fit, fit_points, threads) -> dic
         }
 
     return {
-        "quick": quick,
-        "device": label,
-        "threads": threads,
-        "split": "test (calibrated on dev)",
         "mix": {
             c: sum(r["category"] == c for r in rows)
             for c in dict.fromkeys(r["category"] for r in rows)
-        },
-        "measured_model": "random-weight tiny Qwen2-VL ('test'), native resolution, priced as "
-        "itself",
-        "declared_model": "Qwen/Qwen2-VL-2B-Instruct (reference config), VLM seconds priced",
-        "vlm_fit_measured_model": {**fit.__dict__, "points": fit_points},
-        "vlm_fit_declared": declared_cal.vlm.__dict__,
-        "specialists": {
-            k: {"cascade": v.cascade.__dict__, "full": v.full.__dict__, "vlm_share": v.vlm_share}
-            for k, v in declared_cal.pipelines.items()
         },
         "measured": measured,
         "declared": declared_totals,
         "estimate_vs_measured": errors,
         "must_show": {"measured": meets(measured), "declared": meets(declared_totals)},
-        "note": "FLOPs are the VLM's (cost model); the specialists' (ONNX OCR, layout, YOLO, "
-        "CLIP) are counted in seconds only. 'declared' VLM seconds are priced, not run.",
         "rows": rows,
     }
+
+
+def merge(files: list[str]) -> dict[str, Any]:
+    """Results of runs over parts of the mix (`--only`), as one: each part's calibration kept."""
+    parts = [json.loads(Path(f).read_text()) for f in files]
+    meta = [{k: v for k, v in p.items() if k not in ("rows", "mix", "measured", "declared",
+             "estimate_vs_measured", "must_show")} for p in parts]  # fmt: skip
+    return {**meta[0], "parts": meta, **totals([r for p in parts for r in p["rows"]])}
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
@@ -365,7 +383,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="one or two questions per category")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    ap.add_argument("--merge", nargs="+", default=None, help="merge these result files")
     ap.add_argument("--limit", type=int, default=None, help="the first N questions only (a check)")
+    ap.add_argument(
+        "--only",
+        action="append",
+        default=None,
+        help="this category only (repeatable): 'small scan', 'large page', 'image set', 'video'",
+    )
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -375,7 +400,9 @@ def main() -> None:
         (out / f"{tag}.json").write_text(json.dumps(result, indent=1, default=float))
         plot(result, out / f"{tag}.png")
 
-    result = run(args.quick, write, args.limit)
+    result = merge(args.merge) if args.merge else run(args.quick, write, args.limit, args.only)
+    if args.merge:
+        write(result)
     for key in ("measured", "declared"):
         for p in POLICIES:
             t = result[key][p]
