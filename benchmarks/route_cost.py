@@ -361,11 +361,11 @@ def plot(result: dict[str, Any], path: Path) -> None:
         ax.set_ylabel("total seconds")
         ax.set_ylim(0, max(secs) * 1.3)
     rows = result["rows"]
-    for path, colour in (("cascade", "#888"), ("full", "#4a90d9")):
+    for branch, colour in (("cascade", "#888"), ("full", "#4a90d9")):
         axes[2].scatter(
-            [r[path]["seconds"] for r in rows],
-            [r[path]["estimated_s"] for r in rows],
-            label=path,
+            [r[branch]["seconds"] for r in rows],
+            [r[branch]["estimated_s"] for r in rows],
+            label=branch,
             color=colour,
             s=18,
         )
