@@ -22,7 +22,8 @@ Two accountings, both on this machine:
 
 Evidence: a read / document question's evidence is found when a tool answered it exactly
 (`judge.same_span`) or the real OCR judge reads the gold in the pixels sent to the VLM, at the
-size sent (`judge.Readers`). Needs `cascade doctor --calibrate` first (the specialists' costs).
+size sent (`judge.Readers`). The device's calibration is `cascade doctor --calibrate`'s when cached;
+what it lacks is measured here first, the same way (dev split), and cached.
 Writes `benchmarks/results/route_cost[_quick]_cpu.json` and `.png`.
 """
 
@@ -36,7 +37,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -123,32 +124,41 @@ def calibration_env(folder: str | None) -> Iterator[None]:
             os.environ["CASCADE_CALIBRATION_DIR"] = saved
 
 
-def run(quick: bool, limit: int | None = None) -> dict[str, Any]:
+def run(
+    quick: bool,
+    on_rows: Callable[[dict[str, Any]], Any],
+    limit: int | None = None,
+    only: list[str] | None = None,
+) -> dict[str, Any]:
+    """Every question of the mix on both paths; `on_rows` gets the summary after each (a long
+    run leaves its results so far)."""
     import torch
 
     from cascade.api import QA
     from cascade.cache import clear_all_caches
-    from cascade.calibrate import measure_vlm
-    from cascade.calibration import device_label, load_calibration, save_calibration
+    from cascade.calibrate import calibration_items, measure_pipeline, measure_vlm, upscaled
+    from cascade.calibration import Calibration, device_label, load_calibration, save_calibration
     from cascade.eval.judge import Readers
-    from cascade.vlm import build_tiny_vlm
+    from cascade.vlm import build_tiny_vlm, default_tiny_dir
 
     label = device_label("cpu")
     declared_dir = os.environ.get("CASCADE_CALIBRATION_DIR")
     declared_cal = load_calibration(label)
-    if declared_cal is None:
-        sys.exit(f"no calibration for {label}: run `cascade doctor --calibrate` first")
+    if declared_cal is None:  # what `cascade doctor --calibrate` measures, measured here
+        print("no calibration cached: VLM throughput on the 'bench' architecture ...", flush=True)
+        vlm, _ = measure_vlm(str(build_tiny_vlm(size="bench")), rounds=1)
+        declared_cal = Calibration(label, torch.get_num_threads(), "route_cost.py", vlm, {})
     tiny = str(build_tiny_vlm(size="test"))
-    print(f"VLM throughput of the model that runs ({tiny}, native resolution) ...")
+    print(f"VLM throughput of the model that runs ({tiny}, native resolution) ...", flush=True)
     fit, fit_points = measure_vlm(tiny, token_counts=(64, 1024, 8192))
     measured_dir = tempfile.mkdtemp(prefix="route-cost-calibration-")
-    os.environ["CASCADE_CALIBRATION_DIR"] = measured_dir
-    save_calibration(replace(declared_cal, vlm=fit))
     readers = Readers(model=tiny)
-    items = pick_items(quick)[:limit]
+    items = [x for x in pick_items(quick) if only is None or x[0] in only][:limit]
+    dev = calibration_items(default_tiny_dir().parent / "evalset", quick=True)
+    n_dev = {"document": 2, "images": 2, "video": 1}
     qas: dict[str, Any] = {}
     declared_route: dict[str, Any] = {}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for category, it in items:
         pipe = PIPE[it.media_kind]
         if pipe not in qas:
@@ -157,13 +167,27 @@ def run(quick: bool, limit: int | None = None) -> dict[str, Any]:
                 model_options={"priced_as": tiny, "resolution": "full"},
                 type_overrides={"vlm_answer": {"max_new_tokens": 8}},
             ).setup()
-            for policy in ("cascade", "full"):  # unmeasured: the specialists load on first use
-                qas[pipe].ask(it.media_arg(), it.question, route_policy=policy)
+            if pipe not in declared_cal.pipelines:  # its specialists, on dev media (warms up)
+                print(f"calibrating {pipe}'s specialists on the dev split ...", flush=True)
+                picked = dev[it.media_kind][: n_dev[it.media_kind]]
+                if it.media_kind == "document":  # the same pages, large
+                    picked += [upscaled(d, 2) for d in picked]
+                costs, _ = measure_pipeline(qas[pipe], picked)
+                declared_cal = replace(
+                    declared_cal, pipelines={**declared_cal.pipelines, pipe: costs}
+                )
+                with calibration_env(declared_dir):
+                    save_calibration(declared_cal)
+            else:
+                for policy in ("cascade", "full"):  # unmeasured: specialists load on first use
+                    qas[pipe].ask(it.media_arg(), it.question, route_policy=policy)
+            with calibration_env(measured_dir):
+                save_calibration(replace(declared_cal, vlm=fit))
             # the same pipeline as users run it offline: the declared 2B priced
             declared_route[pipe] = QA.offline(pipe).pipeline.stages["path"]
         qa = qas[pipe]
         media = it.media_arg()
-        # the declared model's decision, on the cached calibration (the route alone: cheap)
+        # the declared model's decision, on the device's calibration (the route alone: cheap)
         stage = declared_route[pipe]
         with calibration_env(declared_dir):
             d_route = _route_alone(stage, it, media)
@@ -181,7 +205,8 @@ def run(quick: bool, limit: int | None = None) -> dict[str, Any]:
         for policy in ("cascade", "full"):
             clear_all_caches()
             t0 = time.perf_counter()
-            answer = qa.ask(media, it.question, route_policy=policy)
+            with calibration_env(measured_dir):
+                answer = qa.ask(media, it.question, route_policy=policy)
             wall = time.perf_counter() - t0
             vlm_s = sum(r.seconds for r in answer.trace.stages if r.type == "vlm_answer")
             route = next(r for r in answer.evidence.routes if r.branch in ("full", "cascade"))
@@ -207,6 +232,9 @@ def run(quick: bool, limit: int | None = None) -> dict[str, Any]:
         row["cost"] = {**row[m_route.branch], "route_scores": m_route.scores}
         print(f"{it.id:<28} cost -> {m_route.branch}; declared 2B -> {d_route.branch}", flush=True)
         rows.append(row)
+        on_rows(
+            summarize(rows, quick, label, declared_cal, fit, fit_points, torch.get_num_threads())
+        )
     return summarize(rows, quick, label, declared_cal, fit, fit_points, torch.get_num_threads())
 
 
@@ -220,6 +248,28 @@ def _err(est: list[float], meas: list[float]) -> dict[str, float]:
 
 
 def summarize(rows, quick, label, declared_cal, fit, fit_points, threads) -> dict[str, Any]:
+    return {
+        "quick": quick,
+        "device": label,
+        "threads": threads,
+        "split": "test (calibrated on dev)",
+        "measured_model": "random-weight tiny Qwen2-VL ('test'), native resolution, priced as "
+        "itself",
+        "declared_model": "Qwen/Qwen2-VL-2B-Instruct (reference config), VLM seconds priced",
+        "vlm_fit_measured_model": {**fit.__dict__, "points": fit_points},
+        "vlm_fit_declared": declared_cal.vlm.__dict__,
+        "specialists": {
+            k: {"cascade": v.cascade.__dict__, "full": v.full.__dict__, "vlm_share": v.vlm_share}
+            for k, v in declared_cal.pipelines.items()
+        },
+        "note": "FLOPs are the VLM's (cost model); the specialists' (ONNX OCR, layout, YOLO, "
+        "CLIP) are counted in seconds only. 'declared' VLM seconds are priced, not run.",
+        **totals(rows),
+    }
+
+
+def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per policy and accounting: seconds, VLM FLOPs, evidence recall; estimate-vs-measured."""
     n_ev = len(rows)
     measured = {
         p: {
@@ -264,31 +314,24 @@ def summarize(rows, quick, label, declared_cal, fit, fit_points, threads) -> dic
         }
 
     return {
-        "quick": quick,
-        "device": label,
-        "threads": threads,
-        "split": "test (calibrated on dev)",
         "mix": {
             c: sum(r["category"] == c for r in rows)
             for c in dict.fromkeys(r["category"] for r in rows)
-        },
-        "measured_model": "random-weight tiny Qwen2-VL ('test'), native resolution, priced as "
-        "itself",
-        "declared_model": "Qwen/Qwen2-VL-2B-Instruct (reference config), VLM seconds priced",
-        "vlm_fit_measured_model": {**fit.__dict__, "points": fit_points},
-        "vlm_fit_declared": declared_cal.vlm.__dict__,
-        "specialists": {
-            k: {"cascade": v.cascade.__dict__, "full": v.full.__dict__, "vlm_share": v.vlm_share}
-            for k, v in declared_cal.pipelines.items()
         },
         "measured": measured,
         "declared": declared_totals,
         "estimate_vs_measured": errors,
         "must_show": {"measured": meets(measured), "declared": meets(declared_totals)},
-        "note": "FLOPs are the VLM's (cost model); the specialists' (ONNX OCR, layout, YOLO, "
-        "CLIP) are counted in seconds only. 'declared' VLM seconds are priced, not run.",
         "rows": rows,
     }
+
+
+def merge(files: list[str]) -> dict[str, Any]:
+    """Results of runs over parts of the mix (`--only`), as one: each part's calibration kept."""
+    parts = [json.loads(Path(f).read_text()) for f in files]
+    meta = [{k: v for k, v in p.items() if k not in ("rows", "mix", "measured", "declared",
+             "estimate_vs_measured", "must_show")} for p in parts]  # fmt: skip
+    return {**meta[0], "parts": meta, **totals([r for p in parts for r in p["rows"]])}
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
@@ -318,11 +361,11 @@ def plot(result: dict[str, Any], path: Path) -> None:
         ax.set_ylabel("total seconds")
         ax.set_ylim(0, max(secs) * 1.3)
     rows = result["rows"]
-    for path, colour in (("cascade", "#888"), ("full", "#4a90d9")):
+    for branch, colour in (("cascade", "#888"), ("full", "#4a90d9")):
         axes[2].scatter(
-            [r[path]["seconds"] for r in rows],
-            [r[path]["estimated_s"] for r in rows],
-            label=path,
+            [r[branch]["seconds"] for r in rows],
+            [r[branch]["estimated_s"] for r in rows],
+            label=branch,
             color=colour,
             s=18,
         )
@@ -340,14 +383,26 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="one or two questions per category")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    ap.add_argument("--merge", nargs="+", default=None, help="merge these result files")
     ap.add_argument("--limit", type=int, default=None, help="the first N questions only (a check)")
+    ap.add_argument(
+        "--only",
+        action="append",
+        default=None,
+        help="this category only (repeatable): 'small scan', 'large page', 'image set', 'video'",
+    )
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    result = run(args.quick, args.limit)
     tag = f"route_cost{'_quick' if args.quick else ''}_cpu"
-    (out / f"{tag}.json").write_text(json.dumps(result, indent=1, default=float))
-    plot(result, out / f"{tag}.png")
+
+    def write(result: dict[str, Any]) -> None:
+        (out / f"{tag}.json").write_text(json.dumps(result, indent=1, default=float))
+        plot(result, out / f"{tag}.png")
+
+    result = merge(args.merge) if args.merge else run(args.quick, write, args.limit, args.only)
+    if args.merge:
+        write(result)
     for key in ("measured", "declared"):
         for p in POLICIES:
             t = result[key][p]
