@@ -137,6 +137,8 @@ class PathRoute(Router):
     class Outputs:
         route: Route
 
+    params: Params  # what the base class's `params` property returns here
+
     def setup(self) -> None:
         # The declared model's shapes are read once (its architecture on the meta device), timed
         # as setup rather than in the first request.

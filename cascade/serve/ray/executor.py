@@ -120,7 +120,8 @@ class RemoteStages:
 
         name = stage.type_name
         handle, key = self.stage_handles[name], self.key_of(stage)
-        payload, extra = self._payload(inputs), {}
+        payload = self._payload(inputs)
+        extra: dict[str, Any] = {}
         own = run_params_of(stage)
         if own is not None:  # this request's params (mm_processor_kwargs), not the stage's
             extra["params"] = own.model_dump()
