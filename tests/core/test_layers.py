@@ -1,6 +1,6 @@
 """The house rules that tools check: the import layers and the no-circle rule (pyproject.toml,
 [tool.importlinter]; a new import against them fails here, naming it), files of one job (at most
-500 lines), no citation of a document the repository does not hold."""
+640 lines), no citation of a document the repository does not hold."""
 
 import shutil
 import subprocess
@@ -19,7 +19,12 @@ def test_import_contracts_are_kept():
     assert "0 broken" in out.stdout
 
 
-def test_no_python_file_is_over_500_lines():
+# The limit was 500 lines before the code base was put through `ruff format`, which turned the same
+# code into 27 % more lines (45,786 -> 58,124 in the commit that did only that): 640 is the same size.
+MAX_LINES = 640
+
+
+def test_no_python_file_is_over_the_line_limit():
     tracked = subprocess.run(
         ["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.split()
@@ -27,7 +32,7 @@ def test_no_python_file_is_over_500_lines():
         f: n
         for f in tracked
         if (ROOT / f).is_file()
-        and (n := len((ROOT / f).read_text(encoding="utf-8").splitlines())) > 500
+        and (n := len((ROOT / f).read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert not long, f"split these files (one job each): {long}"
 
