@@ -91,15 +91,23 @@ def row_for(
 
 
 def ask_cold_then_warm(
-    qa: QA, item: EvalItem, label: str, readers: Readers, oracle: bool | None
+    qa: QA,
+    item: EvalItem,
+    label: str,
+    readers: Readers,
+    oracle: bool | None,
+    warm: bool = True,
 ) -> tuple[dict[str, Any], Answer]:
     """Ask `item` like for like: every content cache emptied first (no embedding, OCR or KV
     prefix left from an earlier question), then once more warm (what a follow-up about the same
-    media costs). The row holds the cold figures and the warm ones apart."""
+    media costs). The row holds the cold figures and the warm ones apart. `warm=False` skips the
+    second ask (its figures are costs only: the judged row is the cold one either way)."""
     clear_all_caches()
     t0 = time.perf_counter()
     answer = qa.ask(item.media_arg(), item.question)
     row = row_for(item, label, answer, time.perf_counter() - t0, readers, oracle)
+    if not warm:
+        return row, answer
     t0 = time.perf_counter()
     warm = qa.ask(item.media_arg(), item.question)
     row |= {
@@ -142,6 +150,70 @@ def full_res_row(item: EvalItem, readers: Readers) -> dict[str, Any]:
     return row
 
 
+def pipeline_qa(
+    pipe: str,
+    overrides: dict,
+    size: str = "bench",
+    max_new_tokens: int = 8,
+    route_policy: str = "cascade",
+) -> QA:
+    """One of `PIPELINES`' entries set up as `cascade bench` runs it (random-weight VLM of
+    `size`, answers cut at `max_new_tokens`, the path route's policy `route_policy`)."""
+    by_type = {
+        "vlm_answer": {"max_new_tokens": max_new_tokens},
+        "path_route": {"policy": route_policy},
+    }
+    return QA.offline(pipe, size=size, overrides=overrides, type_overrides=by_type).setup()
+
+
+def judged_row(
+    item: EvalItem,
+    label: str,
+    qa: QA | None,
+    readers: Readers,
+    oracle: bool | None,
+    warm: bool = True,
+) -> dict[str, Any]:
+    """One question through one pipeline, judged: asked cold then warm (`ask_cold_then_warm`),
+    or, with no `qa` (full_res estimated), `full_res_row`."""
+    if qa is None:
+        return full_res_row(item, readers)
+    return ask_cold_then_warm(qa, item, label, readers, oracle, warm)[0]
+
+
+def bench_items(
+    items: list[EvalItem],
+    readers: Readers,
+    size: str = "bench",
+    max_new_tokens: int = 8,
+    full_res: str = "run",
+    progress: bool = True,
+    warm: bool = True,
+    route_policy: str = "cascade",
+) -> list[dict[str, Any]]:
+    """The rows of `cascade bench` for `items`: every pipeline of `PIPELINES` for their kind of
+    media, one pipeline at a time, every question judged by `judged_row`. `full_res="estimate"`
+    counts the full-resolution baseline's tokens and reads its evidence without running it
+    through the VLM; `warm=False` asks each question cold only (no follow-up figures);
+    `route_policy` as in `run_bench`."""
+    from tqdm import tqdm
+
+    oracles = {it.id: oracle_needs_high_res(it, readers) for it in items}
+    rows = []
+    for media, pipelines in PIPELINES.items():
+        subset = [it for it in items if it.media_kind == media]
+        for label, (pipe, overrides) in pipelines.items() if subset else ():
+            estimate = label == "full_res" and full_res == "estimate"
+            qa = (
+                None
+                if estimate
+                else pipeline_qa(pipe, overrides, size, max_new_tokens, route_policy)
+            )
+            for it in tqdm(subset, desc=f"{media}/{label}", disable=not progress or estimate):
+                rows.append(judged_row(it, label, qa, readers, oracles[it.id], warm))
+    return rows
+
+
 def run_bench(
     out_dir: str | Path = "benchmarks/results",
     media_dir: str | Path | None = None,
@@ -166,7 +238,6 @@ def run_bench(
     the evidence targets measure the cascade, small images included), "cost" (what users get:
     the whole media where that is cheaper on this device) or "full"."""
     import torch
-    from tqdm import tqdm
 
     from ..vlm import build_tiny_vlm, default_tiny_dir
 
@@ -181,20 +252,9 @@ def run_bench(
             for it in [i for i in items if i.genre == g][:limit]
         ]
     readers = Readers(model=str(build_tiny_vlm(size=size)))
-    oracles = {it.id: oracle_needs_high_res(it, readers) for it in items}
-    rows = []
-    vlm_params = {"max_new_tokens": max_new_tokens}
-    by_type = {"vlm_answer": vlm_params, "path_route": {"policy": route_policy}}
-    for media, pipelines in PIPELINES.items():
-        subset = [it for it in items if it.media_kind == media]
-        for label, (pipe, overrides) in pipelines.items() if subset else ():
-            if label == "full_res" and full_res == "estimate":
-                rows += [full_res_row(it, readers) for it in subset]
-                continue
-            qa = QA.offline(pipe, size=size, overrides=overrides, type_overrides=by_type).setup()
-            for it in tqdm(subset, desc=f"{media}/{label}", disable=not progress):
-                row, _ = ask_cold_then_warm(qa, it, label, readers, oracles[it.id])
-                rows.append(row)
+    rows = bench_items(
+        items, readers, size, max_new_tokens, full_res, progress, route_policy=route_policy
+    )
     summary, per_genre = summarize(rows), summarize_genres(rows)
     gpu = torch.cuda.is_available()
     device = (
