@@ -306,6 +306,41 @@ MANIFEST: tuple[Bench, ...] = (
         "kv_drift_quick_cpu.json",
         minutes=20,
     ),
+    Bench(
+        "real_media_first_pass_cpu.json",
+        "real_media.py",
+        (),
+        None,
+        frozen="the real-media set's first pass, on the code before any change for it: a record",
+        headline=(
+            "total/questions",
+            "total/readable_questions",
+            "total/found_hint",
+            "total/tool_answers",
+            "total/tool_exact",
+        ),
+    ),
+    Bench(
+        "route_cost_quick_cpu.json",
+        "route_cost.py",
+        ("--quick", "--out", "{dir}"),
+        ("--quick", "--out", "{dir}"),
+        minutes=40,
+        headline=(
+            "measured/cost/seconds",
+            "measured/cascade/seconds",
+            "measured/full/seconds",
+            "estimate_vs_measured/cascade/total_error",
+            "estimate_vs_measured/full/total_error",
+        ),
+    ),
+    Bench(
+        "relevance_models_cpu.json",
+        "relevance_models.py",
+        ("--out", "{dir}/relevance_models_cpu.json"),
+        ("--quick", "--out", "{dir}/relevance_models_cpu.json"),
+        minutes=3,
+    ),
 )
 
 

@@ -331,7 +331,9 @@ def main() -> None:
         "total": headline(rows),
         "rows": small,
     }
-    out.write_text(json.dumps(result, indent=1, default=str, ensure_ascii=False), encoding="utf-8")
+    from cascade.provenance import write_results
+
+    write_results(out, result)
     plot(
         per_source,
         out.with_suffix(".png"),

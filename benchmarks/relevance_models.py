@@ -124,7 +124,9 @@ def main() -> None:
         "models": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    from cascade.provenance import write_results
+
+    write_results(args.out, result)
     for label, row in rows.items():
         q = row["quality"]
         print(

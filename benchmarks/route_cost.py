@@ -397,7 +397,10 @@ def main() -> None:
     tag = f"route_cost{'_quick' if args.quick else ''}_cpu"
 
     def write(result: dict[str, Any]) -> None:
-        (out / f"{tag}.json").write_text(json.dumps(result, indent=1, default=float))
+        from cascade.provenance import write_results
+
+        # numpy numbers as plain floats first (the stamp's writer would make them strings)
+        write_results(out / f"{tag}.json", json.loads(json.dumps(result, default=float)))
         plot(result, out / f"{tag}.png")
 
     result = merge(args.merge) if args.merge else run(args.quick, write, args.limit, args.only)
