@@ -48,9 +48,9 @@ ROLES = {
         ),
     ),
     "router": (
-        "router: which branch runs",
+        "routers: which path, which branch runs",
         "#f6b26b",
-        ("resolution_router", "edge_density_router"),
+        ("resolution_router", "edge_density_router", "path_route"),
     ),
     "specialist": (
         "specialists: OCR, detector, layout, tool answer",

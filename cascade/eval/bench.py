@@ -109,11 +109,11 @@ def ask_cold_then_warm(
     if not warm:
         return row, answer
     t0 = time.perf_counter()
-    warm = qa.ask(item.media_arg(), item.question)
+    again = qa.ask(item.media_arg(), item.question)
     row |= {
         "warm_seconds": time.perf_counter() - t0,
-        "warm_prefill_flops": float(warm.usage.get("computed_prefill_flops", 0.0)),
-        "warm_kv_cache": warm.usage.get("cache"),
+        "warm_prefill_flops": float(again.usage.get("computed_prefill_flops", 0.0)),
+        "warm_kv_cache": again.usage.get("cache"),
     }
     return row, answer
 

@@ -62,8 +62,9 @@ def test_scene_question_stays_on_thumbnails_and_session_reuses_caches(video_qa, 
     session = video_qa.session(it.media[0])
     first = session.ask(it.question)
     assert first.produced_by == "vlm"
-    # understanding, retrieval, router
-    assert [r.branch for r in first.evidence.routes] == ["understood", "scene", "thumbnail"]
+    # understanding, the path (a video cascades), retrieval, router
+    routes = [r.branch for r in first.evidence.routes]
+    assert routes == ["understood", "cascade", "scene", "thumbnail"]
     assert first.evidence.routes[0].reason.startswith("understood: scene")
     assert all(max(im.width, im.height) <= 224 for im in first.evidence.images)
     tokens, baseline = first.bill.visual_tokens, first.bill.baseline_visual_tokens
