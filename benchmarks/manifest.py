@@ -341,6 +341,31 @@ MANIFEST: tuple[Bench, ...] = (
         ("--quick", "--out", "{dir}/relevance_models_cpu.json"),
         minutes=3,
     ),
+    Bench(
+        "cascade_dev_quick_document_genres_relevance_cpu.json",
+        "cascade_bench.py",
+        (),
+        None,
+        frozen="relevance by meaning's no-regression check on the dev quick split's document "
+        "genres (the whole run did not fit the shared machine's memory): a record",
+        headline=(
+            "by_genre/*/headline/evidence_found",
+            "by_genre/*/headline/tool_exact",
+            "by_genre/*/headline/tool_answers",
+        ),
+    ),
+    Bench(
+        "cascade_dev_quick_scene_genres_relevance_cpu.json",
+        "cascade_bench.py",
+        (),
+        None,
+        frozen="the same check on the dev quick split's scene and video genres: a record",
+        headline=(
+            "by_genre/*/headline/evidence_found",
+            "by_genre/*/headline/tool_exact",
+            "by_genre/*/headline/tool_answers",
+        ),
+    ),
 )
 
 
