@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from . import doc_lexicon as dlx
 from . import lexicon as lx
 from .intent import Intent, counted_label, zh_label_in
 from .query import TimeOrder, cue_tokens
@@ -176,20 +177,20 @@ def _zh_section_topic(q: str) -> tuple[str | None, str]:
 def read_chinese(question: str, intent: Intent) -> dict:
     time_order, q = _zh_time_order(question)
     found: dict = {}
-    answer_type = next((t for t, rx in lx.ZH_ANSWER_TYPES if re.search(rx, q)), "text")
-    key = next((k for k, rx in lx.ZH_KEYS if re.search(rx, q)), None)
-    noun = next((n for w, n in lx.ZH_KEY_NOUNS.items() if w in q), None)
+    answer_type = next((t for t, rx in dlx.ZH_ANSWER_TYPES if re.search(rx, q)), "text")
+    key = next((k for k, rx in dlx.ZH_KEYS if re.search(rx, q)), None)
+    noun = next((n for w, n in dlx.ZH_KEY_NOUNS.items() if w in q), None)
     if (
         key is None
         and noun
         and answer_type in ("day", "date", "when")
-        and re.search(lx.ZH_DOCUMENT_DATE_VERBS, q)
+        and re.search(dlx.ZH_DOCUMENT_DATE_VERBS, q)
     ):
         key, answer_type = "date", "date"  # the document's own date field, as in English
-    elif key is None and answer_type in ("amount", "number") and re.search(lx.ZH_AMOUNT_DUE, q):
+    elif key is None and answer_type in ("amount", "number") and re.search(dlx.ZH_AMOUNT_DUE, q):
         key = "total"  # what is to pay: the bill's total
     section = re.search(r"第\s*([\d一二三四五六七八九十]+)\s*(?:节|章|部分|小节)", q)
-    code = next((kind for w, kind in lx.ZH_CODE_KINDS if w in q), None)
+    code = next((kind for w, kind in dlx.ZH_CODE_KINDS if w in q), None)
     sign = re.search(_ZH_SIGN, q)
     # a text that tells of things (a letter, a notice, an email): its dates are events' dates
     passage = re.search(

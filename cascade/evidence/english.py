@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from . import doc_lexicon as dlx
 from . import lexicon as lx
 from .intent import Intent, counted_label, label_in
 from .numbering import roman_int
@@ -65,7 +66,7 @@ def _en_section(q: str) -> tuple[str | None, str | None, str]:
         if m and not set(_words(m.group(1))) <= lx.GENERIC | lx.TARGET_WORDS | set(lx.ORDINALS):
             # "X on this page": the medium, not the topic
             name = re.sub(
-                rf"\s+(?:on|in|of|from)\s+(?:this|the)\s+(?:{lx.DOCUMENT_NOUNS}|"
+                rf"\s+(?:on|in|of|from)\s+(?:this|the)\s+(?:{dlx.DOCUMENT_NOUNS}|"
                 r"screenshot|image|photo|picture|slide)$",
                 "",
                 m.group(1).strip(),
@@ -399,10 +400,10 @@ def read_english(question: str, intent: Intent) -> dict:
     found: dict = {}
     time_order, q_target = _en_time_order(q)
     number, name, q_rest = _en_section(q_target)
-    answer_type = next((t for t, rx in lx.ANSWER_TYPES if re.search(rx, q_rest)), "text")
+    answer_type = next((t for t, rx in dlx.ANSWER_TYPES if re.search(rx, q_rest)), "text")
     words = _words(q_rest)
-    key = next((k for k, rx in lx.KEYS if re.search(rx, q_rest)), None)
-    code = next((lx.CODE_KINDS[w] for w in words if w in lx.CODE_KINDS), None)
+    key = next((k for k, rx in dlx.KEYS if re.search(rx, q_rest)), None)
+    code = next((dlx.CODE_KINDS[w] for w in words if w in dlx.CODE_KINDS), None)
     code_context = re.search(
         r"\b(code|snippet|program|script|source|defin\w*|declar\w*|"
         r"implement\w*|call\w*|named|name of the)\b",
@@ -426,7 +427,7 @@ def read_english(question: str, intent: Intent) -> dict:
         table = None  # "how many cups are on the table": things counted, not a table read
     title = re.search(
         rf"\b(title|titled|headline|heading|header|name of (?:the|this) "
-        rf"(?:{lx.DOCUMENT_NOUNS}))\b|\b(?:{lx.DOCUMENT_NOUNS})\b.*\b(?:called|"
+        rf"(?:{dlx.DOCUMENT_NOUNS}))\b|\b(?:{dlx.DOCUMENT_NOUNS})\b.*\b(?:called|"
         r"named|titled)\b",
         q_rest,
     )
@@ -465,7 +466,7 @@ def read_english(question: str, intent: Intent) -> dict:
         and re.search(r"\bhow many\b", q_rest)
     ):
         key = None  # "how many bicycles are there in total?" is a count, not a bill's total
-    listed = [(n, m) for n in lx.KEY_NOUNS if (m := re.search(lx.key_noun_pattern(n), q_rest))]
+    listed = [(n, m) for n in dlx.KEY_NOUNS if (m := re.search(dlx.key_noun_pattern(n), q_rest))]
     # the noun right before the key word names the field: "the order number on this receipt" is
     # the order's; "the seat number on this ticket" a field the page labels 'Seat' (not a listed
     # key noun: kept apart, it names the key but does not make a question a key-value one)
@@ -479,7 +480,7 @@ def read_english(question: str, intent: Intent) -> dict:
     # the word that names its kind ('train ticket', 'parking receipt')
     content = (
         _cues_en(words, keep_sizes=True)
-        - set(lx.KEY_NOUNS)
+        - set(dlx.KEY_NOUNS)
         - (
             _cues_en(_words(q_rest[: named.start()])[-1:] + _words(named.group(0)))
             if named
@@ -495,15 +496,15 @@ def read_english(question: str, intent: Intent) -> dict:
     if (
         key is None
         and answer_type == "amount"
-        and re.search(lx.AMOUNT_DUE, q_rest)
-        and not {w for w in content if not re.fullmatch(lx.AMOUNT_DUE, w)} - lx.AMOUNT_DUE_FILLERS
+        and re.search(dlx.AMOUNT_DUE, q_rest)
+        and not {w for w in content if not re.fullmatch(dlx.AMOUNT_DUE, w)} - dlx.AMOUNT_DUE_FILLERS
     ):
         key = "total"  # "how much is due on the slip?": the bill's total, not a line of it
     document_date = (
         noun is not None
         and answer_type in ("date", "when")
         and key in (None, "date")
-        and content <= lx.DOCUMENT_DATE_VERBS
+        and content <= dlx.DOCUMENT_DATE_VERBS
     )
     # "where can lost umbrellas be collected?": what a text says is done, not where a thing is
     told = re.search(

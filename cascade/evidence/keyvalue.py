@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from cascade.artifacts import OcrLine, same_time
 
-from .lexicon import KEY_NOUNS, ZH_KEY_NOUNS, key_noun_pattern
+from .doc_lexicon import KEY_NOUNS, ZH_KEY_NOUNS, key_noun_pattern
 from .query import Query
 from .structure import pages
 
