@@ -366,6 +366,19 @@ MANIFEST: tuple[Bench, ...] = (
             "by_genre/*/headline/tool_answers",
         ),
     ),
+    Bench(
+        "real_media_dev_after_cpu.json",
+        "real_media.py",
+        ("--split", "dev", "--out", "{dir}/real_media_dev_after_cpu.json"),
+        ("--split", "dev", "--quick", "--out", "{dir}/real_media_dev_after_cpu.json"),
+        minutes=30,
+        headline=(
+            "total/readable_questions",
+            "total/found_hint",
+            "total/tool_answers",
+            "total/tool_exact",
+        ),
+    ),
 )
 
 
