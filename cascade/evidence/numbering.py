@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from .lexicon import ZH_DIGITS
+
 __all__ = [
     "SectionNumber",
     "split_numbering",
@@ -21,20 +23,8 @@ __all__ = [
 
 SectionNumber = tuple[int, ...]
 
-_CN_DIGITS = {
-    "〇": 0,
-    "零": 0,
-    "一": 1,
-    "二": 2,
-    "两": 2,
-    "三": 3,
-    "四": 4,
-    "五": 5,
-    "六": 6,
-    "七": 7,
-    "八": 8,
-    "九": 9,
-}
+# The Chinese digits of the question words, plus 〇 (a zero written in dates and numbering).
+_CN_DIGITS = {"〇": 0, **ZH_DIGITS}
 _CN = "〇零一二三四五六七八九十百两"
 _EN_UNITS = [
     "zero",
