@@ -26,13 +26,10 @@ import argparse
 import json
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# benchmarks/kernels.py would shadow the `kernels` package transformers imports
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402

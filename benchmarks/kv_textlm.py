@@ -20,13 +20,9 @@ import argparse
 import ast
 import json
 import math
-import sys
 import sysconfig
 import time
 from pathlib import Path
-
-# benchmarks/kernels.py would shadow the `kernels` package transformers imports
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import torch  # noqa: E402
 

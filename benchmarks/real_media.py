@@ -25,13 +25,9 @@ import argparse
 import json
 import os
 import platform
-import sys
 from pathlib import Path
 from typing import Any
 
-# `python benchmarks/real_media.py` puts this folder first on the path, where `kernels.py` would
-# shadow the Hugging Face `kernels` package transformers imports; nothing here is imported from it
-sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("YOLO_OFFLINE", "1")
 

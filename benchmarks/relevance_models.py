@@ -14,11 +14,8 @@ interleaved across models. The word-overlap matcher the document readers use
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
-# this folder's kernels.py would shadow the 'kernels' package transformers imports
-sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_var] = "1"  # before any engine loads: the figures are on one thread
 

@@ -34,17 +34,12 @@ import contextlib
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-
-# `python benchmarks/route_cost.py` puts this folder first on sys.path, where benchmarks/kernels.py
-# would shadow the Hugging Face `kernels` package that transformers imports.
-sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 POLICIES = ("cascade", "full", "cost")
 PIPE = {"document": "doc_qa", "images": "multi_image_qa", "video": "video_qa"}
