@@ -6,9 +6,12 @@ connections and waits up to --drain-timeout seconds for the requests in flight t
 end the process by that signal; a server asked to stop has stopped as asked, so it returns and
 `cascade serve` exits 0.
 
-On Ray, `wait_for_stop` blocks the driver until a signal comes, and `drain` then polls the
-ingress's /health until nothing is running or queued (or --drain-timeout passes); the caller
-shuts Serve and Ray down in the normal flow, not inside a signal handler.
+On Ray, `StopSignals` catches the signals from before the cluster starts: one that comes while
+Serve is still starting (its replicas can answer before `serve.run` returns) is kept, not
+raised as KeyboardInterrupt mid-start, and a second SIGINT stops at once. `StopSignals.wait`
+blocks the driver until a signal has come, and `drain` then polls the ingress's /health until
+nothing is running or queued (or --drain-timeout passes); the caller shuts Serve and Ray down in
+the normal flow, not inside a signal handler.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 
 import uvicorn
 
-__all__ = ["DrainingServer", "wait_for_stop", "drain", "STOP_SIGNALS"]
+__all__ = ["DrainingServer", "StopSignals", "drain", "STOP_SIGNALS"]
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -38,23 +41,34 @@ class DrainingServer(uvicorn.Server):
         self._captured_signals.clear()  # stopped as asked: no signal to re-raise
 
 
-def wait_for_stop() -> int:
-    """Block until SIGTERM or SIGINT arrives (main thread only); returns the signal."""
-    got: list[int] = []
-    event = threading.Event()
+class StopSignals:
+    """SIGTERM and SIGINT, caught while the context is open (main thread only): the first asks to
+    stop (`wait` returns it), a second SIGINT raises KeyboardInterrupt (stop at once)."""
 
-    def stop(sig: int, frame: Any) -> None:
-        got.append(sig)
-        event.set()
+    def __init__(self) -> None:
+        self.got: list[int] = []
+        self._event = threading.Event()
+        self._before: dict[int, Any] = {}
 
-    before = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
-    try:
-        while not event.wait(0.5):  # a timed wait: signal handlers run between waits
-            pass
-    finally:
-        for s, handler in before.items():
+    def _catch(self, sig: int, frame: Any) -> None:
+        if self.got and sig == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.got.append(sig)
+        self._event.set()
+
+    def __enter__(self) -> StopSignals:
+        self._before = {s: signal.signal(s, self._catch) for s in STOP_SIGNALS}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s, handler in self._before.items():
             signal.signal(s, handler)
-    return got[0]
+
+    def wait(self) -> int:
+        """Block until a stop signal has come (at once if one came already); returns it."""
+        while not self._event.wait(0.5):  # a timed wait: signal handlers run between waits
+            pass
+        return self.got[0]
 
 
 def drain(url: str, timeout: float) -> bool:

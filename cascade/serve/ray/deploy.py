@@ -37,7 +37,7 @@ def serve_on_ray(args: argparse.Namespace, config: ServeConfig, options: RayOpti
     import ray
     from ray import serve
 
-    from ..stopping import drain, wait_for_stop
+    from ..stopping import StopSignals, drain
     from .app import build_app
 
     if args.address:
@@ -45,15 +45,18 @@ def serve_on_ray(args: argparse.Namespace, config: ServeConfig, options: RayOpti
     else:
         ray.init(num_cpus=local_cluster_cpus(options), include_dashboard=False)
     try:
-        serve.start(http_options={"host": args.host, "port": args.port})
-        serve.run(build_app(app_args(config, options)), name=APP_NAME, route_prefix="/")
-        where = f"http://{args.host}:{args.port}"
-        print(
-            f"serving on Ray Serve at {where}/v1 ({options.replicas} VLM replicas); "
-            f"GET {where}/health for replicas; ^C stops",
-            file=sys.stderr,
-        )
-        sig = wait_for_stop()
+        # Caught from here, not from serve.run's return: replicas answer before serve.run
+        # returns, and a ^C then must still stop cleanly (after ray.init: it sets SIGTERM's).
+        with StopSignals() as stop:
+            serve.start(http_options={"host": args.host, "port": args.port})
+            serve.run(build_app(app_args(config, options)), name=APP_NAME, route_prefix="/")
+            where = f"http://{args.host}:{args.port}"
+            print(
+                f"serving on Ray Serve at {where}/v1 ({options.replicas} VLM replicas); "
+                f"GET {where}/health for replicas; ^C stops",
+                file=sys.stderr,
+            )
+            sig = stop.wait()
         local = where.replace("://0.0.0.0:", "://127.0.0.1:")
         drained = drain(local, config.drain_timeout_s)
         print(
