@@ -107,6 +107,13 @@ class LRUCache:
             self.hits += 1
             return self._items[key][0]
 
+    def peek(self, key: Hashable, default: Any = None) -> Any:
+        """The entry, neither counted as a hit or miss nor refreshed (a reader that is not a
+        use: e.g. a prefill replica shipping a block it just stored)."""
+        with self._lock:
+            entry = self._items.get(key)
+            return default if entry is None else entry[0]
+
     def put(self, key: Hashable, value: Any) -> bool:
         """Store `value`; returns False when it is larger than the whole budget."""
         size = int(self._size_of(value))

@@ -174,6 +174,18 @@ class PrefixEngine:
         tokens of its own recomputation."""
         return (*self.runtime.family.preprocessing_key(), f"kernels={self.runtime.ops.impl}")
 
+    def block_keys(self, images: list, prefix_text: str, red: ReductionConfig) -> list[str]:
+        """The chain keys of this prefix's blocks in the KV prefix cache (`cascade.vlm.blocks`):
+        the model, its preprocessing and kernels, the reduction and the press in their root."""
+        return block_keys(
+            self.model_id,
+            (*self.preprocessing_key(), *self.kv.cache_key()),  # the press: KV only
+            self.runtime.family.processor.image_token,
+            images,
+            prefix_text,
+            red,
+        )
+
     def _prefix(
         self, images: list, prefix_text: str, red: ReductionConfig, store: KVPrefixCache | None
     ) -> tuple[PrefixState, CacheOutcome, float, float]:
@@ -182,18 +194,7 @@ class PrefixEngine:
         block, whether or not a cache is on, so a reused block holds what a cold run computes) and
         stored."""
         fam, ops = self.runtime, self.runtime.ops
-        keys = (
-            block_keys(
-                self.model_id,
-                (*self.preprocessing_key(), *self.kv.cache_key()),  # the press: KV only
-                fam.family.processor.image_token,
-                images,
-                prefix_text,
-                red,
-            )
-            if store is not None
-            else []
-        )
+        keys = self.block_keys(images, prefix_text, red) if store is not None else []
         blocks = store.longest(keys) if keys else []
         if keys and len(blocks) == len(keys):
             return joined_state(blocks, ops), "hit", 0.0, 0.0
