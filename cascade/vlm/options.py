@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ModelSpec",
     "TransformersSpec",
+    "ServeRoles",
     "OpenAISpec",
     "BackendEntry",
     "BACKENDS",
@@ -182,6 +183,29 @@ def register_backend(
 
 
 # -- the built-in backends ----------------------------------------------------------------------
+class ServeRoles(BaseModel):
+    """How `cascade serve --ray` / `cascade deploy` run one model (`models.<name>.serve`).
+
+    disaggregate: "none" (one deployment encodes, prefills and decodes), "pd" (prefill apart:
+    a prefill deployment computes the images' prefix and ships its KV blocks to the decode
+    replica, the model's stage deployment, which prefills the question and decodes) or "epd"
+    (the vision tower apart too). In process it changes nothing: every role runs in one place.
+    encode_replicas / prefill_replicas: those deployments' replicas. decode_replicas: the VLM
+    stage deployment's (None: `--replicas`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    disaggregate: Literal["none", "pd", "epd"] = "none"
+    encode_replicas: int = Field(1, ge=1)
+    prefill_replicas: int = Field(1, ge=1)
+    decode_replicas: int | None = Field(None, ge=1)
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The deployments besides the decode side's: ("encode", "prefill"), ("prefill",) or ()."""
+        return {"none": (), "pd": ("prefill",), "epd": ("encode", "prefill")}[self.disaggregate]
+
+
 class TransformersSpec(ModelSpec):
     """A model run in process by transformers, chunk by chunk
     (`cascade.vlm.transformers_backend`)."""
@@ -221,6 +245,11 @@ class TransformersSpec(ModelSpec):
         ge=1,
         description="continuous batching: the most completions one decode step runs",
     )
+    serve: ServeRoles = Field(
+        default_factory=ServeRoles,
+        description="on Ray: encode / prefill / decode apart, e.g. {disaggregate: pd, "
+        "prefill_replicas: 2} (docs/serving.md)",
+    )
 
     @model_validator(mode="after")
     def _position_independent_needs_the_kv_cache(self) -> TransformersSpec:
@@ -236,7 +265,21 @@ class TransformersSpec(ModelSpec):
             )
         if self.kv_int8 and self.kv.dtype == "int4":
             raise ValueError("kv_int8: true contradicts kv.dtype: int4; set one of them")
+        if self.serve.disaggregate != "none" and self.kv_cache_bytes == 0:
+            raise ValueError(
+                f"serve.disaggregate: {self.serve.disaggregate} ships KV blocks through the KV "
+                "prefix cache: set kv_cache_bytes > 0"
+            )
+        if self.serve.disaggregate != "none" and self.kv_position_independent:
+            raise ValueError(
+                "serve.disaggregate ships the blocks a cold run computes; "
+                "kv_position_independent moves them: set one of them"
+            )
         return self
+
+    def loader_options(self) -> dict[str, Any]:
+        """The loader's options: not `serve`, which only the Ray layout reads."""
+        return self.model_dump(exclude=self.shared_fields() | {"serve"})
 
     def model_refs(self) -> list[ModelRef]:
         """The checkpoint (config, processor, weights); random weights may stand in

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 import socket
 import threading
 import time
@@ -226,3 +227,32 @@ def cascade_serve(*flags: str, cwd: Path, ready_within: float = 600):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
+
+
+@pytest.fixture(scope="module")
+def cluster(child_dir):
+    """A local Ray cluster and Serve for one test module (4 CPUs as scheduling units on any box:
+    every replica runs 1 torch thread); yields Serve's HTTP address."""
+    import ray
+    from ray import serve
+
+    # Ray puts the driver's working directory on its workers' path: start it from `child_dir`,
+    # not the repository root (whose kernels/ would shadow the package transformers imports).
+    here = os.getcwd()
+    os.chdir(child_dir)
+    try:
+        ray.init(
+            num_cpus=4,
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": {"PYTHONPATH": child_env(child_dir)["PYTHONPATH"]}},
+        )  # replicas import tests.* (and this tree's cascade)
+    finally:
+        os.chdir(here)
+    port = free_port()
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        serve.shutdown()
+        ray.shutdown()

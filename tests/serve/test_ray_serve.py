@@ -36,9 +36,7 @@ from .conftest import (  # noqa: E402
     IMAGES,
     PIPELINES,
     chat,
-    child_env,
     data_url,
-    free_port,
     image_part,
     png_bytes,
     small_config,
@@ -46,30 +44,6 @@ from .conftest import (  # noqa: E402
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.timeout(300)]
-
-
-@pytest.fixture(scope="module")
-def cluster(child_dir):
-    # Ray puts the driver's working directory on its workers' path: start it from `child_dir`,
-    # not the repository root (whose kernels/ would shadow the package transformers imports).
-    here = os.getcwd()
-    os.chdir(child_dir)
-    try:
-        ray.init(
-            num_cpus=4,
-            include_dashboard=False,
-            log_to_driver=False,
-            runtime_env={"env_vars": {"PYTHONPATH": child_env(child_dir)["PYTHONPATH"]}},
-        )  # replicas import tests.* (and this tree's cascade)
-    finally:
-        os.chdir(here)
-    port = free_port()
-    try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        serve.shutdown()
-        ray.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -213,7 +187,6 @@ def test_per_request_fields_reach_the_replicas_as_they_reach_in_process_stages(s
 def test_schemathesis_finds_no_failure_against_the_ray_app(server, tmp_path):
     """`st run --checks all` against the Ray application's published contract (a modest case
     count: the cases that get through run the tiny VLM in a replica)."""
-    import os
     import subprocess
     import sys
 

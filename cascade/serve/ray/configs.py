@@ -11,12 +11,19 @@ from pathlib import Path
 from typing import Any
 
 from ...cache import content_hash
-from ...models import Models, model_params
+from ...models import Models, ModelSpec, model_params
 from ...registry import get_stage_class
 from ...stage import Stage
 from .options import RayOptions
 
-__all__ = ["stage_config", "stage_key", "build_stage", "prepare_process", "Failure"]
+__all__ = [
+    "stage_config",
+    "stage_key",
+    "build_stage",
+    "build_stage_model",
+    "prepare_process",
+    "Failure",
+]
 
 
 def stage_config(stage_obj: Stage) -> dict[str, Any]:
@@ -38,22 +45,24 @@ def stage_key(config: dict[str, Any]) -> str:
     return content_hash({k: config[k] for k in ("type", "params", "models")})[:16]
 
 
+def build_stage_model(spec: dict[str, Any], tiny: bool) -> ModelSpec:
+    """A declared model's spec, in this process (a replica's): with `tiny`, a transformers model
+    whose folder is not on this machine is the same tiny random-weight model built here."""
+    spec = dict(spec)
+    if (
+        tiny
+        and spec.get("backend", "transformers") == "transformers"
+        and not Path(spec["id"]).exists()
+    ):
+        from ...vlm.tiny import build_tiny_vlm  # another machine: build the same tiny model here
+
+        spec["id"] = str(build_tiny_vlm(size="test"))
+    return ModelSpec.model_validate(spec)
+
+
 def build_stage(config: dict[str, Any], tiny: bool) -> Stage:
     """The stage of `config`, in this process (a replica's)."""
-    models = {}
-    for name, spec in config["models"].items():
-        spec = dict(spec)
-        if (
-            tiny
-            and spec.get("backend", "transformers") == "transformers"
-            and not Path(spec["id"]).exists()
-        ):
-            from ...vlm.tiny import (
-                build_tiny_vlm,
-            )  # another machine: build the same tiny model here
-
-            spec["id"] = str(build_tiny_vlm(size="test"))
-        models[name] = spec
+    models = {name: build_stage_model(spec, tiny) for name, spec in config["models"].items()}
     cls = get_stage_class(config["type"])
     return cls(config["params"], name=config["name"], models=Models(models))
 

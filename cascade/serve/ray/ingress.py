@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -37,11 +37,11 @@ class Ingress:
     """The HTTP ingress deployment: `create_app` over an `Engine` whose heavy stages run
     remotely."""
 
-    def __init__(self, args: dict[str, Any], handles: dict[str, Any]):
+    def __init__(self, args: dict[str, Any], handles: dict[str, Any], roles: Sequence[str] = ()):
         config, options = split_args(args)
         prepare_process(options)
         config = config.model_copy(update={"workers": max(config.workers, config.max_concurrent)})
-        self.options = options
+        self.options, self.roles = options, list(roles)  # roles: encode/prefill deployments
         self.remote = RemoteStages(
             handles, options.remote_types(), options.retries, options.call_timeout_s
         )
@@ -81,11 +81,12 @@ class Ingress:
         return counts
 
     def replica_probe(self) -> tuple[dict[str, Any], list[str]]:
-        """Readiness: every deployment the served pipelines call has a running replica."""
+        """Readiness: every deployment the served pipelines call (their stages' and their models'
+        encode / prefill roles) has a running replica."""
         counts = self.replicas()
         waiting = [
             f"deployment '{d}': no running replica"
-            for d in sorted(self.remote.remote_types)
+            for d in sorted({*self.remote.remote_types, *self.roles})
             if counts.get(d, 0) < 1
         ]
         return {"replicas": counts}, waiting

@@ -39,6 +39,7 @@ from ...streaming import TokenChannel, answer_stream
 from ...trace import StageRecord, stage_scope
 from .configs import Failure, build_stage, prepare_process
 from .options import RayOptions
+from .roles import install_roles
 
 __all__ = ["StageReplica"]
 
@@ -62,6 +63,7 @@ class StageReplica:
         configs: dict[str, dict[str, Any]],
         options: dict[str, Any] | None = None,
         tiny: bool = False,
+        roles: dict[str, dict[str, Any]] | None = None,
     ):
         self.options = RayOptions(**(options or {}))
         prepare_process(self.options)
@@ -70,6 +72,7 @@ class StageReplica:
         self.stages = {key: build_stage(cfg, tiny) for key, cfg in configs.items()}
         for st in self.stages.values():
             st.ensure_setup()  # load before the replica reports running
+        install_roles(configs, self.stages, roles or {})  # a disaggregated model's decode side
         self.replica = _replica_id()
         self._lock = threading.Lock()
         self.stats: dict[str, float] = {"calls": 0, "errors": 0, "busy_seconds": 0.0}
