@@ -6,6 +6,8 @@ in-process server's; only the prefix blocks the decode replica lacks travel."""
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import numpy as np
 import pytest
@@ -95,3 +97,33 @@ def test_disaggregated_answers_equal_colocated_ones_and_ship_only_what_is_lackin
     again = _vlm(_ask(server, "And what colour is it?"))
     assert again["kv_blocks_lacked"] == 0 and "kv_shipped_bytes" not in again
     assert again["kv_cache_hits"] == 1
+
+
+def test_a_killed_prefill_replica_costs_no_answer_and_is_replaced(server):
+    import ray
+
+    name = next(
+        n
+        for n in ray.util.list_named_actors(all_namespaces=True)
+        if isinstance(n, dict) and "#vlm_prefill#" in n["name"]
+    )
+    ray.kill(ray.get_actor(name["name"], namespace=name["namespace"]), no_restart=True)
+    # Asked at once (a new question: the decode replica holds the image's prefix already, so
+    # a new image): routed to the dead replica it falls back to the decode replica's own
+    # prefill; routed after Serve noticed, it waits for the replacement. Answered either way.
+    other = image_part(data_url(png_bytes(np.full((48, 64, 3), 90, dtype=np.uint8)), "image/png"))
+    body = chat(EPD, "What is written here?", other, max_tokens=4)
+    r = httpx.post(f"{server}/v1/chat/completions", json=body, timeout=120)
+    assert r.status_code == 200, r.text
+    counters = _vlm(r.json())
+    assert counters.get("role_fallbacks", 0) == 1 or counters["kv_blocks_lacked"] == 2
+    seen, deadline = [], time.monotonic() + 120  # readiness names the role until it is back
+    while not seen or seen[-1][0] != 200 or seen[-1][1]["replicas"].get("vlm_prefill") != 1:
+        assert time.monotonic() < deadline, seen[-3:]
+        h = httpx.get(f"{server}/health", timeout=10)
+        seen.append((h.status_code, h.json()))
+        time.sleep(0.2)
+    for status, health in seen:
+        assert (status == 503) == (
+            "deployment 'vlm_prefill': no running replica" in health["waiting_for"]
+        )

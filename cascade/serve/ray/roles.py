@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...cache import content_hash
 from ...stage import Stage
-from ...trace import record
+from ...trace import record, warn
 from ...vlm.disagg import Shipment, lacking, prefill, prefix_keys, receive
 from ...vlm.options import ModelSpec, ServeRoles
 from .configs import build_stage_model, prepare_process
@@ -113,26 +113,38 @@ class RemoteRoles:
 
     def _fetch(self, images: Any, question: str, **kw: Any) -> Any:
         """Embeddings from the encode role (epd), the prefix blocks this replica lacks from the
-        prefill role; returns what the local model is then given in the images' place."""
-        if self.encode_handle is not None:
-            t = time.perf_counter()
-            images = self.encode_handle.embed.remote(images).result()
-            record(
-                encode_s=time.perf_counter() - t,
-                embeds_bytes=sum(e.embeds.numel() * e.embeds.element_size() for e in images),
+        prefill role; returns what the local model is then given in the images' place. A role
+        whose replica died (Serve replaces it) costs this request its disaggregation, not its
+        answer: the decode replica holds the whole model and computes what did not come."""
+        from ray.exceptions import RayActorError
+
+        try:
+            if self.encode_handle is not None:
+                t = time.perf_counter()
+                images = self.encode_handle.embed.remote(images).result()
+                record(
+                    encode_s=time.perf_counter() - t,
+                    embeds_bytes=sum(e.embeds.numel() * e.embeds.element_size() for e in images),
+                )
+            need = lacking(self.local, prefix_keys(self.local, images, question, **kw))
+            if need:
+                t = time.perf_counter()
+                shipment = self.prefill_handle.prefill.remote(images, question, need, **kw)
+                shipment = shipment.result()
+                waited = time.perf_counter() - t
+                received = receive(self.local, shipment)
+                record(
+                    kv_shipped_bytes=shipment.nbytes,
+                    kv_ship_s=max(0.0, waited - shipment.vision_s - shipment.prefill_s) + received,
+                    prefill_remote_s=shipment.vision_s + shipment.prefill_s,
+                )
+            record(kv_blocks_lacked=len(need))
+        except RayActorError as e:
+            warn(
+                f"a {self.local.model_id} encode/prefill replica failed ({type(e).__name__}); "
+                "this request was encoded and prefilled on its decode replica"
             )
-        need = lacking(self.local, prefix_keys(self.local, images, question, **kw))
-        if need:
-            t = time.perf_counter()
-            shipment = self.prefill_handle.prefill.remote(images, question, need, **kw).result()
-            waited = time.perf_counter() - t
-            received = receive(self.local, shipment)
-            record(
-                kv_shipped_bytes=shipment.nbytes,
-                kv_ship_s=max(0.0, waited - shipment.vision_s - shipment.prefill_s) + received,
-                prefill_remote_s=shipment.vision_s + shipment.prefill_s,
-            )
-        record(kv_blocks_lacked=len(need))
+            record(role_fallbacks=1)
         return images
 
     def generate(self, images: Any, question: str, **kw: Any) -> Any:
