@@ -249,11 +249,13 @@ class Family(ABC):
     # -- where the model's parts are (for shapes here, and for the runtime) ---------------------
     @staticmethod
     @abstractmethod
-    def text_model_of(model: Any) -> torch.nn.Module:
-        """The decoder stack of `model`: has embed_tokens, layers, norm, rotary_emb."""
+    def text_model_of(model: Any) -> Any:
+        """The decoder stack of `model`: has embed_tokens, layers, norm, rotary_emb (a
+        transformers class: Any to mypy, see pyproject.toml; torch types its parts `Tensor |
+        Module`)."""
 
     @staticmethod
-    def lm_head_of(model: Any) -> torch.nn.Module:
+    def lm_head_of(model: Any) -> torch.nn.Linear:
         return model.lm_head
 
     @property
