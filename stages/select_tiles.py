@@ -434,8 +434,7 @@ class SelectTiles(Stage):
         fit `budget` (each cut again to a size the processor keeps); None when they are more
         than `max_tiles` or their smallest text line would end under `legible_px`."""
         p = self.params
-        picks: list[tuple[Image, list[Atom], float]] = []
-        covered: set[str] = set()
+        picks, covered = list[tuple[Image, list[Atom], float]](), set[str]()
         for crop, held, bonus in ranked:
             new = {a.key for a in held} & plausible - covered
             if new:
@@ -549,8 +548,7 @@ class SelectTiles(Stage):
                 if tile.is_from(a.media_index, a.timestamp) and _inside(a.box, tile.box)
             ]
             candidates.append((tile, held, 0.0))
-        chosen: list[tuple[Image, float]] = []
-        spent, sent = 0, set[str]()
+        chosen, spent, sent = list[tuple[Image, float]](), 0, set[str]()
         ranked = sorted(
             candidates, key=lambda c: (-(sum(a.weight for a in c[1]) + c[2]), c[0].box.area)
         )
