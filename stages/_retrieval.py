@@ -13,13 +13,16 @@ on the CPU (exact `IndexFlatIP`, or `IndexHNSWFlat` once the set exceeds `hnsw_t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from cascade.artifacts import Image
 from cascade.cache import content_hash
 from cascade.index import SavedVectors
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["Embeddings", "VectorIndex", "mmr_select", "normalize"]
 
@@ -82,7 +85,8 @@ class VectorIndex:
 
     def __init__(self, vectors: np.ndarray, kind: str, backend: str, index: Any = None):
         self.vectors, self.kind, self.backend, self._index = vectors, kind, backend, index
-        self._gpu_keys = None
+        self._gpu_keys: torch.Tensor | None = None
+        self._gpu_res: Any = None  # faiss-gpu's resources, kept alive as long as the index
 
     @classmethod
     def build(
@@ -97,6 +101,7 @@ class VectorIndex:
     ) -> VectorIndex:
         import faiss
 
+        index: faiss.Index
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         n, dim = vectors.shape
         if kind == "auto":
@@ -112,9 +117,10 @@ class VectorIndex:
         if use_cuda:  # exact search on the GPU beats an approximate CPU index at these sizes
             return cls(vectors, "flat", "torch-gpu")
         if kind == "hnsw":
-            index = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
-            index.hnsw.efConstruction = ef_construction
-            index.hnsw.efSearch = ef_search
+            hnsw = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            hnsw.hnsw.efConstruction = ef_construction
+            hnsw.hnsw.efSearch = ef_search
+            index = hnsw
         else:
             index = faiss.IndexFlatIP(dim)
         index.add(vectors)
@@ -201,16 +207,19 @@ def mmr_select(
     picked: list[int] = []
     max_sim = {c: -np.inf for c in cand}
     while cand and len(picked) < k:
-        best, best_val = None, -np.inf
+        best: int | None = None
+        best_val = -np.inf
         for c in cand:
             div = max_sim[c] if picked and lam < 1 else 0.0
             val = lam * rel[c] - (1 - lam) * div
             if val > best_val:
                 best, best_val = c, val
+        if best is None:
+            raise ValueError("mmr_select: no candidate has a relevance above -inf")
         picked.append(best)
         cand.remove(best)
-        if times is not None and min_gap > 0 and times[best] is not None:
-            cand = [c for c in cand if times[c] is None or abs(times[c] - times[best]) >= min_gap]
+        if times is not None and min_gap > 0 and (t_best := times[best]) is not None:
+            cand = [c for c in cand if (t := times[c]) is None or abs(t - t_best) >= min_gap]
         if cand and lam < 1:
             sims = vectors[cand] @ vectors[best]
             for c, s in zip(cand, sims, strict=True):

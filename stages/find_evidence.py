@@ -31,7 +31,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from cascade.artifacts import Box, Detection, Image, OcrLine, Route, same_time
+from cascade.artifacts import Box, Detection, Frame, Image, OcrLine, Route, same_time
 from cascade.evidence.blocks import ByFrame, frame_size_of, named_detections, salience, text_blocks
 from cascade.evidence.query import Query
 from cascade.evidence.size import text_fit
@@ -43,6 +43,13 @@ from cascade.trace import record
 
 def _place(im: Image) -> tuple[int, float | None]:
     return im.media_index, getattr(im, "timestamp", None)
+
+
+def _time(im: Image) -> float:
+    """The timestamp of an image of a video (a video's images are its frames)."""
+    if not isinstance(im, Frame):
+        raise TypeError(f"find_evidence: image {im.source!r} of a video is not a Frame")
+    return im.timestamp
 
 
 def with_coarse(frames: list[Image], fine: list[OcrLine], coarse: list[OcrLine]) -> list[OcrLine]:
@@ -205,8 +212,8 @@ class FindEvidence(Stage):
         ):
             return ""
         if src is not None:  # the candidates are the cheap pass's small frames: fetch them whole
-            got = src.fetch([im.timestamp for im in rest])
-            rest = [got[float(im.timestamp)] for im in rest]
+            got = src.fetch([_time(im) for im in rest])
+            rest = [got[float(_time(im))] for im in rest]
         frames += rest
         hires = self._large(frames)  # the retrieved ones too: the higher-resolution look
         add_lines(lines, self._read(frames if hires else rest, hires=hires))
@@ -225,6 +232,7 @@ class FindEvidence(Stage):
     def _read(self, images: list[Image], hires: bool = False) -> list[OcrLine]:
         self.ensure_setup()
         engine = self.hires if hires else self.ocr
+        assert engine is not None  # hires only when hires_side set up self.hires (_large)
         return engine(images=images).lines if images else []
 
     def run(
@@ -274,6 +282,7 @@ class FindEvidence(Stage):
 
         def fetch(times: list[float]) -> list[Image]:
             """Video frames at these times, at full resolution."""
+            assert src is not None  # called only where src is checked
             got = src.fetch(times)
             return [got[float(t)] for t in times]
 
@@ -285,7 +294,7 @@ class FindEvidence(Stage):
             times = []
             for f in frames:
                 for dt in (-p.neighbours_s, p.neighbours_s):
-                    t = f.timestamp + dt
+                    t = _time(f) + dt
                     if 0 <= t < src.info.duration and not any(
                         abs(t - s) < 0.5 / src.info.fps for _, s in looked if s is not None
                     ):
@@ -300,7 +309,7 @@ class FindEvidence(Stage):
         if found is None and budget > 0 and ranked:
             more = [im for im in ranked if _place(im) not in looked][:budget]
             if src is not None:
-                more = fetch([im.timestamp for im in more])
+                more = fetch([_time(im) for im in more])
             budget -= len(more)
             hires = self._large(more)  # the same look as the fetched frames got
             add_lines(lines, self._read(more, hires=hires))

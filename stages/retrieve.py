@@ -175,7 +175,7 @@ class Retrieve(Stage):
         idx = _INDEXES.get(key)
         if idx is not None:
             record(index_cache_hits=1)
-        elif saved and (idx := VectorIndex.load(store, p.device)) is not None:
+        elif saved and store is not None and (idx := VectorIndex.load(store, p.device)) is not None:
             record(index_loaded=1)
         else:
             saved = False
@@ -263,7 +263,7 @@ class Retrieve(Stage):
         sides = [e for e in (embeddings, text_embeddings) if e is not None]
         if not sides and not images:
             raise InputError("retrieve needs candidates: images, embeddings, text_embeddings")
-        items = list(sides[0].items) if sides else list(images)
+        items = list(sides[0].items) if sides else list(images or ())
         keys = [im.__content_hash__() for im in items]
         for e, name in (
             (embeddings, "embeddings"),
@@ -300,7 +300,7 @@ class Retrieve(Stage):
             if i is not None:
                 raw["objects"][i] += d.confidence
         signals = {s: _unit(v) for s, v in raw.items()}
-        fused = sum(weights.get(s, 0.0) * signals[s] for s in SIGNALS)
+        fused = sum((weights.get(s, 0.0) * signals[s] for s in SIGNALS), np.zeros(n, np.float32))
         times = [getattr(it, "timestamp", None) for it in items]
         if why.window is not None:  # outside a before / after window: only when nothing is inside
             fused = fused - 2.0 * np.array(
@@ -377,7 +377,7 @@ def _coverage_picks(
         return any(SequenceMatcher(None, text, c).ratio() >= 0.8 for c in covered)
 
     left = list(range(len(fused)))
-    picks = []
+    picks: list[tuple[int, float]] = []
     while left and len(picks) < k:
 
         def gain(i: int) -> float:
@@ -388,8 +388,8 @@ def _coverage_picks(
         picks.append((best, gain(best)))
         covered |= set(blocks[best])
         left.remove(best)
-        if min_gap > 0 and times[best] is not None:
-            left = [i for i in left if times[i] is None or abs(times[i] - times[best]) >= min_gap]
+        if min_gap > 0 and (t_best := times[best]) is not None:
+            left = [i for i in left if (t := times[i]) is None or abs(t - t_best) >= min_gap]
     return picks
 
 
@@ -409,11 +409,12 @@ def _reason(
         return Route(intent, f"{intent}: no candidates (weights {w})")
     top = picks[0][0]
     parts = {s: weights.get(s, 0.0) * float(signals[s][top]) for s in SIGNALS}
-    winner = max(parts, key=parts.get)
+    winner = max(parts, key=parts.__getitem__)
+    top_item = items[top]
     where = (
-        f"t={items[top].timestamp:.1f} s"
-        if hasattr(items[top], "timestamp")
-        else f"item {top} (image {items[top].media_index})"
+        f"t={top_item.timestamp:.1f} s"
+        if hasattr(top_item, "timestamp")
+        else f"item {top} (image {top_item.media_index})"
     )
     if parts[winner] <= 0:
         why = "no signal separates the candidates"

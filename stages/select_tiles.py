@@ -28,6 +28,7 @@ frame at a moderate size (`fallback_size`), said so in the route: never tiles ch
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import Field
@@ -36,6 +37,7 @@ from cascade.artifacts import Box, Detection, Image, LayoutRegion, OcrLine, Rout
 from cascade.evidence import attributes
 from cascade.evidence.blocks import (
     ByFrame,
+    TextBlock,
     frame_size_of,
     named_detections,
     norm_text,
@@ -266,8 +268,8 @@ class SelectTiles(Stage):
                 )
             )
         if kq is not None:
-            found, keys = read_key_value(lines, kq)
-            for kv in found:  # the key with its value, even when they are far apart on a row
+            pairs, keys = read_key_value(lines, kq)
+            for kv in pairs:  # the key with its value, even when they are far apart on a row
                 box = kv.key_line.box.union(kv.value_line.box)
                 atoms.append(
                     Atom(
@@ -295,7 +297,7 @@ class SelectTiles(Stage):
                                 candidate=True,
                             )
                         )
-            valued = {id(kv.key_line) for kv in found}
+            valued = {id(kv.key_line) for kv in pairs}
             for key in (k for k in keys if id(k) not in valued):
                 # a key whose value was not read: the row to its right and below, as plausible
                 # as a value read
@@ -341,7 +343,7 @@ class SelectTiles(Stage):
         )
         return [a for a in atoms if a.weight > 0], why, singled
 
-    def _meant(self, query: Query, blocks: list, images: list[Image]) -> list[float]:
+    def _meant(self, query: Query, blocks: Sequence[TextBlock], images: list[Image]) -> list[float]:
         """Each block's relevance to the question, 0..1 (`relevance.fused_scores`: meaning over
         the page's typical text, plus a number or id of the question written in it), the texts
         of each image scored together (their passages cached under its content hash)."""
@@ -432,7 +434,7 @@ class SelectTiles(Stage):
         fit `budget` (each cut again to a size the processor keeps); None when they are more
         than `max_tiles` or their smallest text line would end under `legible_px`."""
         p = self.params
-        picks, covered = [], set()
+        picks, covered = list[tuple[Image, list[Atom], float]](), set[str]()
         for crop, held, bonus in ranked:
             new = {a.key for a in held} & plausible - covered
             if new:
@@ -546,7 +548,7 @@ class SelectTiles(Stage):
                 if tile.is_from(a.media_index, a.timestamp) and _inside(a.box, tile.box)
             ]
             candidates.append((tile, held, 0.0))
-        chosen, spent, sent = [], 0, set()
+        chosen, spent, sent = list[tuple[Image, float]](), 0, set[str]()
         ranked = sorted(
             candidates, key=lambda c: (-(sum(a.weight for a in c[1]) + c[2]), c[0].box.area)
         )
@@ -611,19 +613,19 @@ class SelectTiles(Stage):
                 {"crops": float(len(chosen)), "visual_tokens": float(spent)},
             )
         elif images:
-            best = fit_longest_side(images[0], p.fallback_size)
-            spent = self._tokens(best)
-            chosen = [(best, 0.0)]
+            whole = fit_longest_side(images[0], p.fallback_size)
+            spent = self._tokens(whole)
+            chosen = [(whole, 0.0)]
             where = (
-                f"t={best.timestamp:.1f} s"
-                if hasattr(best, "timestamp")
-                else f"image {best.media_index}"
+                f"t={whole.timestamp:.1f} s"
+                if hasattr(whole, "timestamp")
+                else f"image {whole.media_index}"
             )
             route = Route(
                 "fallback",
                 f"no evidence for the question in {len(images)} image(s): "
-                f"the VLM gets the best whole frame ({where}) at {best.width}x"
-                f"{best.height}",
+                f"the VLM gets the best whole frame ({where}) at {whole.width}x"
+                f"{whole.height}",
                 {"crops": 0.0, "visual_tokens": float(spent)},
             )
         else:

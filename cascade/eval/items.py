@@ -75,4 +75,5 @@ class EvalItem:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EvalItem:
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+        fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+        return cls(**fields)

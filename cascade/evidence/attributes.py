@@ -137,6 +137,7 @@ def _by_position(query: Query, blocks: list[TextBlock], frames: ByFrame) -> Sele
             "bottom": cy,
             "centre": 1 - 2 * max(abs(cx - 0.5), abs(cy - 0.5)),
         }
+        assert query.position is not None  # select() asks only for a query with a position
         sides = query.position.split("-")
         return sum(parts[s] for s in sides) / len(sides)
 
@@ -155,6 +156,7 @@ def _anchor(
 ) -> tuple[list[float], list[TextBlock], str]:
     """(times the anchor is seen, its blocks, what it was taken to be)."""
     order = query.time_order
+    assert order is not None  # _by_time asks only for a query with a time order
     if order.anchor_cues:
         named = [b for b in blocks if has_cue(b.text, order.anchor_cues)]
         if named:
@@ -215,6 +217,7 @@ def _by_time(
     query: Query, blocks: list[TextBlock], detections: list[Detection], frames: ByFrame
 ) -> Selection:
     order = query.time_order
+    assert order is not None  # select() asks only for a query with a time order
     if order.relation in ("first", "last"):
         first_seen: dict[str, float] = {}
         for b in blocks:
@@ -268,7 +271,10 @@ def select(
     """The blocks that have the query's colour, position and time order (each measured, see the
     module docstring). Without such attributes every block is kept, and that is sure."""
     frames = images if isinstance(images, ByFrame) else ByFrame(images)
-    kept, reasons, sure, anchors, window = list(blocks), [], True, (), None
+    reasons: list[str] = []
+    anchors: tuple[TextBlock, ...] = ()
+    window: tuple[float, float] | None = None
+    kept, sure = list(blocks), True
     if query.time_order and kept and not query.in_document:
         s = _by_time(query, kept, list(detections or ()), frames)
         kept, sure, anchors, window = list(s.blocks), s.sure, s.anchors, s.window

@@ -95,6 +95,7 @@ class ByFrame:
         if timestamp is None:
             return self._media.get(media_index, [])
         m, k = frame_key(media_index, timestamp)
+        assert k is not None  # a timestamp always has a bucket
         near = self._timed.get((m, None), []) + [
             i for d in (-1, 0, 1) for i in self._timed.get((m, k + d), [])
         ]

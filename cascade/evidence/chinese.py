@@ -7,6 +7,7 @@ is left once question words, target kinds and attribute words are taken out.
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from . import doc_lexicon as dlx
 from . import lexicon as lx
@@ -22,7 +23,7 @@ def _zh_time_order(q: str) -> tuple[TimeOrder | None, str]:
         q,
     )
     if m:
-        relation = "before" if "前" in m.group(1) else "after"
+        relation: Literal["before", "after"] = "before" if "前" in m.group(1) else "after"
         head = q[: m.start()]
         start = max(head.rfind(c) for c in "，,。？?在当从")
         anchor = re.sub(
@@ -30,7 +31,9 @@ def _zh_time_order(q: str) -> tuple[TimeOrder | None, str]:
         ).strip()
         if anchor:
             rest = q[: start + 1] + q[m.end() :]
-            size = next((s for w, s in lx.ZH_SIZE if w in anchor), None) or (
+            size: Literal["small", "big"] | None = next(
+                (s for w, s in lx.ZH_SIZE if w in anchor), None
+            ) or (
                 "big" if anchor.startswith("大") else "small" if anchor.startswith("小") else None
             )
             return TimeOrder(

@@ -61,7 +61,7 @@ def located_for(
         return [], "no text"
     target = query.target
     if target == "title":
-        titles = list(headings.document_title(lines, regions))
+        titles: list[Located] = list(headings.document_title(lines, regions))
         if titles:
             return titles, "title candidates"
         return _tallest_lines(
@@ -69,32 +69,32 @@ def located_for(
         ), "no heading structure (a page at an angle?): the tallest lines"
     if target == "heading":
         if query.section_number:
-            found = headings.section_heading(lines, regions, number=query.section_number)
-            what = f"heading of section {query.section_number}"
+            heads = headings.section_heading(lines, regions, number=query.section_number)
+            sought = f"heading of section {query.section_number}"
         elif query.section_name:
-            found = headings.section_heading(
+            heads = headings.section_heading(
                 lines, regions, topic=query.section_name, relevance=relevance
             )
-            what = f"heading of the section about '{query.section_name}'"
+            sought = f"heading of the section about '{query.section_name}'"
         elif (order := query.time_order) and order.relation in ("after", "before") and order.anchor:
-            found = headings.heading_beside(
+            heads = headings.heading_beside(
                 lines, regions, topic=order.anchor, relation=order.relation, relevance=relevance
             )
-            what = f"heading of the section {order.relation} '{order.anchor}'"
+            sought = f"heading of the section {order.relation} '{order.anchor}'"
         else:  # no topic picked out of the question: the heading that means the question
-            found = headings.heading_meant(
+            heads = headings.heading_meant(
                 lines, regions, topic=query.question, relevance=relevance
             )
-            what = "section heading meant by the question"
-        if found:
-            return list(found), what
+            sought = "section heading meant by the question"
+        if heads:
+            return list(heads), sought
         # not found: every heading is a lead for the VLM, never a tool's answer (`answer_span`)
         return (
             [replace(h, kind="any heading") for h in headings.headings(lines, regions)],
-            f"{what}: not found, every heading",
+            f"{sought}: not found, every heading",
         )
     found: list[Located] = []
-    what = []
+    what: list[str] = []
     if query.row_key and query.column_key:
         cells = tables.table_cell(
             lines, regions, row_key=query.row_key, column_key=query.column_key
@@ -223,14 +223,14 @@ def _word_runs(query: Query) -> list[str]:
 
 def _cells_by_words(
     query: Query, lines: list[OcrLine], regions: list[LayoutRegion]
-) -> list[Located]:
+) -> list[tables.Cell]:
     """Cells whose row key and column key both hold words of the question, when the question
     does not name them as such ("When does Express 12 leave Leeds?"): the pairs of phrases that
     cover the most question words, every cell they fit (recall first)."""
     runs = _word_runs(query)
     if len(runs) < 2:
         return []
-    best: list[Located] = []
+    best: list[tables.Cell] = []
     best_cover = 0
     for table in tables.tables(lines, regions):
         for row_key in runs:
@@ -268,7 +268,7 @@ def answer_span(query: Query, found: Sequence[Located]) -> tuple[str | None, str
             None,
             f"the sentence '{best.text}' holds only {best.score:.0%} of the question's words",
         )
-    if query.target == "heading" and getattr(best, "name", ""):
+    if query.target == "heading" and isinstance(best, headings.Heading) and best.name:
         return best.name.strip(), "one heading (its name, without the number)"
     kind = SPAN_KINDS.get(query.answer_type)
     if best.kind == "cell" and (

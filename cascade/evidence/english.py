@@ -8,6 +8,7 @@ intent scores. The time-order phrase is read first and taken out, so the anchor'
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from . import doc_lexicon as dlx
 from . import lexicon as lx
@@ -265,7 +266,7 @@ def _en_time_order(q: str) -> tuple[TimeOrder | None, str]:
         q,
     )
     if m:
-        relation = (
+        relation: Literal["before", "after"] = (
             "before" if m.group(1) in ("before", "prior to", "preceding", "ahead of") else "after"
         )
         quoted = re.match(
@@ -325,7 +326,7 @@ def _en_time_order(q: str) -> tuple[TimeOrder | None, str]:
     return None, q
 
 
-def _size_en(words: list[str]) -> str | None:
+def _size_en(words: list[str]) -> Literal["small", "big"] | None:
     return next((lx.SIZE_WORDS[w] for w in words if w in lx.SIZE_WORDS), None)
 
 
@@ -546,6 +547,7 @@ def read_english(question: str, intent: Intent) -> dict:
         # a date of a document ("the date on the receipt", "when was this invoice issued?"), not
         # of an event a text tells of
         key = "date" if document_date else key
+        assert key is not None  # the condition above: a document's date, or a key
         found.update(
             target="key_value",
             key=key,

@@ -320,6 +320,7 @@ def section_heading(
     mean several sections fit (a caller that must answer abstains)."""
     if number is None and not topic:
         raise ValueError("section_heading needs a number or a topic")
+    topic = topic or ""  # read only when number is None, and then the check above saw a topic
     wanted = _as_number(number) if number is not None else None
     lines, regions = list(lines), list(regions)
     named, under = [], []

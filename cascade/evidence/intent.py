@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 INTENTS = ("read", "count", "detail", "scene")
 
@@ -74,7 +78,7 @@ class Intent:
 
     @property
     def top(self) -> str:
-        return max(self.scores, key=self.scores.get)
+        return max(self.scores, key=self.scores.__getitem__)
 
     @property
     def needs_high_res(self) -> float:
@@ -97,7 +101,7 @@ class IntentScorer:
     def __init__(self, model: str | None = None, zero_shot_weight: float = 0.5):
         self.model_name = model
         self.weight = zero_shot_weight if model else 0.0
-        self._prototypes = None
+        self._prototypes: dict[str, np.ndarray] | None = None
 
     def __call__(self, question: str) -> Intent:
         rules = rule_intent(question)
@@ -105,6 +109,7 @@ class IntentScorer:
             return rules
         from cascade.shared_models import sentence_model
 
+        assert self.model_name is not None  # the weight is 0 without a model (__init__)
         shared = sentence_model(self.model_name)
         with shared.lock:
             if self._prototypes is None:

@@ -9,6 +9,7 @@ boundaries; Chinese ones on the question as written (Chinese has no spaces, so n
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 __all__ = [
     "COLOURS",
@@ -56,7 +57,7 @@ ZH_COLOURS = {
 }
 
 # Words for size: of the target ("the small sign") or of a named anchor ("the big banner").
-SIZE_WORDS = {
+SIZE_WORDS: dict[str, Literal["small", "big"]] = {
     "small": "small",
     "smaller": "small",
     "smallest": "small",
@@ -73,7 +74,12 @@ SIZE_WORDS = {
     "banner": "big",
     "headline": "big",
 }
-ZH_SIZE = (("大横幅", "big"), ("横幅", "big"), ("大字", "big"), ("小字", "small"))
+ZH_SIZE: tuple[tuple[str, Literal["small", "big"]], ...] = (
+    ("大横幅", "big"),
+    ("横幅", "big"),
+    ("大字", "big"),
+    ("小字", "small"),
+)
 
 ORDINALS = {
     "first": 1,

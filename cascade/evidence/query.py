@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from cascade.artifacts import Route
 
@@ -53,7 +53,7 @@ Target = Literal[
     "object",
     "scene",
 ]
-TARGETS: tuple[str, ...] = Target.__args__
+TARGETS: tuple[str, ...] = get_args(Target)
 # Targets whose answer is text read off the media; of those, the ones that live in a document.
 TEXT_TARGETS = frozenset(
     {"sign", "title", "heading", "table_cell", "paragraph_fact", "code_identifier", "key_value"}
@@ -75,7 +75,7 @@ AnswerType = Literal[
     "text",
     "description",
 ]
-ANSWER_TYPES: tuple[str, ...] = AnswerType.__args__
+ANSWER_TYPES: tuple[str, ...] = get_args(AnswerType)
 
 _HAN = re.compile(r"[\u4e00-\u9fff]")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -150,7 +150,7 @@ class Query:
 
     def describe(self) -> str:
         """One line of what was understood: the target and its fields (the answer's first route)."""
-        parts = [self.target]
+        parts: list[str] = [self.target]
         for name, value in (
             ("row", self.row_key),
             ("col", self.column_key),

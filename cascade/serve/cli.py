@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .config import add_flags, from_args
+from .config import ServeConfig, add_flags, from_args
 
 __all__ = ["add_serve_commands"]
 
@@ -28,7 +28,7 @@ def _run(args: argparse.Namespace, demo: bool) -> int:
                 "cascade serve --ray: the demo is not served on Ray; drop --demo", file=sys.stderr
             )
             return 2
-        config = from_args(args)
+        config: ServeConfig = from_args(args)
         if config.random_weights:
             print(TINY_NOTE, file=sys.stderr)
         from .ray.cli import ray_options

@@ -109,6 +109,7 @@ def _image(media: Media, index: int) -> Image:
     """A decoded image part as the pipeline's `Image` (its `ImageEmbeds` when it came as such)."""
     if media.embeds is not None:
         return replace(media.embeds, source=media.label, media_index=index)
+    assert media.pixels is not None  # a decoded image: its pixels, or its embeddings
     return Image(media.pixels, source=media.label, media_index=index)
 
 
@@ -211,10 +212,14 @@ class Engine:
             lambda: self.queued,
         )
         for part in ("prefix_cache", "decoding"):
+
+            def held(part: str = part) -> float:
+                return float(_kv_occupancy()[part])
+
             self.metrics.gauge(
                 f"cascade_kv_{part}_bytes",
                 f"KV bytes held now by the in-process VLMs' {part.replace('_', ' ')}.",
-                lambda part=part: float(_kv_occupancy()[part]),
+                held,
             )
         self.readiness = Readiness(self.models, loaded=not load_models)
         self.metrics.gauge(
@@ -476,6 +481,7 @@ class Engine:
                     if m.uuid is None
                     else self.media_ids.resolve(m.uuid, m.kind, sent, m.param)
                 )
+                assert payload is not None  # a part has a url or a uuid (protocol._media, _file)
                 if m.filename and payload.filename != m.filename:
                     payload = replace(payload, filename=m.filename)  # a kept PDF, named anew
                 media += decode_part(payload, self.config, m.param, self.uploads, stack, budget)

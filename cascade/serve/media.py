@@ -422,6 +422,7 @@ def save_image(media: Media, uploads: Uploads, stack: ExitStack) -> Path:
     from PIL import Image as PILImage
 
     buf = io.BytesIO()
+    assert media.pixels is not None  # a decoded image (its caller refuses embeddings)
     PILImage.fromarray(media.pixels).save(buf, format="PNG")
     return _hold(uploads, media.digest + ".png", buf.getvalue(), stack, media.label)
 

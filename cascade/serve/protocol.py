@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from ..decoding import SamplingParams
 from ..errors import did_you_mean
@@ -141,7 +142,7 @@ _FIELDS_OF: dict[str, type[BaseModel]] = {  # the object a key holds, for "unkno
     "mm_processor_kwargs": MMProcessorKwargs,
     "image_embeds": ImageEmbedsData,
 }
-_PARTS = {
+_PARTS: dict[str, type[BaseModel]] = {
     "text": TextPart,
     "image_url": ImagePart,
     "video_url": VideoPart,
@@ -197,15 +198,19 @@ def _walk(body: Any, loc: tuple, kind: str) -> tuple[str, str, int, Any, Any, An
 
 def _allowed(parent_param: str, parent: Any) -> list[str]:
     last = parent_param.rsplit(".", 1)[-1].split("[")[0] if parent_param else ""
+    model: type[BaseModel] | None
     if parent_param.endswith("]") and last == "content" and isinstance(parent, dict):
-        model = _PARTS.get(parent.get("type"))
+        kind = parent.get("type")
+        model = _PARTS.get(kind) if isinstance(kind, str) else None
+    elif parent_param:
+        model = _FIELDS_OF.get(last)
     else:
-        model = _FIELDS_OF.get(last) if parent_param else ChatCompletionRequest
+        model = ChatCompletionRequest
     return sorted(model.model_fields) if model is not None else []
 
 
 def _message(
-    err: dict, param: str, parent_param: str, value: Any, parent: Any, key: Any
+    err: ErrorDetails, param: str, parent_param: str, value: Any, parent: Any, key: Any
 ) -> APIError:
     kind = err["type"]
     if kind == "extra_forbidden":
@@ -376,7 +381,7 @@ def _parts(msg: Message, param: str) -> tuple[list[str], list[MediaRef]]:
             media.append(
                 _media(
                     "image",
-                    part.image_url and part.image_url.url,
+                    part.image_url.url if part.image_url else None,
                     part.uuid,
                     f"{param}.content[{j}]",
                     "image_url",
@@ -386,15 +391,17 @@ def _parts(msg: Message, param: str) -> tuple[list[str], list[MediaRef]]:
             media.append(
                 _media(
                     "video",
-                    part.video_url and part.video_url.url,
+                    part.video_url.url if part.video_url else None,
                     part.uuid,
                     f"{param}.content[{j}]",
                     "video_url",
                 )
             )
         elif isinstance(part, ImageEmbedsPart):
-            fields = part.image_embeds and json.dumps(
-                part.image_embeds.model_dump(), sort_keys=True
+            fields = (
+                json.dumps(part.image_embeds.model_dump(), sort_keys=True)
+                if part.image_embeds
+                else None
             )
             media.append(
                 _media("image_embeds", fields, part.uuid, f"{param}.content[{j}]", "image_embeds")

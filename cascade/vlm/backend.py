@@ -32,10 +32,16 @@ class Backend(Protocol):
 
     name: str
     model_id: str
-    family: Family | None
-    kv_cache: Any
-    vision_tower_calls: int
-    vision_images_encoded: int
+
+    # read-only to its users: a backend may keep them as attributes or compute them
+    @property
+    def family(self) -> Family | None: ...
+    @property
+    def kv_cache(self) -> Any: ...
+    @property
+    def vision_tower_calls(self) -> int: ...
+    @property
+    def vision_images_encoded(self) -> int: ...
 
     def generate(
         self,

@@ -213,6 +213,8 @@ class ContinuousBatcher:
             self._cache, self._mask, self._pos, self._last = req.cache, mask, pos, req.hidden
         else:
             old_len = self._cache.get_seq_length()
+            # set together with the first rows (above), cleared with the last (_reset)
+            assert self._mask is not None and self._pos is not None and self._last is not None
             length = max(old_len, new_len)
             self._cache = new_dynamic_cache(
                 self.runtime.text_config,
@@ -240,6 +242,8 @@ class ContinuousBatcher:
         req.running = n
 
     def _step(self) -> None:
+        # the loop steps a batch with rows: set with the first rows (_admit), cleared with the last
+        assert self._mask is not None and self._pos is not None and self._last is not None
         rows = [s for _, s in self._rows]
         self.peak_rows = max(self.peak_rows, len(rows))
         failed: dict[_Request, Exception] = {}
@@ -277,6 +281,8 @@ class ContinuousBatcher:
 
     def _drop(self, keep: list[int]) -> None:
         """Keep only the rows at `keep`, and cut the left padding none of them needs."""
+        # a running batch's (_step): set with the first rows (_admit)
+        assert self._mask is not None and self._pos is not None and self._last is not None
         idx = torch.tensor(keep, device=self._pos.device)
         self._rows = [self._rows[i] for i in keep]
         if not keep:

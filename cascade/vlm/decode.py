@@ -95,7 +95,7 @@ class Decoder:
         self,
         last: torch.Tensor,
         seqs: list[Sequence],
-        on_error: Callable[[Sequence, Exception], None] | None = None,
+        on_error: Callable[[Sequence, Exception], object] | None = None,
     ) -> None:
         """One token for each of the B sequences from its last hidden state (`last` [B, D]): the
         LM head, the log-probabilities of the raw logits, each row's own choice (`logits.choose`)

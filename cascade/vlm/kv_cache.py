@@ -31,9 +31,9 @@ it is.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import torch
 
@@ -107,6 +107,8 @@ class StoredKV:
 
     layers: list[tuple[torch.Tensor, torch.Tensor]] | QuantizedKV | list[Int4KV]
     quantized: bool
+    # every kind of entry is a dataclass (`KVPrefixCache.put` copies one with new layers)
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
     def kv(self, ops: Ops | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """fp (k, v) per layer; int8 entries are dequantized (all layers in one call) with `ops`
@@ -115,8 +117,8 @@ class StoredKV:
             k, v = (ops or bind("auto", self.layers.k.device)).dequantize_kv(self.layers)
             return list(zip(k.unbind(0), v.unbind(0), strict=True))
         if self.layers and isinstance(self.layers[0], Int4KV):
-            return [dequantize_kv_int4(layer) for layer in self.layers]  # type: ignore[arg-type]
-        return list(self.layers)  # type: ignore[arg-type]
+            return [dequantize_kv_int4(layer) for layer in self.layers]
+        return list(cast("list[tuple[torch.Tensor, torch.Tensor]]", self.layers))
 
     @property
     def kv_tokens(self) -> int:
@@ -132,9 +134,11 @@ class StoredKV:
     def nbytes(self) -> int:
         if isinstance(self.layers, QuantizedKV):
             return self.layers.nbytes
+        # an entry's layers are all of one kind: the first one says which
         if self.layers and isinstance(self.layers[0], Int4KV):
-            return sum(layer.nbytes for layer in self.layers)  # type: ignore[union-attr]
-        return sum(t.element_size() * t.numel() for kv in self.layers for t in kv)  # type: ignore[union-attr]
+            return sum(layer.nbytes for layer in self.layers)
+        fp = cast("list[tuple[torch.Tensor, torch.Tensor]]", self.layers)
+        return sum(t.element_size() * t.numel() for kv in fp for t in kv)
 
 
 @dataclass
@@ -248,13 +252,15 @@ class KVPrefixCache(LRUCache):
             self.get(keys[n])  # counted as the miss it is
         return found if all(b is not None for b in found) else []
 
-    def put(self, key: str, state: StoredKV, ops: Ops | None = None) -> bool:
+    def put(self, key: Hashable, state: StoredKV, ops: Ops | None = None) -> bool:
         """Store `state`, quantized first when int8 (with `ops`: the storing model's kernels;
         default `auto` for its device); False when it is larger than the whole budget."""
-        # an empty block (a prefix that ends with its last image) has nothing to quantize
-        if self.dtype == "auto" or state.quantized or not state.layers[0][0].shape[2]:  # type: ignore[index]
+        if self.dtype == "auto" or state.quantized:
             return super().put(key, state)
-        layers: list[tuple[torch.Tensor, torch.Tensor]] = state.layers  # type: ignore[assignment]
+        layers = cast("list[tuple[torch.Tensor, torch.Tensor]]", state.layers)  # not quantized: fp
+        # an empty block (a prefix that ends with its last image) has nothing to quantize
+        if not layers[0][0].shape[2]:
+            return super().put(key, state)
         if self.dtype == "int8":
             ops = ops or bind("auto", layers[0][0].device)
             q: QuantizedKV | list[Int4KV] = ops.quantize_kv(

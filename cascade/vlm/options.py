@@ -104,7 +104,8 @@ class ModelSpec(BaseModel):
         name = value.get("backend", "transformers")
         if not isinstance(name, str) or name not in BACKENDS:
             # Validated as a choice among the registered names, so the error has its YAML path.
-            choice = create_model("Backend", backend=(Literal[tuple(BACKENDS.names())], ...))
+            names: Any = Literal[tuple(BACKENDS.names())]  # a type built at run time
+            choice = create_model("Backend", backend=(names, ...))
             choice.model_validate({"backend": name})
         return BACKENDS[name].options
 
@@ -174,9 +175,8 @@ def register_backend(
     `backend: Literal[name]`); default: the shared fields only. `VLM.load(model, backend=name)`
     and a `models:` entry with `backend: name` then reach it."""
     if options is None:
-        options = create_model(
-            f"{name.title()}Spec", __base__=ModelSpec, backend=(Literal[name], name)
-        )  # type: ignore[valid-type]
+        this: Any = Literal[name]  # a type built at run time
+        options = create_model(f"{name.title()}Spec", __base__=ModelSpec, backend=(this, name))
     elif not (isinstance(options, type) and issubclass(options, ModelSpec)):
         raise TypeError(f"register_backend('{name}'): options must be a ModelSpec subclass")
     BACKENDS.register(name, BackendEntry(name, loader, options))

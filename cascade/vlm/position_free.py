@@ -83,10 +83,11 @@ def rerotate(runtime: FamilyRuntime, keys: list[torch.Tensor], shift: int) -> li
     if shift == 0 or not keys:
         return list(keys)
     rotary = runtime.text_model.rotary_emb
-    if float(getattr(rotary, "attention_scaling", 1.0)) != 1.0:
+    scaling = float(getattr(rotary, "attention_scaling", 1.0))
+    if scaling != 1.0:
         raise InputError(
             "position-independent KV needs RoPE without attention scaling "
-            f"(this model's rotary scales by {rotary.attention_scaling})"
+            f"(this model's rotary scales by {scaling})"
         )
     first = keys[0]
     n, half = first.shape[2], first.shape[-1] // 2

@@ -94,7 +94,7 @@ class Encoded:
     def units(self) -> list[torch.Tensor] | None:
         if self.images and self.images[0].units is None:
             return None
-        return [u for e in self.images for u in e.units]
+        return [u for e in self.images for u in e.units or ()]  # all of them have units
 
 
 class PrefixEngine:
@@ -195,7 +195,7 @@ class PrefixEngine:
         stored."""
         fam, ops = self.runtime, self.runtime.ops
         keys = self.block_keys(images, prefix_text, red) if store is not None else []
-        blocks = store.longest(keys) if keys else []
+        blocks = store.longest(keys) if store is not None else []
         if keys and len(blocks) == len(keys):
             return joined_state(blocks, ops), "hit", 0.0, 0.0
         items = self.preprocess(images)
@@ -247,19 +247,20 @@ class PrefixEngine:
             s, e = bounds[j]
             rs, re = int(keep[:s].sum()), int(keep[:e].sum())
             chunk = slice(rs - r0, re - r0)
-            stored = None
-            if image_keys and j < len(images) and len(items[j].blocks) == 1:
+            stored: ImageKV | None = None
+            if store is not None and image_keys and j < len(images) and len(items[j].blocks) == 1:
                 stored = store.get(image_keys[j])
             v0 = rs + int((~vis[chunk]).sum())  # the block's visual tokens close it (one block)
             shift = None if stored is None else shift_of(stored.positions, positions[:, v0:re])
-            if shift is not None and re - v0 > self.recompute_image_tokens:
+            m = self.recompute_image_tokens  # not None where image_keys are (self.pi)
+            if stored is not None and shift is not None and m is not None and re - v0 > m:
                 # text and the image's first tokens prefilled; the rest of its KV moved here
-                cut = v0 + self.recompute_image_tokens
+                cut = v0 + m
                 self._prefill_chunk(cache, emb, vis, extra, positions, r0, rs, cut)
-                m, kv = self.recompute_image_tokens, stored.kv(ops)
+                kv = stored.kv(ops)
                 moved = rerotate(fam, [k[:, :, m:] for k, _ in kv], shift)
-                for layer, (k, (_, v)) in enumerate(zip(moved, kv, strict=False)):
-                    cache.update(k, v[:, :, m:], layer)
+                for layer, (rotated, (_, v)) in enumerate(zip(moved, kv, strict=False)):
+                    cache.update(rotated, v[:, :, m:], layer)
                 blended += re - cut
                 continue
             kv0 = cache.get_seq_length()  # a pressed cache holds fewer tokens than rs
@@ -310,7 +311,9 @@ class PrefixEngine:
             encoded=enc.encoded,
             images_cached=enc.cached,
         )
-        outcome = "off" if store is None else "blended" if blended else "partial" if n else "miss"
+        outcome: CacheOutcome = (
+            "off" if store is None else "blended" if blended else "partial" if n else "miss"
+        )
         return state, outcome, enc.vision_s, prefill_s
 
     def _prefill_block(
@@ -455,19 +458,21 @@ class PrefixEngine:
             )
             units, select_s = self.select(vision_inputs, sub)
             feats, vision_s = self.run_tower(vision_inputs, len(todo), units)
-            k = 0
+            at = 0  # the first visual block of image i in the tower's output
             for i in todo:
                 n = len(items[i].blocks)
-                kept = None if units is None else tuple(u.to(self.device) for u in units[k : k + n])
+                kept = (
+                    None if units is None else tuple(u.to(self.device) for u in units[at : at + n])
+                )
                 cost = (
                     fam.tower_cost(items[i], list(kept))
                     if kept is not None
                     else fam.family.image_cost(images[i].width, images[i].height)
                 )
                 entry = EncodedImage(
-                    tuple(feats[k : k + n]), kept, cost if kept is not None else None
+                    tuple(feats[at : at + n]), kept, cost if kept is not None else None
                 )
-                k += n
+                at += n
                 found[keys[i]] = entry
                 encoded.append(cost)
                 if self.encoder_cache is not None:

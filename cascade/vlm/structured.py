@@ -70,6 +70,7 @@ class Grammars:
 
     def constraint(self, fmt: ResponseFormat) -> GrammarConstraint:
         compiled = self._compile(fmt.type, json.dumps(fmt.schema))
+        assert self._control is not None  # the first compile set it
         return GrammarConstraint(compiled, self.stop_ids, self.vocab_size, self._control)
 
     def check(self, fmt: ResponseFormat) -> None:

@@ -54,7 +54,7 @@ _RECIPE_VERSION = 1
 # (tile / patch / scale)^2) and the longest edge images are resized to before splitting into
 # tiles: "test" 64 px tiles of 16 tokens, up to 2x2 tiles + the global image; "bench" SmolVLM's
 # 512 px tiles of 64 tokens, up to 3x3 + global. v_pos: Qwen3-VL's learned position grid (a square).
-_SHAPES = {
+_SHAPES: dict[str, dict[str, Any]] = {  # per size: numbers, and mrope's sections
     "test": dict(
         vocab=640,
         hidden=64,

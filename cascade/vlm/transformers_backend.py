@@ -547,7 +547,7 @@ class TransformersBackend:
                     red,
                     None
                     if not red.before_tower
-                    else [u for h in hashes for u in per_image[h].units],
+                    else [u for h in hashes for u in per_image[h].units or ()],  # all have units
                 )
                 self.engine.check_context(a.ids.numel() + len(suffix), max_new_tokens)
                 with torch.inference_mode():
@@ -579,8 +579,10 @@ class TransformersBackend:
                     n = emb.shape[0]
                     embeds[b, L - n :], positions[:, b, L - n :], mask[b, L - n :] = emb, pos, 1
                     visual[b, L - n : L - n + a.ids.numel()] = a.ids == fam.image_token_id
-                extras = [s[2].extra for s in seqs]
-                kw = {} if extras[0] is None else fam.visual_kwargs(visual, torch.cat(extras))
+                # the extra features of the prompts that have visual tokens (a text-only prompt has
+                # none), in the batch's order, as `visual` marks their tokens
+                extras = [s[2].extra for s in seqs if s[2].extra is not None]
+                kw = fam.visual_kwargs(visual, torch.cat(extras)) if extras else {}
                 cache = self.engine.new_cache()
                 hidden = fam.forward(embeds, positions, cache, attention_mask=mask, **kw)
             next_pos = [a.next_pos + n_sfx for _, _, a, n_sfx, *_ in seqs]

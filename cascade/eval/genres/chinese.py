@@ -53,6 +53,7 @@ def zh_question(ctx: Ctx) -> list[EvalItem]:
     receipt's total, a page's title, a letter's first id field (one of each in turn)."""
     rng, spec = ctx.rng, ctx.spec
     items = []
+    size: int | None  # the font size of the text to read, where one size is known
     for i in range(ctx.n):
         unit = _UNITS[i % len(_UNITS)]
         if unit in ("video", "images"):

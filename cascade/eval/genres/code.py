@@ -208,7 +208,7 @@ def _runs(line: str, lang: str, font: str, size: int, theme, defined: str) -> li
 
 def code_screenshot(
     ctx: Ctx, lang: str, lines: list[str], defined: str
-) -> tuple[np.ndarray, tuple, int]:
+) -> tuple[np.ndarray, tuple[int, int, int, int] | None, int]:
     """The screenshot (an editor pane), the box of `defined` on its definition line, the font
     size."""
     rng = ctx.rng
@@ -219,7 +219,7 @@ def code_screenshot(
     gutter = int(f.getlength("000 ")) if numbers else 0
     width = int(max(f.getlength(line) for line in lines)) + gutter + 2 * 28
     page = Page(width, margin=28, paper=theme[0], ink=theme[1])
-    box = None
+    box: tuple[int, int, int, int] | None = None
     for k, line in enumerate(lines, start=1):
         runs = _runs(line, lang, font, size, theme, defined)
         if numbers:
@@ -229,7 +229,8 @@ def code_screenshot(
             runs, x=page.margin + gutter, line_height=1.55, marks=[defined] if is_def else []
         )
         if is_def:
-            box = tuple(int(v) for v in page.marks.get(defined, drawn).as_tuple())
+            b = page.marks.get(defined, drawn)
+            box = (int(b.x0), int(b.y0), int(b.x1), int(b.y1))
     return page.render(), box, size
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from ...artifacts import Box
 from ..fonts import load_font
 from ..items import EvalItem
 from ..page import Page, Run
+from ..splits.spec import Section
 from .common import Ctx, save_png
 
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")
@@ -31,7 +33,7 @@ class PageTruth:
 
     def box(self, name: str) -> tuple[int, int, int, int] | None:
         b = self.boxes.get(name)
-        return None if b is None else tuple(int(v) for v in b.as_tuple())
+        return None if b is None else (int(b.x0), int(b.y0), int(b.x1), int(b.y1))
 
 
 def _faces(ctx: Ctx) -> tuple[str, str]:
@@ -100,7 +102,8 @@ def heading(ctx: Ctx) -> list[EvalItem]:
     for i in range(ctx.n):
         arr, truth = heading_page(ctx)
         path = save_png(arr, ctx.path(f"page_{i}.png"))
-        sections = truth.extra["sections"]
+        # heading_page stores the sections it drew under "sections"
+        sections = cast("list[Section]", truth.extra["sections"])
         numbers = rng.sample(range(1, len(sections) + 1), 2)
         for q, what in enumerate(plans[i % len(plans)]):
             n = numbers[q]

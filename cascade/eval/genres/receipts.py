@@ -144,6 +144,8 @@ def receipt(ctx: Ctx) -> list[EvalItem]:
 def zh_receipt_page(ctx: Ctx) -> tuple[np.ndarray, dict[str, str], int]:
     """A Chinese till receipt in the split's CJK font: (pixels, gold values, font size)."""
     rng, zh = ctx.rng, ctx.spec.zh_receipt
+    if zh is None:
+        raise ValueError(f"split '{ctx.split}': the zh_receipt genre needs the spec's zh_receipt")
     goods = _lines(rng, zh.goods, rng.randint(3, 6))
     sub = round(sum(p for _, p in goods), 2)
     discount = round(rng.uniform(1, min(10.0, sub / 4)), 2)
@@ -152,7 +154,7 @@ def zh_receipt_page(ctx: Ctx) -> tuple[np.ndarray, dict[str, str], int]:
     date = f"{y}-{m:02d}-{d:02d}" if zh.date_style == "iso" else f"{y}年{m}月{d}日"
     number = f"{y}{m:02d}{d:02d}{rng.randint(1000, 9999)}"
     cur = zh.currency
-    rows = [
+    rows: list[list[tuple[str, float, str]]] = [
         [(rng.choice(zh.shops), 0.5, "center")],
         [(f"{zh.date_label}：{date}", 0, "left")],
         [(f"{zh.number_label}：{number}", 0, "left")],

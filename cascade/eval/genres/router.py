@@ -3,6 +3,8 @@ look closer only when counting needs it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..items import EvalItem
 from ..photos import photo
 from ..video import make_overlay_video
@@ -14,11 +16,14 @@ def router(ctx: Ctx) -> list[EvalItem]:
     and scene questions (a pan over a photo, or a set of the split's photos), interleaved; the
     first `n`. Sources: 'still:<photo>' / 'pan:<photos>' videos, 'image:<photo>', 'images'."""
     spec = ctx.spec
-    counts = [("count", *c) for c in spec.counts]
-    scenes = [("scene", source, q, a, None) for source, q, a in spec.scenes]
+    # (kind, source, question, answer, detector label or None)
+    Row = tuple[str, str, str, str, str | None]
+    counts: list[Row] = [("count", *c) for c in spec.counts]
+    scenes: list[Row] = [("scene", source, q, a, None) for source, q, a in spec.scenes]
     order = [x for pair in zip(counts, scenes, strict=False) for x in pair]
     order += counts[len(scenes) :] + scenes[len(counts) :]
     items = []
+    fields: dict[str, Any]
     for i, (kind, source, question, answer, label) in enumerate(order[: ctx.n]):
         if source == "images":
             media = tuple(
@@ -30,8 +35,8 @@ def router(ctx: Ctx) -> list[EvalItem]:
             path = save_png(photo(source.split(":", 1)[1]), ctx.path(f"photo_{i}.png"))
             fields = dict(media_kind="images", media=(path,), frames=(0,))
         else:
-            path = make_overlay_video(ctx.path(f"plain_{i}.mp4"), source, 1280, 720, 6.0, [], 5.0)
-            fields = dict(media_kind="video", media=(str(path),), times=(3.0,))
+            video = make_overlay_video(ctx.path(f"plain_{i}.mp4"), source, 1280, 720, 6.0, [], 5.0)
+            fields = dict(media_kind="video", media=(str(video),), times=(3.0,))
         items.append(
             ctx.item(
                 i, question=question, answer=answer, kind=kind, target=kind, label=label, **fields

@@ -11,9 +11,10 @@ its VLM stage's deployment is its decode side.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, cast
 
 from ray import serve
+from ray.serve import Deployment
 
 from ..config import ServeConfig
 from ..engine import Engine
@@ -47,7 +48,7 @@ def build_app(args: dict[str, Any] | None = None):
     for mod in options.imports:
         importlib.import_module(mod)
     found = served_stages(config)
-    health = (
+    health: dict[str, Any] = (  # extra keyword arguments of Deployment.options
         {}
         if options.health_check_period_s is None
         else {"health_check_period_s": options.health_check_period_s}
@@ -57,7 +58,8 @@ def build_app(args: dict[str, Any] | None = None):
     for stage_type in options.remote_types():
         if stage_type not in found:
             continue
-        dep = serve.deployment(StageReplica).options(
+        # Ray types `deployment` as its decorator form; given a class it is the Deployment
+        dep = cast(Deployment, serve.deployment(StageReplica)).options(
             name=stage_type,
             num_replicas=decode_replicas(found[stage_type]) or options.replicas_of(stage_type),
             max_ongoing_requests=max(8, 2 * options.max_batch_size),
@@ -70,7 +72,7 @@ def build_app(args: dict[str, Any] | None = None):
         handles[stage_type] = dep.bind(
             stage_type, found[stage_type], option_args(options), config.random_weights, roles
         )
-    ingress = serve.deployment(serve.ingress()(Ingress)).options(
+    ingress = cast(Deployment, serve.deployment(serve.ingress()(Ingress))).options(
         name=INGRESS,
         num_replicas=1,
         max_ongoing_requests=max(16, 2 * config.max_concurrent + config.max_queue),
@@ -107,7 +109,7 @@ def role_deployments(
             while name in names:  # two pipelines' models of one name
                 name += "_"
             names.append(name)
-            dep = serve.deployment(RoleReplica).options(
+            dep = cast(Deployment, serve.deployment(RoleReplica)).options(
                 name=name,
                 num_replicas=roles.encode_replicas if role == "encode" else roles.prefill_replicas,
                 **health,

@@ -73,7 +73,8 @@ class Ingress:
             {}
             if status is None
             else {
-                name: int(d.replica_states.get("RUNNING", 0))
+                # keyed by ReplicaState, a str enum
+                name: sum(n for state, n in d.replica_states.items() if state == "RUNNING")
                 for name, d in status.deployments.items()
             }
         )

@@ -27,7 +27,7 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 from ray import serve
 
@@ -78,8 +78,9 @@ class StageReplica:
         self.stats: dict[str, float] = {"calls": 0, "errors": 0, "busy_seconds": 0.0}
         self._answered = LRUCache(_AFFINITY_IDS, size_of=lambda _: 1)
         if self.serving.batch:
-            self._batched.set_max_batch_size(self.options.max_batch_size)
-            self._batched.set_batch_wait_timeout_s(self.options.batch_wait_timeout_s)
+            # Ray types @serve.batch's method as a plain callable; it has these setters
+            self._batched.set_max_batch_size(self.options.max_batch_size)  # type: ignore[attr-defined]
+            self._batched.set_batch_wait_timeout_s(self.options.batch_wait_timeout_s)  # type: ignore[attr-defined]
 
     # -- one call ---------------------------------------------------------------------------
     def _count(self, **delta: float) -> dict[str, float]:
@@ -219,7 +220,7 @@ class StageReplica:
                 strict=True,
             ):
                 replies[i] = reply
-        return replies
+        return cast("list[dict[str, Any]]", replies)  # every call is in a group: all set
 
     def _run_batch(self, key: str, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The stage's `run_batch` over several calls; each call's record holds what the stage
@@ -262,6 +263,7 @@ def _batch_across_affinity() -> None:
         from ray.serve import context as serve_context
 
         ctx = serve_context._get_serve_request_context()
-        serve_context._serve_request_context.set(dataclasses.replace(ctx, multiplexed_model_id=""))
+        cleared = dataclasses.replace(ctx, multiplexed_model_id="")
+        serve_context._serve_request_context.set(cleared)  # type: ignore[arg-type]  # Ray: ContextVar[None]
     except Exception:  # noqa: BLE001 - a layout change costs batching, never a request
         log.debug("could not clear the multiplexed model id; batching per id", exc_info=True)

@@ -196,6 +196,13 @@ class Family(ABC):
         """Visual tokens the LLM reads for one width x height image (before any reduction)."""
         return self.image_cost(int(width), int(height)).tokens
 
+    def resized(self, width: int, height: int) -> tuple[int, int]:
+        """(height, width) the processor resizes a width x height image to (a family whose
+        processor resizes says what to)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not say what size its processor resizes an image to"
+        )
+
     def native_size(self, width: int, height: int) -> tuple[int, int]:
         """The smallest (width, height), at least the given one, that the processor sends to the
         tower without resampling; a crop cut to it reaches the model pixel for pixel. Here: the
@@ -242,11 +249,13 @@ class Family(ABC):
     # -- where the model's parts are (for shapes here, and for the runtime) ---------------------
     @staticmethod
     @abstractmethod
-    def text_model_of(model: Any) -> torch.nn.Module:
-        """The decoder stack of `model`: has embed_tokens, layers, norm, rotary_emb."""
+    def text_model_of(model: Any) -> Any:
+        """The decoder stack of `model`: has embed_tokens, layers, norm, rotary_emb (a
+        transformers class: Any to mypy, see pyproject.toml; torch types its parts `Tensor |
+        Module`)."""
 
     @staticmethod
-    def lm_head_of(model: Any) -> torch.nn.Module:
+    def lm_head_of(model: Any) -> torch.nn.Linear:
         return model.lm_head
 
     @property

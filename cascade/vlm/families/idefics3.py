@@ -128,7 +128,10 @@ class Idefics3Runtime(FamilyRuntime):
         positions = torch.arange(ids.numel(), device=self.device).unsqueeze(0)
         return PrefixInputs(ids, positions, spans, grids, self.collate(images), list(images))
 
-    def encode(self, vision_inputs: dict[str, Any]) -> list[torch.Tensor]:
+    def encode(
+        self, vision_inputs: dict[str, Any], keep: list[torch.Tensor] | None = None
+    ) -> list[torch.Tensor]:
+        # `keep` is never given: Idefics3 has no tower reduction (its tower_keep raises)
         out = self.model.model.get_image_features(
             vision_inputs["pixel_values"], vision_inputs["pixel_attention_mask"]
         )

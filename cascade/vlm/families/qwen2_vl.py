@@ -12,7 +12,8 @@ positions and text after the images continues at max(position) + 1 exactly as un
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -311,7 +312,7 @@ class Qwen2VLRuntime(FamilyRuntime):
 
 @register_family
 class Qwen2VLFamily(Family):
-    model_types = ("qwen2_vl", "qwen2_5_vl")
+    model_types: ClassVar[tuple[str, ...]] = ("qwen2_vl", "qwen2_5_vl")
     limit_names = ("min_pixels", "max_pixels")
     position_rows = 3
     runtime = Qwen2VLRuntime
@@ -333,7 +334,10 @@ class Qwen2VLFamily(Family):
     def _apply_limits(self) -> None:
         ip = self.processor.image_processor
         size = ip.size
-        get = size.get if isinstance(size, dict) else lambda k: getattr(size, k, None)
+        # the image processor's size settings: a dict or an object (untyped either way)
+        get: Callable[[str], Any] = (
+            size.get if isinstance(size, dict) else lambda k: getattr(size, k, None)
+        )
         lo = getattr(ip, "min_pixels", None) or get("shortest_edge")
         hi = getattr(ip, "max_pixels", None) or get("longest_edge")
         if self.limits.resolution == "full":

@@ -79,6 +79,7 @@ class Qwen3VLRuntime(Qwen2VLRuntime):
     def visual_kwargs(
         self, visual_mask: torch.Tensor, extra: torch.Tensor | None
     ) -> dict[str, Any]:
+        assert extra is not None  # split_features always gives Qwen3-VL's DeepStack features
         return {
             "visual_pos_masks": visual_mask,
             "deepstack_visual_embeds": [extra[:, i] for i in range(self.family.levels)],
@@ -86,7 +87,7 @@ class Qwen3VLRuntime(Qwen2VLRuntime):
 
     # -- layer-by-layer runs (FastV) ---------------------------------------------------------------
     def query_states(self, layer: torch.nn.Module, normed: torch.Tensor) -> torch.Tensor:
-        attn = layer.self_attn
+        attn: Any = layer.self_attn  # a transformers attention module: q_proj, q_norm, head_dim
         q = attn.q_proj(normed)
         return attn.q_norm(q.view(*q.shape[:-1], -1, attn.head_dim)).transpose(1, 2)
 

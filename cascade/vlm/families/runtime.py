@@ -76,11 +76,12 @@ class FamilyRuntime(ABC):
         self.cache_kw = "cache" if "cache" in params else "past_key_values"
 
     @property
-    def text_model(self) -> torch.nn.Module:
+    def text_model(self) -> Any:
+        """The decoder stack (`Family.text_model_of`)."""
         return self.family.text_model_of(self.model)
 
     @property
-    def lm_head(self) -> torch.nn.Module:
+    def lm_head(self) -> torch.nn.Linear:
         return self.family.lm_head_of(self.model)
 
     # the description's facts the runtime's callers read often
@@ -124,11 +125,14 @@ class FamilyRuntime(ABC):
         """Tokenize the prefix with its image placeholders expanded, as the processor would."""
 
     @abstractmethod
-    def encode(self, vision_inputs: dict[str, Any]) -> list[torch.Tensor]:
+    def encode(
+        self, vision_inputs: dict[str, Any], keep: list[torch.Tensor] | None = None
+    ) -> list[torch.Tensor]:
         """Run the vision tower (+ merger/connector) on collated inputs: one [n_b, F] tensor per
         visual block, image by image in order (F: the features per token, see module docstring).
         Families that support the `tower` reduction also take `keep` (per block, the merge units
-        `tower_keep` chose) and return the features of the kept units only."""
+        `tower_keep` chose) and return the features of the kept units only; the others are never
+        given one (their `tower_keep` raises)."""
 
     def tower_keep(
         self,
@@ -220,7 +224,7 @@ class FamilyRuntime(ABC):
 
     def query_states(self, layer: torch.nn.Module, normed: torch.Tensor) -> torch.Tensor:
         """[B, H, n, head_dim] queries of one decoder layer for its normed input (before RoPE)."""
-        attn = layer.self_attn
+        attn: Any = layer.self_attn  # a transformers attention module: q_proj, head_dim
         q = attn.q_proj(normed)
         return q.view(*q.shape[:-1], -1, attn.head_dim).transpose(1, 2)
 
