@@ -55,7 +55,7 @@ def collect(quick: bool) -> list[dict[str, Any]]:
             ("understand", {}),
             ("ocr", {}),
             ("layout", {}),
-            ("tool_answer", {"always_read": True}),  # as doc_qa.yaml sets it
+            ("tool_answer", {"always_read": True, "sureness": "calibrated"}),  # as doc_qa sets it
         )
     }
     for s in stages.values():

@@ -10,11 +10,12 @@ holding a word of the question, or, when a span was asked for (a number, an id .
 of that type inside it (`spans.exact_span`). A document target (title, heading, table cell, fact
 in a paragraph, code identifier) is read from the page's structure (`documents`: OCR lines and
 `layout` regions), and answered only when one candidate fits and holds one span of the type
-asked for. A text answer must then also be sure: its sureness (`cascade.evidence.sureness`: a
-logistic calibration over general features, fitted on the real-media dev split) must reach the
-threshold chosen there for zero wrong answers; the route states both. Anything else abstains: the
-route goes to `vlm` with what the tools found as a hint. In `hint` mode the stage always routes
-to `vlm` with the hint; `off` routes to `vlm` with none. The answer says which happened (`produced_by`).
+asked for. With `sureness: calibrated` (doc_qa sets it) a text answer must then also be sure:
+its sureness (`cascade.evidence.sureness`: a logistic calibration over general features, fitted
+on the real-media dev split) must reach the threshold chosen there for zero wrong answers; the
+route states both. Anything else abstains: the route goes to `vlm` with what the tools found as
+a hint. In `hint` mode the stage always routes to `vlm` with the hint; `off` routes to `vlm` with
+none. The answer says which happened (`produced_by`).
 """
 
 from __future__ import annotations
@@ -248,10 +249,10 @@ class ToolAnswer(Router):
             "query's target is not text (documents: the answer is in the text)",
         )
         sureness: Literal["calibrated", "off"] = Field(
-            "calibrated",
+            "off",
             description="calibrated: a text answer also needs its sureness "
-            "(`cascade.evidence.sureness`, fitted on the real-media dev split) at or over the "
-            "threshold; off: recognition confidence only",
+            "(`cascade.evidence.sureness`, fitted on the real-media dev split of documents, "
+            "what doc_qa sets) at or over the threshold; off: recognition confidence only",
         )
         min_sureness: float | None = Field(
             None,

@@ -90,8 +90,8 @@ def features(
 ) -> dict[str, float]:
     """The features of one tool answer: `reader` the tool's reader that gave it ('key_value',
     'structure', 'sign'), `context` the texts it was read from, `page` every text read on its
-    image (the baseline of meaning). Without a relevance model, `meaning` is 0
-    and `top` 0.5 (unknown)."""
+    image (the baseline of meaning). Without a relevance model, `meaning` is 0 and `top` 0.5
+    (unknown); on a page that says nothing else, `top` is 1."""
     said = cue_tokens(answer)
     known = (
         float(ocr_confidence),
@@ -100,8 +100,10 @@ def features(
         float(reader == "key_value"),
     )
     texts = list(dict.fromkeys([*page, *context]))
-    if relevance is None or not context or len(texts) < 2:
+    if relevance is None or not context:
         return asdict(Features(*known))
+    if len(texts) == len(set(context)):  # the answer's lines are all the page says
+        return asdict(Features(*known, 0.0, 1.0))
     cos = relevance.passages(texts, media) @ relevance.query(question)
     mine = max(float(cos[texts.index(t)]) for t in context)
     base = float(np.median(cos)) if cos.size >= 3 else float(cos.min())

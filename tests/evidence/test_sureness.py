@@ -113,10 +113,12 @@ RECEIPT = [
 def test_the_route_states_the_sureness_and_the_threshold():
     tool = get_stage_class("tool_answer")
     query = understand("What is the total on the receipt?")
-    sure = tool({"min_sureness": 0.0}).run(query=query, ocr_lines=RECEIPT)
+    sure = tool({"sureness": "calibrated", "min_sureness": 0.0}).run(query=query, ocr_lines=RECEIPT)
     assert sure.answer.text == "7.75" and "sureness" in sure.route.reason
     assert sure.route.scores["tool_threshold"] == 0.0
-    unsure = tool({"min_sureness": 1.0}).run(query=query, ocr_lines=RECEIPT)
+    unsure = tool({"sureness": "calibrated", "min_sureness": 1.0}).run(
+        query=query, ocr_lines=RECEIPT
+    )
     assert unsure.answer is None and unsure.route.branch == "vlm"
     assert "sureness" in unsure.route.reason and "< 1.00" in unsure.route.reason
     assert "7.75" in unsure.hint  # abstaining still leads the VLM to what was found
