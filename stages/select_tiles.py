@@ -47,6 +47,7 @@ from cascade.evidence.keyvalue import PATTERNS, key_query, read_key_value
 from cascade.evidence.query import Query, has_cue
 from cascade.evidence.relevance import DEFAULT_MODEL, RelevanceModel, fused_scores, load_relevance
 from cascade.evidence.size import text_fit
+from cascade.evidence.structure import level_with, row_line, union_box
 from cascade.models import ModelName
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
@@ -67,6 +68,9 @@ class Atom:
     line_height: float | None = None  # text atoms: the smallest line's height
     candidate: bool = False  # a place the question's reader (structure, key-value) says may
     #                          hold the answer, not only text or an object that is there
+
+
+_FIGURE = re.compile(r"\d")
 
 
 def _inside(inner: Box, outer: Box) -> bool:
@@ -255,7 +259,12 @@ class SelectTiles(Stage):
             singled = singled or cued
             atoms.append(
                 Atom(
-                    self._row(b.box, b.media_index, b.timestamp, lines)
+                    union_box(
+                        [
+                            b.box,
+                            *(x.box for x in level_with(b.box, lines, b) if _FIGURE.search(x.text)),
+                        ]
+                    )  # a document's row is one unit from its key to the figures level with it
                     if query.in_document and b.box.height <= 1.6 * b.line_height
                     else b.box,
                     p.text_weight * sal[b] * fit.of(b) * (1 + p.cue_weight * max(cued, rel)),
@@ -280,21 +289,23 @@ class SelectTiles(Stage):
                         candidate=True,
                     )
                 )
-            if not keys:  # no key on the page: lines holding a value of the kind asked for
+            if not keys:  # no key the rules know: each row holding a value of the kind asked
+                # for, from its key to its value, ranked by what the row means ('ZU ZAHLEN
+                # EURO 8,83' for "how much to pay"), not only the value (all figures look alike)
                 kind = r"\d" if kq.value == "id" else PATTERNS[kq.value]
-                for line in lines:
-                    if re.search(kind, line.text):
-                        atoms.append(
-                            Atom(
-                                line.box,
-                                p.text_weight * (1 + p.cue_weight),
-                                "value:" + norm_text(line.text),
-                                line.media_index,
-                                line.timestamp,
-                                line.box.height,
-                                candidate=True,
-                            )
+                rows = [row_line(ln, lines) for ln in lines if re.search(kind, ln.text)]
+                for row, rel in zip(rows, self._meant(query, rows, images), strict=True):
+                    atoms.append(
+                        Atom(
+                            row.box,
+                            p.text_weight * (1 + p.cue_weight) * (1 + rel) / 2,
+                            "value:" + norm_text(row.text),
+                            row.media_index,
+                            row.timestamp,
+                            min(x.box.height for x in level_with(row.box, lines, row)),
+                            candidate=True,
                         )
+                    )
             valued = {id(kv.key_line) for kv in found}
             for key in (k for k in keys if id(k) not in valued):
                 # a key whose value was not read: the row to its right and below, as plausible
@@ -359,23 +370,6 @@ class SelectTiles(Stage):
             )
             for i, sc in zip(idx, scores, strict=True):
                 out[i] = min(1.0, float(sc))
-        return out
-
-    @staticmethod
-    def _row(box: Box, media_index: int, timestamp: float | None, lines: list[OcrLine]) -> Box:
-        """A document's row is one unit from its key to its value: `box` grown along its row to
-        the lines level with it that hold a figure (a receipt's price far right of the item)."""
-        out = box
-        for ln in lines:
-            if (
-                ln.media_index == media_index
-                and ln.timestamp == timestamp
-                and re.search(r"\d", ln.text)
-                and min(ln.box.y1, box.y1) - max(ln.box.y0, box.y0)
-                >= 0.5 * min(ln.box.height, box.height)
-                and ln.box.height <= 2 * box.height
-            ):
-                out = out.union(ln.box)
         return out
 
     def _pad(self, a: Atom, image: Image) -> Box:
