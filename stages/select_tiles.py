@@ -262,7 +262,11 @@ class SelectTiles(Stage):
                     union_box(
                         [
                             b.box,
-                            *(x.box for x in level_with(b.box, lines, b) if _FIGURE.search(x.text)),
+                            *(
+                                x.box
+                                for x in level_with(b.box, lines, b.media_index, b.timestamp)
+                                if _FIGURE.search(x.text)
+                            ),
                         ]
                     )  # a document's row is one unit from its key to the figures level with it
                     if query.in_document and b.box.height <= 1.6 * b.line_height
@@ -302,7 +306,10 @@ class SelectTiles(Stage):
                             "value:" + norm_text(row.text),
                             row.media_index,
                             row.timestamp,
-                            min(x.box.height for x in level_with(row.box, lines, row)),
+                            min(
+                                x.box.height
+                                for x in level_with(row.box, lines, row.media_index, row.timestamp)
+                            ),
                             candidate=True,
                         )
                     )

@@ -78,14 +78,16 @@ def union_box(boxes: Iterable[Box]) -> Box:
     return out
 
 
-def level_with(box: Box, lines: Iterable[OcrLine], frame: OcrLine) -> list[OcrLine]:
-    """The lines of `frame`'s image (media and time) level with `box` on its row, of a similar
-    height (a receipt's key far left of its value, a table's row across its columns)."""
+def level_with(
+    box: Box, lines: Iterable[OcrLine], media_index: int, timestamp: float | None
+) -> list[OcrLine]:
+    """The lines of one image (media and time) level with `box` on its row, of a similar height
+    (a receipt's key far left of its value, a table's row across its columns)."""
     return [
         ln
         for ln in lines
-        if ln.media_index == frame.media_index
-        and ln.timestamp == frame.timestamp
+        if ln.media_index == media_index
+        and ln.timestamp == timestamp
         and min(ln.box.y1, box.y1) - max(ln.box.y0, box.y0) >= 0.5 * min(ln.box.height, box.height)
         and ln.box.height <= 2 * box.height
     ]
@@ -94,7 +96,9 @@ def level_with(box: Box, lines: Iterable[OcrLine], frame: OcrLine) -> list[OcrLi
 def row_line(line: OcrLine, lines: Iterable[OcrLine]) -> OcrLine:
     """The row through `line` as one line: the texts level with it left to right, its box from
     the first to the last."""
-    level = sorted(level_with(line.box, lines, line), key=lambda ln: ln.box.x0)
+    level = sorted(
+        level_with(line.box, lines, line.media_index, line.timestamp), key=lambda ln: ln.box.x0
+    )
     text = " ".join(ln.text for ln in level)
     box = union_box([ln.box for ln in level])
     return dataclasses.replace(line, text=text, box=box)
