@@ -367,6 +367,21 @@ MANIFEST: tuple[Bench, ...] = (
         ),
     ),
     Bench(
+        "tool_sureness_dev_cpu.json",
+        "tool_sureness.py",
+        ("--out", "{dir}/tool_sureness_dev_cpu.json"),
+        ("--quick", "--out", "{dir}/tool_sureness_dev_quick_cpu.json"),
+        "tool_sureness_dev_quick_cpu.json",
+        minutes=10,
+        headline=(
+            "findings_total",
+            "findings_exact",
+            "calibration/threshold",
+            "at_threshold/exact",
+            "at_threshold/wrong",
+        ),
+    ),
+    Bench(
         "real_media_dev_after_cpu.json",
         "real_media.py",
         ("--split", "dev", "--out", "{dir}/real_media_dev_after_cpu.json"),

@@ -6,8 +6,8 @@ Evidence units, not grid cells. What counts as evidence comes from the `Query`: 
 of the object the query names and every key-value pair it asks for (`keyvalue`) is an *atom* with
 a weight: its salience, more when it holds a word of the question or the key the query names, or
 means what the question asks (`relevance.fused_scores`: meaning by the sentence embedder plus
-exact numbers and ids, against the page's other texts). On a document a one-line text is one unit
-from its key to the figures level with it (a receipt's price far right of the item). A document
+exact numbers and ids, against the page's other texts). On a document a row is one unit from its
+key to the figures level with it (a receipt's price far right of the item). A document
 target (title, heading, table cell, fact in a paragraph, code identifier) adds every region the
 page's structure says may hold it (`documents.located_for`, by words and by meaning: every title
 candidate, the cell with its row and column keys, the sentences holding the question's words
@@ -49,6 +49,7 @@ from cascade.evidence.keyvalue import PATTERNS, key_query, read_key_value
 from cascade.evidence.query import Query, has_cue
 from cascade.evidence.relevance import DEFAULT_MODEL, RelevanceModel, fused_scores, load_relevance
 from cascade.evidence.size import text_fit
+from cascade.evidence.structure import level_with, overlap_fraction, row_line, union_box
 from cascade.models import ModelName
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
@@ -71,10 +72,7 @@ class Atom:
     #                          hold the answer, not only text or an object that is there
 
 
-def _inside(inner: Box, outer: Box) -> bool:
-    ix = max(0.0, min(inner.x1, outer.x1) - max(inner.x0, outer.x0))
-    iy = max(0.0, min(inner.y1, outer.y1) - max(inner.y0, outer.y0))
-    return ix * iy >= 0.95 * max(inner.area, 1e-9)
+_FIGURE = re.compile(r"\d")
 
 
 @stage("select_tiles")
@@ -257,7 +255,16 @@ class SelectTiles(Stage):
             singled = singled or cued
             atoms.append(
                 Atom(
-                    self._row(b.box, b.media_index, b.timestamp, lines)
+                    union_box(
+                        [
+                            b.box,
+                            *(
+                                x.box
+                                for x in level_with(b.box, lines, b.media_index, b.timestamp)
+                                if _FIGURE.search(x.text)
+                            ),
+                        ]
+                    )  # a document's row is one unit from its key to the figures level with it
                     if query.in_document and b.box.height <= 1.6 * b.line_height
                     else b.box,
                     p.text_weight * sal[b] * fit.of(b) * (1 + p.cue_weight * max(cued, rel)),
@@ -282,21 +289,26 @@ class SelectTiles(Stage):
                         candidate=True,
                     )
                 )
-            if not keys:  # no key on the page: lines holding a value of the kind asked for
+            if not keys:  # no key the rules know: each row holding a value of the kind asked
+                # for, from its key to its value, ranked by what the row means ('ZU ZAHLEN
+                # EURO 8,83' for "how much to pay"), not only the value (all figures look alike)
                 kind = r"\d" if kq.value == "id" else PATTERNS[kq.value]
-                for line in lines:
-                    if re.search(kind, line.text):
-                        atoms.append(
-                            Atom(
-                                line.box,
-                                p.text_weight * (1 + p.cue_weight),
-                                "value:" + norm_text(line.text),
-                                line.media_index,
-                                line.timestamp,
-                                line.box.height,
-                                candidate=True,
-                            )
+                rows = [row_line(ln, lines) for ln in lines if re.search(kind, ln.text)]
+                for row, rel in zip(rows, self._meant(query, rows, images), strict=True):
+                    atoms.append(
+                        Atom(
+                            row.box,
+                            p.text_weight * (1 + p.cue_weight) * (1 + rel) / 2,
+                            "value:" + norm_text(row.text),
+                            row.media_index,
+                            row.timestamp,
+                            min(
+                                x.box.height
+                                for x in level_with(row.box, lines, row.media_index, row.timestamp)
+                            ),
+                            candidate=True,
                         )
+                    )
             valued = {id(kv.key_line) for kv in pairs}
             for key in (k for k in keys if id(k) not in valued):
                 # a key whose value was not read: the row to its right and below, as plausible
@@ -343,7 +355,9 @@ class SelectTiles(Stage):
         )
         return [a for a in atoms if a.weight > 0], why, singled
 
-    def _meant(self, query: Query, blocks: Sequence[TextBlock], images: list[Image]) -> list[float]:
+    def _meant(
+        self, query: Query, blocks: Sequence[TextBlock | OcrLine], images: list[Image]
+    ) -> list[float]:
         """Each block's relevance to the question, 0..1 (`relevance.fused_scores`: meaning over
         the page's typical text, plus a number or id of the question written in it), the texts
         of each image scored together (their passages cached under its content hash)."""
@@ -361,23 +375,6 @@ class SelectTiles(Stage):
             )
             for i, sc in zip(idx, scores, strict=True):
                 out[i] = min(1.0, float(sc))
-        return out
-
-    @staticmethod
-    def _row(box: Box, media_index: int, timestamp: float | None, lines: list[OcrLine]) -> Box:
-        """A document's row is one unit from its key to its value: `box` grown along its row to
-        the lines level with it that hold a figure (a receipt's price far right of the item)."""
-        out = box
-        for ln in lines:
-            if (
-                ln.media_index == media_index
-                and ln.timestamp == timestamp
-                and re.search(r"\d", ln.text)
-                and min(ln.box.y1, box.y1) - max(ln.box.y0, box.y0)
-                >= 0.5 * min(ln.box.height, box.height)
-                and ln.box.height <= 2 * box.height
-            ):
-                out = out.union(ln.box)
         return out
 
     def _pad(self, a: Atom, image: Image) -> Box:
@@ -527,7 +524,7 @@ class SelectTiles(Stage):
                 retrieval_scores[i] if retrieval_scores and i < len(retrieval_scores) else 0.0
             )
             for box in boxes:
-                held = [a for a in mine if _inside(a.box, box)]
+                held = [a for a in mine if overlap_fraction(a.box, box) >= 0.95]
                 crop = self._native(self._enlarge(im.crop(box), held), im)
                 if len(held) > 1 and self._illegible(crop, held):
                     # over the processor's pixel cap, the merged region would be resampled down
@@ -545,7 +542,8 @@ class SelectTiles(Stage):
             held = [
                 a
                 for a in atoms
-                if tile.is_from(a.media_index, a.timestamp) and _inside(a.box, tile.box)
+                if tile.is_from(a.media_index, a.timestamp)
+                and overlap_fraction(a.box, tile.box) >= 0.95
             ]
             candidates.append((tile, held, 0.0))
         chosen, spent, sent = list[tuple[Image, float]](), 0, set[str]()

@@ -39,6 +39,8 @@ __all__ = [
     "page_skew",
     "reading_order",
     "union_box",
+    "level_with",
+    "row_line",
     "overlap_fraction",
     "is_cjk",
     "text_length",
@@ -74,6 +76,32 @@ def union_box(boxes: Iterable[Box]) -> Box:
     for b in boxes[1:]:
         out = out.union(b)
     return out
+
+
+def level_with(
+    box: Box, lines: Iterable[OcrLine], media_index: int, timestamp: float | None
+) -> list[OcrLine]:
+    """The lines of one image (media and time) level with `box` on its row, of a similar height
+    (a receipt's key far left of its value, a table's row across its columns)."""
+    return [
+        ln
+        for ln in lines
+        if ln.media_index == media_index
+        and ln.timestamp == timestamp
+        and min(ln.box.y1, box.y1) - max(ln.box.y0, box.y0) >= 0.5 * min(ln.box.height, box.height)
+        and ln.box.height <= 2 * box.height
+    ]
+
+
+def row_line(line: OcrLine, lines: Iterable[OcrLine]) -> OcrLine:
+    """The row through `line` as one line: the texts level with it left to right, its box from
+    the first to the last."""
+    level = sorted(
+        level_with(line.box, lines, line.media_index, line.timestamp), key=lambda ln: ln.box.x0
+    )
+    text = " ".join(ln.text for ln in level)
+    box = union_box([ln.box for ln in level])
+    return dataclasses.replace(line, text=text, box=box)
 
 
 def overlap_fraction(inner: Box, outer: Box) -> float:

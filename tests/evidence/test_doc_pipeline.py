@@ -29,7 +29,18 @@ def timetable(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def doc_qa():
-    return QA.offline("doc_qa", size="test")
+    """doc_qa with its readers ungated: these tests pin what the readers find (the sureness gate
+    doc_qa ships with is `test_the_shipped_gate_states_its_sureness_and_threshold`'s)."""
+    return QA.offline("doc_qa", size="test", overrides={"tool.sureness": "off"})
+
+
+def test_the_shipped_gate_states_its_sureness_and_threshold(timetable):
+    out = QA.offline("doc_qa", size="test").ask([timetable], "What is the title of this document?")
+    tool = next(r for r in out.evidence.routes if r.scores.get("tool_threshold") is not None)
+    assert "sureness" in tool.reason
+    sure = tool.scores["tool_sureness"] >= tool.scores["tool_threshold"]
+    assert (out.produced_by == "tool") == sure  # below the threshold the VLM answers
+    assert out.produced_by == "vlm" or out.text == "Morning departures"
 
 
 @pytest.mark.parametrize(
