@@ -1,20 +1,26 @@
 """The path route on a mix of media: total cost and evidence under `cost`, `cascade` and `full`.
 
-    python benchmarks/route_cost.py --quick      # ~20 min on a shared 2-core CPU
+    CASCADE_CALIBRATION_DIR=$(mktemp -d) python benchmarks/route_cost.py --quick   # ~30 min
 
 The mix (test split of the generated evaluation set, held apart from the dev split the device
 was calibrated on): small scans (receipts), large pages (heading / table pages at 3x: several
-megapixels), image sets and videos. Every question runs through the shipped pipeline three times,
-caches emptied first (after one unmeasured run of each path per pipeline): the cascade forced and
-the full path forced. `cost` is the path its route picks (the route stage run alone, on the same
-calibration): the pipeline is deterministic given the path, so its cost is that forced run's.
+megapixels), image sets (five photos, one with a sign) and videos (a sign in one scene). Every
+question runs through the shipped pipeline with the cascade forced and with the full path forced,
+caches emptied first (after one unmeasured run of each path per pipeline), in `--rounds`
+interleaved rounds (every question and path once, then again, the paths' order alternating), the
+fastest run kept. One thread everywhere (torch and every onnxruntime session), the 1-minute load
+average recorded: the machine is shared. `cost` is the path its route picks (the route stage run
+alone, on the same calibration): the pipeline is deterministic given the path, so its cost is
+that forced run's.
 
 Two accountings, both on this machine:
 
 - **measured**: the model that runs (the random-weight "test" Qwen2-VL at native resolution) is
   also the one priced (`priced_as` itself), its throughput measured here first; seconds are wall
-  seconds of the whole run, FLOPs the VLM's cost-model FLOPs. This is where the estimate is checked
-  against what was measured, per path.
+  seconds of the whole run. FLOPs are the VLM's cost-model FLOPs plus the specialists' FLOPs
+  counted during the run (`cascade.flop_count`: OCR, layout and YOLO from their ONNX graphs at
+  each call's input shapes, CLIP and the sentence encoders replayed under torch's FLOP counter).
+  This is where the estimate is checked against what was measured, per path and per run.
 - **declared**: what the same runs cost with the declared Qwen2-VL-2B as the VLM on this CPU: the
   specialists' measured seconds plus the 2B's FLOPs of exactly the pixels each run sent, turned
   into seconds by the cached calibration's throughput (measured on the "bench" architecture:
@@ -294,7 +300,11 @@ def _err(rows: list[dict[str, Any]], path: str) -> dict[str, Any]:
         if "seconds" in r.get(path, {})
     ]
     errs = [abs(x["error"]) for x in per]
+    # the noise floor: how far the same run, repeated, lands from its fastest repeat
+    spread = [max(r[path]["rounds_s"]) / min(r[path]["rounds_s"]) - 1 for r in rows]
     return {
+        "repeat_spread_median": statistics.median(spread),
+        "repeat_spread_max": max(spread),
         "total_error": sum(x["estimated_s"] for x in per) / sum(x["measured_s"] for x in per) - 1,
         "median_abs_error": statistics.median(errs),
         "max_abs_error": max(errs),

@@ -110,13 +110,13 @@ def count_specialist_flops() -> Iterator[SpecialistFlops]:
 
     from torch.nn.modules import module as nn_module
 
-    onnxruntime.InferenceSession.run = run  # type: ignore[method-assign]
+    onnxruntime.InferenceSession.run = run
     h_pre = nn_module.register_module_forward_pre_hook(pre)
     h_post = nn_module.register_module_forward_hook(post)
     try:
         yield seen
     finally:
-        onnxruntime.InferenceSession.run = original_run  # type: ignore[method-assign]
+        onnxruntime.InferenceSession.run = original_run
         h_pre.remove()
         h_post.remove()
 

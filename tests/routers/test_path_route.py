@@ -173,6 +173,13 @@ def test_calibration_round_trips_and_fits_are_nonnegative(calibrated):
     x = [[1.0, mp, f] for mp, f in [(0.2, 1), (0.5, 1), (1.0, 2), (2.0, 4), (3.0, 6)]]
     y = [0.3 + 1.5 * mp + 0.2 * f for _, mp, f in x]
     assert np.allclose(fit_nonnegative(x, y), [0.3, 1.5, 0.2], atol=1e-6)
+    assert np.allclose(fit_nonnegative(x, y, relative=True), [0.3, 1.5, 0.2], atol=1e-6)
+    # one slow outlier: plain least squares bends to it; the relative fit keeps the small points
+    noisy = [*y[:-1], y[-1] * 3]
+    small = x[0]
+    plain, rel = fit_nonnegative(x, noisy), fit_nonnegative(x, noisy, relative=True)
+    err = [abs(float(np.dot(c, small)) / y[0] - 1) for c in (plain, rel)]
+    assert err[1] < err[0]
     assert min(fit_nonnegative(x, [5.0 - r[1] for r in x])) >= 0  # never a negative cost
 
 
