@@ -172,11 +172,11 @@ def run(
     declared_cal = load_calibration(label)
     if declared_cal is None:  # what `cascade doctor --calibrate` measures, measured here
         print("no calibration cached: VLM throughput on the 'bench' architecture ...", flush=True)
-        vlm, _ = measure_vlm(str(build_tiny_vlm(size="bench")))
+        vlm, _ = measure_vlm(str(build_tiny_vlm(size="bench")), rounds=rounds + 1)
         declared_cal = Calibration(label, torch.get_num_threads(), "route_cost.py", vlm, {})
     tiny = str(build_tiny_vlm(size="test"))
     print(f"VLM throughput of the model that runs ({tiny}, native resolution) ...", flush=True)
-    fit, fit_points = measure_vlm(tiny, token_counts=(64, 256, 1024, 4096, 8192))
+    fit, fit_points = measure_vlm(tiny, token_counts=(64, 256, 1024, 4096, 8192), rounds=rounds + 1)
     measured_dir = tempfile.mkdtemp(prefix="route-cost-calibration-")
     readers = Readers(model=tiny)
     items = [x for x in pick_items(quick) if only is None or x[0] in only][:limit]

@@ -79,32 +79,33 @@ def measure_vlm(
     max_new_tokens: int = 8,
 ) -> tuple[VLMThroughput, list[dict[str, float]]]:
     """Fit the VLM's seconds on this device against its cost-model FLOPs. Each call is cold
-    (caches emptied; a fresh image), each size measured `rounds` times (best kept: noise on a
-    shared machine only adds). Returns the fit and the points it was fitted on."""
+    (caches emptied; a fresh image); every size is measured once per round, rounds after one
+    another (a burst of load from another job then slows one call of a size, not all of its
+    calls), the fastest of each size kept: noise on a shared machine only adds. Returns the fit
+    and the points it was fitted on."""
     from .cache import clear_all_caches
     from .vlm import VLM
 
     vlm = VLM.load(model, device=device, resolution="full")
     unit = int(getattr(vlm.family, "patch", 14)) * int(getattr(vlm.family, "merge", 2))
     vlm.generate(_calibration_image(16, unit, 0), "warm up", max_new_tokens=2)  # warm every path
-    points = []
-    for i, tokens in enumerate(token_counts):
-        best: dict[str, float] | None = None
-        for r in range(rounds):
+    sizes = list(token_counts)
+    best: dict[int, dict[str, float]] = {}
+    for r in range(rounds):
+        for i, tokens in enumerate(sizes):
             clear_all_caches()
             image = _calibration_image(tokens, unit, 1000 * i + r + 1)
             t0 = time.perf_counter()
             b = vlm.generate(image, "Describe the image.", max_new_tokens=max_new_tokens).bill
             s = time.perf_counter() - t0
-            if best is None or s < best["seconds"]:
-                best = {
+            if i not in best or s < best[i]["seconds"]:
+                best[i] = {
                     "visual_tokens": float(b.visual_tokens),
                     "flops": b.vision_flops + b.prefill_flops + b.decode_flops,
                     "steps": float(max(b.generated_tokens - 1, 0)),
                     "seconds": s,
                 }
-        assert best is not None
-        points.append(best)
+    points = [best[i] for i in range(len(sizes))]
     a, rate_inv, step = fit_nonnegative(
         [[1.0, p["flops"], p["steps"]] for p in points],
         [p["seconds"] for p in points],
