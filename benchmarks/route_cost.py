@@ -4,7 +4,8 @@
 
 The mix (test split of the generated evaluation set, held apart from the dev split the device
 was calibrated on): small scans (receipts), large pages (heading / table pages at 3x: several
-megapixels), image sets (five photos, one with a sign) and videos (a sign in one scene). Every
+megapixels), image sets (five photos, one with a sign) and videos (a sign in one scene); and real
+scans (receipt photos and a scanned page of `benchmarks/real_media`, its dev split). Every
 question runs through the shipped pipeline with the cascade forced and with the full path forced,
 caches emptied first (after one unmeasured run of each path per pipeline), in `--rounds`
 interleaved rounds (every question and path once, then again, the paths' order alternating), the
@@ -69,6 +70,22 @@ def pick_items(quick: bool) -> list[tuple[str, Any]]:
     ]
     out += [("image set", it) for it in by_genre["image_sign"][:n]]
     out += [("video", it) for it in by_genre["video_sign"][:n]]
+    return out + real_scans(n + 1)
+
+
+def real_scans(n: int) -> list[tuple[str, Any]]:
+    """Real media nobody here made (`benchmarks/real_media`, dev split: the evidence work holds
+    its test split apart): the first English question of `n` receipt photos and of one scanned
+    page, questions written by people before any run."""
+    from real_media import load_questions
+
+    out: list[tuple[str, Any]] = []
+    for source, count in (("receipts_de", n), ("ocrmypdf", 1)):
+        seen: set[tuple[str, ...]] = set()
+        for it in load_questions(split="dev", sources=[source]):
+            if it.lang == "en" and it.media not in seen and len(seen) < count:
+                seen.add(it.media)
+                out.append(("real scan", it))
     return out
 
 
@@ -466,7 +483,8 @@ def main() -> None:
         "--only",
         action="append",
         default=None,
-        help="this category only (repeatable): 'small scan', 'large page', 'image set', 'video'",
+        help="this category only (repeatable): 'small scan', 'large page', 'image set', 'video', "
+        "'real scan'",
     )
     args = ap.parse_args()
     out = Path(args.out)
