@@ -191,3 +191,14 @@ def test_measured_vlm_fit_reproduces_its_points():
     assert fit.flops_per_s > 1e8 and len(points) == 3
     big = points[-1]  # the largest call, where FLOPs dominate: the fit within 25 %
     assert abs(fit.seconds(big["flops"], int(big["steps"]) + 1) / big["seconds"] - 1) < 0.25
+
+
+def test_a_priced_run_counts_the_cascades_specialists_flops(calibrated, doc_qa, receipt):
+    from cascade.calibrate import run_priced
+
+    cascade, _ = run_priced(doc_qa, receipt, "What is the total?", "cascade", count_flops=True)
+    by_stage = cascade["specialist_flops_by_stage"]
+    assert by_stage["ocr"] > 1e9 and by_stage["layout"] > 1e9 and cascade["uncounted"] == []
+    full, _ = run_priced(doc_qa, receipt, "What is the total?", "full", count_flops=True)
+    assert full["path"] == "full" and full["specialist_flops"] == 0  # the VLM's: the cost model
+    assert full["flops"] > 0 and cascade["est_full_s"] == full["est_full_s"]
