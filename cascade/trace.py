@@ -101,6 +101,11 @@ _current: contextvars.ContextVar[StageRecord | None] = contextvars.ContextVar(
 )
 
 
+def current_stage() -> StageRecord | None:
+    """The record of the stage running in this context (None outside a pipeline run)."""
+    return _current.get()
+
+
 def record(**counters: float) -> None:
     """Add counters to the stage that is running (no-op outside a pipeline run)."""
     rec = _current.get()

@@ -173,6 +173,13 @@ def test_calibration_round_trips_and_fits_are_nonnegative(calibrated):
     x = [[1.0, mp, f] for mp, f in [(0.2, 1), (0.5, 1), (1.0, 2), (2.0, 4), (3.0, 6)]]
     y = [0.3 + 1.5 * mp + 0.2 * f for _, mp, f in x]
     assert np.allclose(fit_nonnegative(x, y), [0.3, 1.5, 0.2], atol=1e-6)
+    assert np.allclose(fit_nonnegative(x, y, relative=True), [0.3, 1.5, 0.2], atol=1e-6)
+    # one slow outlier: plain least squares bends to it; the relative fit keeps the small points
+    noisy = [*y[:-1], y[-1] * 3]
+    small = x[0]
+    plain, rel = fit_nonnegative(x, noisy), fit_nonnegative(x, noisy, relative=True)
+    err = [abs(float(np.dot(c, small)) / y[0] - 1) for c in (plain, rel)]
+    assert err[1] < err[0]
     assert min(fit_nonnegative(x, [5.0 - r[1] for r in x])) >= 0  # never a negative cost
 
 
@@ -184,3 +191,14 @@ def test_measured_vlm_fit_reproduces_its_points():
     assert fit.flops_per_s > 1e8 and len(points) == 3
     big = points[-1]  # the largest call, where FLOPs dominate: the fit within 25 %
     assert abs(fit.seconds(big["flops"], int(big["steps"]) + 1) / big["seconds"] - 1) < 0.25
+
+
+def test_a_priced_run_counts_the_cascades_specialists_flops(calibrated, doc_qa, receipt):
+    from cascade.calibrate import run_priced
+
+    cascade, _ = run_priced(doc_qa, receipt, "What is the total?", "cascade", count_flops=True)
+    by_stage = cascade["specialist_flops_by_stage"]
+    assert by_stage["ocr"] > 1e9 and by_stage["layout"] > 1e9 and cascade["uncounted"] == []
+    full, _ = run_priced(doc_qa, receipt, "What is the total?", "full", count_flops=True)
+    assert full["path"] == "full" and full["specialist_flops"] == 0  # the VLM's: the cost model
+    assert full["flops"] > 0 and cascade["est_full_s"] == full["est_full_s"]
