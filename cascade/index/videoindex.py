@@ -5,7 +5,7 @@
 
 A `VideoIndex` is handed to every stage of a pipeline (`Stage.video_index`), as the declared
 models are; the stages that index a video (`video_frames`, `clip_embed`, `retrieve`, `ocr`,
-`detect`) ask it for their store, which is None when the pipeline keeps no index.
+`detect`, `text_embed`) ask it for their store, which is None when the pipeline keeps no index.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..cache import content_hash
 from .frames import FrameStore
 from .results import SavedResults
+from .texts import SavedTexts
 from .vectors import SavedVectors
 
 __all__ = ["IndexSpec", "VideoIndex"]
@@ -88,6 +89,11 @@ class VideoIndex:
         """The saved per-frame results of one stage configuration (`config`) on `video`."""
         folder = self.folder_for(video)
         return None if folder is None else SavedResults(folder, stage, config)
+
+    def texts(self, video: Any, model: str) -> SavedTexts | None:
+        """The saved sentence vectors of the frames' text (`text_embed`, `model`) of `video`."""
+        folder = self.folder_for(video)
+        return None if folder is None else SavedTexts(folder, model)
 
     def __repr__(self) -> str:
         return f"VideoIndex({self.spec!r})"
