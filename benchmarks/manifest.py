@@ -197,7 +197,11 @@ MANIFEST: tuple[Bench, ...] = (
         ("--quick", "--out", "{dir}/long_video_quick_cpu"),
         "long_video_quick_cpu.json",
         minutes=30,
-        headline=("index_side_growth_longest_vs_shortest_same_process",),
+        headline=(
+            "whole_question_growth_longest_vs_shortest_cold",
+            "index_side_growth_longest_vs_shortest_cold",
+            "temporal_pruning_sign_check/visual_tokens_kept",
+        ),
     ),
     Bench(
         "engine_overhead_cpu.json",

@@ -25,7 +25,7 @@ from .base import Reduction, keep_count, register_reduction
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Evs", "evs_select"]
+__all__ = ["Evs", "evs_select", "change", "keep_changed"]
 
 
 @register_reduction("evs")
@@ -50,13 +50,31 @@ def evs_select(
         raise ValueError(f"evs: {len(units)} frames of units for {len(grids)} grids")
     if keep_ratio >= 1.0 or not units:
         return [torch.arange(u.shape[0], device=u.device) for u in units]
-    scores = []
-    for i, u in enumerate(units):
-        # a frame with no predecessor of its shape starts a shot: every unit is new
-        if i == 0 or grids[i] != grids[i - 1]:
-            scores.append(torch.full((u.shape[0],), float("inf"), device=u.device))
-        else:
-            scores.append((u.float() - units[i - 1].float()).abs().mean(dim=1))
+    previous: list = [None, *zip(units[:-1], grids[:-1], strict=True)]
+    scores = [change(u, g, prev) for u, g, prev in zip(units, grids, previous, strict=True)]
+    return keep_changed(scores, keep_ratio)
+
+
+def change(
+    units: torch.Tensor,
+    grid: tuple[int, int, int],
+    previous: tuple[torch.Tensor, tuple[int, int, int]] | None,
+) -> torch.Tensor:
+    """Per merge unit of a frame, how much it changed since `previous` (that frame's units and
+    grid): the mean absolute difference of its pixel values; inf where a shot starts (no frame
+    before, or one of another grid)."""
+    import torch
+
+    if previous is None or previous[1] != grid:
+        return torch.full((units.shape[0],), float("inf"), device=units.device)
+    return (units.float() - previous[0].float()).abs().mean(dim=1)
+
+
+def keep_changed(scores: list[torch.Tensor], keep_ratio: float) -> list[torch.Tensor]:
+    """Per frame, the units kept from the frames' `change` scores: a new shot's units and each
+    frame's most changed unit, then the most changed until `keep_count(total, keep_ratio)`."""
+    import torch
+
     flat = torch.cat(scores)
     budget = keep_count(flat.numel(), keep_ratio)
     # kept whatever the budget: a new shot's units, and each frame's most changed unit (a frame
@@ -72,8 +90,7 @@ def evs_select(
     kept = torch.zeros_like(flat, dtype=torch.bool)
     kept[order[: max(budget, int(forced.sum()))]] = True
     out, start = [], 0
-    for u in units:
-        n = u.shape[0]
-        out.append(torch.nonzero(kept[start : start + n]).reshape(-1))
-        start += n
+    for s in scores:
+        out.append(torch.nonzero(kept[start : start + s.numel()]).reshape(-1))
+        start += s.numel()
     return out
