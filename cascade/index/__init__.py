@@ -9,8 +9,8 @@ reads the saved work instead of decoding, embedding and running the models again
 
 from .files import read_json, write_atomic, write_json
 from .frames import FrameStore
+from .keyed import KeyedVectors
 from .results import SavedResults
-from .texts import SavedTexts
 from .vectors import SavedVectors
 from .videoindex import IndexSpec, VideoIndex
 
@@ -20,7 +20,7 @@ __all__ = [
     "FrameStore",
     "SavedVectors",
     "SavedResults",
-    "SavedTexts",
+    "KeyedVectors",
     "write_atomic",
     "write_json",
     "read_json",

@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..cache import content_hash
 from .frames import FrameStore
+from .keyed import KeyedVectors
 from .results import SavedResults
-from .texts import SavedTexts
 from .vectors import SavedVectors
 
 __all__ = ["IndexSpec", "VideoIndex"]
@@ -90,10 +90,11 @@ class VideoIndex:
         folder = self.folder_for(video)
         return None if folder is None else SavedResults(folder, stage, config)
 
-    def texts(self, video: Any, model: str) -> SavedTexts | None:
-        """The saved sentence vectors of the frames' text (`text_embed`, `model`) of `video`."""
+    def keyed(self, video: Any, kind: str, model: str) -> KeyedVectors | None:
+        """The saved vectors of one `kind` and `model` of `video`, by key: "texts" (`text_embed`,
+        the frames' text) or "clip" (`clip_embed`, the frames)."""
         folder = self.folder_for(video)
-        return None if folder is None else SavedTexts(folder, model)
+        return None if folder is None else KeyedVectors(folder, kind, model)
 
     def __repr__(self) -> str:
         return f"VideoIndex({self.spec!r})"
