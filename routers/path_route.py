@@ -172,8 +172,8 @@ class PathRoute(Router):
         declared = self.model(p.model)
         family = declared.pricing_family
         # a video's frames share one size: each size priced once, whatever the video's length
-        priced = {size: family.image_cost(*size) for size in set(media.full_sizes)}
-        costs = [priced[size] for size in media.full_sizes]
+        by_size = {size: family.image_cost(*size) for size in set(media.full_sizes)}
+        costs = [by_size[size] for size in media.full_sizes]
         tokens = sum(c.tokens for c in costs)
         full_flops = self._vlm_flops(family.vision_flops(costs), tokens)
         crop = min(p.crop_tokens, tokens)
