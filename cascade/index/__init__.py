@@ -11,6 +11,7 @@ from .files import read_json, write_atomic, write_json
 from .frames import FrameStore
 from .keyed import KeyedVectors
 from .results import SavedResults
+from .scores import SavedScores
 from .vectors import SavedVectors
 from .videoindex import IndexSpec, VideoIndex
 
@@ -20,6 +21,7 @@ __all__ = [
     "FrameStore",
     "SavedVectors",
     "SavedResults",
+    "SavedScores",
     "KeyedVectors",
     "write_atomic",
     "write_json",

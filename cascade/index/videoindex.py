@@ -19,6 +19,7 @@ from ..cache import content_hash
 from .frames import FrameStore
 from .keyed import KeyedVectors
 from .results import SavedResults
+from .scores import SavedScores
 from .vectors import SavedVectors
 
 __all__ = ["IndexSpec", "VideoIndex"]
@@ -95,6 +96,11 @@ class VideoIndex:
         the frames' text) or "clip" (`clip_embed`, the frames)."""
         folder = self.folder_for(video)
         return None if folder is None else KeyedVectors(folder, kind, model)
+
+    def scores(self, video: Any, name: str) -> SavedScores | None:
+        """The saved values of one question-independent measure (`name`) of `video`'s frames."""
+        folder = self.folder_for(video)
+        return None if folder is None else SavedScores(folder, name)
 
     def __repr__(self) -> str:
         return f"VideoIndex({self.spec!r})"
