@@ -239,6 +239,7 @@ def index_video(qa, video: Path, minutes: float) -> dict:
         "indexing_seconds_per_video_minute": {
             k: round(v / minutes, 4) for k, v in first["stages"].items()
         },
+        "video_minutes_indexed_per_second": round(minutes / first["seconds"], 4),
         "frames_indexed": first["counters"]["frames"]["frames_kept"],
         "frames_decoded": first["counters"]["frames"]["frames_decoded"],
     }
