@@ -204,6 +204,15 @@ MANIFEST: tuple[Bench, ...] = (
         ),
     ),
     Bench(
+        "index_resume_cpu.json",
+        "index_resume.py",
+        ("--out", "{dir}/index_resume_cpu"),
+        ("--quick", "--out", "{dir}/index_resume_quick_cpu"),
+        "index_resume_quick_cpu.json",
+        minutes=12,
+        headline=("uninterrupted/video_minutes_indexed_per_second", "resumed/chunks_now"),
+    ),
+    Bench(
         "engine_overhead_cpu.json",
         "engine_overhead.py",
         ("--out", "{dir}/engine_overhead_cpu.json"),
