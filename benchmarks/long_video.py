@@ -2,7 +2,8 @@
 
 Footage of 1, 10 and 60 minutes (`--quick`: 1 and 3) is made once into a cache folder from media
 that install with packages: gradio's `world.mp4` (30 s, 480x270) and `a.mp4` (1080p, 7 s), and
-skimage/ultralytics photos shown as slow pans. Every loop differs (mirrored on odd loops, its own
+gradio/ultralytics photos shown as slow pans (no scikit-image samples: those are held-out check
+media). Every loop differs (mirrored on odd loops, its own
 brightness, a caption "SEGMENT n" and a sign word), so no two stretches of footage are identical;
 cuts between clips get keyframes, and long shots a keyframe every 5 s.
 
@@ -10,33 +11,37 @@ Each video is asked the same questions through the shipped `video_qa` pipeline w
 CLIP and the tiny VLM (real costs, meaningless answers; OCR and YOLO are the real models), set up
 for long footage: `video_frames` samples keyframes only and drops near-duplicates, and the
 pipeline's `index: true` keeps the video's index next to it: the sampled frames, the CLIP vectors
-and FAISS index `retrieve` builds, the frames' OCR lines and detections. Recorded:
+and FAISS index `retrieve` builds, the frames' OCR lines, detections and the sentence vectors of
+their text. Recorded:
 
 - indexing: the first question on a video (models already loaded and warmed on a 10-s clip), per
   stage (decode + dedup, CLIP, OCR, detection, text embedding, index build) in seconds per
   video-minute;
-- per question, once indexed: the other questions in the same process (the serving case: every
-  per-frame result comes from the content-keyed caches), median and per stage;
-- per question in a new process: a second Python process (models loaded and warmed on another
-  clip) answers with only what is on disk (the saved frames, CLIP vectors and FAISS index, the
-  frames' OCR lines and detections); only the answer side (the retrieved frames fetched at full
-  resolution and read again) is computed.
+- the whole question, cold: every content cache of the process emptied before each question
+  (`clear_all_caches`: as a new process finds it, only the index on disk; models stay loaded),
+  rounds interleaved over the videos; median seconds and a per-stage profile (median of each
+  stage) per length. Of the stages, those over every frame (`INDEX_STAGES`) read the index;
+  the rest work on the few frames retrieved for the question: their cost follows the footage's
+  content (whether the search widens), not its length;
+- per question, warm: the same questions asked again in this process (the serving case);
+- temporal pruning (`_video_pruning.py`): `evs` at video_pruning_rate 0.5 on a sign held 2 s in
+  moving footage (OCR on the kept pixels), and per length the baselines vLLM users run:
+  `full_res` at Qwen2-VL's native video sampling (2 fps, at most 768 frames) and uniform 1 fps +
+  `evs` 0.5, beside the cascade's visual tokens per question.
 
 Writes benchmarks/results/long_video_<device>.json and .png. CPU timings: torch threads pinned
 (--threads, default 1) and recorded.
 
-    python benchmarks/long_video.py --quick       # 1 and 3 minutes (~5 minutes on 2 cores)
+    python benchmarks/long_video.py --quick       # 1 and 3 minutes
     python benchmarks/long_video.py               # 1, 10 and 60 minutes (long: the lead's run)
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,7 +58,10 @@ import numpy as np  # noqa: E402
 from cascade.provenance import write_results  # noqa: E402
 
 FPS, WIDTH, HEIGHT = 25, 480, 270
-FOOTAGE_VERSION = 2
+FOOTAGE_VERSION = 3
+# gradio's and ultralytics' photos (animals, people, a tower); scikit-image's samples are held-out
+# check media and stay out of development footage
+PHOTOS = ("gradio:cheetah.jpg", "zidane", "gradio:tower.jpg", "gradio:lion.jpg", "bus")
 SIGNS = (
     "EXIT 3",
     "GATE B7",
@@ -139,14 +147,14 @@ def make_footage(minutes: float, folder: Path) -> Path:
     """Write (once) `long_<minutes>min.mp4` in `folder`; returns its path."""
     import av
 
-    from cascade.eval.photos import scene_images
+    from cascade.eval.photos import photo
 
     path = folder / f"long_{minutes:g}min_v{FOOTAGE_VERSION}.mp4"
     if path.is_file():
         return path
     folder.mkdir(parents=True, exist_ok=True)
     world, city = _clip_frames("world.mp4"), _clip_frames("a.mp4")
-    photos = list(scene_images().values())
+    photos = [photo(name) for name in PHOTOS]
     total = int(minutes * 60 * FPS)
     tmp = path.with_suffix(".part.mp4")
     written = 0
@@ -219,49 +227,56 @@ def ask(qa, video: Path, question: str) -> dict:
     }
 
 
-def run_video(qa, video: Path, minutes: float) -> dict:
-    """Index (first question) then the other questions in this process."""
+def index_video(qa, video: Path, minutes: float) -> dict:
+    """Index the video (its first question, from a clean index folder)."""
+    import shutil
+
+    shutil.rmtree(f"{video}.cascade-index", ignore_errors=True)
     first = ask(qa, video, QUESTIONS[0])
-    rest = [ask(qa, video, q) for q in QUESTIONS[1:]]
-    per_min = {k: round(v / minutes, 4) for k, v in first["stages"].items()}
-    out = {
+    return {
         "minutes": minutes,
         "indexing": first,
-        "indexing_seconds_per_video_minute": per_min,
+        "indexing_seconds_per_video_minute": {
+            k: round(v / minutes, 4) for k, v in first["stages"].items()
+        },
+        "video_minutes_indexed_per_second": round(minutes / first["seconds"], 4),
         "frames_indexed": first["counters"]["frames"]["frames_kept"],
         "frames_decoded": first["counters"]["frames"]["frames_decoded"],
-        "questions_same_process": rest,
-        "per_question_seconds_same_process": round(
-            statistics.median(r["seconds"] for r in rest), 4
-        ),
-        "per_question_index_side_seconds_same_process": round(
-            statistics.median(r["index_side_seconds"] for r in rest), 4
-        ),
     }
-    print(
-        f"  {minutes:g} min: indexed {out['frames_indexed']} frames in {first['seconds']:.1f} s; "
-        f"per question {out['per_question_seconds_same_process']:.2f} s",
-        flush=True,
-    )
-    return out
 
 
-def new_process(video: Path, warmup: Path, threads: int) -> list[dict]:
-    """Ask every question in a fresh Python process (models loaded and warmed first) that finds
-    only the saved index on disk."""
-    code = (
-        f"import json, sys, torch; torch.set_num_threads({threads}); "
-        "sys.path.insert(0, sys.argv[1]); import long_video as lv; qa = lv.make_qa(sys.argv[3]); "
-        "print('RESULT' + json.dumps([lv.ask(qa, sys.argv[2], q) for q in lv.QUESTIONS]))"
-    )
-    run = subprocess.run(
-        [sys.executable, "-c", code, str(Path(__file__).parent), str(video), str(warmup)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    line = next(x for x in run.stdout.splitlines() if x.startswith("RESULT"))
-    return json.loads(line[len("RESULT") :])
+def cold_rounds(qa, videos: dict[float, Path], rounds: int) -> dict[float, list[dict]]:
+    """Every question on every video, each with every content cache emptied first; the videos
+    interleaved, their order turned each round."""
+    from cascade.cache import clear_all_caches
+
+    rows: dict[float, list[dict]] = {m: [] for m in videos}
+    order = list(videos)
+    for r in range(rounds):
+        for m in order[r % len(order) :] + order[: r % len(order)]:
+            for q in QUESTIONS:
+                clear_all_caches()
+                rows[m].append(ask(qa, videos[m], q))
+    return rows
+
+
+def profile(rows: list[dict]) -> dict:
+    """Median whole-question seconds and per-stage seconds (a stage that did not run: 0)."""
+    stages = sorted({k for r in rows for k in r["stages"]})
+    per_stage = {
+        k: round(statistics.median(r["stages"].get(k, 0.0) for r in rows), 4) for k in stages
+    }
+    tokens = [
+        c["visual_tokens"] for r in rows for c in r["counters"].values() if "visual_tokens" in c
+    ]
+    return {
+        "whole_question_seconds": round(statistics.median(r["seconds"] for r in rows), 4),
+        "index_side_seconds": round(statistics.median(r["index_side_seconds"] for r in rows), 4),
+        "per_stage_seconds": per_stage,
+        "routes": [r["routes"] for r in rows[: len(QUESTIONS)]],
+        "vlm_visual_tokens_median": statistics.median(tokens) if tokens else None,
+        "asked": len(rows),
+    }
 
 
 def plot(result: dict, out: Path) -> None:
@@ -273,45 +288,33 @@ def plot(result: dict, out: Path) -> None:
     rows = result["videos"]
     minutes = [r["minutes"] for r in rows]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    stages = [
-        k for k in INDEX_STAGES if any(k in r["indexing_seconds_per_video_minute"] for r in rows)
-    ]
     x = np.arange(len(rows))
-    bottom = np.zeros(len(rows))
-    for st in stages:
-        vals = np.array([r["indexing_seconds_per_video_minute"].get(st, 0.0) for r in rows])
-        ax1.bar(x, vals, bottom=bottom, label=st)
-        bottom += vals
-    ax1.set_xticks(x, [f"{m:g} min" for m in minutes])
-    ax1.set_ylabel("indexing seconds per video-minute")
-    ax1.set_title("Indexing cost by stage (stages over all frames, first question)")
-    ax1.legend(fontsize=8)
-    ax2.plot(
-        minutes,
-        [r["per_question_seconds_same_process"] for r in rows],
-        "o-",
-        label="same process (indexed, warm)",
-    )
-    ax2.plot(
-        minutes,
-        [r["per_question_index_side_seconds_same_process"] for r in rows],
-        "^:",
-        label="same process: stages over all frames",
-    )
-    ax2.plot(
-        minutes,
-        [r["first_question_seconds_new_process"] for r in rows],
-        "s--",
-        label="new process, first question (index from disk)",
-    )
-    ax2.set_xscale("log")
-    ax2.set_xticks(minutes, [f"{m:g}" for m in minutes])
-    ax2.minorticks_off()
-    ax2.set_xlabel("video minutes")
-    ax2.set_ylabel("seconds per question (median)")
-    ax2.set_ylim(bottom=0)
-    ax2.set_title("Per-question cost once indexed")
-    ax2.legend(fontsize=8)
+    for ax, key, title in (
+        (ax1, "indexing_seconds_per_video_minute", "Indexing seconds per video-minute by stage"),
+        (ax2, None, "Whole question, cold (median), by stage"),
+    ):
+        values = [r[key] if key else r["cold"]["per_stage_seconds"] for r in rows]
+        stages = sorted(
+            {k for v in values for k in v}, key=lambda k: -max(v.get(k, 0) for v in values)
+        )
+        bottom = np.zeros(len(rows))
+        for st in stages[:9]:
+            vals = np.array([v.get(st, 0.0) for v in values])
+            ax.bar(x, vals, bottom=bottom, label=st)
+            bottom += vals
+        ax.set_xticks(x, [f"{m:g} min" for m in minutes])
+        ax.set_ylabel("seconds")
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=7)
+    for i, r in enumerate(rows):
+        ax2.text(
+            i,
+            r["cold"]["whole_question_seconds"],
+            f"{r['cold']['whole_question_seconds']:.2f} s",
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     fig.suptitle(
         f"Long-video QA ({result['device']}, {result['threads']} thread(s); random CLIP, "
         "tiny VLM, real OCR/YOLO)",
@@ -325,6 +328,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="1 and 3 minutes instead of 1, 10, 60")
     ap.add_argument("--minutes", type=float, nargs="+", help="footage lengths to run")
+    ap.add_argument("--rounds", type=int, default=None, help="cold rounds (default 3; quick 2)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (recorded)")
     ap.add_argument(
         "--footage-dir",
@@ -340,10 +344,12 @@ def main(argv=None) -> int:
         help="output stem (default benchmarks/results/long_video_<device>[_quick])",
     )
     args = ap.parse_args(argv)
+    import _video_pruning as pruning
     import torch
 
     torch.set_num_threads(args.threads)
     minutes = args.minutes or ([1, 3] if args.quick else [1, 10, 60])
+    rounds = args.rounds or (2 if args.quick else 3)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     out = (
         args.out
@@ -361,27 +367,37 @@ def main(argv=None) -> int:
     qa = make_qa(warmup)
     rows = []
     for m, video in videos.items():
-        # a clean index folder: the first question really indexes
-        index = Path(f"{video}.cascade-index")
-        if index.exists():
-            import shutil
-
-            shutil.rmtree(index)
-        row = run_video(qa, video, m)
-        fresh = new_process(video, warmup, args.threads)
-        row["questions_new_process"] = fresh
-        row["first_question_seconds_new_process"] = fresh[0]["seconds"]
-        row["per_question_seconds_new_process"] = round(
-            statistics.median(r["seconds"] for r in fresh[1:]), 4
-        )
+        rows.append(index_video(qa, video, m))
         print(
-            f"  {m:g} min: new process: first question {fresh[0]['seconds']:.2f} s, then "
-            f"{row['per_question_seconds_new_process']:.2f} s per question",
+            f"  {m:g} min: indexed {rows[-1]['frames_indexed']} frames in "
+            f"{rows[-1]['indexing']['seconds']:.1f} s",
             flush=True,
         )
-        rows.append(row)
-    same = [r["per_question_seconds_same_process"] for r in rows]
-    index_side = [r["per_question_index_side_seconds_same_process"] for r in rows]
+    cold = cold_rounds(qa, videos, rounds)
+    tiny = pruning.load_tiny()
+    for row in rows:
+        m = row["minutes"]
+        row["cold"] = profile(cold[m])
+        warm = [ask(qa, videos[m], q) for q in QUESTIONS]
+        row["warm_per_question_seconds"] = round(statistics.median(r["seconds"] for r in warm), 4)
+        row["baselines"] = pruning.baselines(
+            tiny, videos[m], m, row["cold"]["vlm_visual_tokens_median"]
+        )
+        print(
+            f"  {m:g} min: whole question cold {row['cold']['whole_question_seconds']:.2f} s "
+            f"(index side {row['cold']['index_side_seconds']:.3f} s), warm "
+            f"{row['warm_per_question_seconds']:.2f} s",
+            flush=True,
+        )
+    sign = pruning.sign_check(tiny, args.footage_dir)
+    print(
+        f"  evs 0.5 sign check: tokens {sign['visual_tokens_unpruned']} -> "
+        f"{sign['visual_tokens_kept']}, sign read in kept pixels: "
+        f"{sign['sign_read_in_kept_pixels']}",
+        flush=True,
+    )
+    whole = [r["cold"]["whole_question_seconds"] for r in rows]
+    index_side = [r["cold"]["index_side_seconds"] for r in rows]
     result = {
         "device": device if device == "cpu" else torch.cuda.get_device_name(),
         "threads": torch.get_num_threads(),
@@ -389,34 +405,31 @@ def main(argv=None) -> int:
         "pipeline": "video_qa",
         "pipeline_overrides": {**LONG_VIDEO, **INDEX},
         "questions": list(QUESTIONS),
+        "cold_rounds": rounds,
         "footage": {
             "fps": FPS,
             "size": [WIDTH, HEIGHT],
             "sources": [
                 "gradio media_assets/videos/world.mp4",
                 "gradio media_assets/videos/a.mp4",
-                "skimage astronaut, coffee, chelsea; ultralytics bus.jpg",
+                "gradio media_assets/images cheetah.jpg, tower.jpg, lion.jpg; ultralytics "
+                "assets bus.jpg, zidane.jpg (no scikit-image samples: held-out check media)",
             ],
         },
         "models": "CLIP ViT-B-32 random weights; tiny Qwen2-VL (random); RapidOCR PP-OCR "
         "ONNX and YOLO11n ONNX (real)",
         "videos": rows,
-        # The part of a question's cost that depends on the video's length: the stages over
-        # all frames (lookups in the index and caches). The rest depends on the route the
-        # question takes (a tool answer, thumbnails, or a fine look at full resolution),
-        # which follows the footage's content, not its length: see each question's routes.
-        "index_side_growth_longest_vs_shortest_same_process": round(
-            index_side[-1] / index_side[0], 3
-        ),
-        "per_question_growth_longest_vs_shortest_same_process": round(same[-1] / same[0], 3),
+        "whole_question_growth_longest_vs_shortest_cold": round(whole[-1] / whole[0], 3),
+        "index_side_growth_longest_vs_shortest_cold": round(index_side[-1] / index_side[0], 3),
+        "temporal_pruning_sign_check": sign,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     write_results(out.with_suffix(".json"), result)
     plot(result, out.with_suffix(".png"))
     print(
-        f"wrote {out.with_suffix('.json')} and .png; per-question growth: index side "
-        f"{result['index_side_growth_longest_vs_shortest_same_process']}x, total "
-        f"{result['per_question_growth_longest_vs_shortest_same_process']}x"
+        f"wrote {out.with_suffix('.json')} and .png; whole question (cold) growth "
+        f"{result['whole_question_growth_longest_vs_shortest_cold']}x, index side "
+        f"{result['index_side_growth_longest_vs_shortest_cold']}x"
     )
     return 0
 

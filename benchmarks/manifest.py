@@ -197,7 +197,20 @@ MANIFEST: tuple[Bench, ...] = (
         ("--quick", "--out", "{dir}/long_video_quick_cpu"),
         "long_video_quick_cpu.json",
         minutes=30,
-        headline=("index_side_growth_longest_vs_shortest_same_process",),
+        headline=(
+            "whole_question_growth_longest_vs_shortest_cold",
+            "index_side_growth_longest_vs_shortest_cold",
+            "temporal_pruning_sign_check/visual_tokens_kept",
+        ),
+    ),
+    Bench(
+        "index_resume_cpu.json",
+        "index_resume.py",
+        ("--out", "{dir}/index_resume_cpu"),
+        ("--quick", "--out", "{dir}/index_resume_quick_cpu"),
+        "index_resume_quick_cpu.json",
+        minutes=12,
+        headline=("uninterrupted/video_minutes_indexed_per_second", "resumed/chunks_now"),
     ),
     Bench(
         "engine_overhead_cpu.json",

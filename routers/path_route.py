@@ -171,7 +171,9 @@ class PathRoute(Router):
             raise InputError("path_route needs `images` or a `video`")
         declared = self.model(p.model)
         family = declared.pricing_family
-        costs = [family.image_cost(w, h) for w, h in media.full_sizes]
+        # a video's frames share one size: each size priced once, whatever the video's length
+        by_size = {size: family.image_cost(*size) for size in set(media.full_sizes)}
+        costs = [by_size[size] for size in media.full_sizes]
         tokens = sum(c.tokens for c in costs)
         full_flops = self._vlm_flops(family.vision_flops(costs), tokens)
         crop = min(p.crop_tokens, tokens)

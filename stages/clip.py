@@ -178,10 +178,20 @@ class ClipEmbed(Stage):
         items = as_image_list(images)
         if not items:
             raise InputError("clip_embed: no images to embed")
+        # an indexed video's frame vectors are kept by frame as they are computed (an index
+        # built in chunks keeps each chunk's), and read back before computing any
+        keyed = self.video_index.keyed(video, "clip", self.model_id) if video is not None else None
         if video is not None:
             self._seed_from_saved(video)
+        if keyed is not None:
+            record(saved_vectors_loaded=keyed.seed(self.shared.extra["embed_cache"]))
         vecs, hits, computed = self.embed_images(items)
         record(embed_images=computed, embed_cache_hits=hits)
+        if keyed is not None and computed:
+            keyed.add(
+                {im.__content_hash__(): v for im, v in zip(items, vecs, strict=True)},
+                self.shared.extra["embed_cache"],
+            )
         query = self.embed_text([text])[0] if text else None
         keys = tuple(im.__content_hash__() for im in items)
         return self.Outputs(Embeddings(vecs, tuple(items), self.model_id, query, keys))

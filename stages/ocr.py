@@ -97,11 +97,17 @@ def text_density(boxes: list[Box], width: int, height: int) -> float:
     """Fraction of the image area covered by the union of `boxes` (in that image's pixels)."""
     if not boxes:
         return 0.0
-    mask = np.zeros((height, width), bool)
-    for b in boxes:
-        b = b.clip(width, height)
-        mask[int(b.y0) : int(np.ceil(b.y1)), int(b.x0) : int(np.ceil(b.x1))] = True
-    return float(mask.mean())
+    clipped = [b.clip(width, height) for b in boxes]
+    # the union lies inside the boxes' bounding box: a mask of that size counts the same pixels
+    # (a whole-frame mask per frame made reading an indexed video's OCR grow with its length)
+    x0, y0 = min(int(b.x0) for b in clipped), min(int(b.y0) for b in clipped)
+    x1, y1 = max(int(np.ceil(b.x1)) for b in clipped), max(int(np.ceil(b.y1)) for b in clipped)
+    mask = np.zeros((max(0, y1 - y0), max(0, x1 - x0)), bool)
+    for b in clipped:
+        mask[int(b.y0) - y0 : int(np.ceil(b.y1)) - y0, int(b.x0) - x0 : int(np.ceil(b.x1)) - x0] = (
+            True
+        )
+    return float(np.count_nonzero(mask) / (height * width))
 
 
 def baseline_angle(poly: np.ndarray) -> float:

@@ -218,9 +218,11 @@ class Retrieve(Stage):
         by_frame: ByFrame,
         ocr_lines: list[OcrLine] | None,
         detections: list[Detection] | None,
+        video: Path | None = None,
     ) -> tuple[list[dict[str, float]], list[str], attributes.Selection]:
         """Per item: {text: value} of the blocks that count for the query, the best one's text,
-        and the attribute selection (what was kept and why)."""
+        and the attribute selection (what was kept and why). With a video index, the texts'
+        plates (`evidence.signness`) are measured once per video and kept there."""
         found = text_blocks(list(ocr_lines or ()))
         chosen = (
             attributes.select(query, found, by_frame, detections)
@@ -234,7 +236,12 @@ class Retrieve(Stage):
             )
             for b in chosen.blocks
         }
-        fit = text_fit(query, chosen.blocks, by_frame, value)
+        store = self.video_index.scores(video, "plates")
+        plates = store.load() if store is not None else {}
+        known = len(plates)
+        fit = text_fit(query, chosen.blocks, by_frame, value, plates)
+        if store is not None and len(plates) > known:
+            store.add(plates)
         if fit.reason:  # "the small sign": the text printed smallest for its frame counts most
             chosen = replace(chosen, reasons=(*chosen.reasons, fit.reason))
         blocks: list[dict[str, float]] = [{} for _ in items]
@@ -292,7 +299,9 @@ class Retrieve(Stage):
         if text_embeddings is not None and weights["semantic"]:
             raw["semantic"] = self._similarity(text_embeddings, "text_embeddings", video_path)
         by_frame = ByFrame(items)
-        blocks, best_text, why = self._text_signal(query, items, by_frame, ocr_lines, detections)
+        blocks, best_text, why = self._text_signal(
+            query, items, by_frame, ocr_lines, detections, video_path
+        )
         raw["text"] = np.array([sum(d.values()) for d in blocks], np.float32)
         label = query.label if query is not None else None
         for d in named_detections(list(detections or ()), label):

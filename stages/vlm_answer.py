@@ -40,7 +40,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from cascade.artifacts import Answer, Detection, Evidence, Image, LayoutRegion, OcrLine
 from cascade.bill import Bill
@@ -52,7 +52,7 @@ from cascade.models import ModelName
 from cascade.stage import Serving, Stage, StageParams, stage
 from cascade.streaming import claim_stream
 from cascade.trace import record
-from cascade.vlm.reduction import ReductionName
+from cascade.vlm.reduction import ReductionConfig, ReductionName
 
 from ._inputs import as_image_list, bound_pixels
 from ._tower_guide import guide_tower
@@ -81,6 +81,14 @@ class VLMAnswer(Stage):
         fastv_layer: int | None = Field(
             None, ge=1, description="FastV: drop tokens after this layer"
         )
+        video_pruning_rate: float | None = Field(
+            None,
+            ge=0.0,
+            lt=1.0,
+            description="vLLM's video_pruning_rate: the images are frames in order and this "
+            "share of their tokens, those that repeat the frame before, is dropped before the "
+            "tower (the `evs` reduction, keep_ratio 1 - rate); 0 keeps every token",
+        )
         system_prompt: str | None = None
         min_pixels: int | None = Field(
             None,
@@ -106,12 +114,31 @@ class VLMAnswer(Stage):
             "overrides the fields it sets",
         )
 
+        @model_validator(mode="after")
+        def _one_reduction(self) -> VLMAnswer.Params:
+            if self.video_pruning_rate is not None and (
+                self.reduction not in (None, "evs") or self.keep_ratio is not None
+            ):
+                raise ValueError(
+                    "video_pruning_rate sets the reduction (evs, keep_ratio 1 - rate): leave "
+                    "reduction and keep_ratio unset"
+                )
+            return self
+
     params: Params  # what the base class's `params` property returns here
 
     @dataclass(frozen=True)
     class Outputs:
         answer: Answer
         confidence: float | None
+
+    def reduction(self) -> ReductionConfig:
+        """The call's reduction: the stage's params over the model's defaults."""
+        p = self.params
+        declared = self.model(p.model)
+        if p.video_pruning_rate is not None:
+            return declared.reduction("evs", 1.0 - p.video_pruning_rate, p.fastv_layer)
+        return declared.reduction(p.reduction, p.keep_ratio, p.fastv_layer)
 
     def setup(self) -> None:
         _ = self.model(self.params.model).vlm  # load (or join) the shared model now, timed as setup
@@ -135,9 +162,10 @@ class VLMAnswer(Stage):
         p = self.params
         declared = self.model(p.model)
         items = bound_pixels(as_image_list(images), p.min_pixels, p.max_pixels)
-        red = declared.reduction(p.reduction, p.keep_ratio, p.fastv_layer)
+        red = self.reduction()
         route = None
-        if red.before_tower:  # the question is understood here when no `understand` stage ran
+        if red.before_tower and not red.sequence_dependent:  # `tower`, guided by the evidence
+            # the question is understood here when no `understand` stage ran
             found = [*(ocr_lines or ()), *(detections or ()), *(regions or ())]
             red, route = guide_tower(red, items, query or understand(question), found)
         text = _prompt(question, hint)
@@ -185,14 +213,14 @@ class VLMAnswer(Stage):
             return False
         if inputs.get("sampling") is not None or self.sampling(None).n > 1:
             return False  # a batch decodes every call with the stage's one setting, n = 1
-        red = self.model(p.model).reduction(p.reduction, p.keep_ratio, p.fastv_layer)
+        red = self.reduction()
         return not red.question_dependent and not red.before_tower
 
     def run_batch(self, calls: Sequence[Mapping[str, Any]]) -> Iterator[Outputs]:
         """`run` of several `batchable` calls through one `VLM.generate_batch`."""
         p = self.params
         declared = self.model(p.model)
-        red = declared.reduction(p.reduction, p.keep_ratio, p.fastv_layer)
+        red = self.reduction()
         items = [
             bound_pixels(as_image_list(c["images"]), p.min_pixels, p.max_pixels) for c in calls
         ]

@@ -16,7 +16,7 @@ ground, or no pixels at hand) keep equal weights.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from cascade.artifacts import Box, Image
 
 from .blocks import ByFrame, TextBlock
 
-__all__ = ["signness", "sign_factors"]
+__all__ = ["signness", "sign_factors", "plate_contrast", "plate_key"]
 
 # RGB distance beyond which a pixel is "not the plate's colour" (JPEG noise and shading stay
 # well under it; a plate against its surroundings is far over it).
@@ -73,11 +73,10 @@ def _ring(image: Image, box: Box, width: float) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros((0, 3), np.float32)
 
 
-def signness(image: Image, block: TextBlock, others: Sequence[TextBlock] = ()) -> float:
-    """In [0, 1]: how much `block` looks like a sign on its own plate in `image` (see the module
-    docstring): the share of the ring around its box that is *not* the plate's colour (the plate
-    measured in the box's core, between the glyphs), times how uniform the plate is, times
-    1 / (1 + texts within two line heights of it)."""
+def plate_contrast(image: Image, block: TextBlock) -> float:
+    """The pixels' part of `signness`: the share of the ring around the block's box that is
+    *not* the plate's colour (the plate measured in the box's core, between the glyphs), times
+    how uniform the plate is. Depends on the image and the block's box only."""
     inset = 0.25 * block.line_height  # an OCR box is padded past the glyphs (for a sign: past
     box = block.box  # its plate too): the plate is measured in the glyphs' core only
     roomy = box.width >= 2 * inset + 2 and box.height >= 2 * inset + 2  # else: the whole box
@@ -90,7 +89,26 @@ def signness(image: Image, block: TextBlock, others: Sequence[TextBlock] = ()) -
     if not len(ring):  # the text fills the image: nothing around it to tell a plate from
         return 0.0
     apart = float((np.sqrt(((ring - colour) ** 2).sum(-1)) > _OTHER).mean())
-    uniform = float(np.exp(-spread / 40.0))
+    return apart * float(np.exp(-spread / 40.0))
+
+
+def plate_key(image: Image, block: TextBlock) -> str:
+    """What `plate_contrast` depends on, as a key: the image's content and the block's box."""
+    b = block.box
+    return f"{image.__content_hash__()}|{b.x0!r},{b.y0!r},{b.x1!r},{b.y1!r}|{block.line_height!r}"
+
+
+def signness(
+    image: Image,
+    block: TextBlock,
+    others: Sequence[TextBlock] = (),
+    contrast: float | None = None,
+) -> float:
+    """In [0, 1]: how much `block` looks like a sign on its own plate in `image` (see the module
+    docstring): `plate_contrast` (given as `contrast` when known) times 1 / (1 + texts within
+    two line heights of it)."""
+    if contrast is None:
+        contrast = plate_contrast(image, block)
     reach = 2.0 * block.line_height
     near = Box(
         block.box.x0 - reach, block.box.y0 - reach, block.box.x1 + reach, block.box.y1 + reach
@@ -104,24 +122,34 @@ def signness(image: Image, block: TextBlock, others: Sequence[TextBlock] = ()) -
         and o.box.intersects(near)
         and not o.box.intersects(block.box)
     )
-    return apart * uniform / (1.0 + crowd)
+    return contrast / (1.0 + crowd)
 
 
 def sign_factors(
-    blocks: list[TextBlock] | tuple[TextBlock, ...], frames: ByFrame
+    blocks: list[TextBlock] | tuple[TextBlock, ...],
+    frames: ByFrame,
+    plates: MutableMapping[str, float] | None = None,
 ) -> tuple[dict[TextBlock, float], dict[TextBlock, float]]:
     """(weight, signness) per block: weight (0.5 + s) / (0.5 + best s), so the most sign-like
-    text read weighs 1 and the least 1/3; a block whose image is not at hand measures 0."""
+    text read weighs 1 and the least 1/3; a block whose image is not at hand measures 0.
+    plates: `plate_contrast` by `plate_key`, read and filled (a video's index keeps them, so a
+    question does not measure every frame's texts again)."""
     per_frame: dict[tuple, list[TextBlock]] = {}
     for b in blocks:  # neighbours are looked up in the block's own frame only
         per_frame.setdefault((b.media_index, b.timestamp), []).append(b)
     measured = {}
     for b in blocks:
         owner = frames.owner(b.box, b.media_index, b.timestamp)
-        measured[b] = (
-            signness(frames.images[owner], b, per_frame[(b.media_index, b.timestamp)])
-            if owner is not None
-            else 0.0
-        )
+        if owner is None:
+            measured[b] = 0.0
+            continue
+        image = frames.images[owner]
+        contrast = None
+        if plates is not None:
+            key = plate_key(image, b)
+            contrast = plates.get(key)
+            if contrast is None:
+                contrast = plates[key] = plate_contrast(image, b)
+        measured[b] = signness(image, b, per_frame[(b.media_index, b.timestamp)], contrast)
     best = max(measured.values(), default=0.0)
     return {b: (0.5 + s) / (0.5 + best) for b, s in measured.items()}, measured

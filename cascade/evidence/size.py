@@ -15,6 +15,7 @@ question did not mean is still evidence when nothing else was read.
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 
 from .blocks import ByFrame, TextBlock
@@ -64,6 +65,7 @@ def size_fit(
     blocks: list[TextBlock] | tuple[TextBlock, ...],
     frames: ByFrame | None = None,
     strength: dict[TextBlock, float] | None = None,
+    plates: MutableMapping[str, float] | None = None,
 ) -> SizeFit:
     """How each block fits `size` ('small' / 'big'; None: every block fits), relative to the
     others (see the module docstring). With `strength` (each block's salience), the smallest /
@@ -103,18 +105,20 @@ def text_fit(
     blocks: list[TextBlock] | tuple[TextBlock, ...],
     frames: ByFrame,
     strength: dict[TextBlock, float] | None = None,
+    plates: MutableMapping[str, float] | None = None,
 ) -> SizeFit:
     """The one place the texts read are ranked for what a `Query` says about them, for
     `retrieve`, `find_evidence` and `select_tiles` alike: the size it names (`size_fit`; none
     for a document target, where "small" is a word, not a print size) times, for a question
     about a sign, how much each text stands on a plate of its own (`signness.sign_factors`), so
     a placard ranks above a brand on a vehicle, a shirt or a screen among clutter. `contrast`
-    still means the size alone singles texts out. The reason names the text ranked first."""
+    still means the size alone singles texts out. The reason names the text ranked first.
+    plates: the measured plates, read and filled (`signness.sign_factors`)."""
     in_document = query is None or query.in_document
     fit = size_fit(None if in_document else query.size, blocks, frames, strength)
     if in_document or query.target != "sign" or len(blocks) < 2:
         return fit
-    factors, measured = sign_factors(blocks, frames)
+    factors, measured = sign_factors(blocks, frames, plates)
     if max(measured.values()) - min(measured.values()) < 0.05:
         return fit  # all alike: sign-ness tells nothing
     weights = {b: fit.of(b) * factors[b] for b in blocks}

@@ -5,7 +5,7 @@
 
 A `VideoIndex` is handed to every stage of a pipeline (`Stage.video_index`), as the declared
 models are; the stages that index a video (`video_frames`, `clip_embed`, `retrieve`, `ocr`,
-`detect`) ask it for their store, which is None when the pipeline keeps no index.
+`detect`, `text_embed`) ask it for their store, which is None when the pipeline keeps no index.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..cache import content_hash
 from .frames import FrameStore
+from .keyed import KeyedVectors
 from .results import SavedResults
+from .scores import SavedScores
 from .vectors import SavedVectors
 
 __all__ = ["IndexSpec", "VideoIndex"]
@@ -88,6 +90,17 @@ class VideoIndex:
         """The saved per-frame results of one stage configuration (`config`) on `video`."""
         folder = self.folder_for(video)
         return None if folder is None else SavedResults(folder, stage, config)
+
+    def keyed(self, video: Any, kind: str, model: str) -> KeyedVectors | None:
+        """The saved vectors of one `kind` and `model` of `video`, by key: "texts" (`text_embed`,
+        the frames' text) or "clip" (`clip_embed`, the frames)."""
+        folder = self.folder_for(video)
+        return None if folder is None else KeyedVectors(folder, kind, model)
+
+    def scores(self, video: Any, name: str) -> SavedScores | None:
+        """The saved values of one question-independent measure (`name`) of `video`'s frames."""
+        folder = self.folder_for(video)
+        return None if folder is None else SavedScores(folder, name)
 
     def __repr__(self) -> str:
         return f"VideoIndex({self.spec!r})"

@@ -8,6 +8,7 @@ pipeline, for that request's run only (`cascade.stage.run_params`), and the serv
 | `max_frames` | `video_frames` | `max_frames` | most frames kept (thinned evenly) |
 | `min_pixels` | `vlm_answer` | `min_pixels` | each image the VLM sees scaled up to at least this |
 | `max_pixels` | `vlm_answer` | `max_pixels` | ... and down to at most this |
+| `video_pruning_rate` | `vlm_answer` | `video_pruning_rate` | drops repeating tokens (EVS) |
 | `route_policy` | `path_route` | `policy` | cost / cascade / full: the whole media or the cascade |
 | `max_visual_tokens` | `path_route` | `max_visual_tokens` | whole media over this is cascaded |
 
@@ -32,6 +33,7 @@ MM_KEYS: dict[str, tuple[str, str]] = {  # key -> (stage type, param)
     "max_frames": ("video_frames", "max_frames"),
     "min_pixels": ("vlm_answer", "min_pixels"),
     "max_pixels": ("vlm_answer", "max_pixels"),
+    "video_pruning_rate": ("vlm_answer", "video_pruning_rate"),
     "route_policy": ("path_route", "policy"),
     "max_visual_tokens": ("path_route", "max_visual_tokens"),
 }
@@ -76,9 +78,10 @@ def stage_params_of(kwargs: dict[str, Any], stages: dict[str, Any], model: str) 
             out[st] = type(st.params).model_validate({**st.params.model_dump(), **changes})
         except ValidationError as e:
             err = e.errors()[0]
-            key = next(
-                k for k, (t, p) in MM_KEYS.items() if t == st.type_name and p == err["loc"][0]
-            )
+            # the field refused, or (a check across fields) this request's first key here
+            mine = [k for k in kwargs if MM_KEYS[k][0] == st.type_name]
+            field = err["loc"][0] if err["loc"] else None
+            key = next((k for k in mine if MM_KEYS[k][1] == field), mine[0])
             raise _bad(
                 key, f"{err['msg'].replace('Input should be', 'expected')}, got {kwargs[key]!r:.40}"
             ) from None

@@ -192,6 +192,13 @@ class MMProcessorKwargs(_Strict):
     max_pixels: int | None = Field(
         None, ge=1, description="each image the VLM sees is scaled down to at most this many pixels"
     )
+    video_pruning_rate: float | None = Field(
+        None,
+        ge=0,
+        lt=1,
+        description="share of the frames' visual tokens dropped before the vision tower, those "
+        "that repeat the frame before (EVS; the pipeline's vlm_answer stages)",
+    )
     route_policy: Literal["cost", "cascade", "full"] | None = Field(
         None,
         description="the path route: cost (the whole media or the cascade, whichever is cheaper "

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ..cache import content_hash
 from ..errors import InputError
 from .kv_cache import KVBlock, KVPrefixCache, PrefixState
 from .reduction import ReductionConfig
@@ -49,9 +50,14 @@ def block_keys(
 
 def image_keys(images: list, red: ReductionConfig) -> list[str]:
     """Each image's part of a key: its content hash and its evidence regions (a before-tower
-    reduction's; the rest of the reduction is in the root of every key)."""
+    reduction's; the rest of the reduction is in the root of every key). Under `evs` an image's
+    kept units depend on every frame of its call, so its key names the whole sequence."""
+    hashes = [im.__content_hash__() for im in images]
+    if red.sequence_dependent:
+        seq = content_hash(hashes, key="evs")
+        return [f"{h}|evs:{seq}:{i}" for i, h in enumerate(hashes)]
     regions = red.keep_regions or (None,) * len(images)
-    return [f"{im.__content_hash__()}|{regions[i]}" for i, im in enumerate(images)]
+    return [f"{h}|{regions[i]}" for i, h in enumerate(hashes)]
 
 
 def block_bounds(

@@ -43,6 +43,7 @@ from .position_free import ImageKV, image_kv_key, rerotate, shift_of
 from .press import KVConfig, press_block, press_method
 from .press.queries import window_queries
 from .reduction import Reduced, ReductionConfig, reduce_tokens
+from .reduction.evs import evs_select
 
 __all__ = ["PrefixEngine", "Assembled", "sync"]
 
@@ -198,6 +199,8 @@ class PrefixEngine:
         blocks = store.longest(keys) if store is not None else []
         if keys and len(blocks) == len(keys):
             return joined_state(blocks, ops), "hit", 0.0, 0.0
+        if red.sequence_dependent:  # evs chooses over every frame: all of them or none reused
+            blocks = []
         items = self.preprocess(images)
         pre = fam.build_prefix(prefix_text, items)
         bounds, first_span = block_bounds(pre, items)
@@ -420,14 +423,20 @@ class PrefixEngine:
         fam = self.runtime
         regions = red.keep_regions or (None,) * len(images)
         tower = (red.method, float(red.keep_ratio)) if red.before_tower else ("none",)
+        # evs: an image's units depend on its call's other frames (`image_keys` names them)
+        ids = (
+            image_keys(images, red)
+            if red.sequence_dependent
+            else [im.__content_hash__() for im in images]
+        )
         keys = [
             EncoderCache.key(
                 self.model_id,
                 self.preprocessing_key(),
-                im.__content_hash__(),
+                ids[i],
                 (*tower, regions[i]) if red.before_tower else tower,
             )
-            for i, im in enumerate(images)
+            for i in range(len(images))
         ]
         found: dict[str, EncodedImage] = {}
         cached = 0
@@ -456,7 +465,11 @@ class PrefixEngine:
                 if red.keep_regions is None
                 else dataclasses.replace(red, keep_regions=tuple(regions[i] for i in todo))
             )
-            units, select_s = self.select(vision_inputs, sub)
+            units, select_s = (
+                self.select_frames(items, todo, red)
+                if red.sequence_dependent
+                else self.select(vision_inputs, sub)
+            )
             feats, vision_s = self.run_tower(vision_inputs, len(todo), units)
             at = 0  # the first visual block of image i in the tower's output
             for i in todo:
@@ -493,6 +506,26 @@ class PrefixEngine:
             units = self.runtime.tower_keep(vision_inputs, red.keep_ratio, red.keep_regions)
         sync(self.device)
         return units, time.perf_counter() - t
+
+    def select_frames(
+        self, items: list[ImageInputs], todo: list[int], red: ReductionConfig
+    ) -> tuple[list[torch.Tensor], float]:
+        """(merge units kept for each image in `todo`, seconds) of `evs`, chosen over every frame
+        of the call (`items`, in order), one visual block per frame."""
+        if any(len(item.blocks) != 1 for item in items):
+            raise InputError(
+                f"the '{red.method}' reduction compares frames of one visual block each; an "
+                "image here has several"
+            )
+        t = time.perf_counter()
+        with torch.inference_mode():
+            units = evs_select(
+                self.runtime.unit_pixels(self.runtime.collate(items)),
+                [item.blocks[0] for item in items],
+                red.keep_ratio,
+            )
+        sync(self.device)
+        return [units[i] for i in todo], time.perf_counter() - t
 
     def run_tower(
         self, vision_inputs: dict, n_images: int, units: list[torch.Tensor] | None = None

@@ -493,6 +493,12 @@ class TransformersBackend:
                 "`generate` per request or use a pre-LLM method "
                 f"{reduction_names('after_tower') + reduction_names('before_tower')}"
             )
+        if red.sequence_dependent:
+            raise InputError(
+                f"'{red.method}' prunes each frame against the frames of its own request; "
+                "`batch` shares each image's tower output across requests: call `generate` "
+                "per request instead"
+            )
         if red.keep_regions is not None:
             raise InputError(
                 "keep_regions name the images of one call; `batch` shares each image's "

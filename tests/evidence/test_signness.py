@@ -12,7 +12,7 @@ from PIL import ImageDraw
 import cascade.stages  # noqa: F401
 from cascade import Box, Image, OcrLine
 from cascade.evidence.blocks import ByFrame, text_blocks
-from cascade.evidence.signness import sign_factors, signness
+from cascade.evidence.signness import plate_key, sign_factors, signness
 from cascade.evidence.size import text_fit
 from cascade.evidence.understanding import understand
 from cascade.models import Models
@@ -250,3 +250,18 @@ def test_a_sign_read_by_both_passes_is_answered_once():
     assert [ln.text for ln in out.ocr_lines if "PIER" in ln.text] == ["PIER 12"]
     answer = stage("tool_answer")(query=query, ocr_lines=out.ocr_lines, images=out.frames).answer
     assert answer is not None and answer.text == "PIER 12"
+
+
+def test_plates_measured_once_are_read_back_and_change_nothing():
+    image, lines = photo_with("EXIT 3", 40, 40)
+    blocks = text_blocks(lines)
+    frames = ByFrame([image])
+    plain = sign_factors(blocks, frames)
+    plates: dict[str, float] = {}
+    kept = sign_factors(blocks, frames, plates)
+    assert kept == plain and len(plates) == len(blocks)  # the same numbers, each plate kept
+    # the kept numbers are what a later question uses (a video's index holds them)
+    top = max(blocks, key=lambda b: plain[1][b])
+    assert plain[1][top] > 0
+    plates[plate_key(image, top)] = 0.0
+    assert sign_factors(blocks, frames, plates)[1][top] == 0.0

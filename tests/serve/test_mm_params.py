@@ -34,6 +34,17 @@ def test_a_key_with_nothing_to_set_or_a_value_the_stage_refuses_is_400():
     assert e.value.status == 400
 
 
+def test_video_pruning_rate_sets_the_vlm_stages_evs_and_a_bad_rate_is_400():
+    stages = Pipeline.load(PIPELINES / "video_small.yaml").stages
+    vlm = stages["vlm"]
+    params = stage_params_of({"video_pruning_rate": 0.5}, stages, "m")
+    assert params[vlm].video_pruning_rate == 0.5
+    with pytest.raises(ValueError, match="leave reduction and keep_ratio unset"):
+        type(vlm.params).model_validate({"reduction": "pool", "video_pruning_rate": 0.5})
+    with pytest.raises(APIError, match=r"mm_processor_kwargs\.video_pruning_rate: .*less than 1"):
+        stage_params_of({"video_pruning_rate": 1.0}, stages, "m")
+
+
 @pytest.mark.parametrize("text", ["image=2,video=1", '{"image": 2, "video": 1}'])
 def test_limit_mm_per_prompt_takes_vllms_two_forms(text):
     assert ServeConfig(limit_mm_per_prompt=_mm_limits(text)).limit_mm_per_prompt == {

@@ -235,3 +235,15 @@ def test_run_batch_answers_several_calls_at_once_and_counts_each_in_its_own_reco
         assert out.answer.evidence.images == tuple(call["images"])
         assert rec.counters["vlm_batch_size"] == 2
         assert rec.counters["visual_tokens"] == out.answer.bill.visual_tokens > 0
+
+
+def test_video_pruning_rate_prunes_the_frames_with_evs(tiny_model):
+    models = {"vlm": {"id": tiny_model, "device": "cpu", "reduction": "divprune"}}
+    frames = [_image(7)] * 3  # a still shot: every frame after the first repeats it
+    st = VLMAnswer({"max_new_tokens": 2, "video_pruning_rate": 0.5}, name="vlm", models=models)
+    with stage_scope(StageRecord("vlm", "vlm_answer")):
+        bill = st(images=frames, question="What changes?").answer.bill
+    assert (bill.reduction, bill.keep_ratio) == ("evs", 0.5)  # the model's default replaced
+    assert bill.visual_tokens == round(bill.unreduced_visual_tokens * 0.5)
+    with pytest.raises(ValueError, match="leave reduction and keep_ratio unset"):
+        VLMAnswer({"video_pruning_rate": 0.5, "keep_ratio": 0.5}, name="vlm", models=models)

@@ -201,30 +201,31 @@ class Qwen2VLRuntime(FamilyRuntime):
     # gets exactly the positions it has in the full image. Keeping every unit computes what the
     # unreduced call computes (tested bit for bit).
 
+    def unit_pixels(self, vision_inputs: dict[str, Any]) -> list[torch.Tensor]:
+        pv, m2 = vision_inputs["pixel_values"], self.family.merge**2
+        out, start = [], 0
+        for t, h, w in vision_inputs["image_grid_thw"].tolist():
+            n = t * h * w
+            out.append(pv[start : start + n].reshape(n // m2, -1))
+            start += n
+        return out
+
     def tower_keep(
         self,
         vision_inputs: dict[str, Any],
         keep_ratio: float,
         regions: tuple[KeepRegions | None, ...] | None = None,
     ) -> list[torch.Tensor]:
-        pv, m2 = vision_inputs["pixel_values"], self.family.merge**2
         grids = vision_inputs["image_grid_thw"].tolist()
         if regions is not None and len(regions) != len(grids):
             raise InputError(f"keep_regions has {len(regions)} entries for {len(grids)} images")
-        out, start = [], 0
-        for i, (t, h, w) in enumerate(grids):
-            n = t * h * w
-            units = pv[start : start + n].reshape(n // m2, -1)
-            out.append(
-                tower_select(
-                    units,
-                    (t, h // self.family.merge, w // self.family.merge),
-                    keep_ratio,
-                    None if regions is None else regions[i],
-                )
+        m = self.family.merge
+        return [
+            tower_select(units, (t, h // m, w // m), keep_ratio, None if regions is None else r)
+            for units, (t, h, w), r in zip(
+                self.unit_pixels(vision_inputs), grids, regions or (None,) * len(grids), strict=True
             )
-            start += n
-        return out
+        ]
 
     def _frame_lengths(self, grid: tuple[int, int, int], keep: torch.Tensor) -> list[int]:
         """Kept patches in each frame of one image (kept merge units x merge**2)."""

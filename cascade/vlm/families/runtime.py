@@ -134,6 +134,14 @@ class FamilyRuntime(ABC):
         `tower_keep` chose) and return the features of the kept units only; the others are never
         given one (their `tower_keep` raises)."""
 
+    def unit_pixels(self, vision_inputs: dict[str, Any]) -> list[torch.Tensor]:
+        """Per visual block, its normalized patch values grouped per merge unit [units, F]
+        (row-major over the merged grid): what a before-the-tower reduction selects from.
+        Families without a before-the-tower reduction raise."""
+        raise InputError(
+            f"{self.family.name} models cannot drop merge units before the vision tower"
+        )
+
     def tower_keep(
         self,
         vision_inputs: dict[str, Any],

@@ -1,6 +1,7 @@
 """Training-free visual token reduction: the per-call config, the method registry and the
 built-in methods, one module each (`pool`, `divprune`, `visionzip`, `dart` after the tower;
-`tower` before it; `fastv` inside the LLM; `none`).
+`tower` and `evs` (frames against the frame before, vLLM's video_pruning_rate) before it; `fastv`
+inside the LLM; `none`).
 
 Every method except FastV sees only the image's own tokens, never the question, so the reduced
 visual prefix (and its KV cache) is the same for every question about the same media; that is what

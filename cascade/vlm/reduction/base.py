@@ -62,6 +62,9 @@ class Reduction:
 
     name: ClassVar[str] = ""
     where: ClassVar[Where] = "after_tower"
+    # True for a method that selects across the frames of one call (`evs`: the units that
+    # changed since the frame before), so an image's tokens depend on the others of its call
+    sequence: ClassVar[bool] = False
 
     def reduce(
         self, x: torch.Tensor, grid: tuple[int, int, int], config: ReductionConfig, ops: Ops
@@ -204,10 +207,12 @@ class ReductionConfig:
             )
         if self.dart_pivots < 1:
             raise InputError(f"dart_pivots must be >= 1, got {self.dart_pivots}")
-        if self.keep_regions is not None and where != "before_tower":
+        if self.keep_regions is not None and (
+            where != "before_tower" or reduction_method(self.method).sequence
+        ):
             raise InputError(
                 f"keep_regions guide a reduction before the vision tower "
-                f"({reduction_names('before_tower')}), not '{self.method}'"
+                f"by evidence ('tower'), not '{self.method}'"
             )
 
     @property
@@ -224,6 +229,11 @@ class ReductionConfig:
     def before_tower(self) -> bool:
         """True when the reduction drops patches before the vision tower (method `tower`)."""
         return self.where == "before_tower" and not self.is_identity
+
+    @property
+    def sequence_dependent(self) -> bool:
+        """True when an image's tokens depend on the other frames of its call (`evs`)."""
+        return reduction_method(self.method).sequence and not self.is_identity
 
     @property
     def question_dependent(self) -> bool:
