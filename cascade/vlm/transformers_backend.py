@@ -495,9 +495,8 @@ class TransformersBackend:
             )
         if red.sequence_dependent:
             raise InputError(
-                f"'{red.method}' prunes each frame against the frames of its own request; "
-                "`batch` shares each image's tower output across requests: call `generate` "
-                "per request instead"
+                f"'{red.method}' prunes each frame against its own request's frames; `batch` "
+                "shares each image's tower output across requests: call `generate` per request"
             )
         if red.keep_regions is not None:
             raise InputError(

@@ -97,7 +97,7 @@ def test_rate_half_halves_the_visual_tokens_at_their_own_positions(qwen):
 
 
 def test_batch_and_keep_regions_are_refused(qwen):
-    with pytest.raises(InputError, match="frames of its own request"):
+    with pytest.raises(InputError, match="its own request.s frames"):
         qwen.generate_batch([(_frames(2), "What?")], reduction=ReductionConfig("evs", 0.5))
     with pytest.raises(InputError, match="by evidence"):
         ReductionConfig("evs", 0.5, keep_regions=(None,))
