@@ -4,11 +4,11 @@ Each role's replica is a worker that runs one thing at a time; the cluster has `
 compute units shared by the busy workers (processor sharing: with k busy workers and P
 processors each runs at min(1, P/k) speed; on a GPU per worker, P = the worker count):
 
-- a colocated replica (or PD/EPD's decode replica) runs, in order of priority, the next waiting
-  request's prefill (colocated: tower + prefix + question; decode side: the question only) and
-  then one decode step for every sequence in its batch (`step_s = a + b * batch`);
-  prefill first, no chunking: a long prefill stalls every stream's next token (what vLLM's
-  default scheduler and ours do);
+- a colocated replica (or PD/EPD's decode replica) runs the next waiting request's prefill
+  (colocated: tower + prefix + question; decode side: the question only) and its batch's decode
+  steps (`step_s = a + b * batch`). With `overlap` both run at once, sharing the processors (this
+  project's runtime: a prefill in the caller's thread, the steps in the batcher's); without it a
+  prefill goes first and every stream's next token waits (a GPU engine without chunked prefill);
 - a prefill replica runs each request's prefix prefill (PD: with the tower), then its KV blocks
   travel `transfer_s` (not occupying any worker) to the least-loaded decode replica;
 - an encode replica runs the tower; the embeddings travel `embeds_s` to a prefill replica.
@@ -52,14 +52,17 @@ class Request:
 
 @dataclass
 class _Worker:
+    """A replica: a prefill lane (its queue) and, on the decode side, a step lane (its batch)."""
+
     role: str
     queue: list[tuple[Request, float]] = field(default_factory=list)  # (request, work s)
     batch: list[Request] = field(default_factory=list)
-    job: tuple[str, float, Request | None] | None = None  # (what, work left, request)
+    prefill: tuple[float, Request] | None = None  # (work left, request)
+    step: float | None = None  # work left of the batch's decode step
 
     @property
     def load(self) -> int:
-        return len(self.queue) + len(self.batch) + (self.job is not None)
+        return len(self.queue) + len(self.batch) + (self.prefill is not None)
 
 
 def _step(costs: Costs, batch: int) -> float:
@@ -72,16 +75,19 @@ def simulate(
     costs: Costs,
     replicas: dict[str, int],
     processors: float,
+    overlap: bool = False,
 ) -> list[Request]:
     """Run `requests` through `layout` ("colocated", "pd", "epd") with `replicas` per role
-    ("decode" is the colocated replicas too; "prefill", "encode"). Returns the requests with
-    their token times."""
+    ("decode" is the colocated replicas too; "prefill", "encode"). overlap: a decode-side replica
+    runs a prefill and its batch's decode steps at once (this project's runtime: the prefill in
+    the caller's thread, the steps in the batcher's), sharing the processors; otherwise a
+    prefill goes first and the steps wait. Returns the requests with their token times."""
     roles = {
         "colocated": ["decode"],
         "pd": ["prefill", "decode"],
         "epd": ["encode", "prefill", "decode"],
     }[layout]
-    workers = {r: [_Worker(r) for _ in range(replicas[r])] for r in roles}
+    workers = [_Worker(r) for r in roles for _ in range(replicas[r])]
     # a heap of (time, order, where the request goes next, request)
     pending = [(q.arrival, i, "new", q) for i, q in enumerate(requests)]
     heapq.heapify(pending)
@@ -95,7 +101,7 @@ def simulate(
         return "encode", costs.encode_s[q.kind]
 
     def enqueue(role: str, q: Request, work: float) -> None:
-        min(workers[role], key=lambda w: w.load).queue.append((q, work))
+        min((w for w in workers if w.role == role), key=lambda w: w.load).queue.append((q, work))
 
     while left_to_finish:
         while pending and pending[0][0] <= t:
@@ -107,40 +113,42 @@ def simulate(
                 enqueue("prefill", q, costs.prefix_s[q.kind])
             else:
                 enqueue("decode", q, costs.question_s)
-        for ws in workers.values():
-            for w in ws:
-                if w.job is None:
-                    if w.queue:
-                        q, work = w.queue.pop(0)
-                        w.job = ("prefill", work, q)
-                    elif w.batch:
-                        w.job = ("step", _step(costs, len(w.batch)), None)
-        busy = [w for ws in workers.values() for w in ws if w.job is not None]
-        if not busy:  # idle until the next arrival
+        for w in workers:
+            if w.prefill is None and w.queue and (overlap or w.step is None):
+                q, work = w.queue.pop(0)
+                w.prefill = (work, q)
+            if w.step is None and w.batch and (overlap or w.prefill is None):
+                w.step = _step(costs, len(w.batch))
+        lanes = [w.prefill[0] for w in workers if w.prefill] + [
+            w.step for w in workers if w.step is not None
+        ]
+        if not lanes:  # idle until the next arrival
             t = max(t, pending[0][0])
             continue
-        speed = min(1.0, processors / len(busy))
-        # the busy set changes only at the next event: the first job to end or the next arrival
-        step = min(w.job[1] for w in busy) / speed  # type: ignore[index]
+        speed = min(1.0, processors / len(lanes))
+        # the busy lanes change only at the next event: the first job to end or the next arrival
+        dt = min(lanes) / speed
         if pending:
-            step = min(step, max(0.0, pending[0][0] - t))
-        t += step
-        for w in busy:
-            what, left, q = w.job  # type: ignore[misc]
-            left -= step * speed
-            if left > 1e-12:
-                w.job = (what, left, q)
+            dt = min(dt, max(0.0, pending[0][0] - t))
+        t += dt
+        for w in workers:
+            if w.step is not None:
+                w.step -= dt * speed
+                if w.step <= 1e-12:
+                    w.step = None
+                    for s in w.batch:
+                        s.tokens.append(t)
+                    for s in [s for s in w.batch if len(s.tokens) >= s.new_tokens]:
+                        s.done = t
+                        w.batch.remove(s)
+                        left_to_finish -= 1
+            if w.prefill is None:
                 continue
-            w.job = None
-            if what == "step":
-                for s in w.batch:
-                    s.tokens.append(t)
-                for s in [s for s in w.batch if len(s.tokens) >= s.new_tokens]:
-                    s.done = t
-                    w.batch.remove(s)
-                    left_to_finish -= 1
-            elif w.role == "decode":  # the prefill that makes the first token
-                assert q is not None
+            left, q = w.prefill[0] - dt * speed, w.prefill[1]
+            w.prefill = (left, q) if left > 1e-12 else None
+            if w.prefill is not None:
+                continue
+            if w.role == "decode":  # the prefill that makes the first token
                 q.tokens.append(t)
                 if q.new_tokens <= 1:
                     q.done = t
@@ -148,7 +156,6 @@ def simulate(
                 else:
                     w.batch.append(q)
             else:  # encode -> prefill, prefill -> decode, after the transfer
-                assert q is not None
                 nxt = "prefill" if w.role == "encode" else "decode"
                 delay = costs.embeds_s[q.kind] if nxt == "prefill" else costs.transfer_s[q.kind]
                 heapq.heappush(pending, (t + delay, order, nxt, q))

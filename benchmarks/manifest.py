@@ -27,6 +27,18 @@ class Bench:
     frozen: str = ""  # why it is not re-run (a record of a past run), when it is not
 
 
+DOCUMENT_GENRES = (
+    "receipt",
+    "heading",
+    "table",
+    "code",
+    "paragraph",
+    "ids",
+    "zh_receipt",
+    "photo_doc",
+)
+_GENRE_ARGS = tuple(a for g in DOCUMENT_GENRES for a in ("--genre", g))
+
 MANIFEST: tuple[Bench, ...] = (
     Bench(
         "cascade_test_cpu.json",
@@ -356,6 +368,45 @@ MANIFEST: tuple[Bench, ...] = (
         ("--out", "{dir}/relevance_models_cpu.json"),
         ("--quick", "--out", "{dir}/relevance_models_cpu.json"),
         minutes=3,
+    ),
+    Bench(
+        "disagg_cpu.json",
+        "disagg.py",
+        ("--out", "{dir}/disagg_cpu"),
+        ("--quick", "--out", "{dir}/disagg_quick_cpu"),
+        "disagg_quick_cpu.json",
+        minutes=8,
+        headline=(
+            "ray/colocated/measured/ttft_p50_s",
+            "ray/pd/measured/ttft_p50_s",
+            "ray/epd/measured/ttft_p50_s",
+            "ray/colocated/measured/worst_gap_p95_s",
+            "ray/pd/measured/worst_gap_p95_s",
+            "ray/epd/measured/worst_gap_p95_s",
+        ),
+    ),
+    Bench(  # the generated test split's document genres, re-run after the tool sureness gate
+        "cascade_test_" + "+".join(sorted(DOCUMENT_GENRES)) + "_cpu.json",
+        "cascade_bench.py",
+        (
+            "--split",
+            "test",
+            "--full-res",
+            "estimate",
+            "--size",
+            "test",
+            *_GENRE_ARGS,
+            "--out",
+            "{dir}",
+        ),
+        ("--split", "test", "--quick", "--full-res", "estimate", *_GENRE_ARGS, "--out", "{dir}"),
+        "cascade_test_quick_" + "+".join(sorted(DOCUMENT_GENRES)) + "_cpu.json",
+        minutes=25,
+        headline=(
+            "by_genre/*/headline/evidence_found",
+            "by_genre/*/headline/tool_exact",
+            "by_genre/*/headline/tool_answers",
+        ),
     ),
     Bench(
         "cascade_dev_quick_document_genres_relevance_cpu.json",

@@ -48,6 +48,7 @@ class Shipment:
     kv_dtype: how they are stored ("auto", "int8", "int4"): the receiver must store the same.
     nbytes: the bytes that travel (the blocks' own `nbytes`: codes, scales, ids).
     vision_s, prefill_s: the sender's tower and prefix-prefill seconds (0 on a cache hit).
+    wall_s: the sender's seconds from the call to the shipment (its lock wait included).
     """
 
     keys: tuple[str, ...]
@@ -56,6 +57,7 @@ class Shipment:
     nbytes: int
     vision_s: float
     prefill_s: float
+    wall_s: float
 
 
 def _cache(backend: TransformersBackend, role: str) -> KVPrefixCache:
@@ -124,6 +126,7 @@ def prefill(
 ) -> Shipment:
     """Prefill the request's prefix on `backend` (the prefill role: its cache's blocks reused,
     the rest computed and stored) and ship the blocks in `lacks` (default: all of them)."""
+    t0 = time.perf_counter()
     images, prefix_text, red = _prefix(backend, images, question, reduction, system_prompt, history)
     cache = _cache(backend, "prefill")
     with backend.lock:
@@ -145,6 +148,7 @@ def prefill(
         nbytes=sum(b.nbytes for b in blocks.values()),
         vision_s=vision_s,
         prefill_s=prefill_s,
+        wall_s=time.perf_counter() - t0,
     )
 
 

@@ -16,7 +16,9 @@ length); that replica then pulls from the prefill deployment, which Serve balanc
 A decode replica never holds more than `max_num_seqs` sequences in its batch: the others wait in
 its continuous batcher's queue, they do not fail. Sessions stay colocated on the decode replica.
 What moves is measured per call and recorded as the VLM stage's trace counters: `kv_shipped_bytes`,
-`kv_ship_s` (the prefill call's round trip less its compute), `embeds_bytes`, `encode_s`.
+`prefill_call_overhead_s` (the prefill call's round trip less the time inside it: the transfer
+both ways and Serve's routing and queueing), `embeds_bytes`, `encode_s` (the encode call's round
+trip).
 """
 
 from __future__ import annotations
@@ -135,7 +137,7 @@ class RemoteRoles:
                 received = receive(self.local, shipment)
                 record(
                     kv_shipped_bytes=shipment.nbytes,
-                    kv_ship_s=max(0.0, waited - shipment.vision_s - shipment.prefill_s) + received,
+                    prefill_call_overhead_s=max(0.0, waited - shipment.wall_s) + received,
                     prefill_remote_s=shipment.vision_s + shipment.prefill_s,
                 )
             record(kv_blocks_lacked=len(need))
