@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 import long_video as lv
 import numpy as np
 
+from cascade.cache import cache_dir
 from cascade.provenance import write_results
 
 
@@ -73,8 +73,7 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--footage-dir",
         type=Path,
-        default=Path(os.environ.get("VLM_CASCADE_CACHE") or Path.home() / ".cache" / "vlm-cascade")
-        / "long_video",
+        default=cache_dir("long_video"),
         help="where long_video.py keeps its generated videos",
     )
     ap.add_argument("--out", type=Path, default=None, help="output stem")

@@ -55,6 +55,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import numpy as np  # noqa: E402
 
+from cascade.cache import cache_dir  # noqa: E402
 from cascade.provenance import write_results  # noqa: E402
 
 FPS, WIDTH, HEIGHT = 25, 480, 270
@@ -333,8 +334,7 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--footage-dir",
         type=Path,
-        default=Path(os.environ.get("VLM_CASCADE_CACHE") or Path.home() / ".cache" / "vlm-cascade")
-        / "long_video",
+        default=cache_dir("long_video"),
         help="where the generated videos are kept between runs",
     )
     ap.add_argument(

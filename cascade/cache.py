@@ -9,15 +9,17 @@ fallback would hash object identity or unstable reprs.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Hashable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["content_hash", "nbytes_of", "LRUCache", "clear_all_caches"]
+__all__ = ["content_hash", "nbytes_of", "cache_dir", "LRUCache", "clear_all_caches"]
 
 
 def _feed(h: hashlib.blake2b, key: str, obj: Any) -> None:
@@ -78,6 +80,13 @@ def nbytes_of(value: Any) -> int:
     if hasattr(value, "__dict__"):
         return sum(nbytes_of(v) for v in vars(value).values())
     return 0
+
+
+def cache_dir(name: str) -> Path:
+    """The on-disk cache folder `name` of vlm-cascade (tiny models, calibration, demo media,
+    benchmark footage): under $VLM_CASCADE_CACHE, else ~/.cache/vlm-cascade."""
+    root = os.environ.get("VLM_CASCADE_CACHE") or Path.home() / ".cache" / "vlm-cascade"
+    return Path(root) / name
 
 
 class LRUCache:

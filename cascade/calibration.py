@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .cache import cache_dir
 from .errors import InputError
 
 __all__ = [
@@ -139,8 +140,7 @@ def calibration_dir() -> Path:
     ~/.cache/vlm-cascade/calibration."""
     if os.environ.get("CASCADE_CALIBRATION_DIR"):
         return Path(os.environ["CASCADE_CALIBRATION_DIR"])
-    root = os.environ.get("VLM_CASCADE_CACHE") or Path.home() / ".cache" / "vlm-cascade"
-    return Path(root) / "calibration"
+    return cache_dir("calibration")
 
 
 def calibration_file(label: str) -> Path:

@@ -13,10 +13,10 @@ examples (`DemoFiles`, `blocked_paths`): a client naming any other server path i
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
+from ..cache import cache_dir
 from ..errors import CascadeError
 from .bill import bill_of, cache_events
 from .demo_choice import choose_pipeline, mismatch
@@ -42,8 +42,7 @@ DEMO_CSS = (
 
 
 def _examples_dir() -> Path:
-    root = os.environ.get("VLM_CASCADE_CACHE") or Path.home() / ".cache" / "vlm-cascade"
-    return Path(root) / "demo-examples"
+    return cache_dir("demo-examples")
 
 
 def demo_examples(models: list[str], folder: Path | None = None) -> list[list[Any]]:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import plugins
+from ..cache import cache_dir
 from ..errors import InputError, did_you_mean
 
 __all__ = [
@@ -116,8 +117,7 @@ def tiny_families() -> dict[str, Recipe]:
 
 def default_tiny_dir() -> Path:
     """Where built tiny models are cached: $VLM_CASCADE_CACHE/tiny or ~/.cache/vlm-cascade/tiny."""
-    root = os.environ.get("VLM_CASCADE_CACHE") or Path.home() / ".cache" / "vlm-cascade"
-    return Path(root) / "tiny"
+    return cache_dir("tiny")
 
 
 def _training_text() -> list[str]:
