@@ -27,6 +27,12 @@ class Bench:
     frozen: str = ""  # why it is not re-run (a record of a past run), when it is not
 
 
+# what `cascade_bench.py`'s results show: evidence found, tool answers exact and given, summed
+GENRE_HEADLINE = (
+    "by_genre/*/headline/evidence_found",
+    "by_genre/*/headline/tool_exact",
+    "by_genre/*/headline/tool_answers",
+)
 DOCUMENT_GENRES = (
     "receipt",
     "heading",
@@ -47,11 +53,7 @@ MANIFEST: tuple[Bench, ...] = (
         ("--split", "test", "--quick", "--full-res", "estimate", "--out", "{dir}"),
         "cascade_test_quick_cpu.json",
         minutes=80,
-        headline=(
-            "by_genre/*/headline/evidence_found",
-            "by_genre/*/headline/tool_exact",
-            "by_genre/*/headline/tool_answers",
-        ),
+        headline=GENRE_HEADLINE,
     ),
     Bench(
         "cascade_dev_quick_cpu.json",
@@ -59,11 +61,7 @@ MANIFEST: tuple[Bench, ...] = (
         ("--split", "dev", "--quick", "--full-res", "estimate", "--out", "{dir}"),
         ("--split", "dev", "--quick", "--full-res", "estimate", "--out", "{dir}"),
         minutes=15,
-        headline=(
-            "by_genre/*/headline/evidence_found",
-            "by_genre/*/headline/tool_exact",
-            "by_genre/*/headline/tool_answers",
-        ),
+        headline=GENRE_HEADLINE,
     ),
     Bench(
         "browser_pages_set1_cpu.json",
@@ -402,11 +400,7 @@ MANIFEST: tuple[Bench, ...] = (
         ("--split", "test", "--quick", "--full-res", "estimate", *_GENRE_ARGS, "--out", "{dir}"),
         "cascade_test_quick_" + "+".join(sorted(DOCUMENT_GENRES)) + "_cpu.json",
         minutes=25,
-        headline=(
-            "by_genre/*/headline/evidence_found",
-            "by_genre/*/headline/tool_exact",
-            "by_genre/*/headline/tool_answers",
-        ),
+        headline=GENRE_HEADLINE,
     ),
     Bench(
         "cascade_dev_quick_document_genres_relevance_cpu.json",
@@ -415,11 +409,7 @@ MANIFEST: tuple[Bench, ...] = (
         None,
         frozen="relevance by meaning's no-regression check on the dev quick split's document "
         "genres (the whole run did not fit the shared machine's memory): a record",
-        headline=(
-            "by_genre/*/headline/evidence_found",
-            "by_genre/*/headline/tool_exact",
-            "by_genre/*/headline/tool_answers",
-        ),
+        headline=GENRE_HEADLINE,
     ),
     Bench(
         "cascade_dev_quick_scene_genres_relevance_cpu.json",
@@ -427,11 +417,7 @@ MANIFEST: tuple[Bench, ...] = (
         (),
         None,
         frozen="the same check on the dev quick split's scene and video genres: a record",
-        headline=(
-            "by_genre/*/headline/evidence_found",
-            "by_genre/*/headline/tool_exact",
-            "by_genre/*/headline/tool_answers",
-        ),
+        headline=GENRE_HEADLINE,
     ),
     Bench(
         "tool_sureness_dev_cpu.json",
