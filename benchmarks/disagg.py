@@ -33,7 +33,6 @@ import io
 import json
 import os
 import pickle
-import socket
 import statistics
 import sys
 import tempfile
@@ -50,6 +49,7 @@ for _k, _v in {
 
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
+from _net import free_port  # noqa: E402
 from disagg_sim import Costs, Request, simulate, summarize  # noqa: E402
 
 from cascade.provenance import write_results  # noqa: E402
@@ -266,12 +266,6 @@ def run_layout(url: str, args, seed0: int) -> dict:
     return {"measured": summarize(reqs, args.slo_ttft, args.slo_gap), "moved_per_request": moved}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_ray(args, tiny: str, workdir: Path) -> dict:
     import ray
     from ray import serve
@@ -282,7 +276,7 @@ def run_ray(args, tiny: str, workdir: Path) -> dict:
 
     os.chdir(workdir)  # Ray puts the driver's folder on its workers' path: not the repo root
     ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False)
-    port, out = _free_port(), {}
+    port, out = free_port(), {}
     url = f"http://127.0.0.1:{port}"
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})

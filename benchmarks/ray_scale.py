@@ -28,7 +28,6 @@ import base64
 import io
 import os
 import platform
-import socket
 import statistics
 import sys
 import tempfile
@@ -47,6 +46,7 @@ for _k, _v in {
 
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
+from _net import free_port  # noqa: E402
 
 from cascade.provenance import write_results  # noqa: E402
 
@@ -69,12 +69,6 @@ stages:
 outputs:
   answer: answer.answer
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _image_url(i: int) -> str:
@@ -318,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     yaml_path.write_text(PIPELINE)
     load_before = os.getloadavg()
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    port = _free_port()
+    port = free_port()
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         scaling = _scaling(args, ray, serve, port, tiny, str(yaml_path))

@@ -36,7 +36,6 @@ import json
 import os
 import platform
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -46,14 +45,9 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+from _net import free_port
 
 from cascade.provenance import write_results
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _page(i: int, same: bool) -> str:
@@ -263,7 +257,7 @@ class _Server:
 
     def __init__(self, args: argparse.Namespace, max_num_seqs: int | None):
         self.args, self.max_num_seqs = args, max_num_seqs
-        self.url = f"http://127.0.0.1:{_free_port()}"
+        self.url = f"http://127.0.0.1:{free_port()}"
 
     def __enter__(self) -> _Server:
         a = self.args
