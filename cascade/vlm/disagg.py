@@ -24,6 +24,7 @@ tokens of a colocated run (tests/vlm/test_disagg.py).
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -119,7 +120,7 @@ def prefill(
     images: Any,
     question: str,
     *,
-    lacks: list[str] | None = None,
+    lacks: Collection[str] | None = None,
     reduction: ReductionConfig | None = None,
     system_prompt: str | None = None,
     history: History = (),
@@ -132,7 +133,7 @@ def prefill(
     with backend.lock:
         state, _, vision_s, prefill_s = backend.engine.state(images, prefix_text, red)
         keys = backend.engine.block_keys(images, prefix_text, red)
-        wanted = keys if lacks is None else [k for k in keys if k in set(lacks)]
+        wanted = keys if lacks is None else [k for k in keys if k in lacks]
         blocks = {k: cache.peek(k) for k in wanted}
     missing = [k for k, b in blocks.items() if b is None]
     if missing:

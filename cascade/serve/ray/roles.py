@@ -97,7 +97,7 @@ class RoleReplica:
         """The request's prefix computed (or found) in this replica's block cache; the blocks
         `lacks` names, shipped."""
         self.calls += 1
-        return prefill(self.backend, images, question, lacks=lacks, **kw)
+        return prefill(self.backend, images, question, lacks=set(lacks), **kw)
 
     def info(self) -> dict[str, Any]:
         return {"role": self.role, "calls": self.calls}
