@@ -128,11 +128,13 @@ def run_all(quick: bool, only: list[str], out_dir: Path) -> int:
         written = out_dir / ((bench.quick_file or bench.file) if quick else bench.file)
         head = f"{bench.file}: {'quick ' if quick else ''}run {seconds:.0f} s"
         if code != 0 or not written.is_file():
-            report.append(f"{head}: FAILED (exit {code}; {written.name} not written)")
-            continue
-        against = "committed" if not quick or not bench.quick_file else "committed (full run)"
-        report.append(f"{head} -> {written.name}, vs the {against} {bench.file}:")
-        report += diff(before, summary_of(written)) if before else ["  (not committed yet)"]
+            lines = [f"{head}: FAILED (exit {code}; {written.name} not written)"]
+        else:
+            against = "committed" if not quick or not bench.quick_file else "committed (full run)"
+            lines = [f"{head} -> {written.name}, vs the {against} {bench.file}:"]
+            lines += diff(before, summary_of(written)) if before else ["  (not committed yet)"]
+        print("\n".join(lines), flush=True)  # as it happens: a run of hours may be cut short
+        report += lines
     print("\n".join(["", "== what moved since the committed run =="] + report))
     return 1 if any("FAILED" in line for line in report) else 0
 
