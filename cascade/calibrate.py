@@ -29,7 +29,16 @@ from typing import Any
 
 import numpy as np
 
-from .calibration import Calibration, LinearCost, PathCosts, VLMThroughput, device_label
+from .calibration import (
+    Calibration,
+    Clock,
+    LinearCost,
+    PathCosts,
+    VLMThroughput,
+    clock_seconds,
+    device_clock,
+    device_label,
+)
 from .errors import InputError
 
 __all__ = [
@@ -78,7 +87,8 @@ def measure_vlm(
     rounds: int = 2,
     max_new_tokens: int = 8,
 ) -> tuple[VLMThroughput, list[dict[str, float]]]:
-    """Fit the VLM's seconds on this device against its cost-model FLOPs. Each call is cold
+    """Fit the VLM's seconds (on the device's clock, `device_clock`) on this device against its
+    cost-model FLOPs. Each call is cold
     (caches emptied; a fresh image); every size is measured once per round, rounds after one
     another (a burst of load from another job then slows one call of a size, not all of its
     calls), the fastest of each size kept: noise on a shared machine only adds. Returns the fit
@@ -86,6 +96,7 @@ def measure_vlm(
     from .cache import clear_all_caches
     from .vlm import VLM
 
+    clock = device_clock(device)
     vlm = VLM.load(model, device=device, resolution="full")
     unit = int(getattr(vlm.family, "patch", 14)) * int(getattr(vlm.family, "merge", 2))
     vlm.generate(_calibration_image(16, unit, 0), "warm up", max_new_tokens=2)  # warm every path
@@ -95,9 +106,9 @@ def measure_vlm(
         for i, tokens in enumerate(sizes):
             clear_all_caches()
             image = _calibration_image(tokens, unit, 1000 * i + r + 1)
-            t0 = time.perf_counter()
+            t0 = clock_seconds(clock)
             b = vlm.generate(image, "Describe the image.", max_new_tokens=max_new_tokens).bill
-            s = time.perf_counter() - t0
+            s = clock_seconds(clock) - t0
             if i not in best or s < best[i]["seconds"]:
                 best[i] = {
                     "visual_tokens": float(b.visual_tokens),
@@ -135,25 +146,36 @@ def _features(qa: Any, media: Any) -> tuple[Any, Any]:
 
 
 def run_priced(
-    qa: Any, media: Any, question: str, policy: str, count_flops: bool = False
+    qa: Any,
+    media: Any,
+    question: str,
+    policy: str,
+    count_flops: bool = False,
+    clock: Clock = "wall",
 ) -> tuple[dict[str, Any], Any]:
-    """One cold run of `qa` on `media` under `policy`: (wall seconds, the VLM's share of them
-    (its stages' seconds), what produced the answer, the VLM's cost-model FLOPs and the route's
-    estimates; the answer). `count_flops`: also the specialists' FLOPs (`cascade.flop_count`:
-    recorded during the run for microseconds, counted after the clock stopped)."""
+    """One cold run of `qa` on `media` under `policy`: (seconds on `clock`, wall seconds, the
+    VLM's share of the seconds (its stages'), what produced the answer, the VLM's cost-model
+    FLOPs and the route's estimates; the answer). `count_flops`: also the specialists' FLOPs
+    (`cascade.flop_count`: recorded during the run for microseconds, counted after the clock
+    stopped)."""
     from .cache import clear_all_caches
     from .flop_count import count_specialist_flops
 
     clear_all_caches()
     counting = count_specialist_flops() if count_flops else contextlib.nullcontext()
     with counting as seen:
-        t0 = time.perf_counter()
+        t0, w0 = clock_seconds(clock), time.perf_counter()
         answer = qa.ask(media, question, route_policy=policy)
-        wall = time.perf_counter() - t0
-    vlm_s = sum(r.seconds for r in answer.trace.stages if r.type == "vlm_answer")
+        seconds, wall = clock_seconds(clock) - t0, time.perf_counter() - w0
+    vlm_s = sum(
+        r.cpu_seconds if clock == "cpu" else r.seconds
+        for r in answer.trace.stages
+        if r.type == "vlm_answer"
+    )
     route = next(r for r in answer.evidence.routes if r.branch in ("full", "cascade"))
     row: dict[str, Any] = {
-        "seconds": wall,
+        "seconds": seconds,
+        "wall_seconds": wall,
         "vlm_seconds": vlm_s,
         "produced_by": answer.produced_by,
         "path": route.branch,
@@ -171,9 +193,10 @@ def run_priced(
 
 
 def measure_pipeline(
-    qa: Any, items: list[Any], rounds: int = 2
+    qa: Any, items: list[Any], rounds: int = 2, clock: Clock = "wall"
 ) -> tuple[PathCosts, list[dict[str, Any]]]:
-    """Fit one pipeline's costs outside the VLM, on both paths, from cold runs of `items` (after
+    """Fit one pipeline's costs outside the VLM (seconds on `clock`), on both paths, from cold
+    runs of `items` (after
     one unmeasured run of each path: the specialists' sessions load on their first call). Each
     run is repeated `rounds` times, rounds interleaved (every item and path once, then again),
     the fastest kept: on a shared machine noise only adds."""
@@ -185,7 +208,7 @@ def measure_pipeline(
             media = it.media_arg()
             m, _ = _features(qa, media)
             for policy in ("cascade", "full"):
-                r, _ = run_priced(qa, media, it.question, policy)
+                r, _ = run_priced(qa, media, it.question, policy, clock=clock)
                 key = (it.id, policy)
                 if key not in best or r["seconds"] < best[key]["seconds"]:
                     features = {"mp": m.megapixels, "frames": m.frames,
@@ -271,6 +294,7 @@ def calibrate(
             f"cannot calibrate {unknown}: calibrated cascades are {list(CALIBRATED.values())}"
         )
     model = vlm_model or str(build_tiny_vlm(size="bench"))
+    clock = device_clock(device)
     progress(f"VLM throughput on {device} with {model} ...")
     vlm, vlm_points = measure_vlm(model, device)
     progress(
@@ -285,7 +309,7 @@ def calibrate(
             continue
         progress(f"{pipe}: {len(items[kind])} media, cascade and full path ...")
         qa = QA.offline(pipe, type_overrides={"vlm_answer": {"max_new_tokens": 8}}).setup()
-        costs[pipe], rows[pipe] = measure_pipeline(qa, items[kind])
+        costs[pipe], rows[pipe] = measure_pipeline(qa, items[kind], clock=clock)
         c = costs[pipe]
         progress(
             f"  cascade {c.cascade.fixed_s:.2f} s + {c.cascade.per_megapixel_s:.2f} s/MP + "
@@ -298,5 +322,6 @@ def calibrate(
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         vlm=vlm,
         pipelines=costs,
+        clock=clock,
     )
     return cal, {"vlm": vlm_points, "pipelines": rows}

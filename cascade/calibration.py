@@ -14,6 +14,12 @@ Three fits, each from real runs on the device named in the file:
 - per pipeline, what the full path spends outside the VLM (loading / decoding the media it sends):
   a + c x frames.
 
+Seconds are read on the device's clock (`device_clock`): on a CPU with one compute thread, this
+process's CPU seconds, which equal wall seconds on an idle machine and, unlike them, do not grow
+when other jobs share the cores (a calibration measured under load would otherwise price every
+path as slow as that load made it); wall seconds elsewhere (a GPU's work is not the host's CPU
+time; several threads' CPU seconds add up past the wall).
+
 Nothing here is assumed: a device without a calibration file has no prices, and the router says
 so (and keeps the cascade) rather than guessing.
 """
@@ -24,9 +30,10 @@ import json
 import os
 import platform
 import re
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .cache import cache_dir
 from .errors import InputError
@@ -41,9 +48,13 @@ __all__ = [
     "calibration_file",
     "load_calibration",
     "save_calibration",
+    "Clock",
+    "device_clock",
+    "clock_seconds",
 ]
 
-FORMAT = 1  # bump when a field changes meaning: files of another format are not trusted
+Clock = Literal["cpu", "wall"]
+FORMAT = 2  # bump when a field changes meaning: files of another format are not trusted
 
 
 @dataclass(frozen=True)
@@ -87,13 +98,15 @@ class PathCosts:
 
 @dataclass(frozen=True)
 class Calibration:
-    """Everything measured on one device (`device`: `device_label`), `threads` torch threads."""
+    """Everything measured on one device (`device`: `device_label`), `threads` torch threads,
+    in seconds of `clock` (`device_clock`)."""
 
     device: str
     threads: int
     created: str
     vlm: VLMThroughput
     pipelines: dict[str, PathCosts] = field(default_factory=dict)
+    clock: Clock = "wall"
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, **asdict(self)}
@@ -104,6 +117,7 @@ class Calibration:
             device=d["device"],
             threads=int(d["threads"]),
             created=d["created"],
+            clock=d["clock"],
             vlm=VLMThroughput(**d["vlm"]),
             pipelines={
                 name: PathCosts(
@@ -133,6 +147,19 @@ def device_label(device: str = "cpu") -> str:
         index = torch.device(device).index or 0
         return f"cuda {torch.cuda.get_device_name(index)}"
     return f"cpu {_cpu_name()} x{torch.get_num_threads()}"
+
+
+def device_clock(device: str = "cpu") -> Clock:
+    """The clock seconds are measured on for `device`: "cpu" (this process's CPU seconds) on a
+    CPU with one torch thread, "wall" otherwise."""
+    import torch
+
+    return "cpu" if str(device) == "cpu" and torch.get_num_threads() == 1 else "wall"
+
+
+def clock_seconds(clock: Clock) -> float:
+    """Now, on `clock`: `time.process_time()` or `time.perf_counter()`."""
+    return time.process_time() if clock == "cpu" else time.perf_counter()
 
 
 def calibration_dir() -> Path:

@@ -24,6 +24,10 @@ class StageRecord:
     type: str
     status: Status = "pending"  # still "pending" in a trace if the run failed before it
     seconds: float = 0.0
+    # this process's CPU seconds while the stage ran (every thread: the decode loop's too; stages
+    # running at the same time share them). With one compute thread on a CPU it equals `seconds`
+    # on an idle machine, and unlike `seconds` it does not grow when other jobs share the cores.
+    cpu_seconds: float = 0.0
     counters: dict[str, float] = field(default_factory=dict)
     detail: str = ""  # why it was skipped, the branch a router took, or the error
     warnings: list[str] = field(default_factory=list)  # e.g. "video truncated: ..." (see `warn`)
@@ -35,6 +39,7 @@ class StageRecord:
             "type": self.type,
             "status": self.status,
             "seconds": round(self.seconds, 6),
+            "cpu_seconds": round(self.cpu_seconds, 6),
             "counters": dict(self.counters),
             "detail": self.detail,
             "warnings": list(self.warnings),
@@ -140,9 +145,10 @@ class stage_scope:
     def __enter__(self) -> StageRecord:
         self._token = _current.set(self.rec)
         self.rec.status = "ran"
-        self._t0 = time.perf_counter()
+        self._t0, self._cpu0 = time.perf_counter(), time.process_time()
         return self.rec
 
     def __exit__(self, *exc) -> None:
         self.rec.seconds = time.perf_counter() - self._t0
+        self.rec.cpu_seconds = time.process_time() - self._cpu0
         _current.reset(self._token)

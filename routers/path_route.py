@@ -196,7 +196,7 @@ class PathRoute(Router):
                 f"full {full_s:.2f} s ({tokens} visual tokens, {full_flops / 1e12:.2f} TFLOP); "
                 f"cascade {cascade_s:.2f} s ({media.megapixels:.2f} MP, {media.frames} frame(s) "
                 f"to the specialists, crops <= {crop} tokens, {cascade_flops / 1e12:.2f} TFLOP); "
-                f"{priced} on {cal.device}"
+                f"{priced} on {cal.device} ({cal.clock} seconds)"
             )
         else:
             why = (
