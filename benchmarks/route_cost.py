@@ -208,7 +208,7 @@ def run(
     readers = Readers(model=tiny)
     items = [x for x in pick_items(quick) if only is None or x[0] in only][:limit]
     dev = calibration_items(default_tiny_dir().parent / "evalset", quick=True)
-    n_dev = {"document": 2, "images": 2, "video": 2}
+    n_dev = {"document": 3, "images": 2, "video": 2}
     qas: dict[str, Any] = {}
     declared_route: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []

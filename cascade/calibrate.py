@@ -10,7 +10,7 @@
   forced, then with the full path forced, on the generated evaluation media of the dev split
   (pages at two scales, image sets, videos), after one unmeasured run of each path, caches
   emptied first; the seconds spent outside
-  the VLM fitted against the megapixels and frames the path router sees (the same
+  the VLM fitted against the megapixels, frames and text the path router sees (the same
   `image_media` / `video_media` it prices with), and the share of cascade runs that reached the
   VLM.
 
@@ -211,14 +211,14 @@ def measure_pipeline(
                 r, _ = run_priced(qa, media, it.question, policy, clock=clock)
                 key = (it.id, policy)
                 if key not in best or r["seconds"] < best[key]["seconds"]:
-                    features = {"mp": m.megapixels, "frames": m.frames,
+                    features = {"mp": m.megapixels, "frames": m.frames, "text": m.text,
                                 "full_frames": len(m.full_sizes)}  # fmt: skip
                     best[key] = {"id": it.id, "policy": policy, **features, **r}
     rows = list(best.values())
     casc = [r for r in rows if r["policy"] == "cascade"]
     full = [r for r in rows if r["policy"] == "full"]
     c = fit_nonnegative(
-        [[1.0, r["mp"], r["frames"]] for r in casc],
+        [[1.0, r["mp"], r["frames"], r["text"]] for r in casc],
         [r["seconds"] - r["vlm_seconds"] for r in casc],
         relative=True,
     )
@@ -313,7 +313,8 @@ def calibrate(
         c = costs[pipe]
         progress(
             f"  cascade {c.cascade.fixed_s:.2f} s + {c.cascade.per_megapixel_s:.2f} s/MP + "
-            f"{c.cascade.per_frame_s:.2f} s/frame, VLM in {c.vlm_share:.0%} of runs; "
+            f"{c.cascade.per_frame_s:.2f} s/frame + {c.cascade.per_text_s:.2f} s/M text edges, "
+            f"VLM in {c.vlm_share:.0%} of runs; "
             f"full {c.full.fixed_s:.2f} s + {c.full.per_frame_s:.3f} s/frame"
         )
     cal = Calibration(

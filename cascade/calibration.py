@@ -9,7 +9,8 @@ Three fits, each from real runs on the device named in the file:
   of a real architecture against the cost model's FLOPs (`cascade.cost`), so the FLOPs of any
   declared model (its tower, prefill and decode) turn into seconds on this device;
 - per cascade pipeline, what the cascade spends outside the VLM (OCR, layout, detection, CLIP,
-  frame sampling, retrieval): a + b x megapixels + c x frames, fitted on forced-cascade runs, and
+  frame sampling, retrieval): a + b x megapixels + c x frames + d x text (the images' strong
+  edges, which OCR's per-line cost follows), fitted on forced-cascade runs, and
   the share of those runs that reached the VLM at all (the others a tool answered);
 - per pipeline, what the full path spends outside the VLM (loading / decoding the media it sends):
   a + c x frames.
@@ -59,14 +60,21 @@ FORMAT = 2  # bump when a field changes meaning: files of another format are not
 
 @dataclass(frozen=True)
 class LinearCost:
-    """Seconds = fixed_s + per_megapixel_s x megapixels + per_frame_s x frames."""
+    """Seconds = fixed_s + per_megapixel_s x megapixels + per_frame_s x frames + per_text_s x
+    text (millions of strong edges the images hold: `routers.image_stats.text_edges`)."""
 
     fixed_s: float
     per_megapixel_s: float = 0.0
     per_frame_s: float = 0.0
+    per_text_s: float = 0.0
 
-    def seconds(self, megapixels: float, frames: int) -> float:
-        return self.fixed_s + self.per_megapixel_s * megapixels + self.per_frame_s * frames
+    def seconds(self, megapixels: float, frames: int, text: float = 0.0) -> float:
+        return (
+            self.fixed_s
+            + self.per_megapixel_s * megapixels
+            + self.per_frame_s * frames
+            + self.per_text_s * text
+        )
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ Two paths are priced in seconds on this device (and in FLOPs):
   device's measured VLM throughput (`cascade.calibration.VLMThroughput`) turns them into seconds,
   plus the measured cost of loading what it sends.
 - `cascade`: what this pipeline's specialists (OCR, layout, detection, CLIP, frame sampling,
-  retrieval) cost on this device per megapixel and per frame, measured by
+  retrieval) cost on this device per megapixel, per frame and per unit of text the images hold
+  (`image_stats.text_edges`: OCR reads line by line), measured by
   `cascade doctor --calibrate`, plus its expected crops: at most `crop_tokens` visual tokens
   priced like the full path, times the share of runs that reach the VLM.
 
@@ -31,12 +32,14 @@ from typing import Literal, get_args
 
 from pydantic import Field
 
-from cascade.artifacts import Image, Route
+from cascade.artifacts import Image, ImageEmbeds, Route
 from cascade.calibration import Calibration, device_label, load_calibration
 from cascade.cost import decode_flops, prefill_flops
 from cascade.errors import InputError
 from cascade.models import ModelName
 from cascade.stage import Router, StageParams, stage
+
+from .image_stats import text_edges
 
 RoutePolicy = Literal["cost", "cascade", "full"]
 ROUTE_POLICIES: tuple[str, ...] = get_args(RoutePolicy)
@@ -59,6 +62,7 @@ class Media:
     full_sizes: list[tuple[int, int]]
     megapixels: float
     frames: int
+    text: float = 0.0  # images: millions of strong edges (`text_edges`); videos: not looked at
 
 
 def video_media(
@@ -83,11 +87,13 @@ def video_media(
 
 
 def image_media(images: list[Image]) -> Media:
-    """Images (pages, photos): the full path sends each whole; the specialists see each."""
+    """Images (pages, photos): the full path sends each whole; the specialists see each, and
+    read the text they hold (images given as embeddings have no pixels: no text counted)."""
     sizes = [
         (int(w), int(h)) for w, h in (im.source_size or (im.width, im.height) for im in images)
     ]
-    return Media(sizes, sum(w * h for w, h in sizes) / 1e6, len(sizes))
+    text = sum(text_edges(im) for im in images if not isinstance(im, ImageEmbeds))
+    return Media(sizes, sum(w * h for w, h in sizes) / 1e6, len(sizes), text)
 
 
 @stage("path_route")
@@ -184,6 +190,7 @@ class PathRoute(Router):
             "crop_visual_tokens": float(crop),
             "megapixels": media.megapixels,
             "frames": float(media.frames),
+            "text_edges": media.text,
             "full_flops": full_flops,
         }
         priced = f"priced as {declared.spec.priced_as or declared.spec.id}"
@@ -194,8 +201,9 @@ class PathRoute(Router):
             scores |= {"full_s": full_s, "cascade_s": cascade_s, "cascade_flops": cascade_flops}
             prices = (
                 f"full {full_s:.2f} s ({tokens} visual tokens, {full_flops / 1e12:.2f} TFLOP); "
-                f"cascade {cascade_s:.2f} s ({media.megapixels:.2f} MP, {media.frames} frame(s) "
-                f"to the specialists, crops <= {crop} tokens, {cascade_flops / 1e12:.2f} TFLOP); "
+                f"cascade {cascade_s:.2f} s ({media.megapixels:.2f} MP, {media.frames} frame(s), "
+                f"{media.text:.2f} M text edges to the specialists, crops <= {crop} tokens, "
+                f"{cascade_flops / 1e12:.2f} TFLOP); "
                 f"{priced} on {cal.device} ({cal.clock} seconds)"
             )
         else:
@@ -243,7 +251,8 @@ class PathRoute(Router):
         )
         crops_s = cal.vlm.seconds(crop_flops, p.answer_tokens)
         cascade_s = (
-            costs.cascade.seconds(media.megapixels, media.frames) + costs.vlm_share * crops_s
+            costs.cascade.seconds(media.megapixels, media.frames, media.text)
+            + costs.vlm_share * crops_s
         )
         return full_s, cascade_s, costs.vlm_share * crop_flops
 
