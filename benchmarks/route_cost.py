@@ -123,7 +123,7 @@ def declared_vlm(images: list[Any], family: Any, cal: Any, prompt: int, answer: 
     n = sum(c.tokens for c in costs) + prompt
     llm = family.shapes.llm
     flops = family.vision_flops(costs) + prefill_flops(llm, n) + decode_flops(llm, n, answer)
-    return cal.vlm.seconds(flops, answer), flops
+    return cal.vlm.seconds(flops, answer, n - prompt), flops
 
 
 @contextlib.contextmanager

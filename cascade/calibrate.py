@@ -5,7 +5,7 @@
   ~200M-parameter decoder 1024 wide and an 8-block tower: matmuls of a width near a 2B model's;
   or any checkpoint given) on images of growing size, after a warm-up call, every cache emptied
   first; seconds fitted against the cost model's FLOPs: overhead + FLOPs / throughput + decode
-  steps x step.
+  steps x step + visual tokens x per-token work.
 - Each shipped cascade (doc_qa, multi_image_qa, video_qa): the pipeline run with the cascade
   forced, then with the full path forced, on the generated evaluation media of the dev split
   (pages at two scales, image sets, videos), after one unmeasured run of each path, caches
@@ -83,7 +83,7 @@ def _calibration_image(tokens: int, unit: int, seed: int) -> Any:
 def measure_vlm(
     model: str,
     device: str = "cpu",
-    token_counts: Iterable[int] = (32, 256, 1024),
+    token_counts: Iterable[int] = (32, 256, 512, 1024, 2048),
     rounds: int = 2,
     max_new_tokens: int = 8,
 ) -> tuple[VLMThroughput, list[dict[str, float]]]:
@@ -117,8 +117,8 @@ def measure_vlm(
                     "seconds": s,
                 }
     points = [best[i] for i in range(len(sizes))]
-    a, rate_inv, step = fit_nonnegative(
-        [[1.0, p["flops"], p["steps"]] for p in points],
+    a, rate_inv, step, per_token = fit_nonnegative(
+        [[1.0, p["flops"], p["steps"], p["visual_tokens"]] for p in points],
         [p["seconds"] for p in points],
         relative=True,
     )
@@ -127,7 +127,7 @@ def measure_vlm(
             f"calibrating {model}: its seconds did not grow with FLOPs over "
             f"{[int(p['visual_tokens']) for p in points]} visual tokens; measure larger images"
         )
-    return VLMThroughput(1.0 / rate_inv, a, step, str(model)), points
+    return VLMThroughput(1.0 / rate_inv, a, step, str(model), per_token), points
 
 
 def _features(qa: Any, media: Any) -> tuple[Any, Any]:

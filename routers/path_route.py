@@ -197,7 +197,9 @@ class PathRoute(Router):
         cal = load_calibration(device_label(_device_of(declared)))
         costs_known = cal is not None and p.cascade in cal.pipelines
         if cal is not None and costs_known:
-            full_s, cascade_s, cascade_flops = self._seconds(cal, media, full_flops, crop_flops)
+            full_s, cascade_s, cascade_flops = self._seconds(
+                cal, media, (full_flops, tokens), (crop_flops, crop)
+            )
             scores |= {"full_s": full_s, "cascade_s": cascade_s, "cascade_flops": cascade_flops}
             prices = (
                 f"full {full_s:.2f} s ({tokens} visual tokens, {full_flops / 1e12:.2f} TFLOP); "
@@ -242,14 +244,20 @@ class PathRoute(Router):
         return vision + prefill_flops(llm, n) + decode_flops(llm, n, p.answer_tokens)
 
     def _seconds(
-        self, cal: Calibration, media: Media, full_flops: float, crop_flops: float
+        self,
+        cal: Calibration,
+        media: Media,
+        full: tuple[float, int],
+        crops: tuple[float, int],
     ) -> tuple[float, float, float]:
-        """(full seconds, cascade seconds, cascade FLOPs) on the calibrated device."""
+        """(full seconds, cascade seconds, cascade FLOPs) on the calibrated device, from each
+        path's VLM (FLOPs, visual tokens)."""
         p, costs = self.params, cal.pipelines[self.params.cascade]
-        full_s = cal.vlm.seconds(full_flops, p.answer_tokens) + costs.full.seconds(
+        full_s = cal.vlm.seconds(full[0], p.answer_tokens, full[1]) + costs.full.seconds(
             0.0, len(media.full_sizes)
         )
-        crops_s = cal.vlm.seconds(crop_flops, p.answer_tokens)
+        crop_flops = crops[0]
+        crops_s = cal.vlm.seconds(crop_flops, p.answer_tokens, crops[1])
         cascade_s = (
             costs.cascade.seconds(media.megapixels, media.frames, media.text)
             + costs.vlm_share * crops_s
