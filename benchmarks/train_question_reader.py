@@ -155,6 +155,31 @@ def _embed(texts: list[str], model: RelevanceModel, cache: str | None) -> np.nda
     return x
 
 
+def _read_as_meant(blind: list[dict], learned: bool) -> dict[str, int]:
+    """How many blind questions `understand` reads as their writers meant (target and fields,
+    as tests/evidence/test_questions_written_blind.py checks), set 5 and all, with and without
+    the learned reader (the shipped weights)."""
+    from cascade.evidence.understanding import understand
+
+    def same(field: str, got: object, want: object) -> bool:
+        if field in ("row_key", "column_key", "section_name"):
+            return isinstance(got, str) and got.strip().casefold() == str(want).strip().casefold()
+        return str(got) == str(want)
+
+    out = {"set5_target": 0, "set5_as_meant": 0, "all_target": 0, "all_as_meant": 0}
+    for c in blind:
+        q = understand(c["question"], learned=learned)
+        got = {f: getattr(q, f) for f in c["fields"] if f != "time_order"}
+        if "time_order" in c["fields"]:
+            got["time_order"] = q.time_order.relation if q.time_order else None
+        target = q.target == c["target"]
+        meant = target and all(same(f, got[f], w) for f, w in c["fields"].items())
+        for scope in ("all", "set5") if c["set"] == UNSEEN_SET else ("all",):
+            out[f"{scope}_target"] += int(target)
+            out[f"{scope}_as_meant"] += int(meant)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(HERE / "results" / "question_reader_cpu.json"))
@@ -258,6 +283,9 @@ def main() -> None:
         ],
         "unseen_reliability": rel,
     }
+    if Path(args.weights).resolve() == WEIGHTS.resolve():  # understand reads the shipped weights
+        result["understand_rules_only"] = _read_as_meant(blind, learned=False)
+        result["understand_with_reader"] = _read_as_meant(blind, learned=True)
     write_results(out, result)
     print(
         json.dumps(
