@@ -367,7 +367,7 @@ MANIFEST: tuple[Bench, ...] = (
         "train_question_reader.py",
         ("--out", "{dir}/question_reader_cpu.json"),
         ("--out", "{dir}/question_reader_cpu.json"),
-        minutes=3,
+        minutes=5,
         headline=("unseen_accuracy", "loso_ece_after_temperature"),
     ),
     Bench(
