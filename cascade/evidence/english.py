@@ -487,12 +487,6 @@ def read_english(question: str, intent: Intent, guess: Guess | None = None) -> d
             else set()
         )
     )
-    # what a picture shows rather than what is written in it
-    visual = re.search(
-        r"\b(photo|photos|picture|pictures|image|images|video|scene|clip|happening|"
-        r"animal|kind of|type of|colou?r|wearing|doing|look like|shown)\b",
-        q_rest,
-    )
     if (
         key is None
         and answer_type == "amount"
@@ -517,7 +511,6 @@ def read_english(question: str, intent: Intent, guess: Guess | None = None) -> d
             q_rest,
         )
         and len(content) >= 2
-        and not visual
         and (not label or told)
     )
     if (

@@ -130,9 +130,14 @@ def take_guess(
 ) -> dict:
     """`found` (a reader's unsure reading) retyped as the learned kind, when there is a guess of
     a text or count kind; the fields the rules read anyway (a key word, a code word, a counted
-    label) go with it. Scene and object guesses leave the rules' reading as it is."""
+    label) go with it. A scene or object guess turns a defaulted fact into a look at the picture;
+    it leaves a defaulted scene as it is."""
     kind = guess() if guess is not None else None
-    if kind is None or kind == found["target"] or kind in ("scene", "object"):
+    if kind is None or kind == found["target"]:
+        return found
+    if kind in ("scene", "object"):
+        if found["target"] == "paragraph_fact":  # what a picture shows, not what a text tells
+            found.update(target=kind, answer_type="description", label=label, guessed=kind)
         return found
     # a key-value with no key word read has nothing to look up: "how much is the coffee on the
     # bill?" asks for a line's price, a fact
