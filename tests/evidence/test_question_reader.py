@@ -56,6 +56,11 @@ def test_the_reader_tells_seating_from_a_table():
     assert understand("In the table, what is the price for the Deluxe Room?").target == "table_cell"
 
 
+def test_the_reader_tells_a_look_at_the_picture_from_a_fact():
+    assert understand("What kind of animal is in the photo?").target in ("object", "scene")
+    assert understand("Who is hosting the charity dinner?").target == "paragraph_fact"
+
+
 def test_without_the_embedder_the_rules_read_alone(monkeypatch):
     monkeypatch.setattr(reader_model, "default_reader", lambda: None)
     assert understand("Gate for flight CA981?").target == "scene"
