@@ -13,6 +13,7 @@ from . import doc_lexicon as dlx
 from . import lexicon as lx
 from .intent import Intent, counted_label, zh_label_in
 from .query import TimeOrder, cue_tokens
+from .reader_model import Guess, take_guess
 
 __all__ = ["read_chinese"]
 
@@ -177,7 +178,8 @@ def _zh_section_topic(q: str) -> tuple[str | None, str]:
     return topic, body[: m.start()] + body[m.end() :]
 
 
-def read_chinese(question: str, intent: Intent) -> dict:
+def read_chinese(question: str, intent: Intent, guess: Guess | None = None) -> dict:
+    """The `Query` fields of a Chinese question; `guess` as in `english.read_english`."""
     time_order, q = _zh_time_order(question)
     found: dict = {}
     answer_type = next((t for t, rx in dlx.ZH_ANSWER_TYPES if re.search(rx, q)), "text")
@@ -200,13 +202,6 @@ def read_chinese(question: str, intent: Intent) -> dict:
         r"根据|文中|文章|文里|段落|通知|公告|说明|[封这那]信|信里|信中|邮件|[里上中]说|写道|提到", q
     )
     topic, q_rest = (None, q) if section else _zh_section_topic(q)
-    # "项目评审会在哪里举行？", "应联系谁？": where or who, as a text tells it (not what a picture
-    # shows)
-    told = (
-        re.search(r"在?哪里|在?哪儿|什么地方|何处|谁", q)
-        and not re.search(r"图|照片|画面|视频|镜头|穿|戴", q)
-        and len(_cues_zh(q)) >= 2
-    )
     if (
         section
         or topic
@@ -247,15 +242,20 @@ def read_chinese(question: str, intent: Intent) -> dict:
         )
     elif "count" in intent.matched:
         found.update(target="object_count", answer_type="count", label=counted_label(q))
-    elif passage or (answer_type != "text" and not sign) or (told and not sign):
+    elif passage:
         found["target"] = "paragraph_fact"
+    elif answer_type != "text" and not sign:
+        # a fact only by the answer's type: a default the learned reader retypes
+        found.update(target="paragraph_fact", unsure=True)
     elif sign or "read" in intent.matched:
         found["target"] = "sign"
     elif "detail" in intent.matched:
         found.update(target="object", answer_type="description", label=zh_label_in(q))
-    else:
-        found.update(target="scene", answer_type="description")
+    else:  # nothing matched: the default, which the learned reader may retype
+        found.update(target="scene", answer_type="description", unsure=True)
     found.setdefault("answer_type", answer_type)
+    if found.pop("unsure", False):
+        take_guess(found, guess, key, noun, code, counted_label(q))
     if found["target"] == "table_cell" or (
         found["target"] == "paragraph_fact" and answer_type != "text"
     ):

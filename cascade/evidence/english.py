@@ -15,6 +15,7 @@ from . import lexicon as lx
 from .intent import Intent, counted_label, label_in
 from .numbering import roman_int
 from .query import TimeOrder, singular
+from .reader_model import Guess, take_guess
 
 __all__ = ["read_english"]
 
@@ -396,7 +397,9 @@ def _cues_en(words: list[str], keep_sizes: bool = False) -> set[str]:
     return {singular(w.strip(".'")) for w in words if w not in drop and (len(w) > 1 or w.isdigit())}
 
 
-def read_english(question: str, intent: Intent) -> dict:
+def read_english(question: str, intent: Intent, guess: Guess | None = None) -> dict:
+    """The `Query` fields of an English question. Where the rules only default (nothing matched:
+    a scene; a fact only by its answer's type) `guess` (the learned reader) may retype it."""
     q = question.lower()
     found: dict = {}
     time_order, q_target = _en_time_order(q)
@@ -410,20 +413,16 @@ def read_english(question: str, intent: Intent) -> dict:
         r"implement\w*|call\w*|named|name of the)\b",
         q_rest,
     )
-    # "sitting at the table" / "the front row" are furniture and seating, not a table's structure
-    not_furniture = re.sub(
-        r"\b(?:sit\w*|sat|seated|gather\w*|stand\w*|eat\w*|dining|around)\s+"
-        r"(?:(?:at|around|by|near|beside)\s+)?(?:the|a|this|that)\s+(?:\w+\s+)?table\b|"
-        r"\b(?:front|back|rear)\s+rows?\b",
-        " ",
-        q_rest,
+    table_words = (
+        rf"\b(table|tables|row|rows|column|columns|cell|cells|col\.?|grid|chart|{_TABLE_NAMES})\b"
     )
-    table = re.search(
-        rf"\b(table|tables|row|rows|column|columns|cell|cells|col\.?|grid|chart|"
-        rf"{_TABLE_NAMES})\b",
-        not_furniture,
-    )
-    structure = re.search(r"\b(?:rows?|columns?|cells?|col\.?)\b", not_furniture)
+    table = re.search(table_words, q_rest)
+    structure = re.search(r"\b(?:rows?|columns?|cells?|col\.?)\b", q_rest)
+    # the bare words "table" and "row" are also furniture and seating ("sitting at the table",
+    # "the front row"): there the learned reader decides, when it is sure, whether a table is meant
+    bare = {singular(w) for w in re.findall(table_words, q_rest)} <= {"table", "row"}
+    if table and bare and guess is not None and guess() not in (None, "table_cell"):
+        table = structure = None
     if table and not structure and "count" in intent.matched and counted_label(q_rest):
         table = None  # "how many cups are on the table": things counted, not a table read
     title = re.search(
@@ -488,12 +487,6 @@ def read_english(question: str, intent: Intent) -> dict:
             else set()
         )
     )
-    # what a picture shows rather than what is written in it
-    visual = re.search(
-        r"\b(photo|photos|picture|pictures|image|images|video|scene|clip|happening|"
-        r"animal|kind of|type of|colou?r|wearing|doing|look like|shown)\b",
-        q_rest,
-    )
     if (
         key is None
         and answer_type == "amount"
@@ -518,7 +511,6 @@ def read_english(question: str, intent: Intent) -> dict:
             q_rest,
         )
         and len(content) >= 2
-        and not visual
         and (not label or told)
     )
     if (
@@ -556,21 +548,23 @@ def read_english(question: str, intent: Intent) -> dict:
         )
     elif "count" in intent.matched and (label or intent.matched != ("read",)):
         found.update(target="object_count", answer_type="count", label=label)
-    elif (
-        paragraph
-        or (answer_type not in ("text", "id") and not sign)
-        or (fact_question and not sign)
-    ):
+    elif paragraph:
         found["target"] = "paragraph_fact"
+    elif (answer_type not in ("text", "id") or fact_question) and not sign:
+        # a fact only because the answer is a date or an amount, or the question asks where /
+        # who / what: a default, which the learned reader may retype
+        found.update(target="paragraph_fact", unsure=True)
     elif sign or "read" in intent.matched:
         found["target"] = "sign"
         if answer_type == "id" and not re.search(r"\b(?:id|code|reference|ref)\b", q_rest):
             found["answer_type"] = "number"  # "which gate number?" on a sign asks for the number
     elif "detail" in intent.matched or label:
         found.update(target="object", label=label, answer_type="description")
-    else:
-        found.update(target="scene", answer_type="description")
+    else:  # nothing matched: the default, which the learned reader may retype
+        found.update(target="scene", answer_type="description", unsure=True)
     found.setdefault("answer_type", answer_type)
+    if found.pop("unsure", False):
+        take_guess(found, guess, key, field_noun or noun, code, counted_label(q_rest))
     if found["target"] in ("table_cell", "paragraph_fact", "sign", "key_value"):
         row, col = _en_cell(question)
         if (

