@@ -30,7 +30,7 @@ from cascade.artifacts import Box, LayoutRegion, OcrLine
 from .relevance import RelevanceModel, best_by_meaning
 from .structure import Located, Page, pages, reading_order, union_box
 from .table_model import CELL, HEADER_CELL, grid
-from .textmatch import CONTAINED, key_match, named_in
+from .textmatch import CONTAINED, _same_word, key_match, named_in, words
 
 __all__ = ["Table", "Cell", "tables", "table_cell", "cells_named_in"]
 
@@ -107,7 +107,7 @@ class Table:
             texts = [
                 (r, self.text(r, self.key_column))
                 for r in range(self.n_rows)
-                if not self.in_header(r)
+                if not self.in_header(r) and not self.is_section(r)
             ]
         elif self.header_row is None:
             return []
@@ -119,7 +119,34 @@ class Table:
         best = max((s for s, _ in scored), default=0.0)
         if best < MIN_KEY_MATCH:
             return []
-        return [(s, i) for s, i in scored if s >= best - 1e-9]
+        tied = [(s, i) for s, i in scored if s >= best - 1e-9]
+        if along == "row" and len(tied) > 1:  # 'RS model for income in urban areas'
+            fit = {i: _context_fit(key, self.row_context(i)) for _, i in tied}
+            tied = [(s, i) for s, i in tied if fit[i] >= max(fit.values())]
+        return tied
+
+    def is_section(self, row: int) -> bool:
+        """A row of one text across a table of 3+ columns ('urban' over the urban rows): it
+        names the rows under it, it holds no values."""
+        texts = [t for c in range(self.n_columns) if (t := self.text(row, c))]
+        one = len(set(texts)) == 1 and len(texts) in (1, self.n_columns)  # spanning: in each
+        return self.n_columns >= 3 and one
+
+    def row_context(self, row: int) -> str:
+        """What names a row in full: the section row over it, the texts left of its key that it
+        shares with the rows above (a group's name written once: 'income' over three models)
+        and its own texts that are not figures ('urban', 'income', 'RS'), each once."""
+        above = [r for r in range(row - 1, -1, -1) if not self.in_header(r)]
+        sections = [r for r in above if self.is_section(r)]
+        section = self.text(sections[0], 0) or self.text(sections[0], 1) if sections else ""
+        inside = above[: above.index(sections[0])] if sections else above  # this section's
+        group = [
+            next((t for r in inside if (t := self.text(r, c))), "") if not self.text(row, c) else ""
+            for c in range(self.key_column)
+        ]
+        own = [self.text(row, c) for c in range(self.n_columns)]
+        texts = (section, *group, *own)
+        return " ".join(dict.fromkeys(t for t in texts if t and not _is_numeric(t)))
 
     def cells_for(self, row_key: str, column_key: str | None = None) -> list[Cell]:
         """Every cell that fits: the row `row_key` names (in the key column) x the column
@@ -151,7 +178,7 @@ class Table:
         rows = [
             (named_in(self.text(r, self.key_column), question), r)
             for r in range(self.n_rows)
-            if not self.in_header(r)
+            if not self.in_header(r) and not self.is_section(r)
         ]
         if self.header_row is not None:
             columns = [
@@ -186,7 +213,7 @@ class Table:
             [
                 (named_in(self.text(r, self.key_column), question), r)
                 for r in range(self.n_rows)
-                if not self.in_header(r)
+                if not self.in_header(r) and not self.is_section(r)
             ]
         )
         values = [c for c in range(self.n_columns) if c != self.key_column]
@@ -218,6 +245,15 @@ class Table:
             self.text(row, self.key_column),
             self.column_name(column),
         )
+
+
+def _context_fit(key: str, context: str) -> float:
+    """How fully a row's context is what the key says: the key's words it holds, less half of
+    its words the key does not say (ties among rows the key names alike are broken by it)."""
+    kw, cw = words(key), words(context)
+    held = sum(any(_same_word(k, c) for c in cw) for k in kw)
+    extra = sum(not any(_same_word(c, k) for k in kw) for c in cw)
+    return held - 0.5 * extra
 
 
 def _most_named(scored: list[tuple[int, int]]) -> list[tuple[int, int]]:

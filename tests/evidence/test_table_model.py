@@ -162,3 +162,30 @@ def test_the_layout_stage_gives_cells_and_falls_back_without_the_model(drawn, mo
         images=[Image(pixels)], ocr_lines=lines, query=query
     )
     assert not [r for r in off.regions if r.cell is not None]
+
+
+def test_a_row_named_by_its_section_and_group():
+    """Rows the key names alike ('RS' under 'income' in the urban and rural parts) are told
+    apart by what is written over them: the section row and the group's name written once."""
+    texts = [
+        ["metric", "model", "RMSE"],
+        ["urban", "urban", "urban"],  # a section: one cell across the table
+        ["income", "CDR", "172.7"],
+        ["", "RS", "176.7"],
+        ["rural", "rural", "rural"],
+        ["income", "CDR", "82.8"],
+        ["", "RS", "76.5"],
+    ]
+    grid = tuple(
+        tuple(
+            (OcrLine(t, 0.99, Box(100 * c, 30 * r, 100 * c + 60, 30 * r + 20)),) if t else ()
+            for c, t in enumerate(row)
+        )
+        for r, row in enumerate(texts)
+    )
+    table = tables.Table(grid, Box(0, 0, 300, 210), header_row=0, key_column=1)
+    assert table.is_section(1) and not table.is_section(3)
+    assert table.row_context(6) == "rural income RS"
+    (cell,) = table.cells_for("RS model for income in urban areas", "RMSE")
+    assert cell.text == "176.7"
+    assert table.cell("CDR model for income in rural areas", "RMSE").text == "82.8"
