@@ -189,3 +189,35 @@ def test_a_row_named_by_its_section_and_group():
     (cell,) = table.cells_for("RS model for income in urban areas", "RMSE")
     assert cell.text == "176.7"
     assert table.cell("CDR model for income in rural areas", "RMSE").text == "82.8"
+
+
+def _lines(rows: list[list[str]]) -> list[OcrLine]:
+    return [
+        OcrLine(t, 0.99, Box(40 + 260 * c, 40 * r, 40 + 260 * c + 9 * len(t), 40 * r + 22))
+        for r, row in enumerate(rows)
+        for c, t in enumerate(row)
+        if t
+    ]
+
+
+def test_a_hyphenated_column_key_and_a_cell_of_two_figures():
+    """'post-decontamination' names the column 'Post-decontamination period' (the question's
+    word whole, as its cue is); the cell '242 (42.756%)' holds two figures, so a percentage
+    asked for is not the whole cell: the crop goes to the VLM, the tool abstains."""
+    from cascade.evidence.documents import answer_span, located_for
+    from cascade.evidence.understanding import understand
+
+    lines = _lines(
+        [
+            ["", "Pre-decontamination period", "Post-decontamination period"],
+            ["Samples analysed", "679", "566"],
+            ["Samples positive for Legionella spp.", "394 (58.027%)", "242 (42.756%)"],
+        ]
+    )
+    query = understand(
+        "What percentage of post-decontamination samples were positive for Legionella spp.?"
+    )
+    found, _ = located_for(query, lines)
+    assert [f.text for f in found] == ["242 (42.756%)"]
+    answer, why = answer_span(query, found)
+    assert answer is None and "several" in why
