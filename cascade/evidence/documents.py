@@ -131,10 +131,15 @@ def located_for(
             what.append(f"cells of the row named x the column meant: {len(cells)}")
     if target == "paragraph_fact" and query.cues and not found:  # a cell fits: no sentence
         kinds = _answer_kinds(query)
+        read = tables.tables(lines, regions)
         sentences = [
             _with_value(f, lines, kinds)
+            if any(spans.candidates(f.text, k) for k in kinds)
+            or (cell := tables.with_cell_value(f, read)) is None
+            else cell
             for f in paragraphs.sentence_with(lines, regions, phrase=_phrase(query), kinds=kinds)
         ]
+        sentences = list({(f.text, f.boxes): f for f in sentences}.values())  # a cell once
         found += sentences
         what.append(f"sentence holding '{_phrase(query)}'" + ("" if sentences else ": none"))
     if target == "code_identifier":

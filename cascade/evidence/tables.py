@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from cascade.artifacts import Box, LayoutRegion, OcrLine
@@ -32,7 +32,7 @@ from .structure import Located, Page, pages, reading_order, union_box
 from .table_model import CELL, HEADER_CELL, grid
 from .textmatch import CONTAINED, _same_word, key_match, named_in, words
 
-__all__ = ["Table", "Cell", "tables", "table_cell", "cells_named_in"]
+__all__ = ["Table", "Cell", "tables", "table_cell", "cells_named_in", "with_cell_value"]
 
 MIN_KEY_MATCH = 0.6  # least key_match score of a row or column key
 _NUMERIC = re.compile(r"^[\s$€£¥￥%+\-–−.,:/()\d]*\d[\s$€£¥￥%+\-–−.,:/()\d]*[A-Za-z元%]{0,3}$")
@@ -254,6 +254,36 @@ def _context_fit(key: str, context: str) -> float:
     held = sum(any(_same_word(k, c) for c in cw) for k in kw)
     extra = sum(not any(_same_word(c, k) for k in kw) for c in cw)
     return held - 0.5 * extra
+
+
+def with_cell_value(found: Located, in_tables: Sequence[Table]) -> Located | None:
+    """A label the sentence reader found in a cell of a table the model read ('Transport time
+    用车时间' on a form): the whole cell, which may hold the value under its label, and the next
+    filled cell on its row, where the value is when it is not in the label's cell. None when the
+    label is in no such cell."""
+    box = found.boxes[0]
+    for t in in_tables:
+        if t.source != "model" or (t.media_index, t.timestamp) != (
+            found.media_index,
+            found.timestamp,
+        ):
+            continue
+        for r in range(t.n_rows):
+            for c in range(t.n_columns):
+                if not any(ln.box == box for ln in t.grid[r][c]):
+                    continue
+                own, cell_box = t.text(r, c), t.cell_box(r, c)
+                after = [
+                    (t.text(r, k), t.cell_box(r, k))
+                    for k in range(c + 1, t.n_columns)
+                    if t.text(r, k) and t.text(r, k) != own
+                ]
+                boxes = [b for b in (cell_box, *(b for _, b in after[:1])) if b is not None]
+                text = " ".join([own, *(x for x, _ in after[:1])])
+                return Located(
+                    text, found.kind, tuple(boxes), found.media_index, found.timestamp, found.score
+                )
+    return None
 
 
 def _most_named(scored: list[tuple[int, int]]) -> list[tuple[int, int]]:

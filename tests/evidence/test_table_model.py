@@ -221,3 +221,43 @@ def test_a_hyphenated_column_key_and_a_cell_of_two_figures():
     assert [f.text for f in found] == ["242 (42.756%)"]
     answer, why = answer_span(query, found)
     assert answer is None and "several" in why
+
+
+def test_a_forms_label_comes_with_its_cell_and_the_next_cell_on_its_row():
+    """On a form the model read, a label the sentence reader found ('Transport time 用车时间')
+    comes with its whole cell and the next filled cell on its row, where the value is."""
+    from cascade.evidence.structure import Located
+
+    texts = [
+        [
+            ["Vehicle department", "用车部门"],
+            ["合合信息"],
+            ["Transport time", "用车时间"],
+            ["2020年5月20日"],
+        ],
+        [["Pick-Up Locations 接送地点", "上海工业园区88号"], [], [], []],
+    ]
+    grid = tuple(
+        tuple(
+            tuple(
+                OcrLine(
+                    t, 0.99, Box(200 * c, 100 * r + 24 * i, 200 * c + 150, 100 * r + 24 * i + 20)
+                )
+                for i, t in enumerate(cell)
+            )
+            for c, cell in enumerate(row)
+        )
+        for r, row in enumerate(texts)
+    )
+    model_read = tables.Table(grid, Box(0, 0, 800, 200), header_row=None, source="model")
+    label = grid[0][2][1]
+    found = Located(label.text, "sentence", (label.box,))
+    cell = tables.with_cell_value(found, [model_read])
+    assert cell is not None and cell.text == "Transport time 用车时间 2020年5月20日"
+    assert len(cell.boxes) == 2
+    place = grid[1][0][0]
+    cell = tables.with_cell_value(Located(place.text, "sentence", (place.box,)), [model_read])
+    assert cell is not None and cell.text == "Pick-Up Locations 接送地点 上海工业园区88号"
+    # a table read by box alignment is not trusted to say where a cell ends
+    aligned = dataclasses.replace(model_read, source="alignment")
+    assert tables.with_cell_value(found, [aligned]) is None
