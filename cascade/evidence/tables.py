@@ -30,7 +30,7 @@ from cascade.artifacts import Box, LayoutRegion, OcrLine
 from .relevance import RelevanceModel, best_by_meaning
 from .structure import Located, Page, pages, reading_order, union_box
 from .table_model import CELL, HEADER_CELL, grid
-from .textmatch import CONTAINED, _same_word, key_match, named_in, words
+from .textmatch import CONTAINED, key_match, named_in, same_word, words
 
 __all__ = ["Table", "Cell", "tables", "table_cell", "cells_named_in", "with_cell_value"]
 
@@ -251,8 +251,8 @@ def _context_fit(key: str, context: str) -> float:
     """How fully a row's context is what the key says: the key's words it holds, less half of
     its words the key does not say (ties among rows the key names alike are broken by it)."""
     kw, cw = words(key), words(context)
-    held = sum(any(_same_word(k, c) for c in cw) for k in kw)
-    extra = sum(not any(_same_word(c, k) for k in kw) for c in cw)
+    held = sum(any(same_word(k, c) for c in cw) for k in kw)
+    extra = sum(not any(same_word(c, k) for k in kw) for c in cw)
     return held - 0.5 * extra
 
 
