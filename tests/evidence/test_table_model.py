@@ -261,3 +261,14 @@ def test_a_forms_label_comes_with_its_cell_and_the_next_cell_on_its_row():
     # a table read by box alignment is not trusted to say where a cell ends
     aligned = dataclasses.replace(model_read, source="alignment")
     assert tables.with_cell_value(found, [aligned]) is None
+
+
+def test_its_flops_are_counted_and_its_decoder_loop_said_uncounted(drawn, model):
+    from cascade.flop_count import count_specialist_flops
+
+    pixels, _ = drawn
+    with count_specialist_flops() as counted:
+        model(pixels)
+    total = counted.total()
+    assert total["flops"] > 1e9  # the backbone's convolutions
+    assert any("slanet-plus.onnx" in u for u in total["uncounted"])  # the decoder's Loop
