@@ -396,23 +396,29 @@ class Detection:
 @dataclass(frozen=True)
 class LayoutRegion:
     """A region of a document page found by a layout model (label: text, title, table, figure ...),
-    its confidence, and its box in source coordinates."""
+    its confidence, and its box in source coordinates. A `table_cell` (the table-structure model)
+    also says where it sits in its table: `cell` = (first row, last row, first column, last
+    column), several rows or columns where it spans them."""
 
     label: str
     confidence: float
     box: Box
     media_index: int = 0
     timestamp: float | None = None
+    cell: tuple[int, int, int, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
-        return {
+        out = {
             "label": self.label,
             "confidence": self.confidence,
             "box": self.box.to_dict(),
             "media_index": self.media_index,
             "timestamp": self.timestamp,
         }
+        if self.cell is not None:
+            out["cell"] = list(self.cell)
+        return out
 
 
 @dataclass(frozen=True)

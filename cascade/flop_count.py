@@ -16,8 +16,9 @@ Where the static shape inference leaves a node's shape open (a Reshape whose tar
 from the data), the model runs once on zeros of the call's input shapes with those tensors made
 outputs, and their shapes are read.
 
-Element-wise operations, resizes, NMS and FAISS searches are not counted (the cost model does not
-count the VLM's either). A node whose shapes cannot be inferred, or a call that cannot be
+Element-wise operations, resizes, NMS and FAISS searches are not counted (the cost model does
+not count the VLM's either), nor is the body of a control-flow node (the table model's decoder
+loop, one step per structure token), which is reported in `uncounted`. A node whose shapes cannot be inferred, or a call that cannot be
 replayed, is counted as such in `uncounted`, never guessed.
 """
 
@@ -37,6 +38,7 @@ from .trace import current_stage
 __all__ = ["SpecialistFlops", "count_specialist_flops", "onnx_flops"]
 
 MATMUL_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
+CONTROL_FLOW = ("Loop", "Scan", "If")
 
 
 @dataclass
@@ -140,7 +142,8 @@ def _replay(module: Any, args: tuple[Any, ...]) -> float:
 def onnx_flops(model: str, shapes: tuple[tuple[str, tuple[int, ...]], ...]) -> tuple[float, int]:
     """(FLOPs, nodes that could not be counted) of one call of the ONNX model at file `model`
     with inputs of `shapes` ((name, shape) pairs): 2 x multiply-adds of its Conv, ConvTranspose,
-    MatMul and Gemm nodes, on shapes inferred for exactly these inputs."""
+    MatMul and Gemm nodes, on shapes inferred for exactly these inputs; a control-flow node's
+    body is not counted (one more uncounted node)."""
     import onnx
     from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
 
@@ -167,7 +170,9 @@ def onnx_flops(model: str, shapes: tuple[tuple[str, tuple[int, ...]], ...]) -> t
     unknown = [t for n in nodes for t in (*n.input[:2], n.output[0]) if shape.get(t) is None]
     if unknown:  # a shape computed from data (a Reshape's target): run the model and look
         shape |= _run_shapes(graph_model, given, sorted(set(unknown)))
-    flops, missing = 0.0, 0
+    # a Loop / Scan / If runs its body a data-dependent number of times (SLANet's table decoder,
+    # one step per structure token): its body is not counted, and the node says so
+    flops, missing = 0.0, sum(n.op_type in CONTROL_FLOW for n in g.node)
     for node in nodes:
         ins = [shape.get(n) for n in node.input[:2]]
         out = shape.get(node.output[0])

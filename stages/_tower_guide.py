@@ -223,6 +223,8 @@ def _ranked(mine: list[tuple[Found, Box]], query: Query) -> list[tuple[int, Foun
     out = [
         (_rank(item, b, s, best, query, targets), item, b)
         for (item, b), s in zip(mine, strength, strict=True)
+        # a table model's cells are read above (`_located`), not kept as boxes: their table is
+        if not (isinstance(item, LayoutRegion) and item.cell is not None)
     ]
     out += [
         (-1, item, sub)

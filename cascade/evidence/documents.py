@@ -38,12 +38,24 @@ SPAN_KINDS = {
 }
 
 
+def _cue_words(query: Query) -> list[str]:
+    """The question's cue words in its order, as written ('keys', not the cue 'key'); a
+    hyphenated word whole where it is a cue ('post-decontamination'), else its cue parts."""
+    out = []
+    for word in re.findall(r"[^\W_]+(?:-[^\W_]+)*", query.question):
+        parts = [word] if singular(word.lower()) in query.cues else word.split("-")
+        out += [p for p in parts if singular(p.lower()) in query.cues]
+    return out
+
+
+FIGURES = ("amount", "percent", "number")  # kinds a cell asked for one figure must hold once
+
+
 def _phrase(query: Query) -> str:
     """The question's content words as written ('keys', not the cue 'key')."""
     if query.language == "zh":
         return " ".join(query.cues)
-    words = re.findall(r"[^\W_]+", query.question)
-    return " ".join(dict.fromkeys(w for w in words if singular(w.lower()) in query.cues))
+    return " ".join(dict.fromkeys(_cue_words(query)))
 
 
 def located_for(
@@ -119,10 +131,15 @@ def located_for(
             what.append(f"cells of the row named x the column meant: {len(cells)}")
     if target == "paragraph_fact" and query.cues and not found:  # a cell fits: no sentence
         kinds = _answer_kinds(query)
+        read = tables.tables(lines, regions)
         sentences = [
             _with_value(f, lines, kinds)
+            if any(spans.candidates(f.text, k) for k in kinds)
+            or (cell := tables.with_cell_value(f, read)) is None
+            else cell
             for f in paragraphs.sentence_with(lines, regions, phrase=_phrase(query), kinds=kinds)
         ]
+        sentences = list({(f.text, f.boxes): f for f in sentences}.values())  # a cell once
         found += sentences
         what.append(f"sentence holding '{_phrase(query)}'" + ("" if sentences else ": none"))
     if target == "code_identifier":
@@ -206,11 +223,7 @@ def _word_runs(query: Query) -> list[str]:
     """Phrases of 1-3 consecutive cue words, in the question's order ("When does Express 12 leave
     Leeds?" -> 'express', 'express 12', '12', '12 leave', 'leeds' ...)."""
     tokens = (
-        [
-            t
-            for t in (singular(w.lower()) for w in re.findall(r"[^\W_]+", query.question))
-            if t in query.cues
-        ]
+        [singular(w.lower()) for w in _cue_words(query)]
         if query.language != "zh"
         else list(query.cues)
     )
@@ -280,6 +293,13 @@ def answer_span(query: Query, found: Sequence[Located]) -> tuple[str | None, str
         # a fact question's words matched a cell ("how much will it cost?"): it must hold a
         # value of the kind (a figure for an amount, a day for 'which day')
         return None, f"the cell '{best.text}' holds no {query.answer_type}"
+    if (
+        best.kind == "cell"
+        and kind in FIGURES
+        and len({(c.start, c.end) for k in FIGURES for c in spans.candidates(best.text, k)}) > 1
+    ):
+        # '242 (42.756%)' for a percentage: the cell is not the one value asked for
+        return None, f"the cell '{best.text}' holds several {query.answer_type} values"
     if query.target in ("title", "heading", "code_identifier") or best.kind == "cell":
         return best.text.strip(), f"one {best.kind}"
     if kind is None or kind == "text":

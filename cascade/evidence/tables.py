@@ -1,11 +1,17 @@
-"""Tables: rows and columns from the alignment of OCR boxes, and the cell at row key x column key.
+"""Tables: rows and columns from a table model or the alignment of OCR boxes, and the cell at row
+key x column key.
 
 A table is the lines inside a layout `table` region, or, where the layout model found none, a run
-of rows of two or more aligned lines (a price list, a key-value form). Rows are lines whose
-vertical extents overlap; columns are the horizontal extents that the fullest rows' cells share,
-every other cell joining the column it overlaps most. The header row is the top row unless it
-reads like data (as numeric as the rows below); the key column is the leftmost column that
-is mostly words, not numbers; a lone line over the cells is the table's caption, not a row.
+of rows of two or more aligned lines (a price list, a key-value form). Where the layout stage ran
+the table model (`table_model`: SLANet-plus), its `table_cell` regions give the rows, columns and
+cells (a cell's wrapped lines are one cell, a spanning header names every column under it) and
+each OCR line goes into the cell holding it; when the model's cells disagree with the text
+(`table_model.grid`'s rule) or there are none, the table is read by box alignment: rows are
+lines whose vertical extents overlap; columns are the horizontal extents that the fullest rows'
+cells share, every other cell joining the column it overlaps most. The header row is the top
+row unless it reads like data (as numeric as the rows below); the key column is the leftmost
+column that is mostly words, not numbers; a lone line over the cells is the table's caption,
+not a row.
 `Table.cells_for(row_key, column_key)` matches the keys fuzzily but exactly about digits
 (`textmatch.key_match`), in either orientation; `Table.cell` answers only when exactly one cell
 fits. `cells_named_in(question)` serves questions whose keys were not picked out: the cells whose
@@ -16,16 +22,17 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from cascade.artifacts import Box, LayoutRegion, OcrLine
 
 from .relevance import RelevanceModel, best_by_meaning
 from .structure import Located, Page, pages, reading_order, union_box
-from .textmatch import CONTAINED, key_match, named_in
+from .table_model import CELL, HEADER_CELL, grid
+from .textmatch import CONTAINED, key_match, named_in, same_word, words
 
-__all__ = ["Table", "Cell", "tables", "table_cell", "cells_named_in"]
+__all__ = ["Table", "Cell", "tables", "table_cell", "cells_named_in", "with_cell_value"]
 
 MIN_KEY_MATCH = 0.6  # least key_match score of a row or column key
 _NUMERIC = re.compile(r"^[\s$€£¥￥%+\-–−.,:/()\d]*\d[\s$€£¥￥%+\-–−.,:/()\d]*[A-Za-z元%]{0,3}$")
@@ -57,6 +64,8 @@ class Table:
     timestamp: float | None = None
     header_row: int | None = 0
     key_column: int = 0
+    header_rows: int = 1  # rows from `header_row` on that name the columns (a spanning head)
+    source: str = "alignment"  # or "model": who found the rows and columns
 
     @property
     def n_rows(self) -> int:
@@ -73,6 +82,24 @@ class Table:
         cell = self.grid[row][column]
         return union_box(ln.box for ln in cell) if cell else None
 
+    def in_header(self, row: int) -> bool:
+        return self.header_row is not None and 0 <= row - self.header_row < self.header_rows
+
+    def column_name(self, column: int) -> str:
+        """The header's text over `column`: its header rows' texts top down, each once ('General
+        Practitioners' spanning five columns, then 'agree')."""
+        if self.header_row is None:
+            return ""
+        rows = range(self.header_row, self.header_row + self.header_rows)
+        return " ".join(dict.fromkeys(t for r in rows if (t := self.text(r, column))))
+
+    def column_box(self, column: int) -> Box | None:
+        if self.header_row is None:
+            return None
+        rows = range(self.header_row, self.header_row + self.header_rows)
+        boxes = [b for r in rows if (b := self.cell_box(r, column)) is not None]
+        return union_box(boxes) if boxes else None
+
     def _keys(self, key: str, along: str) -> list[tuple[float, int]]:
         """(score, index) of the rows (along='row': cells of the key column) or columns
         (along='column': cells of the header row) that `key` names, best tier only."""
@@ -80,21 +107,46 @@ class Table:
             texts = [
                 (r, self.text(r, self.key_column))
                 for r in range(self.n_rows)
-                if r != self.header_row
+                if not self.in_header(r) and not self.is_section(r)
             ]
         elif self.header_row is None:
             return []
         else:
             texts = [
-                (c, self.text(self.header_row, c))
-                for c in range(self.n_columns)
-                if c != self.key_column
+                (c, self.column_name(c)) for c in range(self.n_columns) if c != self.key_column
             ]
         scored = [(key_match(key, t), i) for i, t in texts]
         best = max((s for s, _ in scored), default=0.0)
         if best < MIN_KEY_MATCH:
             return []
-        return [(s, i) for s, i in scored if s >= best - 1e-9]
+        tied = [(s, i) for s, i in scored if s >= best - 1e-9]
+        if along == "row" and len(tied) > 1:  # 'RS model for income in urban areas'
+            fit = {i: _context_fit(key, self.row_context(i)) for _, i in tied}
+            tied = [(s, i) for s, i in tied if fit[i] >= max(fit.values())]
+        return tied
+
+    def is_section(self, row: int) -> bool:
+        """A row of one text across a table of 3+ columns ('urban' over the urban rows): it
+        names the rows under it, it holds no values."""
+        texts = [t for c in range(self.n_columns) if (t := self.text(row, c))]
+        one = len(set(texts)) == 1 and len(texts) in (1, self.n_columns)  # spanning: in each
+        return self.n_columns >= 3 and one
+
+    def row_context(self, row: int) -> str:
+        """What names a row in full: the section row over it, the texts left of its key that it
+        shares with the rows above (a group's name written once: 'income' over three models)
+        and its own texts that are not figures ('urban', 'income', 'RS'), each once."""
+        above = [r for r in range(row - 1, -1, -1) if not self.in_header(r)]
+        sections = [r for r in above if self.is_section(r)]
+        section = self.text(sections[0], 0) or self.text(sections[0], 1) if sections else ""
+        inside = above[: above.index(sections[0])] if sections else above  # this section's
+        group = [
+            next((t for r in inside if (t := self.text(r, c))), "") if not self.text(row, c) else ""
+            for c in range(self.key_column)
+        ]
+        own = [self.text(row, c) for c in range(self.n_columns)]
+        texts = (section, *group, *own)
+        return " ".join(dict.fromkeys(t for t in texts if t and not _is_numeric(t)))
 
     def cells_for(self, row_key: str, column_key: str | None = None) -> list[Cell]:
         """Every cell that fits: the row `row_key` names (in the key column) x the column
@@ -126,11 +178,11 @@ class Table:
         rows = [
             (named_in(self.text(r, self.key_column), question), r)
             for r in range(self.n_rows)
-            if r != self.header_row
+            if not self.in_header(r) and not self.is_section(r)
         ]
         if self.header_row is not None:
             columns = [
-                (named_in(self.text(self.header_row, c), question), c)
+                (named_in(self.column_name(c), question), c)
                 for c in range(self.n_columns)
                 if c != self.key_column
             ]
@@ -161,11 +213,11 @@ class Table:
             [
                 (named_in(self.text(r, self.key_column), question), r)
                 for r in range(self.n_rows)
-                if r != self.header_row
+                if not self.in_header(r) and not self.is_section(r)
             ]
         )
         values = [c for c in range(self.n_columns) if c != self.key_column]
-        texts = [self.text(self.header_row, c) for c in values]
+        texts = [self.column_name(c) for c in values]
         if not rows or not any(texts):
             return []
         picked = best_by_meaning(question, texts, relevance)
@@ -180,9 +232,7 @@ class Table:
         box = self.cell_box(row, column)
         if box is None:
             return None
-        keys = [self.cell_box(row, self.key_column)]
-        if self.header_row is not None:
-            keys.append(self.cell_box(self.header_row, column))
+        keys = [self.cell_box(row, self.key_column), self.column_box(column)]
         return Cell(
             self.text(row, column),
             "cell",
@@ -193,8 +243,47 @@ class Table:
             row,
             column,
             self.text(row, self.key_column),
-            self.text(self.header_row, column) if self.header_row is not None else "",
+            self.column_name(column),
         )
+
+
+def _context_fit(key: str, context: str) -> float:
+    """How fully a row's context is what the key says: the key's words it holds, less half of
+    its words the key does not say (ties among rows the key names alike are broken by it)."""
+    kw, cw = words(key), words(context)
+    held = sum(any(same_word(k, c) for c in cw) for k in kw)
+    extra = sum(not any(same_word(c, k) for k in kw) for c in cw)
+    return held - 0.5 * extra
+
+
+def with_cell_value(found: Located, in_tables: Sequence[Table]) -> Located | None:
+    """A label the sentence reader found in a cell of a table the model read ('Transport time
+    用车时间' on a form): the whole cell, which may hold the value under its label, and the next
+    filled cell on its row, where the value is when it is not in the label's cell. None when the
+    label is in no such cell."""
+    box = found.boxes[0]
+    for t in in_tables:
+        if t.source != "model" or (t.media_index, t.timestamp) != (
+            found.media_index,
+            found.timestamp,
+        ):
+            continue
+        for r in range(t.n_rows):
+            for c in range(t.n_columns):
+                if not any(ln.box == box for ln in t.grid[r][c]):
+                    continue
+                own, cell_box = t.text(r, c), t.cell_box(r, c)
+                after = [
+                    (t.text(r, k), t.cell_box(r, k))
+                    for k in range(c + 1, t.n_columns)
+                    if t.text(r, k) and t.text(r, k) != own
+                ]
+                boxes = [b for b in (cell_box, *(b for _, b in after[:1])) if b is not None]
+                text = " ".join([own, *(x for x, _ in after[:1])])
+                return Located(
+                    text, found.kind, tuple(boxes), found.media_index, found.timestamp, found.score
+                )
+    return None
 
 
 def _most_named(scored: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -279,7 +368,7 @@ def _header_row(table: Table) -> int | None:
 
 
 def _key_column(table: Table) -> int:
-    first = 0 if table.header_row is None else table.header_row + 1
+    first = 0 if table.header_row is None else table.header_row + table.header_rows
     for c in range(table.n_columns):
         texts = [table.text(r, c) for r in range(first, table.n_rows)]
         if _numeric_share(texts) < 0.5 and sum(bool(t) for t in texts) >= len(texts) / 2:
@@ -314,16 +403,53 @@ def _lines_up(run: list[list[OcrLine]], row: list[OcrLine]) -> bool:
     return hits >= max(2, len(row) - 1)
 
 
+def _from_model(cells: list[LayoutRegion], lines: list[OcrLine], page: Page) -> Table | None:
+    """The table the model's cells make of these lines; None where they disagree
+    (`table_model.grid`)."""
+    found = grid(cells, lines)
+    if found is None:
+        return None
+    frozen = tuple(
+        tuple(tuple(page.original(ln) for ln in cell) for cell in row) for row in found.cells
+    )
+    box = union_box(ln.box for row in frozen for cell in row for ln in cell)
+    table = Table(frozen, box, page.media_index, page.timestamp, source="model")
+    # the model's <thead> rows name the columns; unmarked, the top row does unless it is data
+    head, n_head = (0, found.header_rows) if found.header_rows else (_header_row(table), 1)
+    table = Table(frozen, box, page.media_index, page.timestamp, head, 0, n_head, "model")
+    return Table(
+        frozen, box, page.media_index, page.timestamp, head, _key_column(table), n_head, "model"
+    )
+
+
+def _inside(region: Box, cell: LayoutRegion) -> bool:
+    mx, my = (cell.box.x0 + cell.box.x1) / 2, (cell.box.y0 + cell.box.y1) / 2
+    return region.x0 <= mx <= region.x1 and region.y0 <= my <= region.y1
+
+
 def _page_tables(page: Page) -> list[Table]:
     out = []
-    regions = [r for r in page.regions if r.label == "table"]
+    regions = [r.box for r in page.regions if r.label == "table"]
+    cells = [r for r in page.regions if r.label in (CELL, HEADER_CELL) and r.cell is not None]
+    # cells outside every table region: the model read the whole page (no region was found)
+    loose = [c for c in cells if not any(_inside(box, c) for box in regions)]
     used: set[int] = set()
-    for region in regions:
-        inside = [ln for ln in page.lines_in(region.box) if id(ln) not in used]
+    for box in regions:
+        inside = [ln for ln in page.lines_in(box) if id(ln) not in used]
         used |= {id(ln) for ln in inside}
-        rows = _rows(inside)
-        table = _build(rows, page) if rows else None
+        own = [c for c in cells if _inside(box, c)]
+        table = _from_model(own, inside, page) if own and inside else None
+        if table is None:
+            rows = _rows(inside)
+            table = _build(rows, page) if rows else None
         if table is not None:
+            out.append(table)
+    if loose:  # taken only where the model's cells fit the text; else the lines stay free
+        box = union_box(c.box for c in loose)
+        inside = [ln for ln in page.lines_in(box) if id(ln) not in used]
+        table = _from_model(loose, inside, page) if inside else None
+        if table is not None:
+            used |= {id(ln) for ln in inside}
             out.append(table)
     rest = Page(
         page.media_index, page.timestamp, tuple(ln for ln in page.lines if id(ln) not in used)

