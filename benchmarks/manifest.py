@@ -105,6 +105,20 @@ MANIFEST: tuple[Bench, ...] = (
         ),
     ),
     Bench(
+        "browser_pages_set3_first_pass_cpu.json",
+        "browser_pages.py",
+        (),
+        None,
+        frozen="the third held-out set's first pass (`--set set3`), on the code after the "
+        "relevance, question-reader and table-model work: a record, not re-run",
+        headline=(
+            "summary/*/questions",
+            "summary/*/found",
+            "summary/*/tool_answers",
+            "summary/*/tool_exact",
+        ),
+    ),
+    Bench(
         "structure_readers_dev.json",
         "structure_readers.py",
         ("--split", "dev", "--out", "{dir}/structure_readers_dev.json"),
