@@ -58,8 +58,11 @@ def diff(before: dict[str, float], after: dict[str, float]) -> list[str]:
     for key in before.keys() & after.keys():
         a, b = before[key], after[key]
         if a != b:
-            rel = abs(b - a) / max(abs(a), 1e-12)
-            moved.append((rel, f"  {key}: {a:g} -> {b:g} ({(b - a) / max(abs(a), 1e-12):+.1%})"))
+            if a == 0:  # no percentage of nothing: ranked first, said as "from 0"
+                moved.append((float("inf"), f"  {key}: 0 -> {b:g} (from 0)"))
+                continue
+            rel = abs(b - a) / abs(a)
+            moved.append((rel, f"  {key}: {a:g} -> {b:g} ({(b - a) / abs(a):+.1%})"))
     moved.sort(reverse=True)
     lines = [line for _, line in moved[:SHOWN]]
     if len(moved) > SHOWN:

@@ -3,9 +3,11 @@ shadow a package: `python benchmarks/x.py` puts benchmarks/ first on sys.path.""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import sys
+import types
 from pathlib import Path
 
 from cascade.provenance import ROWS_SUFFIX
@@ -53,3 +55,24 @@ def test_every_headline_names_a_figure_of_its_committed_file():
         data = json.loads((BENCH / "results" / b.file).read_text(encoding="utf-8"))
         for path in b.headline:
             assert isinstance(at(data, path), (int, float)), (b.file, path)
+
+
+def test_the_runner_says_what_moved_largest_first_and_from_zero_without_a_percentage():
+    # benchmarks/ as the namespace package `python -m benchmarks` runs (its runner imports the
+    # manifest relatively): the repository root is not on sys.path in the tests
+    package = types.ModuleType("benchmarks")
+    package.__path__ = [str(BENCH)]
+    sys.modules["benchmarks"] = package
+    try:
+        diff = importlib.import_module("benchmarks.__main__").diff
+    finally:
+        for name in [m for m in sys.modules if m == "benchmarks" or m.startswith("benchmarks.")]:
+            del sys.modules[name]
+    before = {"a": 10.0, "b": 0.0, "c": 1.0, "gone": 2.0}
+    lines = diff(before, {"a": 12.0, "b": 3.0, "c": 1.0, "new": 1.0})
+    assert lines[:3] == [
+        "  1 figure(s) unchanged, 2 moved",
+        "  b: 0 -> 3 (from 0)",
+        "  a: 10 -> 12 (+20.0%)",
+    ]
+    assert "not in this run" in lines[3] and "new in this run" in lines[4]
