@@ -44,7 +44,9 @@ HERE = Path(__file__).parent / "browser_pages"
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--set", default="set1", choices=("set1", "set2", "set3"), help="which page set")
+    ap.add_argument(
+        "--set", default="set1", choices=("set1", "set2", "set3"), help="which page set"
+    )
     ap.add_argument("--quick", action="store_true", help="one page per genre and language")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args()

@@ -18,8 +18,9 @@ outputs, and their shapes are read.
 
 Element-wise operations, resizes, NMS and FAISS searches are not counted (the cost model does
 not count the VLM's either), nor is the body of a control-flow node (the table model's decoder
-loop, one step per structure token), which is reported in `uncounted`. A node whose shapes cannot be inferred, or a call that cannot be
-replayed, is counted as such in `uncounted`, never guessed.
+loop, one step per structure token), which is reported in `uncounted`. A node whose shapes
+cannot be inferred, or a call that cannot be replayed, is counted as such in `uncounted`, never
+guessed.
 """
 
 from __future__ import annotations
