@@ -204,7 +204,8 @@ class QA:
         if fmt is not None and answer.produced_by == "tool":
             answer = dataclasses.replace(answer, text=tool_answer_json(answer.text, fmt))
         if answer.bill.path is not None:  # priced by a path route: show what was spent beside it
-            answer = dataclasses.replace(answer, bill=answer.bill.with_spent(result.trace.seconds))
+            spent = answer.bill.with_spent(result.trace.seconds, result.trace.cpu_seconds)
+            answer = dataclasses.replace(answer, bill=spent)
         return dataclasses.replace(answer, trace=result.trace)
 
     def session(self, media: Any) -> Session:

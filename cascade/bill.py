@@ -53,8 +53,10 @@ class Bill:
 
     The route (set by `compose_answer` when a `path_route` ran, else None): `path` the path it
     took ("full": the whole media to the VLM, "cascade"), `estimated_s` / `estimated_flops` what
-    it priced that path at (FLOPs: the VLM's, priced as the declared model), and `spent_s` the
-    seconds the whole run actually took (set by `QA.ask` from the trace).
+    it priced that path at (FLOPs: the VLM's, priced as the declared model), and `spent_s` /
+    `spent_cpu_s` the wall / this process's CPU seconds the whole run actually took (set by
+    `QA.ask` from the trace; the estimate is on the calibration's clock, which is CPU seconds on
+    a one-thread CPU: `cascade.calibration.device_clock`).
     """
 
     model: str | None = None
@@ -92,6 +94,7 @@ class Bill:
     estimated_s: float | None = None
     estimated_flops: float | None = None
     spent_s: float | None = None
+    spent_cpu_s: float | None = None
 
     @classmethod
     def tool(cls, confidence: float | None = None) -> Bill:
@@ -112,8 +115,8 @@ class Bill:
     ) -> Bill:
         return replace(self, path=path, estimated_s=estimated_s, estimated_flops=estimated_flops)
 
-    def with_spent(self, seconds: float) -> Bill:
-        return replace(self, spent_s=float(seconds))
+    def with_spent(self, seconds: float, cpu_seconds: float) -> Bill:
+        return replace(self, spent_s=float(seconds), spent_cpu_s=float(cpu_seconds))
 
     # -- derived -------------------------------------------------------------------------------
     @property

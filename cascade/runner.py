@@ -216,7 +216,7 @@ def execute(
     order.prepare()
     running: dict[Future, str] = {}
     ready: list[str] = []
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     try:
         while order.is_active():
             ready += order.get_ready()
@@ -253,6 +253,7 @@ def execute(
         raise
     finally:
         trace.seconds = time.perf_counter() - t0
+        trace.cpu_seconds = time.process_time() - cpu0
         trace.stages = [records[n] for n in finished] + [
             records[n] for n in steps if n not in finished
         ]

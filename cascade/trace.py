@@ -53,6 +53,7 @@ class Trace:
     pipeline: str
     stages: list[StageRecord] = field(default_factory=list)
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # this process's CPU seconds over the run (see StageRecord)
 
     def __getitem__(self, name: str) -> StageRecord:
         for rec in self.stages:
@@ -79,6 +80,7 @@ class Trace:
         return {
             "pipeline": self.pipeline,
             "seconds": round(self.seconds, 6),
+            "cpu_seconds": round(self.cpu_seconds, 6),
             "counters": self.counters,
             "warnings": self.warnings,
             "stages": [r.to_dict() for r in self.stages],

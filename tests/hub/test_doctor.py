@@ -60,6 +60,7 @@ def test_doctor_json_on_this_machine(tmp_path):
         "detector",
         "OCR",
         "layout",
+        "table model",
     }
     assert report.ray.version
     assert isinstance(report.fonts.cjk, list)
