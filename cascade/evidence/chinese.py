@@ -240,8 +240,10 @@ def read_chinese(question: str, intent: Intent, guess: Guess | None = None) -> d
             key_noun=noun,
             answer_type={"number": "id", "date": "date"}.get(key, "amount"),
         )
-    elif "count" in intent.matched:
-        found.update(target="object_count", answer_type="count", label=counted_label(q))
+    elif "count" in intent.matched:  # counted in the picture, or a figure a text states
+        found.update(
+            target="object_count", answer_type="count", label=counted_label(q), unsure=True
+        )
     elif passage:
         found["target"] = "paragraph_fact"
     elif answer_type != "text" and not sign:

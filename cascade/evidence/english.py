@@ -547,7 +547,9 @@ def read_english(question: str, intent: Intent, guess: Guess | None = None) -> d
             answer_type={"number": "id", "date": "date"}.get(key, "amount"),
         )
     elif "count" in intent.matched and (label or intent.matched != ("read",)):
-        found.update(target="object_count", answer_type="count", label=label)
+        # "how many" counts things in the picture or asks for a figure a text states (points in
+        # a league table, units sold): the learned reader tells which
+        found.update(target="object_count", answer_type="count", label=label, unsure=True)
     elif paragraph:
         found["target"] = "paragraph_fact"
     elif (answer_type not in ("text", "id") or fact_question) and not sign:
