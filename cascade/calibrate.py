@@ -88,11 +88,11 @@ def measure_vlm(
     max_new_tokens: int = 8,
 ) -> tuple[VLMThroughput, list[dict[str, float]]]:
     """Fit the VLM's seconds (on the device's clock, `device_clock`) on this device against its
-    cost-model FLOPs. Each call is cold
-    (caches emptied; a fresh image); every size is measured once per round, rounds after one
-    another (a burst of load from another job then slows one call of a size, not all of its
-    calls), the fastest of each size kept: noise on a shared machine only adds. Returns the fit
-    and the points it was fitted on."""
+    cost-model FLOPs and visual tokens. Each call is cold (caches emptied; a fresh image);
+    every size is measured once per round, rounds after one another (a burst of load from
+    another job then slows one call of a size, not all of its calls), the fastest of each size
+    kept: noise on a shared machine only adds. Returns the fit and the points it was fitted
+    on."""
     from .cache import clear_all_caches
     from .vlm import VLM
 
@@ -196,10 +196,9 @@ def measure_pipeline(
     qa: Any, items: list[Any], rounds: int = 2, clock: Clock = "wall"
 ) -> tuple[PathCosts, list[dict[str, Any]]]:
     """Fit one pipeline's costs outside the VLM (seconds on `clock`), on both paths, from cold
-    runs of `items` (after
-    one unmeasured run of each path: the specialists' sessions load on their first call). Each
-    run is repeated `rounds` times, rounds interleaved (every item and path once, then again),
-    the fastest kept: on a shared machine noise only adds."""
+    runs of `items` (after one unmeasured run of each path: the specialists' sessions load on
+    their first call). Each run is repeated `rounds` times, rounds interleaved (every item and
+    path once, then again), the fastest kept: on a shared machine noise only adds."""
     for policy in ("cascade", "full"):
         run_priced(qa, items[0].media_arg(), items[0].question, policy)
     best: dict[tuple[str, str], dict[str, Any]] = {}
