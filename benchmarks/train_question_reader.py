@@ -8,16 +8,18 @@ One command, deterministic (no random draws: full-batch L-BFGS from zeros):
 Data: the blind-written questions (`tests/fixtures/questions_written_blind.json`, five sets of
 144) and wording variants of sets 1-4 plus scene and object questions and "how many" / 多少 / 几
 questions whose answer a text or a table states (`tests/fixtures/questions_variants.json`,
-written for this reader: "how many" alone does not say that the answer is counted in a picture). Features: the relevance
-embedder's query vector (multilingual-e5-small, 384-d), standardised.
+written for this reader: "how many" alone does not say that the answer is counted in a
+picture). Features: the relevance embedder's query vector (multilingual-e5-small, 384-d),
+standardised.
 
 Set 5 is never seen by the weights, the L2 strength, the temperature or the threshold: it is the
 reported fold. On sets 1-4: the L2 strength is chosen by leave-one-set-out accuracy; the
 temperature is fitted on the leave-one-set-out logits (each set scored by a model that never saw
-it or its variants; the 84 scene, object and "how many" questions are dealt round sets 1-4 and held out with
-them, so the threshold also answers for "not a text kind"); the threshold `understand` takes a
-guess at is the lowest calibrated probability at which the out-of-fold guesses are right
-`PRECISION` of the time. The shipped weights are trained on sets 1-4 and their variants.
+it or its variants; the 84 scene, object and "how many" questions are dealt round sets 1-4 and
+held out with them, so the threshold also answers for "not a text kind"); the threshold
+`understand` takes a guess at is the lowest calibrated probability at which the out-of-fold
+guesses are right `PRECISION` of the time. The shipped weights are trained on sets 1-4 and their
+variants.
 """
 
 from __future__ import annotations
