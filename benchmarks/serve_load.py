@@ -305,7 +305,8 @@ class _Server:
             w = self.level([_page(10**6 + c * 100 + i, False) for i in range(c)], c)
             if set(w["statuses"]) != {"200"}:
                 self.__exit__()
-                raise SystemExit(f"warm-up requests failed: {w['statuses']}")
+                log = self.proc.stderr.read().decode(errors="replace")[-3000:]
+                raise SystemExit(f"warm-up requests failed: {w['statuses']}; server log:\n{log}")
         return self
 
     def level(self, pages: list[str], concurrency: int) -> dict:
