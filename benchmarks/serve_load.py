@@ -38,6 +38,7 @@ import platform
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from contextlib import ExitStack
@@ -289,8 +290,14 @@ class _Server:
         ]
         if self.max_num_seqs is not None:
             cmd += ["--max-num-seqs", str(self.max_num_seqs)]
+        # started outside the repository: `-m` puts the working folder on sys.path, where the
+        # top-level kernels/ folder would shadow the `kernels` package transformers imports
         self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
+            cmd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=tempfile.gettempdir(),
         )
         for _ in range(1200):
             if self.proc.poll() is not None:

@@ -27,7 +27,7 @@ from .index import VideoIndex
 from .inputs import coerce_inputs
 from .models import Models, model_params
 from .registry import get_stage_class, stage_types
-from .runner import PipelineResult, Plan, Step, execute
+from .runner import PipelineResult, Plan, Step, execute, setup_stage
 from .spec import PipelineSpec, SourceDoc, flatten_refs, load_spec, parse_ref
 from .stage import Port, Router, Stage
 from .trace import StageHook
@@ -173,7 +173,7 @@ class Pipeline:
         self.check_models()
         for st in self.stages.values():
             if self.executor is None or not self.executor.handles(st):
-                st.ensure_setup()
+                setup_stage(st)
         return self
 
     def check_models(self) -> None:

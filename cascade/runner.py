@@ -107,6 +107,15 @@ class _SetupGate:
 _GATE = _SetupGate()
 
 
+def setup_stage(stage_obj: Stage) -> None:
+    """Set a stage up now (once), under the gate stage runs share: never beside another stage's
+    setup or run. A server loads its models in a background thread while requests run; two
+    setups at once raced in transformers' lazy imports ("cannot import name
+    'AutoModelForImageTextToText'") and failed the request."""
+    with _GATE.setup():
+        stage_obj.ensure_setup()
+
+
 @runtime_checkable
 class StageExecutor(Protocol):
     """Runs some stages' `run` elsewhere (`Pipeline.executor`). `run` is called inside the

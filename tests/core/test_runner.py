@@ -187,3 +187,38 @@ def test_a_stage_setup_never_overlaps_another_stage_run():
         ["run start", "run end", "setup start", "setup end"],
         ["setup start", "setup end", "run start", "run end"],
     )
+
+
+def test_a_setup_from_outside_a_run_waits_for_the_stages_running():
+    """A server loads its models in a background thread while requests run stages: that setup
+    (`setup_stage`, what `Pipeline.setup` calls) waits for the running stages, as a request's own
+    setups do, never runs beside them."""
+    import threading
+    import time
+
+    from cascade.runner import _GATE, setup_stage
+
+    order: list[str] = []
+    started, release = threading.Event(), threading.Event()
+
+    def a_stage_running() -> None:
+        with _GATE.run():
+            started.set()
+            release.wait(10)
+            order.append("run ended")
+
+    class Loading:
+        def ensure_setup(self) -> None:
+            order.append("setup")
+
+    runner = threading.Thread(target=a_stage_running)
+    runner.start()
+    assert started.wait(10)
+    loader = threading.Thread(target=setup_stage, args=(Loading(),))
+    loader.start()
+    time.sleep(0.2)
+    assert order == []  # the setup waits while the stage runs
+    release.set()
+    runner.join(10)
+    loader.join(10)
+    assert order == ["run ended", "setup"]
