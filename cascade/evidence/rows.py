@@ -1,0 +1,76 @@
+"""Rows as evidence units: a key with what is printed level with it.
+
+A receipt prints an item's name far left of its price, a form its label far left of its value,
+and OCR reads stacked names or labels as one block without them. A row here runs from a line to
+every text level with it (`structure.row_line`). A row is a place the answer may be (plausible)
+when its key line holds a word of the question, when its text means what the question asks most
+(by the sentence embedder), or when it holds a value of the kind the answer is (a date for "when
+was this bought") and the page has few such values or the row means the question. Other rows
+are not units: across a page of running text every line has others level with it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from cascade.artifacts import OcrLine
+
+from .documents import SPAN_KINDS
+from .query import Query, has_cue
+from .spans import candidates
+from .structure import level_with, row_line
+
+__all__ = ["RowUnit", "row_units"]
+
+VALUE_ANSWERS = frozenset({"day", "date", "time", "when", "amount", "id"})
+FEW_VALUES = 3  # at most this many rows holding the kind of value asked: all are plausible
+TOP_MARGIN = 0.05  # rows within this of the best meaning are the rows it means most
+MEANT = 0.5  # ... when the best is this relevant at least (0..1 over the page's typical text)
+TYPED_MEANT = 0.5  # a row holding the kind of value asked, among many, that means this much
+
+
+@dataclass(frozen=True)
+class RowUnit:
+    """One row where the answer may be: its text and box as one line, its smallest line's
+    height, its relevance to the question (0..1), whether its key holds a word of the question."""
+
+    row: OcrLine
+    line_height: float
+    relevance: float
+    cued: bool
+
+
+def row_units(
+    query: Query,
+    lines: Sequence[OcrLine],
+    relevance: Callable[[list[OcrLine]], list[float]],
+    by_kind: bool = True,
+) -> list[RowUnit]:
+    """The rows of `lines` that hold anything level with their key or a value of the kind the
+    question's answer is, each scored by `relevance` (0..1, one per row), that are places the
+    answer may be (the module docstring). `by_kind=False`: holding the kind of value asked makes
+    no row a place (another reader already found where the answer is: the key it names)."""
+    kind = SPAN_KINDS[query.answer_type] if query.answer_type in VALUE_ANSWERS else None
+    rows: dict[tuple, tuple[OcrLine, list[OcrLine], bool]] = {}
+    for ln in lines:
+        row = row_line(ln, lines)
+        typed = kind is not None and bool(candidates(row.text, kind))
+        if row.box.width > 1.05 * ln.box.width or typed:
+            _, keys, _ = rows.setdefault(row.box.as_tuple(), (row, [], typed))
+            keys.append(ln)
+    if not rows:
+        return []
+    found = list(rows.values())
+    scores = relevance([row for row, _, _ in found])
+    best = max(scores, default=0.0)
+    few = sum(typed for _, _, typed in found) <= FEW_VALUES
+    out = []
+    for (row, keys, typed), rel in zip(found, scores, strict=True):
+        cued = any(has_cue(k.text, query.cues) for k in keys)
+        top = rel >= MEANT and rel >= best - TOP_MARGIN
+        if cued or top or by_kind and typed and (few or rel >= TYPED_MEANT):
+            height = min(
+                x.box.height for x in level_with(row.box, lines, row.media_index, row.timestamp)
+            )
+            out.append(RowUnit(row, height, rel, cued))
+    return out
