@@ -12,6 +12,9 @@ not read the cascade's code, to check the document readers on media they were no
   dark settings pages; questions that often share no word with the heading they ask about),
   written after the relevance-by-meaning work by a helper that had read neither the code nor the
   earlier sets, and run once on it: its first pass is `browser_pages_set3_first_pass_cpu.json`.
+- `set4`: 48 pages (6 genres x 4 + 4; recipes, manuals, leaflets, statements, config files, VAT
+  invoices), written blind the same way after the rows-as-units work, and run once on it: its
+  first pass is `browser_pages_set4_first_pass_cpu.json`.
 
 For every page, as `cascade bench` does: `doc_qa` (may a tool answer? is it the exact span?),
 `doc_qa[hint]` (is the gold readable, by real OCR, in the exact pixels sent, at the size sent?)
@@ -45,7 +48,7 @@ HERE = Path(__file__).parent / "browser_pages"
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "--set", default="set1", choices=("set1", "set2", "set3"), help="which page set"
+        "--set", default="set1", choices=("set1", "set2", "set3", "set4"), help="which page set"
     )
     ap.add_argument("--quick", action="store_true", help="one page per genre and language")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))

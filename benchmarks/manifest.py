@@ -119,6 +119,20 @@ MANIFEST: tuple[Bench, ...] = (
         ),
     ),
     Bench(
+        "browser_pages_set4_first_pass_cpu.json",
+        "browser_pages.py",
+        (),
+        None,
+        frozen="the fourth held-out set's first pass (`--set set4`), on the code after the "
+        "rows-as-units work: a record, not re-run",
+        headline=(
+            "summary/*/questions",
+            "summary/*/found",
+            "summary/*/tool_answers",
+            "summary/*/tool_exact",
+        ),
+    ),
+    Bench(
         "structure_readers_dev.json",
         "structure_readers.py",
         ("--split", "dev", "--out", "{dir}/structure_readers_dev.json"),
