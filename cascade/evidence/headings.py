@@ -219,13 +219,17 @@ def document_title(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (
         top = min(h.box.y0 for h in heads)
         largest = max(h.size for h in heads)
         for h in heads:
+            # the page's top line, set apart above the text (a running title, a header over a
+            # gap): a candidate too, a margin lower: recall first, the VLM sees both
+            apart = h.box.y0 == top and not heads_text(page, h.box) and _above_text(page, h.box)
             if (
                 h.number is not None
-                or not heads_text(page, h.box)
+                or not (heads_text(page, h.box) or apart)
                 or all(off_page(page, ln) for ln in h.lines)
             ):
                 continue
             score = h.score + 2.0 * h.size / largest + (1.0 if h.box.y0 == top else 0.0)
+            score -= TITLE_MARGIN if apart else 0.0
             # its text again elsewhere on the page: a name that signs the page (an office's
             # letterhead and signature), not the document's title
             score -= 2.0 if _repeated(page, h) else 0.0
@@ -255,6 +259,12 @@ def heads_text(page: Page, b: Box) -> bool:
     below = [ln for ln in page.lines if ln.box.y0 >= b.y1 - 1]
     under = [ln for ln in below if min(ln.box.x1, b.x1 + b.width) > max(ln.box.x0, b.x0 - b.width)]
     return len(below) >= 2 and bool(under) and min(ln.box.y0 for ln in under) - b.y1 <= 3 * b.height
+
+
+def _above_text(page: Page, b: Box) -> bool:
+    """Two lines or more below the box, the nearest under it within 8 of its heights."""
+    below = [ln for ln in page.lines if ln.box.y0 >= b.y1 - 1]
+    return len(below) >= 2 and min(ln.box.y0 for ln in below) - b.y1 <= 8 * b.height
 
 
 def _title_over_sections(page: Page, heads: list[_Head]) -> list[_Head]:

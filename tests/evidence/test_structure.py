@@ -293,3 +293,26 @@ def test_a_constant_read_with_spaces_for_underscores_is_sure_only_when_written_e
     assert [(d.text, d.kind) for d in sure] == [("MAX_RETRY_COUNT", "definition")]
     alone = codeblocks.definitions([decl])  # a lead for the VLM, never a tool's answer
     assert [(d.text, d.kind) for d in alone] == [("MAX_RETRY_COUNT", "unsure definition")]
+
+
+def test_a_line_set_apart_at_the_top_of_the_page_is_a_title_candidate_too():
+    """A book page's running title over a gap, then the chapter heading over the text: both are
+    sent (recall first); the tool abstains between them."""
+    body = [
+        OcrLine(text, 0.99, Box(82, 204 + 17 * k, 512, 220 + 17 * k))
+        for k, text in enumerate(
+            [
+                "We arrived in the dead of night. We had been tracking the maleficar for days,",
+                "and finally had him cornered, or so we thought. As we approached, a home on",
+                "the edge of the town exploded, sending splinters of wood and chunks of rock",
+                "into our ranks. We had but moments to regroup before fire rained from the sky.",
+            ]
+        )
+    ]
+    lines = [
+        OcrLine("MAIN GAME", 0.99, Box(240, 40, 356, 64)),
+        OcrLine("CREATURES", 0.99, Box(242, 145, 354, 169)),
+        OcrLine("Abomination", 0.99, Box(55, 184, 132, 200)),
+        *body,
+    ]
+    assert {t.text for t in headings.document_title(lines)} == {"CREATURES", "MAIN GAME"}
