@@ -10,6 +10,7 @@ are not units: across a page of running text every line has others level with it
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -18,7 +19,7 @@ from cascade.artifacts import OcrLine
 from .documents import SPAN_KINDS
 from .query import Query, has_cue
 from .spans import candidates
-from .structure import level_with, row_line
+from .structure import level_with, row_line, union_box
 
 __all__ = ["RowUnit", "row_units"]
 
@@ -72,5 +73,23 @@ def row_units(
             height = min(
                 x.box.height for x in level_with(row.box, lines, row.media_index, row.timestamp)
             )
+            if cued and not typed:  # a header's value may be printed under it, not beside it
+                row = _with_line_under(row, keys, lines, height)
             out.append(RowUnit(row, height, rel, cued))
     return out
+
+
+def _with_line_under(row: OcrLine, keys: list[OcrLine], lines: Sequence[OcrLine], height: float):
+    """`row` grown over the lines right under its keys (within 2 line heights): a table's header
+    over its values, a form's label over its field."""
+    under = [
+        ln
+        for ln in lines
+        if ln.media_index == row.media_index
+        and ln.timestamp == row.timestamp
+        and 0 <= ln.box.y0 - row.box.y1 <= 2 * height
+        and any(min(ln.box.x1, k.box.x1) > max(ln.box.x0, k.box.x0) for k in keys)
+    ]
+    if not under:
+        return row
+    return dataclasses.replace(row, box=union_box([row.box, *(ln.box for ln in under)]))

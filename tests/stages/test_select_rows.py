@@ -109,3 +109,16 @@ def test_the_one_date_on_a_receipt_is_sent_for_when_it_was_bought():
     dated = [*LINES, OcrLine("18.04.2020 15:59", 0.99, Box(14, 800, 330, 836))]
     out = _select(understand("When was this bought?"), dated)
     assert _sent(out, dated[-1].box), out.routes[-1].reason
+
+
+def test_a_header_named_by_the_question_is_sent_with_the_value_under_it():
+    """A form printed as a table: the labels in one row, their values in the row under them."""
+    page = Image(np.full((700, 1000, 3), 250, np.uint8), source="form.png")
+    heads = [("License plate number 车牌号", 67), ("Driver's name 司机姓名", 281)]
+    heads += [("Pick-Up Locations 接送地点", 723)]
+    values = [("沪M888888", 65), ("合小安", 281), ("上海工业园区88号", 723)]
+    lines = [OcrLine(t, 0.99, Box(x, 454, x + 200, 476)) for t, x in heads]
+    lines += [OcrLine(t, 0.99, Box(x, 507, x + 120, 529)) for t, x in values]
+    lines += [OcrLine("用车申请单 Vehicle application", 0.99, Box(300, 60, 700, 100))]
+    out = _select(understand("车牌号多少"), lines, page)
+    assert _sent(out, lines[3].box), out.routes[-1].reason
