@@ -325,8 +325,14 @@ class SelectTiles(Stage):
                         candidate=True,
                     )
                 )
-        if query.target != "object":  # a value's kind decides only where no reader found one
-            rows = self._row_atoms(query, lines, images, not any(a.candidate for a in atoms))
+        if query.target != "object":
+            # a value's kind says where the answer is only when the readers did not find one
+            # place (a located text's context boxes are not places)
+            context = {
+                f"{f.kind}:{norm_text(f.text)}:{k}" for f in found for k in range(1, len(f.boxes))
+            }
+            places = {a.key for a in atoms if a.candidate} - context
+            rows = self._row_atoms(query, lines, images, len(places) != 1)
             singled = singled or any(a.candidate for a in rows)
             atoms += rows
         if query.target in ("object_count", "object"):
@@ -357,12 +363,14 @@ class SelectTiles(Stage):
     ) -> list[Atom]:
         """`rows.row_units` as atoms, each weighing as a text holding the question's words plus
         a fifth: over the text it extends, under what a document reader located (a row is
-        plausible beside those only when they are none)."""
+        plausible beside those only when they are none); a row holding both a word of the
+        question and a value of the kind asked ('用车时间 2020年5月20日' for 用车时间是哪天) over
+        those too."""
         p = self.params
         return [
             Atom(
                 u.row.box,
-                p.text_weight * (1 + 1.2 * p.cue_weight),
+                p.text_weight * (1 + (2.5 if u.cued and u.typed else 1.2) * p.cue_weight),
                 "row:" + norm_text(u.row.text),
                 u.row.media_index,
                 u.row.timestamp,

@@ -33,12 +33,14 @@ TYPED_MEANT = 0.5  # a row holding the kind of value asked, among many, that mea
 @dataclass(frozen=True)
 class RowUnit:
     """One row where the answer may be: its text and box as one line, its smallest line's
-    height, its relevance to the question (0..1), whether its key holds a word of the question."""
+    height, its relevance to the question (0..1), whether its key holds a word of the question
+    and whether it holds a value of the kind asked."""
 
     row: OcrLine
     line_height: float
     relevance: float
     cued: bool
+    typed: bool  # it holds a value of the kind the answer is
 
 
 def row_units(
@@ -52,6 +54,8 @@ def row_units(
     answer may be (the module docstring). `by_kind=False`: holding the kind of value asked makes
     no row a place (another reader already found where the answer is: the key it names)."""
     kind = SPAN_KINDS[query.answer_type] if query.answer_type in VALUE_ANSWERS else None
+    if kind in ("weekday", "date", "time"):  # a till prints the time with the date, and OCR
+        kind = "when"  # may read them as one word ('02.03.2015:59'): a row holding either
     rows: dict[tuple, tuple[OcrLine, list[OcrLine], bool]] = {}
     for ln in lines:
         row = row_line(ln, lines)
@@ -75,7 +79,7 @@ def row_units(
             )
             if cued and not typed:  # a header's value may be printed under it, not beside it
                 row = _with_line_under(row, keys, lines, height)
-            out.append(RowUnit(row, height, rel, cued))
+            out.append(RowUnit(row, height, rel, cued, typed))
     return out
 
 

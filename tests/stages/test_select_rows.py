@@ -122,3 +122,29 @@ def test_a_header_named_by_the_question_is_sent_with_the_value_under_it():
     lines += [OcrLine("用车申请单 Vehicle application", 0.99, Box(300, 60, 700, 100))]
     out = _select(understand("车牌号多少"), lines, page)
     assert _sent(out, lines[3].box), out.routes[-1].reason
+
+
+def test_the_row_with_the_questions_word_and_a_value_of_its_kind_goes_first():
+    """Five lines hold 用车 (the car's department, time, reason, a note): the one that also holds a
+    date answers 用车时间是哪天, and it is sent even when the budget takes one crop."""
+    page = Image(np.full((900, 1100, 3), 250, np.uint8), source="car.png")
+    texts = ["Vehicle department 用车部门", "Transport time 用车时间", "Car reason 用车事由"]
+    values = ["合合信息科技有限公司", "2020年5月20日", "公务出行 drive safely 安全驾驶 接送准时"]
+    lines = [
+        OcrLine(t, 0.99, Box(60, 200 + 60 * k, 330, 226 + 60 * k)) for k, t in enumerate(texts)
+    ]
+    lines += [
+        OcrLine(v, 0.99, Box(420, 200 + 60 * k, 420 + 22 * len(v), 226 + 60 * k))
+        for k, v in enumerate(values)
+    ]
+    lines += [
+        OcrLine(
+            "由乘车人用车结束后勾选 (Check after the car is finished)", 0.99, Box(60, 700, 900, 726)
+        )
+    ]
+    models = Models({"vlm": {"id": str(build_tiny_vlm(size="test"))}})
+    select = get_stage_class("select_tiles")(
+        {"max_visual_tokens": 64, "budget_share": 0}, models=models
+    )
+    out = select.run(images=[page], query=understand("用车时间是哪天"), ocr_lines=lines)
+    assert _sent(out, lines[4].box), out.routes[-1].reason
