@@ -78,7 +78,15 @@ class SelectTiles(Stage):
             "the images selected from cost whole at full resolution (the "
             "baseline), but never under min_budget; 0 = max_visual_tokens only",
         )
-        min_budget: int = Field(64, gt=0, description="the smallest budget budget_share may leave")
+        min_budget: int = Field(
+            100,
+            gt=0,
+            description="the smallest budget budget_share may leave (what it gives a 1,000-token "
+            "image: a few legible units), but never over min_budget_share of the images",
+        )
+        min_budget_share: float = Field(
+            0.25, gt=0, le=1, description="the most min_budget may take of a small image's cost"
+        )
         max_tiles: int = Field(8, gt=0, description="at most this many crops")
         text_weight: float = Field(1.0, ge=0, description="weight of a text block (x its salience)")
         cue_weight: float = Field(
@@ -176,7 +184,9 @@ class SelectTiles(Stage):
 
     def _budget(self, images: list[Image]) -> int:
         """Visual tokens the crops may cost: `max_visual_tokens`, capped at `budget_share` of the
-        images' sources sent whole at full resolution (each source once)."""
+        images' sources sent whole at full resolution (each source once), but never under
+        `min_budget`, itself at most `min_budget_share` of them (a 377-token statement may
+        spend 94 tokens: two rows, not one)."""
         p = self.params
         if not p.budget_share or not images:
             return p.max_visual_tokens
@@ -187,7 +197,8 @@ class SelectTiles(Stage):
             (im.media_index, getattr(im, "timestamp", None)): im.source_size for im in images
         }
         whole = sum(full.image_cost(w, h).tokens for w, h in sources.values())
-        return min(p.max_visual_tokens, max(p.min_budget, int(p.budget_share * whole)))
+        least = min(p.min_budget, int(p.min_budget_share * whole))
+        return min(p.max_visual_tokens, max(least, int(p.budget_share * whole)))
 
     def _tokens(self, image: Image) -> int:
         """Visual tokens one image costs (the one place that asks the model family)."""
@@ -370,7 +381,9 @@ class SelectTiles(Stage):
         return [
             Atom(
                 u.row.box,
-                p.text_weight * (1 + (2.5 if u.cued and u.typed else 1.2) * p.cue_weight),
+                p.text_weight
+                * (1 + (2.5 if u.cued and u.typed else 1.2) * p.cue_weight)
+                * (0.9 + 0.1 * u.relevance),  # the row meaning it most first, when not all fit
                 "row:" + norm_text(u.row.text),
                 u.row.media_index,
                 u.row.timestamp,
@@ -529,9 +542,12 @@ class SelectTiles(Stage):
             for box in boxes:
                 held = [a for a in mine if overlap_fraction(a.box, box) >= 0.95]
                 crop = self._native(enlarge(im.crop(box), held, p.min_text_px), im)
-                if len(held) > 1 and self._illegible(crop, held):
-                    # over the processor's pixel cap, the merged region would be resampled down
-                    # (a page's text to a few pixels): its units go alone, each at its own scale
+                if len(held) == 1 or not self._illegible(crop, held):
+                    candidates.append((crop, held, bonus))
+                if len(held) > 1:
+                    # its units alone too: over the processor's pixel cap the merged region would
+                    # be resampled down (a page's text to a few pixels), and over the budget
+                    # its best unit still fits (rows of a statement, merged by their margins)
                     alone: dict[tuple, list[Atom]] = {}  # atoms of one box share one crop
                     for a in held:
                         alone.setdefault(pad(a, im, p.margin).as_tuple(), []).append(a)
@@ -542,9 +558,8 @@ class SelectTiles(Stage):
                             bonus,
                         )
                         for b, group in alone.items()
+                        if len(alone) > 1
                     ]
-                else:
-                    candidates.append((crop, held, bonus))
         for tile in tiles or ():
             held = [
                 a
