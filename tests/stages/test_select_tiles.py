@@ -4,6 +4,7 @@ Each crop is priced by the declared model's family (the tiny random-weight Qwen2
 and processor, no weights), i.e. exactly the visual tokens the VLM will spend on it."""
 
 import numpy as np
+import pytest
 
 from cascade import Box, Detection, Frame, Image, OcrLine
 from cascade.evidence.understanding import understand
@@ -234,3 +235,15 @@ def test_numbers_the_question_does_not_tell_apart_are_all_sent_smaller_rather_th
                 value
             )
     assert all(26 * c.scale[1] >= 14 for c in out.tiles)  # the lines (26 px) still legible
+
+
+@pytest.mark.parametrize("side, whole", [(560, 400), (308, 121), (1400, 2500)])
+def test_the_budget_is_a_share_of_the_image_but_a_few_units_on_a_small_one(side, whole):
+    """10 % of what the image costs whole, never under 100 tokens (a 1,000-token image's 10 %),
+    nor over 25 % of a small image: what a few legible units cost, still a fraction."""
+    from cascade.vlm.families import ImageLimits
+
+    image = Image(np.full((side, side, 3), 255, np.uint8))
+    full = MODELS["vlm"].family.with_limits(ImageLimits(resolution="full"))
+    assert full.image_cost(side, side).tokens == whole
+    assert select()._budget([image]) == {400: 100, 121: 30, 2500: 250}[whole]
