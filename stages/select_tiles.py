@@ -343,9 +343,9 @@ class SelectTiles(Stage):
                 f"{f.kind}:{norm_text(f.text)}:{k}" for f in found for k in range(1, len(f.boxes))
             }
             places = {a.key for a in atoms if a.candidate} - context
-            rows = self._row_atoms(query, lines, images, len(places) != 1)
-            singled = singled or any(a.candidate for a in rows)
-            atoms += rows
+            row_atoms = self._row_atoms(query, lines, images, len(places) != 1)
+            singled = singled or bool(row_atoms)
+            atoms += row_atoms
         if query.target in ("object_count", "object"):
             for d in named_detections(detections, query.label):
                 atoms.append(

@@ -262,9 +262,15 @@ def heads_text(page: Page, b: Box) -> bool:
 
 
 def _above_text(page: Page, b: Box) -> bool:
-    """Two lines or more below the box, the nearest under it within 8 of its heights."""
+    """Two lines or more below the box, the nearest of them right under it (within one of its
+    widths to either side) and within 8 of its heights: a running title over a gap, not a
+    photo's own big word beside the page."""
     below = [ln for ln in page.lines if ln.box.y0 >= b.y1 - 1]
-    return len(below) >= 2 and min(ln.box.y0 for ln in below) - b.y1 <= 8 * b.height
+    if len(below) < 2:
+        return False
+    nearest = min(below, key=lambda ln: ln.box.y0).box
+    under = min(nearest.x1, b.x1 + b.width) > max(nearest.x0, b.x0 - b.width)
+    return under and nearest.y0 - b.y1 <= 8 * b.height
 
 
 def _title_over_sections(page: Page, heads: list[_Head]) -> list[_Head]:
