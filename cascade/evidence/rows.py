@@ -83,7 +83,9 @@ def row_units(
     return out
 
 
-def _with_line_under(row: OcrLine, keys: list[OcrLine], lines: Sequence[OcrLine], height: float):
+def _with_line_under(
+    row: OcrLine, keys: list[OcrLine], lines: Sequence[OcrLine], height: float
+) -> OcrLine:
     """`row` grown over the lines right under its keys (within 2 line heights): a table's header
     over its values, a form's label over its field."""
     under = [
