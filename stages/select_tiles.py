@@ -56,6 +56,7 @@ from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
 from ._evidence_crops import Atom, enlarge, pad
+from ._legible_fit import legible_within, shrunk_to_fit
 from .resize import fit_longest_side
 from .tiles import merge_boxes
 
@@ -440,77 +441,6 @@ class SelectTiles(Stage):
                 return grown
         return crop.resized(w, h)
 
-    def _shrunk_to_fit(
-        self, ranked: list[tuple[Image, list[Atom], float]], plausible: set[str], budget: int
-    ) -> tuple[list[tuple[Image, float]], int, float] | None:
-        """The best crops that together hold every plausible unit, all shrunk by one factor to
-        fit `budget` (each cut again to a size the processor keeps); None when they are more
-        than `max_tiles` or their smallest text line would end under `legible_px`."""
-        p = self.params
-        picks, covered = list[tuple[Image, list[Atom], float]](), set[str]()
-        for crop, held, bonus in ranked:
-            new = {a.key for a in held} & plausible - covered
-            if new:
-                picks.append((crop, held, bonus))
-                covered |= new
-        if covered != plausible or len(picks) > p.max_tiles:
-            return None
-        family = self.model(p.model).family
-        f = min(1.0, (budget / sum(self._tokens(c) for c, _, _ in picks)) ** 0.5)
-        while True:
-            shrunk = [
-                crop.resized(
-                    *family.native_size(
-                        max(1, round(crop.width * f)), max(1, round(crop.height * f))
-                    )
-                )
-                for crop, _, _ in picks
-            ]
-            spent = sum(self._tokens(c) for c in shrunk)
-            text = [
-                a.line_height * c.scale[1]
-                for c, (_, held, _) in zip(shrunk, picks, strict=False)
-                for a in held
-                if a.key in plausible and a.line_height
-            ]
-            if f < 0.25 or text and min(text) < p.legible_px:
-                return None  # a quarter of the size: no longer the same evidence
-            if spent <= budget:
-                return (
-                    [
-                        (c, sum(a.weight for a in held) + bonus)
-                        for c, (_, held, bonus) in zip(shrunk, picks, strict=False)
-                    ],
-                    spent,
-                    f,
-                )
-            f *= 0.95
-
-    def _legible_within(self, crop: Image, held: list[Atom], budget: int) -> tuple[Image, str]:
-        """The best crop, alone over the budget, made to fit it: shrunk no further than its
-        smallest text line stays `legible_px` high, the budget raised for that up to
-        `budget_cap`; only a unit over even the cap at a legible size is shrunk further (the
-        route says so)."""
-        p = self.params
-        heights = [a.line_height * crop.scale[1] for a in held if a.line_height]
-        f = (budget / self._tokens(crop)) ** 0.5
-        note = ""
-        if heights and min(heights) * f < p.legible_px:
-            legible = min(1.0, p.legible_px / min(heights))
-            scaled = crop.resized(
-                max(1, round(crop.width * legible)), max(1, round(crop.height * legible))
-            )
-            if self._tokens(scaled) <= max(p.budget_cap, budget):
-                return scaled, (
-                    f"; the best unit kept legible: budget raised from {budget} to "
-                    f"{self._tokens(scaled)} visual tokens (cap {p.budget_cap})"
-                )
-            note = f"; the best unit does not fit the cap ({p.budget_cap}) at a legible size"
-        crop = crop.resized(max(1, int(crop.width * f)), max(1, int(crop.height * f)))
-        while self._tokens(crop) > budget and min(crop.width, crop.height) > 28:
-            crop = crop.resized(int(crop.width * 0.9), int(crop.height * 0.9))
-        return crop, note
-
     def run(
         self,
         images: list[Image],
@@ -523,6 +453,7 @@ class SelectTiles(Stage):
         regions: list[LayoutRegion] | None = None,
     ) -> Outputs:
         p = self.params
+        family = self.model(p.model).family
         budget = self._budget(images)
         atoms, why, singled = self._atoms(
             query, images, list(ocr_lines or ()), list(detections or ()), list(regions or ())
@@ -593,10 +524,12 @@ class SelectTiles(Stage):
         best = max((a.weight for a in pool), default=0.0)
         plausible = {a.key for a in pool if a.weight >= p.plausible_share * best}
         if chosen and plausible - sent:  # recall first: every plausible unit, smaller, not one
-            fitted = self._shrunk_to_fit(ranked, plausible, budget)
+            fitted = shrunk_to_fit(ranked, plausible, budget, family, p.max_tiles, p.legible_px)
             raised = budget
             if fitted is None and p.budget_cap > budget:  # legible first: a larger budget
-                fitted = self._shrunk_to_fit(ranked, plausible, p.budget_cap)
+                fitted = shrunk_to_fit(
+                    ranked, plausible, p.budget_cap, family, p.max_tiles, p.legible_px
+                )
                 raised = p.budget_cap
             if fitted is not None:
                 chosen, spent, f = fitted
@@ -619,7 +552,7 @@ class SelectTiles(Stage):
                 )
         if not chosen and ranked and ranked[0][1]:  # evidence that does not fit the budget
             crop, held, bonus = ranked[0]
-            crop, note = self._legible_within(crop, held, budget)
+            crop, note = legible_within(crop, held, budget, family, p.legible_px, p.budget_cap)
             why += note
             chosen, spent = [(crop, sum(a.weight for a in held) + bonus)], self._tokens(crop)
             sent = {a.key for a in held}
