@@ -3,11 +3,12 @@ readable size."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cascade.artifacts import Box, Image
+from cascade.evidence.structure import union_box
 
-__all__ = ["Atom", "pad", "enlarge"]
+__all__ = ["Atom", "pad", "enlarge", "pieces"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class Atom:
     line_height: float | None = None  # text atoms: the smallest line's height
     candidate: bool = False  # a place the question's reader (structure, key-value) says may
     #                          hold the answer, not only text or an object that is there
+    parts: tuple[Box, ...] = ()  # a row's lines, left to right (sent apart when it is too wide)
 
 
 def pad(a: Atom, image: Image, margin: float) -> Box:
@@ -49,3 +51,21 @@ def enlarge(crop: Image, atoms: list[Atom], min_text_px: int) -> Image:
         return crop
     f = min(3.0, min_text_px / max(min(heights), 1.0))
     return crop.resized(round(crop.width * f), round(crop.height * f))
+
+
+def pieces(a: Atom) -> list[Atom]:
+    """A row atom as its pieces: its parts grouped where less than 3 line heights apart (a
+    receipt's item, then its price far right), each with the row's weight and a key of its own,
+    so all are sent; the row itself when it is one piece."""
+    gap = 3 * (a.line_height or 0.0)
+    groups: list[list[Box]] = []
+    for b in a.parts:
+        if groups and b.x0 - max(x.x1 for x in groups[-1]) <= gap:
+            groups[-1].append(b)
+        else:
+            groups.append([b])
+    if len(groups) < 2:
+        return [a]
+    return [
+        replace(a, box=union_box(g), key=f"{a.key}#{i}", parts=()) for i, g in enumerate(groups)
+    ]

@@ -55,7 +55,7 @@ from cascade.models import ModelName
 from cascade.stage import Stage, StageParams, stage
 from cascade.trace import record
 
-from ._evidence_crops import Atom, enlarge, pad
+from ._evidence_crops import Atom, enlarge, pad, pieces
 from ._legible_fit import legible_within, shrunk_to_fit
 from .resize import fit_longest_side
 from .tiles import merge_boxes
@@ -390,6 +390,7 @@ class SelectTiles(Stage):
                 u.row.timestamp,
                 u.line_height,
                 candidate=True,
+                parts=u.parts,
             )
             for u in row_units(query, lines, lambda rows: self._meant(query, rows, images), by_kind)
         ]
@@ -415,6 +416,16 @@ class SelectTiles(Stage):
             for i, sc in zip(idx, scores, strict=True):
                 out[i] = min(1.0, float(sc))
         return out
+
+    def _legible_units(self, a: Atom, images: list[Image]) -> list[Atom]:
+        """A row the model's processor would shrink below legibility (a receipt's width two
+        lines tall over its pixel cap) as its pieces (`pieces`: the item, the price), else
+        itself."""
+        im = next((im for im in images if im.is_from(a.media_index, a.timestamp)), None)
+        if not a.parts or im is None:
+            return [a]
+        crop = self._native(enlarge(im.crop(pad(a, im, self.params.margin)), [a], 0), im)
+        return pieces(a) if self._illegible(crop, [a]) else [a]
 
     def _illegible(self, crop: Image, atoms: list[Atom]) -> bool:
         """The model's processor would resample `crop` down (a pixel cap) so far that its
@@ -458,6 +469,7 @@ class SelectTiles(Stage):
         atoms, why, singled = self._atoms(
             query, images, list(ocr_lines or ()), list(detections or ()), list(regions or ())
         )
+        atoms = [unit for a in atoms for unit in self._legible_units(a, images)]
         why = f"; {why}" if why else ""
         candidates: list[tuple[Image, list[Atom], float]] = []
         for i, im in enumerate(images):

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from cascade.artifacts import OcrLine
+from cascade.artifacts import Box, OcrLine
 
 from .documents import SPAN_KINDS
 from .query import Query, has_cue
@@ -41,6 +41,7 @@ class RowUnit:
     relevance: float
     cued: bool
     typed: bool  # it holds a value of the kind the answer is
+    parts: tuple[Box, ...]  # the boxes of the lines it is made of, left to right
 
 
 def row_units(
@@ -74,28 +75,28 @@ def row_units(
         cued = any(has_cue(k.text, query.cues) for k in keys)
         top = rel >= MEANT and rel >= best - TOP_MARGIN
         if cued or top or by_kind and typed and (few or rel >= TYPED_MEANT):
-            height = min(
-                x.box.height for x in level_with(row.box, lines, row.media_index, row.timestamp)
-            )
+            level = level_with(row.box, lines, row.media_index, row.timestamp)
+            height = min(x.box.height for x in level)
+            parts = [x.box for x in level]
             if cued and not typed:  # a header's value may be printed under it, not beside it
-                row = _with_line_under(row, keys, lines, height)
-            out.append(RowUnit(row, height, rel, cued, typed))
+                under = _lines_under(row, keys, lines, height)
+                row = dataclasses.replace(row, box=union_box([row.box, *under]))
+                parts += under
+            parts.sort(key=lambda b: b.x0)
+            out.append(RowUnit(row, height, rel, cued, typed, tuple(parts)))
     return out
 
 
-def _with_line_under(
+def _lines_under(
     row: OcrLine, keys: list[OcrLine], lines: Sequence[OcrLine], height: float
-) -> OcrLine:
-    """`row` grown over the lines right under its keys (within 2 line heights): a table's header
+) -> list[Box]:
+    """The boxes of the lines right under a row's keys (within 2 line heights): a table's header
     over its values, a form's label over its field."""
-    under = [
-        ln
+    return [
+        ln.box
         for ln in lines
         if ln.media_index == row.media_index
         and ln.timestamp == row.timestamp
         and 0 <= ln.box.y0 - row.box.y1 <= 2 * height
         and any(min(ln.box.x1, k.box.x1) > max(ln.box.x0, k.box.x0) for k in keys)
     ]
-    if not under:
-        return row
-    return dataclasses.replace(row, box=union_box([row.box, *(ln.box for ln in under)]))
