@@ -23,7 +23,7 @@ class Atom:
     line_height: float | None = None  # text atoms: the smallest line's height
     candidate: bool = False  # a place the question's reader (structure, key-value) says may
     #                          hold the answer, not only text or an object that is there
-    parts: tuple[Box, ...] = ()  # a row's lines, left to right (sent apart when it is too wide)
+    parts: tuple[Box, ...] = ()  # a row's boxes, left to right (sent apart when too wide)
 
 
 def pad(a: Atom, image: Image, margin: float) -> Box:

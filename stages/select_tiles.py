@@ -258,25 +258,22 @@ class SelectTiles(Stage):
                 kq and kq.key.search(b.text) and not (kq.exclude and kq.exclude.search(b.text))
             )
             singled = singled or cued
+            # a document's row is one unit from its key to the figures level with it
+            figures = [
+                x.box
+                for x in level_with(b.box, lines, b.media_index, b.timestamp)
+                if _FIGURE.search(x.text) and x not in b.lines
+            ]
+            one_row = bool(query.in_document and b.box.height <= 1.6 * b.line_height and figures)
             atoms.append(
                 Atom(
-                    union_box(
-                        [
-                            b.box,
-                            *(
-                                x.box
-                                for x in level_with(b.box, lines, b.media_index, b.timestamp)
-                                if _FIGURE.search(x.text)
-                            ),
-                        ]
-                    )  # a document's row is one unit from its key to the figures level with it
-                    if query.in_document and b.box.height <= 1.6 * b.line_height
-                    else b.box,
+                    union_box([b.box, *figures]) if one_row else b.box,
                     p.text_weight * sal[b] * fit.of(b) * (1 + p.cue_weight * max(cued, rel)),
                     "text:" + norm_text(b.text),
                     b.media_index,
                     b.timestamp,
                     b.line_height,
+                    parts=tuple(sorted([b.box, *figures], key=lambda x: x.x0)) if one_row else (),
                 )
             )
         if kq is not None:

@@ -148,3 +148,24 @@ def test_the_row_with_the_questions_word_and_a_value_of_its_kind_goes_first():
     )
     out = select.run(images=[page], query=understand("用车时间是哪天"), ocr_lines=lines)
     assert _sent(out, lines[4].box), out.routes[-1].reason
+
+
+def test_a_row_too_wide_for_the_processor_goes_as_its_item_and_its_price():
+    """Over the model's pixel cap a page-wide row would be resampled below a legible size: the
+    item and its price far right are sent as two crops instead, each at a size kept as is."""
+    page = Image(np.full((900, 1600, 3), 250, np.uint8), source="wide_receipt.png")
+    lines = [
+        OcrLine("KIWI GOLD", 0.99, Box(20, 300, 200, 320)),
+        OcrLine("1,49", 0.99, Box(1450, 300, 1520, 320)),
+        OcrLine("BROT", 0.99, Box(20, 400, 120, 420)),
+        OcrLine("2,19", 0.99, Box(1450, 400, 1520, 420)),
+    ]
+    capped = Models({"vlm": {"id": str(build_tiny_vlm(size="test")), "max_pixels": 28 * 28 * 32}})
+    out = get_stage_class("select_tiles")({}, models=capped).run(
+        images=[page], query=understand("How much was the kiwi?"), ocr_lines=lines
+    )
+    assert _sent(out, lines[0].box) and _sent(out, lines[1].box), out.routes[-1].reason
+    family = capped["vlm"].family
+    for tile in out.tiles:  # every crop read at the size sent, not resampled down
+        assert tile.width < 1000
+        assert family.resized(tile.width, tile.height) == (tile.height, tile.width)
