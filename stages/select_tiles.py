@@ -7,7 +7,8 @@ of the object the query names and every key-value pair it asks for (`keyvalue`) 
 a weight: its salience, more when it holds a word of the question or the key the query names, or
 means what the question asks (`relevance.fused_scores`: meaning by the sentence embedder plus
 exact numbers and ids, against the page's other texts). On a document a row is one unit from its
-key to the figures level with it (a receipt's price far right of the item). A document
+key to the figures level with it (a receipt's price far right of the item; `rows`), sent as its
+pieces when the processor would shrink it below `legible_px`. A document
 target (title, heading, table cell, fact in a paragraph, code identifier) adds every region the
 page's structure says may hold it (`documents.located_for`, by words and by meaning: every title
 candidate, the cell with its row and column keys, the sentences holding the question's words
