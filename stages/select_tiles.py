@@ -422,7 +422,7 @@ class SelectTiles(Stage):
         im = next((im for im in images if im.is_from(a.media_index, a.timestamp)), None)
         if not a.parts or im is None:
             return [a]
-        crop = self._native(enlarge(im.crop(pad(a, im, self.params.margin)), [a], 0), im)
+        crop = self._native(im.crop(pad(a, im, self.params.margin)), im)
         return pieces(a) if self._illegible(crop, [a]) else [a]
 
     def _illegible(self, crop: Image, atoms: list[Atom]) -> bool:

