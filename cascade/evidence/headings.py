@@ -24,6 +24,7 @@ from .structure import Located, Page, overlap_fraction, pages, text_length, text
 from .textmatch import cjk_coverage, key_match, normalize, phrase_score
 
 __all__ = [
+    "SECTION_OF_TEXT",
     "Heading",
     "headings",
     "document_title",
@@ -38,6 +39,7 @@ NOT_HEADINGS = ("table", "header", "footer", "equation", "reference")
 MIN_SCORE = 1.5  # least heading score (see `_heading_score`)
 MAX_WORDS = 16  # longer lines are body text (a Chinese word: two characters)
 TITLE_MARGIN = 1.0  # title candidates within this of the best one are all returned
+SECTION_OF_TEXT = "heading over the text meant"  # a Heading's kind: a lead, never an answer
 _SENTENCE_END = re.compile(r"[.!?;,。！？；，…]$")
 
 
@@ -99,8 +101,12 @@ def _heading_score(page: Page, line: OcrLine) -> tuple[float, SectionNumber | No
 
 def _not_a_heading_place(page: Page, line: OcrLine) -> bool:
     """The layout model puts the line in a table, header, footer ... and in nothing it is surer of
-    (a column of body text it half takes for a reference list is still body text)."""
+    (a column of body text it half takes for a reference list is still body text). A table
+    holds cells among cells: a line alone on its row is not one (the model takes a bordered
+    page, headings and all, for a table)."""
     veto = page.region_of(line, NOT_HEADINGS)
+    if veto is not None and veto.label == "table" and not _shares_row(page, line):
+        veto = page.region_of(line, [label for label in NOT_HEADINGS if label != "table"])
     return veto is not None and not any(
         r.confidence > veto.confidence
         for r in page.regions
@@ -369,20 +375,31 @@ def heading_meant(
     relevance: RelevanceModel | None,
 ) -> list[Heading]:
     """The section headings whose names mean `topic` (`relevance.best_by_meaning`: one is a
-    decision, several are leads); the title heads the whole page, never one section. [] without
-    a model."""
+    decision, several are leads); where no name does, the heading over the text that means it
+    most, a lead (`SECTION_OF_TEXT`): a question paraphrases a section's text more often than its name
+    ('a taxi to a client' under 'Spending Company Money'). The title heads the whole page, never
+    one section. [] without a model."""
     if relevance is None:
         return []
     lines, regions = list(lines), list(regions)
     titles = {t.text for t in document_title(lines, regions)}
-    every = [
-        (page, h)
-        for page in pages(lines, regions)
-        for h in _page_heads(page)
-        if h.emit(page, "", 0).text not in titles
-    ]
+    every, body = [], []
+    for page in pages(lines, regions):
+        heads = [h for h in _page_heads(page) if h.emit(page, "", 0).text not in titles]
+        every += [(page, h) for h in heads]
+        in_heads = {id(ln) for h in heads for ln in h.lines}
+        body += [(page, heads, ln) for ln in page.lines if id(ln) not in in_heads]
     picked = best_by_meaning(topic, [h.name or h.lines[0].text for _, h in every], relevance)
-    return _best([every[i][1].emit(every[i][0], "heading", 0.5) for i in picked], 0.0)
+    named = _best([every[i][1].emit(every[i][0], "heading", 0.5) for i in picked], 0.0)
+    if named:
+        return named
+    over_text = []
+    for i in best_by_meaning(topic, [ln.text for _, _, ln in body], relevance)[:2]:
+        page, heads, ln = body[i]
+        head = _head_above(heads, ln)
+        if head is not None:
+            over_text.append(head.emit(page, SECTION_OF_TEXT, 0.5))
+    return _best(over_text, 0.0)
 
 
 def heading_beside(

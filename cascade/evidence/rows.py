@@ -6,7 +6,12 @@ every text level with it (`structure.row_line`). A row is a place the answer may
 when its key line holds a word of the question, when its text means what the question asks most
 (by the sentence embedder), or when it holds a value of the kind the answer is (a date for "when
 was this bought") and the page has few such values or the row means the question. Other rows
-are not units: across a page of running text every line has others level with it."""
+are not units: across a page of running text every line has others level with it.
+
+A line with nothing level with it is a unit only when it means the question most, and then with
+the lines right above and under it: what a description or a comment explains is printed next to
+it (a function's signature over its description, a config key under its comment, a form's value
+under its label), and the text a question paraphrases is seldom the answer itself."""
 
 from __future__ import annotations
 
@@ -61,9 +66,8 @@ def row_units(
     for ln in lines:
         row = row_line(ln, lines)
         typed = kind is not None and bool(candidates(row.text, kind))
-        if row.box.width > 1.05 * ln.box.width or typed:
-            _, keys, _ = rows.setdefault(row.box.as_tuple(), (row, [], typed))
-            keys.append(ln)
+        _, keys, _ = rows.setdefault(row.box.as_tuple(), (row, [], typed))
+        keys.append(ln)
     if not rows:
         return []
     found = list(rows.values())
@@ -72,7 +76,8 @@ def row_units(
     few = sum(typed for _, _, typed in found) <= FEW_VALUES
     out = []
     for (row, keys, typed), rel in zip(found, scores, strict=True):
-        cued = any(has_cue(k.text, query.cues) for k in keys)
+        lone = row.box.width <= 1.05 * keys[0].box.width  # nothing level with it
+        cued = any(has_cue(k.text, query.cues) for k in keys) and not (lone and not typed)
         top = rel >= MEANT and rel >= best - TOP_MARGIN
         if cued or top or by_kind and typed and (few or rel >= TYPED_MEANT):
             level = level_with(row.box, lines, row.media_index, row.timestamp)
@@ -82,6 +87,10 @@ def row_units(
                 under = _lines_under(row, keys, lines, height)
                 row = dataclasses.replace(row, box=union_box([row.box, *under]))
                 parts += under
+            elif lone and not (cued or typed):  # meant alone: with the lines next to it
+                near = _lines_beside(row, lines, height)
+                row = dataclasses.replace(row, box=union_box([row.box, *near]))
+                parts += near
             parts.sort(key=lambda b: b.x0)
             out.append(RowUnit(row, height, rel, cued, typed, tuple(parts)))
     return out
@@ -100,3 +109,23 @@ def _lines_under(
         and 0 <= ln.box.y0 - row.box.y1 <= 2 * height
         and any(min(ln.box.x1, k.box.x1) > max(ln.box.x0, k.box.x0) for k in keys)
     ]
+
+
+def _lines_beside(row: OcrLine, lines: Sequence[OcrLine], height: float) -> list[Box]:
+    """The boxes of the nearest line right above and right under a row (within a line height,
+    overlapping it across)."""
+    column = [
+        ln
+        for ln in lines
+        if ln.media_index == row.media_index
+        and ln.timestamp == row.timestamp
+        and min(ln.box.x1, row.box.x1) > max(ln.box.x0, row.box.x0)
+    ]
+    above = [ln for ln in column if -0.3 * height <= row.box.y0 - ln.box.y1 <= height]
+    under = [ln for ln in column if -0.3 * height <= ln.box.y0 - row.box.y1 <= height]
+    near = []
+    if above:
+        near.append(max(above, key=lambda ln: ln.box.y1).box)
+    if under:
+        near.append(min(under, key=lambda ln: ln.box.y0).box)
+    return near
