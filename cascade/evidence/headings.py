@@ -65,13 +65,15 @@ def _gap_above(page: Page, line: OcrLine) -> float:
 
 def _shares_row(page: Page, line: OcrLine) -> bool:
     """Another line sits on its row close by (a table row, a key and its value), or two others do
-    (a row of cells); a line in the next column of the page, a gutter away, does not count."""
+    (a row of cells); a line in the next column of the page, a gutter away, does not count, nor
+    does one of another size (a page's sidebars beside its big title)."""
     b = line.box
     mates = [
         o
         for o in page.lines
         if o is not line
         and min(o.box.y1, b.y1) - max(o.box.y0, b.y0) >= 0.5 * min(o.box.height, b.height)
+        and 0.75 <= o.box.height / b.height <= 1 / 0.75
     ]
     gutter = 4 * page.body_height
     return len(mates) >= 2 or any(max(o.box.x0 - b.x1, b.x0 - o.box.x1) < gutter for o in mates)
@@ -230,6 +232,7 @@ def document_title(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (
             apart = h.box.y0 == top and not heads_text(page, h.box) and _above_text(page, h.box)
             if (
                 h.number is not None
+                or not any(ch.isalpha() for ln in h.lines for ch in ln.text)  # a price, a date
                 or not (heads_text(page, h.box) or apart)
                 or all(off_page(page, ln) for ln in h.lines)
             ):
