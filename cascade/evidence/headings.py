@@ -379,9 +379,9 @@ def heading_meant(
 ) -> list[Heading]:
     """The section headings whose names mean `topic` (`relevance.best_by_meaning`: one is a
     decision, several are leads); where no name does, the heading over the text that means it
-    most, a lead (`SECTION_OF_TEXT`): a question paraphrases a section's text more often than its name
-    ('a taxi to a client' under 'Spending Company Money'). The title heads the whole page, never
-    one section. [] without a model."""
+    most, a lead (`SECTION_OF_TEXT`): a question paraphrases a section's text more often than
+    its name ('a taxi to a client' under 'Spending Company Money'). The title heads the whole
+    page, never one section. [] without a model."""
     if relevance is None:
         return []
     lines, regions = list(lines), list(regions)

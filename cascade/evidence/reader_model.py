@@ -140,9 +140,11 @@ def take_guess(
             found.update(target=kind, answer_type="description", label=label, guessed=kind)
         return found
     # a key-value with no key word read has nothing to look up: "how much is the coffee on the
-    # bill?" asks for a line's price, a fact
+    # bill?" asks for a line's price, a fact (a fact still: not a look at the picture)
     if kind == "key_value" and key is None:
-        return found
+        if found["target"] == "paragraph_fact":
+            return found
+        kind = "paragraph_fact"
     found["target"] = kind
     answer_type = found.get("answer_type", "text")
     if kind in ("title", "heading"):

