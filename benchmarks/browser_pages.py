@@ -15,6 +15,10 @@ not read the cascade's code, to check the document readers on media they were no
 - `set4`: 48 pages (6 genres x 4 + 4; recipes, manuals, leaflets, statements, config files, VAT
   invoices), written blind the same way after the rows-as-units work, and run once on it: its
   first pass is `browser_pages_set4_first_pass_cpu.json`.
+- `set5`: 48 pages (6 genres x 4 + 4; programmes, syllabi, dataset cards, Dockerfiles, CI and
+  SQL files, tickets, 体检 / 挂号 / 回单 forms), written blind the same way after the work on
+  lines meant alone and headings over the text meant, and run once on it: its first pass is
+  `browser_pages_set5_first_pass_cpu.json`.
 
 For every page, as `cascade bench` does: `doc_qa` (may a tool answer? is it the exact span?),
 `doc_qa[hint]` (is the gold readable, by real OCR, in the exact pixels sent, at the size sent?)
@@ -48,7 +52,10 @@ HERE = Path(__file__).parent / "browser_pages"
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "--set", default="set1", choices=("set1", "set2", "set3", "set4"), help="which page set"
+        "--set",
+        default="set1",
+        choices=("set1", "set2", "set3", "set4", "set5"),
+        help="which page set",
     )
     ap.add_argument("--quick", action="store_true", help="one page per genre and language")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))

@@ -33,6 +33,9 @@ FEW_VALUES = 3  # at most this many rows holding the kind of value asked: all ar
 TOP_MARGIN = 0.05  # rows within this of the best meaning are the rows it means most
 MEANT = 0.5  # ... when the best is this relevant at least (0..1 over the page's typical text)
 TYPED_MEANT = 0.5  # a row holding the kind of value asked, among many, that means this much
+# where no reader found the one place: the rows meaning the question most, this many, that mean
+# it at least this much, are places too even when none stands out (recall first)
+TOP_K, RANKED_MEANT = 3, 0.2
 
 
 @dataclass(frozen=True)
@@ -74,11 +77,12 @@ def row_units(
     scores = relevance([row for row, _, _ in found])
     best = max(scores, default=0.0)
     few = sum(typed for _, _, typed in found) <= FEW_VALUES
+    ranked = sorted(scores, reverse=True)[:TOP_K] if by_kind else []
     out = []
     for (row, keys, typed), rel in zip(found, scores, strict=True):
         lone = row.box.width <= 1.05 * keys[0].box.width  # nothing level with it
         cued = any(has_cue(k.text, query.cues) for k in keys) and not (lone and not typed)
-        top = rel >= MEANT and rel >= best - TOP_MARGIN
+        top = rel >= MEANT and rel >= best - TOP_MARGIN or rel >= RANKED_MEANT and rel in ranked
         if cued or top or by_kind and typed and (few or rel >= TYPED_MEANT):
             level = level_with(row.box, lines, row.media_index, row.timestamp)
             height = min(x.box.height for x in level)
