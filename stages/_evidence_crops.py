@@ -55,8 +55,10 @@ def enlarge(crop: Image, atoms: list[Atom], min_text_px: int) -> Image:
 
 def pieces(a: Atom) -> list[Atom]:
     """A row atom as its pieces: its parts grouped where less than 3 line heights apart (a
-    receipt's item, then its price far right), each with the row's weight and a key of its own,
-    so all are sent; the row itself when it is one piece."""
+    receipt's item, then its price far right), each with a key of its own and the row's weight,
+    a hundredth less per piece to the right (a row's key is at its left: when not all fit, the
+    piece that names the row goes first), so all are sent; the row itself when it is one
+    piece."""
     gap = 3 * (a.line_height or 0.0)
     groups: list[list[Box]] = []
     for b in a.parts:
@@ -67,5 +69,6 @@ def pieces(a: Atom) -> list[Atom]:
     if len(groups) < 2:
         return [a]
     return [
-        replace(a, box=union_box(g), key=f"{a.key}#{i}", parts=()) for i, g in enumerate(groups)
+        replace(a, box=union_box(g), key=f"{a.key}#{i}", parts=(), weight=a.weight * (1 - i / 100))
+        for i, g in enumerate(groups)
     ]

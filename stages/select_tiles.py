@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pydantic import Field
 
@@ -382,7 +382,10 @@ class SelectTiles(Stage):
                 u.row.box,
                 p.text_weight
                 * (1 + (2.5 if u.cued and u.typed else 1.2) * p.cue_weight)
-                * (0.9 + 0.1 * u.relevance),  # the row meaning it most first, when not all fit
+                * (0.9 + 0.1 * u.relevance)  # the row meaning it most first, when not all fit
+                # a lead only by its rank: under plausible (sent while the budget allows, never
+                # raising it or shrinking the rest), over the floor
+                * (0.9 * p.plausible_share if u.lead else 1.0),
                 "row:" + norm_text(u.row.text),
                 u.row.media_index,
                 u.row.timestamp,
@@ -417,13 +420,27 @@ class SelectTiles(Stage):
 
     def _legible_units(self, a: Atom, images: list[Image]) -> list[Atom]:
         """A row the model's processor would shrink below legibility (a receipt's width two
-        lines tall over its pixel cap) as its pieces (`pieces`: the item, the price), else
-        itself."""
+        lines tall over its pixel cap) as its pieces (`pieces`: the item, the price), neighbours
+        joined while the processor keeps them legible (a table row in as few crops as it can:
+        the tiles are few), else itself."""
         im = next((im for im in images if im.is_from(a.media_index, a.timestamp)), None)
         if not a.parts or im is None:
             return [a]
-        crop = self._native(im.crop(pad(a, im, self.params.margin)), im)
-        return pieces(a) if self._illegible(crop, [a]) else [a]
+
+        def illegible(u: Atom) -> bool:
+            assert im is not None  # checked above; the closure does not know it
+            return self._illegible(self._native(im.crop(pad(u, im, self.params.margin)), im), [u])
+
+        if not illegible(a):
+            return [a]
+        out: list[Atom] = []
+        for piece in pieces(a):
+            joined = replace(out[-1], box=out[-1].box.union(piece.box)) if out else None
+            if joined is not None and not illegible(joined):
+                out[-1] = joined
+            else:
+                out.append(piece)
+        return out
 
     def _illegible(self, crop: Image, atoms: list[Atom]) -> bool:
         """The model's processor would resample `crop` down (a pixel cap) so far that its

@@ -11,7 +11,9 @@ are not units: across a page of running text every line has others level with it
 A line with nothing level with it is a unit only when it means the question most, and then with
 the lines right above and under it: what a description or a comment explains is printed next to
 it (a function's signature over its description, a config key under its comment, a form's value
-under its label), and the text a question paraphrases is seldom the answer itself."""
+under its label), and the text a question paraphrases is seldom the answer itself. Where no
+reader found the one place, the TOP_K rows meaning the question most are leads (`lead`), even
+when none stands out."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ TOP_MARGIN = 0.05  # rows within this of the best meaning are the rows it means 
 MEANT = 0.5  # ... when the best is this relevant at least (0..1 over the page's typical text)
 TYPED_MEANT = 0.5  # a row holding the kind of value asked, among many, that means this much
 # where no reader found the one place: the rows meaning the question most, this many, that mean
-# it at least this much, are places too even when none stands out (recall first)
+# it at least this much, are leads even when none stands out (recall first)
 TOP_K, RANKED_MEANT = 3, 0.2
 
 
@@ -50,6 +52,7 @@ class RowUnit:
     cued: bool
     typed: bool  # it holds a value of the kind the answer is
     parts: tuple[Box, ...]  # the boxes of the lines it is made of, left to right
+    lead: bool = False  # a place only as one of the TOP_K rows meaning the question most
 
 
 def row_units(
@@ -82,8 +85,10 @@ def row_units(
     for (row, keys, typed), rel in zip(found, scores, strict=True):
         lone = row.box.width <= 1.05 * keys[0].box.width  # nothing level with it
         cued = any(has_cue(k.text, query.cues) for k in keys) and not (lone and not typed)
-        top = rel >= MEANT and rel >= best - TOP_MARGIN or rel >= RANKED_MEANT and rel in ranked
-        if cued or top or by_kind and typed and (few or rel >= TYPED_MEANT):
+        top = rel >= MEANT and rel >= best - TOP_MARGIN
+        sure = cued or top or by_kind and typed and (few or rel >= TYPED_MEANT)
+        lead = not sure and rel >= RANKED_MEANT and rel in ranked
+        if sure or lead:
             level = level_with(row.box, lines, row.media_index, row.timestamp)
             height = min(x.box.height for x in level)
             parts = [x.box for x in level]
@@ -96,7 +101,7 @@ def row_units(
                 row = dataclasses.replace(row, box=union_box([row.box, *near]))
                 parts += near
             parts.sort(key=lambda b: b.x0)
-            out.append(RowUnit(row, height, rel, cued, typed, tuple(parts)))
+            out.append(RowUnit(row, height, rel, cued, typed, tuple(parts), lead))
     return out
 
 

@@ -161,6 +161,26 @@ def test_a_row_too_wide_for_the_processor_goes_as_its_item_and_its_price():
         assert family.resized(tile.width, tile.height) == (tile.height, tile.width)
 
 
+def test_a_table_row_too_wide_goes_in_as_few_legible_pieces_as_it_can_key_first():
+    """A timetable row across a wide page, its cells far apart: over the pixel cap it goes as
+    pieces, neighbours joined while still legible (the tiles are few), the one naming the row
+    first, so the cells next to its key are sent with it."""
+    page = Image(np.full((900, 2000, 3), 250, np.uint8), source="timetable.png")
+    rows = [
+        ["G1372 复兴号", "南京南", "07:05", "08:21", "二等座", "171", "有", "检票口A3"],
+        ["G7590 和谐号", "苏州北", "07:40", "08:33", "一等座", "205", "无", "检票口B1"],
+    ]
+    lines = [
+        OcrLine(text, 0.99, Box(x0, 300 + 60 * r, x0 + 24 * len(text), 322 + 60 * r))
+        for r, row in enumerate(rows)
+        for k, text in enumerate(row)
+        for x0 in [40 + 240 * k]
+    ]
+    capped = {"id": VLM, "max_pixels": 28 * 28 * 32}
+    out = _select(understand("G1372次几点到上海虹桥？"), lines, page, capped, max_tiles=4)
+    assert all(_sent(out, ln.box) for ln in lines[:3]), out.routes[-1].reason
+
+
 CONFIG = [
     ("# how long to wait for the upstream to accept a TCP connection", "connect_timeout_s = 5"),
     ("# seconds an idle client connection stays open before we close it", "idle_conn_ttl_s = 75"),
