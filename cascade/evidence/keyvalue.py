@@ -176,7 +176,18 @@ def _value_for(key: OcrLine, match: re.Match, lines: list[OcrLine], kind: str):
     for line in sorted(below, key=lambda ln: ln.box.y0):
         found = _values(line.text, kind)
         if found:
-            return found[0], line
+            # another value of the kind right under that one: the key heads a table's column,
+            # whose row the question names; the first row's value is not the answer
+            column = any(
+                ln is not line
+                and _same_place(ln, line)
+                and 0 <= ln.box.y0 - line.box.y1 <= 1.5 * line.box.height
+                and min(ln.box.x1, line.box.x1) - max(ln.box.x0, line.box.x0)
+                > 0.3 * min(ln.box.width, line.box.width)
+                and _values(ln.text, kind)
+                for ln in lines
+            )
+            return None if column else (found[0], line)
     return None
 
 

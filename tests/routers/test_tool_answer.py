@@ -230,6 +230,22 @@ def test_disagreeing_values_abstain():
     assert out.answer is None and "2 different values" in out.route.reason and "7.75" in out.hint
 
 
+def test_a_key_over_a_column_of_values_is_a_tables_header_not_a_fields_label():
+    """'Seal no.' heads a manifest's column: the value under it is the first row's, not the one
+    for the container the question names. The tool abstains rather than answer it."""
+    lines = [
+        OcrLine("Container", 0.99, Box(40, 100, 160, 120)),
+        OcrLine("Seal no.", 0.99, Box(300, 100, 390, 120)),
+        OcrLine("MSKU 481220-7 (furniture)", 0.99, Box(40, 130, 280, 150)),
+        OcrLine("PL0093317", 0.99, Box(300, 130, 400, 150)),
+        OcrLine("TGHU 902113-4 (floor tiles)", 0.99, Box(40, 160, 290, 180)),
+        OcrLine("PL0093341", 0.99, Box(300, 160, 400, 180)),
+    ]
+    query = understand("What seal number is on the container carrying the floor tiles?")
+    out = tool().run(query=query, ocr_lines=lines)
+    assert out.answer is None, out.route.reason
+
+
 def test_counts_what_the_question_names_in_the_busiest_frame():
     out = tool().run(query=understand("How many people are there?"), detections=DETS)
     assert out.answer.text == "3" and "detector counted 3 person" in out.route.reason
