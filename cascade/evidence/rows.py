@@ -61,10 +61,10 @@ def row_units(
     relevance: Callable[[list[OcrLine]], list[float]],
     by_kind: bool = True,
 ) -> list[RowUnit]:
-    """The rows of `lines` that hold anything level with their key or a value of the kind the
-    question's answer is, each scored by `relevance` (0..1, one per row), that are places the
-    answer may be (the module docstring). `by_kind=False`: holding the kind of value asked makes
-    no row a place (another reader already found where the answer is: the key it names)."""
+    """The rows of `lines`, each scored by `relevance` (0..1, one per row), that are places the
+    answer may be (the module docstring). `by_kind=False`: another reader already found where
+    the answer is (the key it names): holding the kind of value asked makes no row a place, and
+    no row is a lead."""
     kind = SPAN_KINDS[query.answer_type] if query.answer_type in VALUE_ANSWERS else None
     if kind in ("weekday", "date", "time"):  # a till prints the time with the date, and OCR
         kind = "when"  # may read them as one word ('02.03.2015:59'): a row holding either
