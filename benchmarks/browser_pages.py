@@ -18,7 +18,8 @@ not read the cascade's code, to check the document readers on media they were no
 - `set5`: 48 pages (6 genres x 4 + 4; programmes, syllabi, dataset cards, Dockerfiles, CI and
   SQL files, tickets, 体检 / 挂号 / 回单 forms), written blind the same way after the work on
   lines meant alone and headings over the text meant, and run once on it: its first pass is
-  `browser_pages_set5_first_pass_cpu.json`.
+  `browser_pages_set5_first_pass_cpu.json`. Sets 3, 4 and 5 were tuned on after their first
+  passes.
 
 For every page, as `cascade bench` does: `doc_qa` (may a tool answer? is it the exact span?),
 `doc_qa[hint]` (is the gold readable, by real OCR, in the exact pixels sent, at the size sent?)

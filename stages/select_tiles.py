@@ -424,23 +424,22 @@ class SelectTiles(Stage):
         joined while the processor keeps them legible (a table row in as few crops as it can:
         the tiles are few), else itself."""
         im = next((im for im in images if im.is_from(a.media_index, a.timestamp)), None)
-        if not a.parts or im is None:
-            return [a]
-
-        def illegible(u: Atom) -> bool:
-            assert im is not None  # checked above; the closure does not know it
-            return self._illegible(self._native(im.crop(pad(u, im, self.params.margin)), im), [u])
-
-        if not illegible(a):
+        if not a.parts or im is None or not self._illegible_alone(a, im):
             return [a]
         out: list[Atom] = []
         for piece in pieces(a):
             joined = replace(out[-1], box=out[-1].box.union(piece.box)) if out else None
-            if joined is not None and not illegible(joined):
+            if joined is not None and not self._illegible_alone(joined, im):
                 out[-1] = joined
             else:
                 out.append(piece)
         return out
+
+    def _illegible_alone(self, a: Atom, image: Image) -> bool:
+        """`_illegible` for the crop `a` would be sent as on its own."""
+        return self._illegible(
+            self._native(image.crop(pad(a, image, self.params.margin)), image), [a]
+        )
 
     def _illegible(self, crop: Image, atoms: list[Atom]) -> bool:
         """The model's processor would resample `crop` down (a pixel cap) so far that its

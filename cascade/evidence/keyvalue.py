@@ -164,31 +164,27 @@ def _value_for(key: OcrLine, match: re.Match, lines: list[OcrLine], kind: str):
         found = _values(line.text, kind)
         if found:
             return found[0], line
-    below = [
-        ln
-        for ln in lines
-        if ln is not key
-        and _same_place(ln, key)
-        and 0 <= ln.box.y0 - key.box.y1 <= 1.5 * h
-        and min(ln.box.x1, key.box.x1) - max(ln.box.x0, key.box.x0)
-        > 0.3 * min(ln.box.width, key.box.width)
-    ]
-    for line in sorted(below, key=lambda ln: ln.box.y0):
+    for line in sorted(_right_under(key, lines), key=lambda ln: ln.box.y0):
         found = _values(line.text, kind)
         if found:
             # another value of the kind right under that one: the key heads a table's column,
             # whose row the question names; the first row's value is not the answer
-            column = any(
-                ln is not line
-                and _same_place(ln, line)
-                and 0 <= ln.box.y0 - line.box.y1 <= 1.5 * line.box.height
-                and min(ln.box.x1, line.box.x1) - max(ln.box.x0, line.box.x0)
-                > 0.3 * min(ln.box.width, line.box.width)
-                and _values(ln.text, kind)
-                for ln in lines
-            )
+            column = any(_values(ln.text, kind) for ln in _right_under(line, lines))
             return None if column else (found[0], line)
     return None
+
+
+def _right_under(line: OcrLine, lines: list[OcrLine]) -> list[OcrLine]:
+    """The lines right under `line` (within 1.5 of its heights), overlapping it across."""
+    b = line.box
+    return [
+        ln
+        for ln in lines
+        if ln is not line
+        and _same_place(ln, line)
+        and 0 <= ln.box.y0 - b.y1 <= 1.5 * b.height
+        and min(ln.box.x1, b.x1) - max(ln.box.x0, b.x0) > 0.3 * min(ln.box.width, b.width)
+    ]
 
 
 def read_key_value(lines: list[OcrLine], query: KeyQuery) -> tuple[list[KeyValue], list[OcrLine]]:
