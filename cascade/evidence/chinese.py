@@ -256,8 +256,7 @@ def read_chinese(question: str, intent: Intent, guess: Guess | None = None) -> d
     else:  # nothing matched: the default, which the learned reader may retype
         found.update(target="scene", answer_type="description", unsure=True)
     found.setdefault("answer_type", answer_type)
-    if found.pop("unsure", False):
-        take_guess(found, guess, key, noun, code, counted_label(q))
+    take_guess(found, guess, key, noun, code, counted_label(q))
     if found["target"] == "table_cell" or (
         found["target"] == "paragraph_fact" and answer_type != "text"
     ):

@@ -398,8 +398,8 @@ def _cues_en(words: list[str], keep_sizes: bool = False) -> set[str]:
 
 
 def read_english(question: str, intent: Intent, guess: Guess | None = None) -> dict:
-    """The `Query` fields of an English question. Where the rules only default (nothing matched:
-    a scene; a fact only by its answer's type) `guess` (the learned reader) may retype it."""
+    """The `Query` fields of an English question; `guess` (the learned reader) may retype what
+    the rules read (`reader_model.take_guess`)."""
     q = question.lower()
     found: dict = {}
     time_order, q_target = _en_time_order(q)
@@ -565,8 +565,7 @@ def read_english(question: str, intent: Intent, guess: Guess | None = None) -> d
     else:  # nothing matched: the default, which the learned reader may retype
         found.update(target="scene", answer_type="description", unsure=True)
     found.setdefault("answer_type", answer_type)
-    if found.pop("unsure", False):
-        take_guess(found, guess, key, field_noun or noun, code, counted_label(q_rest))
+    take_guess(found, guess, key, field_noun or noun, code, counted_label(q_rest))
     if found["target"] in ("table_cell", "paragraph_fact", "sign", "key_value"):
         row, col = _en_cell(question)
         if (

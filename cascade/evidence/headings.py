@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cascade.artifacts import Box, LayoutRegion, OcrLine
 
@@ -230,10 +230,11 @@ def headings(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = ()) -> 
 
 def document_title(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = ()) -> list[Heading]:
     """The document's title: the candidates within TITLE_MARGIN of the best, best first (one
-    text per distinct title). A title is an unnumbered heading with text below it; larger and
-    nearer the top is likelier. On a page of numbered sections whose title did not score as a
-    heading (its body text unread, say), the largest unnumbered line above the first section is
-    the candidate. [] when no page has one."""
+    text per distinct title), and the best's block mate (`_block_mate`) as a lead. A title is an
+    unnumbered heading with text below it; larger and nearer the top is likelier. On a page of
+    numbered sections whose title did not score as a heading (its body text unread, say), the
+    largest unnumbered line above the first section is the candidate. [] when no page has
+    one."""
     scored: list[Heading] = []
     for page in pages(lines, regions):
         heads = _page_heads(page)
@@ -259,7 +260,39 @@ def document_title(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (
             # letterhead and signature), not the document's title
             score -= 2.0 if _repeated(page, h) else 0.0
             scored.append(h.emit(page, "title", score))
-    return _best(scored, TITLE_MARGIN)
+    best = _best(scored, TITLE_MARGIN)
+    return best + _block_mate(scored, best)
+
+
+def _block_mate(scored: Sequence[Heading], best: Sequence[Heading]) -> list[Heading]:
+    """The likeliest other candidate of the best title's block, as a lead (`LEAD_HEADING`):
+    within 3 of its heights above or below it, aligned with it (centred alike or flush left)
+    and at least 0.6 of its line height; an office's letterhead over the document's own title,
+    a series name over an issue's, where the scores cannot tell which the question means (the
+    tool then abstains between them). A column's first heading under a masthead is not one."""
+    if not best:
+        return []
+    top = best[0]
+    box, taken = union_box(top.boxes), {normalize(h.text) for h in best}
+
+    def in_block(h: Heading) -> bool:
+        b = union_box(h.boxes)
+        centred = abs((b.x0 + b.x1) - (box.x0 + box.x1)) / 2 <= 0.25 * max(b.width, box.width)
+        return (
+            max(b.y0 - box.y1, box.y0 - b.y1) <= 3 * box.height
+            and (centred or abs(b.x0 - box.x0) <= top.boxes[0].height)
+            and h.boxes[0].height >= 0.6 * top.boxes[0].height
+        )
+
+    near = [
+        h
+        for h in scored
+        if normalize(h.text) not in taken
+        and (h.media_index, h.timestamp) == (top.media_index, top.timestamp)
+        and in_block(h)
+    ]
+    mate = max(near, key=lambda h: h.score, default=None)
+    return [replace(mate, kind=LEAD_HEADING)] if mate is not None else []
 
 
 def _repeated(page: Page, head: _Head) -> bool:

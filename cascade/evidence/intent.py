@@ -291,6 +291,8 @@ def counted_label(question: str) -> str | None:
         at = re.search(r"多少|几|数量", question)
         return zh_label_in(question[at.start() :] if at else question) or zh_label_in(question)
     words = re.findall(r"[a-z]+", question.lower())
+    if not words:
+        return None
     start = next(
         (
             i + 1

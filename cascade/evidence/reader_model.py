@@ -2,11 +2,15 @@
 
 A multinomial logistic regression over the relevance embedder's query vector (multilingual-e5-
 small, `relevance.default_relevance`), trained by `benchmarks/train_question_reader.py` on the
-blind-written questions of sets 1-4 and their wording variants (set 5 is never seen: it is the
-reported fold). Its probabilities are calibrated by one temperature fitted on held-out sets.
+blind-written questions of sets 1-4, their wording variants and the browser-page questions of
+sets 1-4 (set 5 of both is never seen: it is the reported fold). Its probabilities are calibrated by one temperature fitted on held-out sets.
 
-`understand` asks it only where the rules find nothing to go on (they would fall through to
-`scene`) and takes its kind when the calibrated probability reaches the shipped threshold. The
+`understand` takes its kind over the rules' reading when the calibrated probability reaches the
+shipped threshold (the lowest at which held-out guesses are right 95 % of the time), except
+where the question's own words name the kind: a section's number, a title or heading, a key
+("the order date"). Rules read loose words ("叫什么名字" is a sign's words; "when" a story's
+date); the reader reads the whole question, and on people's document questions it is right
+more often (`benchmarks/results/question_reader_cpu.json`). The
 weights are a plain `.npz` (no pickle) holding W, b, the temperature, the class names, the
 threshold and the name of the embedder whose vectors they were trained on; vectors of another
 embedder mean nothing to them, so loading them for one is refused.
@@ -128,15 +132,23 @@ def take_guess(
     code: str | None = None,
     label: str | None = None,
 ) -> dict:
-    """`found` (a reader's unsure reading) retyped as the learned kind, when there is a guess of
-    a text or count kind; the fields the rules read anyway (a key word, a code word, a counted
-    label) go with it. A scene or object guess turns a defaulted fact into a look at the picture;
-    it leaves a defaulted scene as it is."""
+    """`found` (the rules' reading) retyped as the learned kind, when there is a guess of a text
+    or count kind and the question's words did not name the kind; the fields the rules read
+    anyway (a key word, a code word, a counted label) go with it. A scene or object guess turns
+    only a defaulted fact into a look at the picture; it leaves a defaulted scene as it is."""
+    unsure = found.pop("unsure", False)
+    # what the question's own words name stays: a section's number, a title or heading, a key
+    # ("the order date": a field, though "when was it placed?" is also asked of a story)
+    named = found["target"] in ("title", "heading") or (
+        found["target"] == "key_value" and found.get("key") is not None
+    )
+    if not unsure and (named or found.get("section_number")):
+        return found
     kind = guess() if guess is not None else None
     if kind is None or kind == found["target"]:
         return found
     if kind in ("scene", "object"):
-        if found["target"] == "paragraph_fact":  # what a picture shows, not what a text tells
+        if unsure and found["target"] == "paragraph_fact":  # what a picture shows, not a text
             found.update(target=kind, answer_type="description", label=label, guessed=kind)
         return found
     # a key-value with no key word read has nothing to look up: "how much is the coffee on the
@@ -149,8 +161,8 @@ def take_guess(
     answer_type = found.get("answer_type", "text")
     if kind in ("title", "heading"):
         answer_type = "text"
-    elif kind == "table_cell":
-        answer_type = "cell"
+    elif kind == "table_cell":  # a figure of a kind asked for stays that kind ("what percentage")
+        answer_type = "cell" if answer_type in ("text", "description") else answer_type
     elif kind == "code_identifier":
         found["code_kind"], answer_type = code, "identifier"
     elif kind == "key_value":

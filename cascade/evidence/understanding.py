@@ -2,10 +2,10 @@
 
 The language decides the reader (`english`, `chinese`: exact rules from `lexicon`); an optional
 sentence-embedding zero-shot scorer (`IntentScorer`) adds intent scores for English wording the
-rules miss. Where the rules only default (nothing matched, or a fact only by its answer's type),
-the learned question reader (`reader_model`: a classifier over the relevance embedder's question
-vector, calibrated) retypes the target when it is sure; without the embedder the rules read
-alone. What a `Query` holds is documented in `query`.
+rules miss. The learned question reader (`reader_model`: a classifier over the relevance
+embedder's question vector, calibrated) retypes the target when it is sure, unless the question's
+own words name it (a section number, a title or heading, a key); without the embedder the rules
+read alone. What a `Query` holds is documented in `query`.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ def test_another_embedders_vectors_are_refused():
 @pytest.mark.parametrize(
     "question,target",
     [
-        ("Gate for flight CA981?", "table_cell"),  # no question word, no table word
+        ("Platform for the 8:15 to Leeds?", "table_cell"),  # no question word, no table word
         ("这次活动由谁主持？", "paragraph_fact"),  # who, as a text tells it
         ("李雷的英语分数？", "table_cell"),  # a score in a table never called one
     ],
@@ -49,6 +49,16 @@ def test_a_wording_no_rule_names_is_read_by_the_learned_reader(question, target)
     assert understand(question, learned=False).target == "scene"  # the rules only default
     query = understand(question)
     assert query.target == target and f"learned:{target}" in query.matched
+
+
+def test_a_sure_reader_retypes_a_reading_by_loose_words():
+    """ "叫什么名字" reads as a sign's words to the rules; asked of an event, it is the page's
+    title. What the question's own words name (a key, a title) stays the rules'."""
+    assert understand("这个活动叫什么名字？", learned=False).target == "sign"
+    query = understand("这个活动叫什么名字？")
+    assert query.target == "title" and "learned:title" in query.matched
+    assert understand("When was the order placed?").target == "key_value"
+    assert understand("What does the heading of the handout say?").target == "title"
 
 
 def test_the_reader_tells_seating_from_a_table():
