@@ -11,8 +11,8 @@ questions whose answer a text or a table states (`tests/fixtures/questions_varia
 written for this reader: "how many" alone does not say that the answer is counted in a
 picture), and the questions of the blind-written browser-page sets 1-5
 (`browser_pages/set*/items.json`: document questions as people phrase them, their genre the
-kind), each with the blind set of its number. Features: the relevance embedder's query vector (multilingual-e5-small, 384-d),
-standardised.
+kind), each with the blind set of its number. Features: the relevance embedder's query vector
+(multilingual-e5-small, 384-d), standardised.
 
 Set 5 is never seen by the weights, the L2 strength, the temperature or the threshold: it is the
 reported fold. On sets 1-4: the L2 strength is chosen by leave-one-set-out accuracy; the
@@ -20,8 +20,8 @@ temperature is fitted on the leave-one-set-out logits (each set scored by a mode
 it or its variants; the 84 scene, object and "how many" questions are dealt round sets 1-4 and
 held out with them, so the threshold also answers for "not a text kind"); the threshold
 `understand` takes a guess at is the lowest calibrated probability at which the out-of-fold
-guesses are right `PRECISION` of the time. The shipped weights are trained on sets 1-4 and their
-variants.
+guesses are right `PRECISION` of the time. The shipped weights are trained on sets 1-4, their
+variants and their browser pages.
 """
 
 from __future__ import annotations
@@ -289,8 +289,8 @@ def main() -> None:
     _plot(out.with_suffix(".png"), rel)
     result = {
         "about": "learned question reader (target kind) over multilingual-e5-small query "
-        "vectors; weights trained on blind sets 1-4 + variants + browser-page sets 1-4, set 5 (blind "
-        "and browser pages) never seen",
+        "vectors; weights trained on blind sets 1-4 + variants + browser-page sets 1-4, "
+        "set 5 (blind and browser pages) never seen",
         "embedder": model.name,
         "classes": list(classes),
         "train_rows": int(np.isin(group, TRAIN_SETS).sum()),

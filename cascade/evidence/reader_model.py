@@ -3,7 +3,8 @@
 A multinomial logistic regression over the relevance embedder's query vector (multilingual-e5-
 small, `relevance.default_relevance`), trained by `benchmarks/train_question_reader.py` on the
 blind-written questions of sets 1-4, their wording variants and the browser-page questions of
-sets 1-4 (set 5 of both is never seen: it is the reported fold). Its probabilities are calibrated by one temperature fitted on held-out sets.
+sets 1-4 (set 5 of both is never seen: it is the reported fold). Its probabilities are
+calibrated by one temperature fitted on held-out sets.
 
 `understand` takes its kind over the rules' reading when the calibrated probability reaches the
 shipped threshold (the lowest at which held-out guesses are right 95 % of the time), except
