@@ -74,8 +74,13 @@ def located_for(
     target = query.target
     if target == "title":
         titles: list[Located] = list(headings.document_title(lines, regions))
+        if query.second_kind == "heading":  # the reader reads a section's heading: leads too
+            meant = headings.heading_meant(
+                lines, regions, topic=query.question, relevance=relevance
+            )
+            titles += [replace(h, kind=headings.LEAD_HEADING) for h in meant]
         if titles:
-            return titles, "title candidates"
+            return titles, "title candidates" + (" and headings meant" if query.second_kind else "")
         return _tallest_lines(
             lines, regions
         ), "no heading structure (a page at an angle?): the tallest lines"
@@ -98,6 +103,18 @@ def located_for(
                 lines, regions, topic=query.question, relevance=relevance
             )
             sought = "section heading meant by the question"
+        if not heads and not query.section_number and "meant" not in sought:
+            # the topic or the neighbour read out of the question names no heading ("what
+            # happens if I hand it in after the due date": no section after 'due date'): the
+            # heading the whole question means, a lead
+            meant = headings.heading_meant(
+                lines, regions, topic=query.question, relevance=relevance
+            )
+            heads = [replace(h, kind=headings.LEAD_HEADING) for h in meant]
+            sought += ": not found, the heading the question means"
+        if query.second_kind == "title":  # the reader reads the page's title: a lead too
+            title = headings.document_title(lines, regions)[:1]
+            heads = [*heads, *(replace(t, kind=headings.LEAD_HEADING) for t in title)]
         if heads:
             return list(heads), sought
         # not found: every heading is a lead for the VLM, never a tool's answer (`answer_span`)

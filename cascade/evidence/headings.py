@@ -235,6 +235,7 @@ def document_title(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (
     numbered sections whose title did not score as a heading (its body text unread, say), the
     largest unnumbered line above the first section is the candidate. [] when no page has
     one."""
+    lines = list(lines)
     scored: list[Heading] = []
     for page in pages(lines, regions):
         heads = _page_heads(page)
@@ -261,26 +262,34 @@ def document_title(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (
             score -= 2.0 if _repeated(page, h) else 0.0
             scored.append(h.emit(page, "title", score))
     best = _best(scored, TITLE_MARGIN)
-    return best + _block_mate(scored, best)
+    return best + _block_mate(scored, best, lines)
 
 
-def _block_mate(scored: Sequence[Heading], best: Sequence[Heading]) -> list[Heading]:
+def _block_mate(
+    scored: Sequence[Heading], best: Sequence[Heading], lines: Sequence[OcrLine]
+) -> list[Heading]:
     """The likeliest other candidate of the best title's block, as a lead (`LEAD_HEADING`):
-    within 3 of its heights above or below it, aligned with it (centred alike or flush left)
-    and at least 0.6 of its line height; an office's letterhead over the document's own title,
-    a series name over an issue's, where the scores cannot tell which the question means (the
-    tool then abstains between them). A column's first heading under a masthead is not one."""
+    both centred on the page's text, within 3 of the title's heights above or below it and at
+    least 0.6 of its line height; an office's letterhead over the document's own title, a series
+    name over an issue's, where the scores cannot tell which the question means (the tool then
+    abstains between them). A section's heading flush left under a title is not one."""
     if not best:
         return []
     top = best[0]
     box, taken = union_box(top.boxes), {normalize(h.text) for h in best}
+    own = [
+        ln.box for ln in lines if (ln.media_index, ln.timestamp) == (top.media_index, top.timestamp)
+    ]
+    left, right = min(b.x0 for b in own), max(b.x1 for b in own)
+
+    def centred(b: Box) -> bool:
+        return abs((b.x0 + b.x1) - (left + right)) / 2 <= 0.1 * (right - left)
 
     def in_block(h: Heading) -> bool:
         b = union_box(h.boxes)
-        centred = abs((b.x0 + b.x1) - (box.x0 + box.x1)) / 2 <= 0.25 * max(b.width, box.width)
         return (
-            max(b.y0 - box.y1, box.y0 - b.y1) <= 3 * box.height
-            and (centred or abs(b.x0 - box.x0) <= top.boxes[0].height)
+            centred(b)
+            and max(b.y0 - box.y1, box.y0 - b.y1) <= 3 * box.height
             and h.boxes[0].height >= 0.6 * top.boxes[0].height
         )
 
@@ -289,6 +298,7 @@ def _block_mate(scored: Sequence[Heading], best: Sequence[Heading]) -> list[Head
         for h in scored
         if normalize(h.text) not in taken
         and (h.media_index, h.timestamp) == (top.media_index, top.timestamp)
+        and centred(box)
         and in_block(h)
     ]
     mate = max(near, key=lambda h: h.score, default=None)

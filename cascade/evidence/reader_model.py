@@ -144,6 +144,12 @@ def take_guess(
         found["target"] == "key_value" and found.get("key") is not None
     )
     if not unsure and (named or found.get("section_number")):
+        # "which heading ..." is read as a title by the words: the reader's other sure reading
+        # of the pair is kept for leads
+        if found["target"] in ("title", "heading") and guess is not None:
+            other = guess()
+            if other in ("title", "heading") and other != found["target"]:
+                found["second_kind"] = other
         return found
     kind = guess() if guess is not None else None
     if kind is None or kind == found["target"]:
