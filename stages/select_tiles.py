@@ -527,7 +527,12 @@ class SelectTiles(Stage):
             candidates.append((tile, held, 0.0))
         chosen, spent, sent = list[tuple[Image, float]](), 0, set[str]()
         ranked = sorted(
-            candidates, key=lambda c: (-(sum(a.weight for a in c[1]) + c[2]), c[0].box.area)
+            candidates,
+            key=lambda c: (
+                -max((a.weight for a in c[1]), default=0.0) - c[2],
+                -(sum(a.weight for a in c[1]) + c[2]),
+                c[0].box.area,
+            ),
         )
         # recall first: a question that singles out no text gets every text the budget allows
         share = p.relative_floor if singled else min(p.relative_floor, p.open_floor)

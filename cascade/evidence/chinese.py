@@ -147,7 +147,8 @@ def _zh_cell(q: str) -> tuple[str | None, str | None]:
 _ZH_DOCUMENT = r"(?:文档|文件|文章|页面|这页|这一页|手册|报告|资料|册子|小册|传单|说明书|指南|书)"
 
 
-_ZH_SIGN = r"牌|标志|标识|告示|横幅|标签|写着|写的|写了|文字|字"
+_ZH_SIGN_NAMED = r"牌|标志|标识|告示|横幅|标签"  # a thing that carries text, named
+_ZH_SIGN = _ZH_SIGN_NAMED + r"|写着|写的|写了|文字|字"
 # "哪一节 / 哪个部分 / 哪个标题": a section asked for, by what it treats rather than its number
 _ZH_WHICH_SECTION = r"哪(?:一个|一|个)?(?:小节|章节|节|章|部分|小标题|子标题|标题)"
 _ZH_TREATS = r"(?:讲述|讲|介绍|说明|提到|谈到|涉及到?|描述|列出|关于)了?"
@@ -221,7 +222,7 @@ def read_chinese(question: str, intent: Intent, guess: Guess | None = None) -> d
         r"表格|表[中里上，,]|(?:成绩单|积分榜|排行榜|名单|清单)[中里上]|第.行|第.列|[这那]一?[行列栏](?!大?(?:标题|题目|字|文字))",
         q,
     ) and not (noun and key is not None and not re.search(r"[行列栏]", q)):  # 表格 is also a form
-        found.update(target="table_cell", answer_type="cell")
+        found.update(target="table_cell", answer_type="cell", named=True)
     elif re.search(r"标题|题目|题名|书名|片名|刊名", q) or re.search(
         _ZH_DOCUMENT + r".{0,4}(?:叫什么|叫做什么|名字|名称|"
         r"是什么名)",
@@ -250,7 +251,7 @@ def read_chinese(question: str, intent: Intent, guess: Guess | None = None) -> d
         # a fact only by the answer's type: a default the learned reader retypes
         found.update(target="paragraph_fact", unsure=True)
     elif sign or "read" in intent.matched:
-        found["target"] = "sign"
+        found.update(target="sign", named=bool(re.search(_ZH_SIGN_NAMED, q)))
     elif "detail" in intent.matched:
         found.update(target="object", answer_type="description", label=zh_label_in(q))
     else:  # nothing matched: the default, which the learned reader may retype

@@ -436,10 +436,15 @@ def read_english(question: str, intent: Intent, guess: Guess | None = None) -> d
         r"the text|the letter|the memo|the email)\b",
         q_rest,
     )
-    sign = re.search(
+    # a thing that carries text, named ("the sign"): the rules' reading stays; words about
+    # text ("what is written") only suggest a sign, and the learned reader may retype them
+    sign_named = re.search(
         r"\b(sign|signs|signboard|signpost|nameplate|label|plate|poster|banner|board|"
-        r"placard|sticker|tag|written|writing|wording|lettering|inscription|says?|read|"
-        r"text|caption|logo)\b",
+        r"placard|sticker|tag)\b",
+        q_rest,
+    )
+    sign = sign_named or re.search(
+        r"\b(written|writing|wording|lettering|inscription|says?|read|text|caption|logo)\b",
         q_rest,
     )
     if (
@@ -527,7 +532,7 @@ def read_english(question: str, intent: Intent, guess: Guess | None = None) -> d
     elif code and (code_context or code in ("function", "method", "variable", "identifier")):
         found.update(target="code_identifier", code_kind=code, answer_type="identifier")
     elif table and not (title and not structure):  # "the title at the top of this timetable"
-        found.update(target="table_cell", answer_type="cell")
+        found.update(target="table_cell", answer_type="cell", named=bool(structure) or not bare)
     elif title:
         found["target"] = "title"
     elif (
@@ -557,7 +562,7 @@ def read_english(question: str, intent: Intent, guess: Guess | None = None) -> d
         # who / what: a default, which the learned reader may retype
         found.update(target="paragraph_fact", unsure=True)
     elif sign or "read" in intent.matched:
-        found["target"] = "sign"
+        found.update(target="sign", named=bool(sign_named))
         if answer_type == "id" and not re.search(r"\b(?:id|code|reference|ref)\b", q_rest):
             found["answer_type"] = "number"  # "which gate number?" on a sign asks for the number
     elif "detail" in intent.matched or label:

@@ -139,9 +139,12 @@ def take_guess(
     only a defaulted fact into a look at the picture; it leaves a defaulted scene as it is."""
     unsure = found.pop("unsure", False)
     # what the question's own words name stays: a section's number, a title or heading, a key
-    # ("the order date": a field, though "when was it placed?" is also asked of a story)
-    named = found["target"] in ("title", "heading") or (
-        found["target"] == "key_value" and found.get("key") is not None
+    # ("the order date": a field, though "when was it placed?" is also asked of a story), a
+    # sign ("the opening hours on the sign"), a table ("in the price list, ...")
+    named = (
+        found.pop("named", False)
+        or found["target"] in ("title", "heading")
+        or (found["target"] == "key_value" and found.get("key") is not None)
     )
     if not unsure and (named or found.get("section_number")):
         # "which heading ..." is read as a title by the words: the reader's other sure reading
