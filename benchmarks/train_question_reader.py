@@ -20,8 +20,9 @@ temperature is fitted on the leave-one-set-out logits (each set scored by a mode
 it or its variants; the 84 scene, object and "how many" questions are dealt round sets 1-4 and
 held out with them, so the threshold also answers for "not a text kind"); the threshold
 `understand` takes a guess at is the lowest calibrated probability at which the out-of-fold
-guesses are right `PRECISION` of the time. The shipped weights are trained on sets 1-4, their
-variants and their browser pages.
+guesses are right `PRECISION` of the time (`STRICT_PRECISION` for the strict threshold, where
+a guess would turn a question about the picture into one about a text). The shipped weights
+are trained on sets 1-4, their variants and their browser pages.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ TRAIN_SETS = (1, 2, 3, 4)
 UNSEEN_SET = 5
 L2_GRID = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
 PRECISION = 0.95  # how often a guess taken over the rules' default must be right (sets 1-4)
+STRICT_PRECISION = 0.99  # the same, where the guess would make a picture question a text one
 BINS = 10
 
 
@@ -112,19 +114,22 @@ def _reliability(p: np.ndarray, y: np.ndarray) -> dict:
     return {"ece": round(float(ece), 4), "bins": bins}
 
 
-def _threshold(p: np.ndarray, y: np.ndarray) -> tuple[float, dict[str, list[float]]]:
-    """The lowest confidence t at which guesses with confidence >= t are right PRECISION of the
-    time (on held-out questions), and the curve it was read off: {t: [precision, coverage]}."""
+def _threshold(
+    p: np.ndarray, y: np.ndarray, precision: float
+) -> tuple[float, dict[str, list[float]]]:
+    """The lowest confidence t at which guesses with confidence >= t are right `precision` of
+    the time (on held-out questions), and the curve it was read off: {t: [precision,
+    coverage]}."""
     conf, right = p.max(1), p.argmax(1) == y
     curve = {}
     for t in np.round(np.arange(0.30, 1.0, 0.05), 2):
         taken = conf >= t
         if taken.any():
-            precision, coverage = float(right[taken].mean()), float(taken.mean())
-            curve[f"{t:.2f}"] = [round(precision, 4), round(coverage, 4)]
+            share_right, coverage = float(right[taken].mean()), float(taken.mean())
+            curve[f"{t:.2f}"] = [round(share_right, 4), round(coverage, 4)]
     for t in np.round(np.arange(0.30, 0.99, 0.01), 2):
         taken = conf >= t
-        if taken.any() and right[taken].mean() >= PRECISION:
+        if taken.any() and right[taken].mean() >= precision:
             return float(t), curve
     return 0.99, curve
 
@@ -247,7 +252,8 @@ def main() -> None:
     l2 = max(L2_GRID, key=lambda v: (grid[v][0], v))  # ties: the stronger penalty
     oof = grid[l2][1]
     temperature = _fit_temperature(oof[scored], y[scored])
-    threshold, curve = _threshold(_softmax(oof[scored], temperature), y[scored])
+    threshold, curve = _threshold(_softmax(oof[scored], temperature), y[scored], PRECISION)
+    strict, _ = _threshold(_softmax(oof[scored], temperature), y[scored], STRICT_PRECISION)
     loso = {
         f"set{s}": round(
             float((oof[is_blind & (group == s)].argmax(1) == y[is_blind & (group == s)]).mean()),
@@ -263,7 +269,7 @@ def main() -> None:
     }
 
     final = train_on(TRAIN_SETS, l2)
-    reader = QuestionReader(final[0], final[1], temperature, classes, model.name, threshold)
+    reader = QuestionReader(final[0], final[1], temperature, classes, model.name, threshold, strict)
     Path(args.weights).parent.mkdir(parents=True, exist_ok=True)
     reader.save(args.weights)
 
@@ -300,6 +306,8 @@ def main() -> None:
         "temperature": round(temperature, 4),
         "threshold": threshold,
         "threshold_precision_target": PRECISION,
+        "strict_threshold": strict,
+        "strict_threshold_precision_target": STRICT_PRECISION,
         "loso_precision_coverage_by_threshold": curve,
         "unseen_set": UNSEEN_SET,
         "unseen_accuracy": round(float(right.mean()), 4),

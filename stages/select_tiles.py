@@ -45,9 +45,9 @@ from cascade.evidence.blocks import (
     salience,
     text_blocks,
 )
-from cascade.evidence.documents import located_for
+from cascade.evidence.documents import LEAD, located_for
 from cascade.evidence.keyvalue import PATTERNS, key_query, read_key_value
-from cascade.evidence.query import Query, has_cue
+from cascade.evidence.query import DOCUMENT_TARGETS, Query, has_cue
 from cascade.evidence.relevance import DEFAULT_MODEL, RelevanceModel, fused_scores, load_relevance
 from cascade.evidence.rows import row_units
 from cascade.evidence.size import text_fit
@@ -222,11 +222,14 @@ class SelectTiles(Stage):
         atoms = []
         self.ensure_setup()
         found, looked_for = (
-            located_for(query, lines, regions, self.relevance) if query.in_document else ([], "")
+            located_for(query, lines, regions, self.relevance)
+            if query.in_document or query.second_kind in DOCUMENT_TARGETS
+            else ([], "")
         )
         # recall first: every candidate the structure gives, the answer's box first, then its
         # context (row / column keys); among them the one meaning the question most goes first
-        # when they do not all fit (a tenth of the weight: all stay equally plausible)
+        # when they do not all fit (a tenth of the weight: all stay equally plausible); the
+        # question's second reading's are leads (under plausible beside the first's, as rows')
         for f, rel in zip(found, self._meant(query, found, images), strict=True):
             for k, box in enumerate(f.boxes):
                 atoms.append(
@@ -235,7 +238,8 @@ class SelectTiles(Stage):
                         p.text_weight
                         * (1 + 2 * p.cue_weight)
                         * (1.0 if k == 0 else 0.6)
-                        * (0.9 + 0.1 * rel),
+                        * (0.9 + 0.1 * rel)
+                        * (0.9 * p.plausible_share if f.kind == LEAD else 1.0),
                         f"{f.kind}:{norm_text(f.text)}:{k}",
                         f.media_index,
                         f.timestamp,

@@ -258,9 +258,8 @@ def read_chinese(question: str, intent: Intent, guess: Guess | None = None) -> d
         found.update(target="scene", answer_type="description", unsure=True)
     found.setdefault("answer_type", answer_type)
     take_guess(found, guess, key, noun, code, counted_label(q))
-    if found["target"] == "table_cell" or (
-        found["target"] == "paragraph_fact" and answer_type != "text"
-    ):
+    read_as = {found["target"], found.get("second_kind")}
+    if "table_cell" in read_as or ("paragraph_fact" in read_as and answer_type != "text"):
         row, col = _zh_cell(q)
         if row and col:
             found.update(row_key=row, column_key=col)

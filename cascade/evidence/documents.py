@@ -17,11 +17,13 @@ from cascade.artifacts import LayoutRegion, OcrLine
 
 from . import codeblocks, headings, paragraphs, spans, structure, tables
 from .blocks import norm_text
-from .query import Query, singular
+from .query import DOCUMENT_TARGETS, Query, singular
 from .relevance import RelevanceModel, default_relevance
 from .structure import Located
 
-__all__ = ["located_for", "answer_span", "SPAN_KINDS"]
+__all__ = ["located_for", "answer_span", "SPAN_KINDS", "LEAD"]
+
+LEAD = "lead"  # a Located's kind: found by the question's second reading, sent, never answered
 
 # Query answer types -> span kinds (`spans.KINDS`); a whole heading or title is `text`.
 SPAN_KINDS = {
@@ -66,21 +68,36 @@ def located_for(
 ) -> tuple[list[Located], str]:
     """(the regions that may hold the answer, best first; what was looked for). Empty when the
     target is not a document's, or nothing fits. Where the question's words name no heading or
-    column, `relevance` (default: `default_relevance()`) finds the one that means it."""
+    column, `relevance` (default: `default_relevance()`) finds the one that means it. Where the
+    question has a second reading (`Query.second_kind`: the rules and the learned reader differ),
+    its regions follow as leads (`LEAD`: sent, never a tool's answer)."""
     lines, regions = list(lines), list(regions)
     relevance = relevance or default_relevance()
     if not lines:
         return [], "no text"
+    found, what = _located(query, lines, regions, relevance)
+    other = query.second_kind
+    if other in DOCUMENT_TARGETS and other != query.target:
+        leads, why = _located(
+            replace(query, target=other, second_kind=None), lines, regions, relevance
+        )
+        seen = {(f.text, f.boxes) for f in found}  # found both ways: the first reading's
+        found += [replace(f, kind=LEAD) for f in leads if (f.text, f.boxes) not in seen]
+        what = "; ".join(filter(None, (what, f"read as {other}: {why}")))
+    return found, what
+
+
+def _located(
+    query: Query,
+    lines: list[OcrLine],
+    regions: list[LayoutRegion],
+    relevance: RelevanceModel | None,
+) -> tuple[list[Located], str]:
     target = query.target
     if target == "title":
         titles: list[Located] = list(headings.document_title(lines, regions))
-        if query.second_kind == "heading":  # the reader reads a section's heading: leads too
-            meant = headings.heading_meant(
-                lines, regions, topic=query.question, relevance=relevance
-            )
-            titles += [replace(h, kind=headings.LEAD_HEADING) for h in meant]
         if titles:
-            return titles, "title candidates" + (" and headings meant" if query.second_kind else "")
+            return titles, "title candidates"
         return _tallest_lines(
             lines, regions
         ), "no heading structure (a page at an angle?): the tallest lines"
@@ -112,9 +129,6 @@ def located_for(
             )
             heads = [replace(h, kind=headings.LEAD_HEADING) for h in meant]
             sought += ": not found, the heading the question means"
-        if query.second_kind == "title":  # the reader reads the page's title: a lead too
-            title = headings.document_title(lines, regions)[:1]
-            heads = [*heads, *(replace(t, kind=headings.LEAD_HEADING) for t in title)]
         if heads:
             return list(heads), sought
         # not found: every heading is a lead for the VLM, never a tool's answer (`answer_span`)
@@ -281,7 +295,9 @@ def answer_span(query: Query, found: Sequence[Located]) -> tuple[str | None, str
     """(the exact answer, why) from what `located_for` found; (None, why) to abstain."""
     if not found:
         return None, "the document structure holds nothing the question names"
-    texts = {norm_text(f.text): f for f in found}
+    texts: dict[str, Located] = {}
+    for f in found:  # a text found both ways is the first reading's
+        texts.setdefault(norm_text(f.text), f)
     if len(texts) > 1:
         return None, f"{len(texts)} different candidates: " + ", ".join(
             f"'{f.text}'" for f in list(texts.values())[:4]
@@ -293,6 +309,8 @@ def answer_span(query: Query, found: Sequence[Located]) -> tuple[str | None, str
         return None, f"'{best.text}' is read with spaces for underscores and written nowhere else"
     if best.kind == "any heading":
         return None, f"the section asked for was not found; '{best.text}' is only a lead"
+    if best.kind == LEAD:
+        return None, f"'{best.text}' is a lead: the question's other reading found it"
     if best.kind == headings.LEAD_HEADING:
         return None, f"'{best.text}' is a lead: it heads the text meant, or looks like a heading"
     if best.kind == "sentence" and best.score < 1.0:  # the tool needs every word of the question

@@ -571,13 +571,10 @@ def read_english(question: str, intent: Intent, guess: Guess | None = None) -> d
         found.update(target="scene", answer_type="description", unsure=True)
     found.setdefault("answer_type", answer_type)
     take_guess(found, guess, key, field_noun or noun, code, counted_label(q_rest))
-    if found["target"] in ("table_cell", "paragraph_fact", "sign", "key_value"):
+    read_as = {found["target"], found.get("second_kind")}
+    if read_as & {"table_cell", "paragraph_fact", "sign", "key_value"}:
         row, col = _en_cell(question)
-        if (
-            row
-            and col
-            and (found["target"] in ("table_cell", "paragraph_fact") or answer_type != "text")
-        ):
+        if row and col and (read_as & {"table_cell", "paragraph_fact"} or answer_type != "text"):
             found.update(row_key=row, column_key=col)
     if found["target"] in ("title", "heading") or found["target"] in ("object", "scene"):
         found["answer_type"] = {"title": "text", "heading": "text"}.get(
