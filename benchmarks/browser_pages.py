@@ -55,7 +55,7 @@ def main() -> None:
     ap.add_argument(
         "--set",
         default="set1",
-        choices=("set1", "set2", "set3", "set4", "set5"),
+        choices=("set1", "set2", "set3", "set4", "set5", "set6"),
         help="which page set",
     )
     ap.add_argument("--quick", action="store_true", help="one page per genre and language")
