@@ -20,6 +20,11 @@ not read the cascade's code, to check the document readers on media they were no
   lines meant alone and headings over the text meant, and run once on it: its first pass is
   `browser_pages_set5_first_pass_cpu.json`. Sets 3, 4 and 5 were tuned on after their first
   passes.
+- `set6`: 48 pages (6 genres x 4 + 4; recipe cards, datasheets, policy schedules, API references,
+  bus timetables, bills, report cards, boarding passes, Terraform / Python / Bash / package.json
+  files, 说明书 / 体检报告 / 租赁合同 / 成绩单 / 行程单 / 快递面单), written blind the same way
+  after the learned reader's retyping and the question's second reading, and run once on them:
+  its first pass is `browser_pages_set6_first_pass_cpu.json`.
 
 For every page, as `cascade bench` does: `doc_qa` (may a tool answer? is it the exact span?),
 `doc_qa[hint]` (is the gold readable, by real OCR, in the exact pixels sent, at the size sent?)

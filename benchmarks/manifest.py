@@ -124,6 +124,15 @@ MANIFEST: tuple[Bench, ...] = (
         headline=BROWSER_HEADLINE,
     ),
     Bench(
+        "browser_pages_set6_first_pass_cpu.json",
+        "browser_pages.py",
+        (),
+        None,
+        frozen="the sixth held-out set's first pass (`--set set6`), on the code after the "
+        "learned reader's retyping and the question's second reading: a record, not re-run",
+        headline=BROWSER_HEADLINE,
+    ),
+    Bench(
         "structure_readers_dev.json",
         "structure_readers.py",
         ("--split", "dev", "--out", "{dir}/structure_readers_dev.json"),

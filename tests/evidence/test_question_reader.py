@@ -59,6 +59,19 @@ def test_a_sure_reader_retypes_a_reading_by_loose_words():
     assert query.target == "title" and "learned:title" in query.matched
     assert understand("When was the order placed?").target == "key_value"
     assert understand("What does the heading of the handout say?").target == "title"
+    assert understand("What are the opening hours on the sign?").target == "sign"
+
+
+def test_a_defaulted_scene_is_retyped_only_past_the_strict_threshold():
+    """Nothing matched "Describe it.": a question about the picture by default. The reader's
+    guess (a title, at about 0.65) passes the threshold for retyping a rule's reading but not
+    the strict one for turning a picture question into a text search."""
+    from cascade.evidence.reader_model import default_reader, guess_target
+
+    reader, _ = default_reader()
+    kind, p = guess_target("Describe it.")
+    assert kind != "scene" and reader.threshold <= p < reader.strict_threshold
+    assert understand("Describe it.").target == "scene"
 
 
 def test_the_reader_tells_seating_from_a_table():

