@@ -184,7 +184,8 @@ def read_chinese(question: str, intent: Intent, guess: Guess | None = None) -> d
     time_order, q = _zh_time_order(question)
     found: dict = {}
     answer_type = next((t for t, rx in dlx.ZH_ANSWER_TYPES if re.search(rx, q)), "text")
-    key = next((k for k, rx in dlx.ZH_KEYS if re.search(rx, q)), None)
+    kept = re.sub(dlx.ZH_EXCLUDED, "", q)  # 不算税费的票价: the tax is no key
+    key = next((k for k, rx in dlx.ZH_KEYS if re.search(rx, kept)), None)
     noun = next((n for w, n in dlx.ZH_KEY_NOUNS.items() if w in q), None)
     if (
         key is None

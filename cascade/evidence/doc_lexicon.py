@@ -79,6 +79,13 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("date", r"\bdate\b"),
     ("number", r"\b(?:number|no\.?|#|id|reference|ref)\b|#"),
 )
+# What a question leaves out names no key: "the total before tax", "票价不算税费" ask for the
+# other figure. The left-out phrase runs to the end of its clause (in Chinese, to its 的); keys
+# are read without it.
+EXCLUDED = (
+    r"\b(?:not counting|not including|excluding|exclusive of|without|before|net of)\b[^,.;?]*"
+)
+ZH_EXCLUDED = r"(?:不算|不含|不包括|不计|除去|扣除|去掉|除了)[^，,。；;？?的]*"
 ZH_KEYS: tuple[tuple[str, str], ...] = (
     ("subtotal", r"小计"),
     ("tax", r"税额|税金|税"),

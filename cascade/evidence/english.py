@@ -406,7 +406,8 @@ def read_english(question: str, intent: Intent, guess: Guess | None = None) -> d
     number, name, q_rest = _en_section(q_target)
     answer_type = next((t for t, rx in dlx.ANSWER_TYPES if re.search(rx, q_rest)), "text")
     words = _words(q_rest)
-    key = next((k for k, rx in dlx.KEYS if re.search(rx, q_rest)), None)
+    kept = re.sub(dlx.EXCLUDED, " ", q_rest)  # "the total before tax": the tax is no key
+    key = next((k for k, rx in dlx.KEYS if re.search(rx, kept)), None)
     code = next((dlx.CODE_KINDS[w] for w in words if w in dlx.CODE_KINDS), None)
     code_context = re.search(
         r"\b(code|snippet|program|script|source|defin\w*|declar\w*|"
