@@ -229,18 +229,19 @@ class SelectTiles(Stage):
         # recall first: every candidate the structure gives, the answer's box first, then its
         # context (row / column keys); among them the one meaning the question most goes first
         # when they do not all fit (a tenth of the weight: all stay equally plausible); the
-        # question's second reading's weigh as a row's lead (`_row_atoms`)
+        # question's second reading's are leads, midway between the floor and plausible: sent
+        # while the budget allows, never raising it, after the rows the question's words hold
+        lead = (p.relative_floor + p.plausible_share) / 2
         for f, rel in zip(found, self._meant(query, found, images), strict=True):
-            lead = f.kind == LEAD
             for k, box in enumerate(f.boxes):
                 atoms.append(
                     Atom(
                         box,
                         p.text_weight
-                        * (1 + (1.2 if lead else 2) * p.cue_weight)
+                        * (1 + 2 * p.cue_weight)
                         * (1.0 if k == 0 else 0.6)
                         * (0.9 + 0.1 * rel)
-                        * (0.9 * p.plausible_share if lead else 1.0),
+                        * (lead if f.kind == LEAD else 1.0),
                         f"{f.kind}:{norm_text(f.text)}:{k}",
                         f.media_index,
                         f.timestamp,
