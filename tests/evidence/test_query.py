@@ -149,8 +149,8 @@ def test_target_kind_and_its_fields(question, target, fields):
     ],
 )
 def test_what_a_question_leaves_out_names_no_key(question, key):
-    """"before tax", "不算税费": the tax is what the asker does not want; answering with the tax
-    line was a wrong tool answer (a fare asked without its taxes)."""
+    """The tax in "before tax" and "不算税费" is what the asker does not want; answering with the
+    tax line was a wrong tool answer (a fare asked without its taxes)."""
     assert understand(question).key == key
 
 
