@@ -285,6 +285,9 @@ def _block_mate(
     def centred(b: Box) -> bool:
         return abs((b.x0 + b.x1) - (left + right)) / 2 <= 0.1 * (right - left)
 
+    if not centred(box):
+        return []
+
     def in_block(h: Heading) -> bool:
         b = union_box(h.boxes)
         return (
@@ -298,7 +301,6 @@ def _block_mate(
         for h in scored
         if normalize(h.text) not in taken
         and (h.media_index, h.timestamp) == (top.media_index, top.timestamp)
-        and centred(box)
         and in_block(h)
     ]
     mate = max(near, key=lambda h: h.score, default=None)

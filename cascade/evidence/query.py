@@ -118,15 +118,15 @@ class Query:
     row_key: str | None = None  # the entity a value belongs to (a table's row)
     column_key: str | None = None  # the attribute asked for (a table's column)
     key: str | None = None  # key-value key: total, subtotal, tax, date, number
-    # the other reading of a document question, where the rules and the learned reader differ
-    # (the rules' where the reader retyped it, the reader's where the words named the kind):
-    # its candidates are leads (`documents.located_for`), never a tool's answer
-    second_kind: str | None = None
     key_noun: str | None = None  # 'invoice' in "the invoice number"
     code_kind: str | None = None  # function, method, class, variable ...
     label: str | None = None  # the COCO label an object question names
     intent_scores: tuple[tuple[str, float], ...] = field(default=(), compare=False)
     matched: tuple[str, ...] = ()  # what the rules matched, for the route
+    # the other reading of a document question, where the rules and the learned reader differ
+    # (the rules' where the reader retyped it, the reader's where the words named the kind):
+    # its candidates are leads (`documents.located_for`), never a tool's answer
+    second_kind: Target | None = None
 
     @property
     def scores(self) -> dict[str, float]:

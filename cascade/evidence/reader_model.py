@@ -9,11 +9,12 @@ calibrated by one temperature fitted on held-out sets.
 `understand` takes its kind over the rules' reading when the calibrated probability reaches the
 shipped threshold (the lowest at which held-out guesses are right 95 % of the time), except
 where the question's own words name the kind: a section's number, a title or heading, a key
-("the order date"). Rules read loose words ("叫什么名字" is a sign's words; "when" a story's
+("the order date"), a sign, a table; a defaulted scene only past the strict threshold (99 %).
+Rules read loose words ("叫什么名字" is a sign's words; "when" a story's
 date); the reader reads the whole question, and on people's document questions it is right
 more often (`benchmarks/results/question_reader_cpu.json`). The
-weights are a plain `.npz` (no pickle) holding W, b, the temperature, the class names, the
-threshold and the name of the embedder whose vectors they were trained on; vectors of another
+weights are a plain `.npz` (no pickle) holding W, b, the temperature, the class names, both
+thresholds and the name of the embedder whose vectors they were trained on; vectors of another
 embedder mean nothing to them, so loading them for one is refused.
 """
 
