@@ -254,19 +254,16 @@ def main() -> None:
     temperature = _fit_temperature(oof[scored], y[scored])
     threshold, curve = _threshold(_softmax(oof[scored], temperature), y[scored], PRECISION)
     strict, _ = _threshold(_softmax(oof[scored], temperature), y[scored], STRICT_PRECISION)
-    loso = {
-        f"set{s}": round(
-            float((oof[is_blind & (group == s)].argmax(1) == y[is_blind & (group == s)]).mean()),
-            4,
-        )
-        for s in TRAIN_SETS
-    }
-    loso_pages = {
-        f"set{s}": round(
-            float((oof[is_page & (group == s)].argmax(1) == y[is_page & (group == s)]).mean()), 4
-        )
-        for s in TRAIN_SETS
-    }
+
+    def per_set(rows: np.ndarray) -> dict[str, float]:
+        """Out-of-fold accuracy of `rows` in each of sets 1-4."""
+        return {
+            f"set{s}": round(float((oof[m].argmax(1) == y[m]).mean()), 4)
+            for s in TRAIN_SETS
+            if (m := rows & (group == s)).any()
+        }
+
+    loso, loso_pages = per_set(is_blind), per_set(is_page)
 
     final = train_on(TRAIN_SETS, l2)
     reader = QuestionReader(final[0], final[1], temperature, classes, model.name, threshold, strict)

