@@ -37,8 +37,12 @@ def _en_section(q: str) -> tuple[str | None, str | None, str]:
     if m:
         num = m.group(1)
         return str(roman_int(num) or num), None, q[: m.start()] + q[m.end() :]
-    m = re.search(rf"\b({_ORDINAL}|\d+(?:st|nd|rd|th))\s+(?:sub)?{_SECTION_WORD}\b", q)
-    if m:
+    # "the second section"; "the heading of the third recipe section", but not "what does the
+    # first aid section say" (a word between names the section unless its heading is asked for)
+    m = re.search(
+        rf"\b({_ORDINAL}|\d+(?:st|nd|rd|th))\s+([a-z][\w-]*\s+)?(?:sub)?{_SECTION_WORD}\b", q
+    )
+    if m and (not m.group(2) or re.search(r"\b(?:heading|title|called|named)\b", q)):
         word = m.group(1)
         num = lx.ORDINALS.get(word) or int(re.sub(r"\D", "", word))
         return str(num), None, q[: m.start()] + q[m.end() :]
@@ -86,6 +90,9 @@ _TREATED = (
     r"covered|discussed|described|explained|mentioned|dealt\s+with|talked\s+about|treated|"
     r"addressed|found|listed|given"
 )
+
+
+_SUBJECT_PRONOUNS = frozenset({"i", "we", "you", "he", "she", "they"})
 
 
 def _clean_key(text: str) -> str:
@@ -254,7 +261,10 @@ def _en_cell(question: str) -> tuple[str | None, str | None]:
             row, column = (
                 (m.group(1), m.group(2)) if order == "row, column" else (m.group(2), m.group(1))
             )
-            return _clean_key(row), _clean_key(column)
+            row, column = _clean_key(row), _clean_key(column)
+            # "how much change did I get back?": the asker, never a row or a column
+            if not {(_words(k.lower()) or [""])[0] for k in (row, column)} & _SUBJECT_PRONOUNS:
+                return row, column
     return None, None
 
 

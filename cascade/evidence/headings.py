@@ -425,10 +425,28 @@ def section_heading(
         if wanted is None:
             under += _heads_above_topic(page, heads, topic)
     if wanted is not None:
-        return _best(named, margin=float("inf"))
+        return _best(named, margin=float("inf")) or _nth_heading(lines, regions, wanted)
     if not named and not under:
         return heading_meant(lines, regions, topic=topic, relevance=relevance)
     return _best(named or under, margin=0.0)
+
+
+def _nth_heading(
+    lines: list[OcrLine], regions: list[LayoutRegion], wanted: SectionNumber | None
+) -> list[Heading]:
+    """Section `n` of a document whose headings carry no numbers at all ('第五部分', 'the second
+    section'): its n-th heading under the title, in reading order, as a lead (`LEAD_HEADING`)."""
+    if wanted is None or len(wanted) != 1 or wanted[0] < 1:
+        return []
+    titles = {t.text for t in document_title(lines, regions)}
+    heads = [(page, h) for page in pages(lines, regions) for h in _page_heads(page)]
+    if any(h.number is not None for _, h in heads):
+        return []
+    heads = [(page, h) for page, h in heads if h.emit(page, "", 0).text not in titles]
+    if len(heads) < wanted[0]:
+        return []
+    page, h = heads[wanted[0] - 1]
+    return [h.emit(page, LEAD_HEADING, h.score)]
 
 
 def heading_meant(

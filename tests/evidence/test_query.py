@@ -57,6 +57,14 @@ CASES = [
         "table_cell",
         {"row_key": "快车12", "column_key": "出发时间"},
     ),
+    # the asker is never a row: "how much <column> did I get"
+    ("How much change did I get back?", "paragraph_fact", {"row_key": None, "column_key": None}),
+    (
+        "How many points did Arsenal get?",
+        "table_cell",
+        {"row_key": "Arsenal", "column_key": "points"},
+    ),
+    ("What's the heading of the second creature section?", "heading", {"section_number": "2"}),
     (
         "On which day will the east entrance be closed?",
         "paragraph_fact",

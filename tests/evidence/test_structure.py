@@ -261,6 +261,21 @@ def test_two_columns_keep_their_headings_and_paragraphs(newsletter):
     assert exact_span(road.text, "day").text == "Wednesday" and len(road.boxes) == 2
 
 
+def test_section_asked_by_its_place_among_unnumbered_headings(newsletter, english):
+    # 'the third section' of a page whose headings carry no numbers: its third heading under
+    # the title, in reading order (down the left column, then the right), as a lead only
+    lines, regions = newsletter
+    (third,) = headings.section_heading(lines, regions, number=3)
+    assert third.text == "Market reopens" and third.kind == headings.LEAD_HEADING
+    assert headings.section_heading(lines, regions, number=5) == []
+    # a page that numbers its sections never falls back to counting them
+    assert headings.section_heading(*english[1:], number=7) == []
+    q = understand("What's the heading of the third news section?")
+    assert (q.target, q.section_number) == ("heading", "3")
+    q = understand("What does the first aid section say about burns?")
+    assert q.section_number is None and q.section_name == "first aid"
+
+
 def test_a_chinese_receipt_is_a_table_under_its_shop_name():
     lines, regions = read(render_receipt())
     (table,) = tables.tables(lines, regions)
