@@ -99,6 +99,8 @@ def row_units(
                 parts += under
             elif lone and not (cued or typed):  # meant alone: with the lines next to it
                 near = _lines_beside(row, lines, height)
+                if kind is not None:  # and the figures of its two-line entry
+                    near += _value_row_beside(row, lines, height, kind)
                 row = dataclasses.replace(row, box=union_box([row.box, *near]))
                 parts += near
             parts.sort(key=lambda b: b.x0)
@@ -139,3 +141,26 @@ def _lines_beside(row: OcrLine, lines: Sequence[OcrLine], height: float) -> list
     if under:
         near.append(min(under, key=lambda ln: ln.box.y0).box)
     return near
+
+
+def _value_row_beside(
+    row: OcrLine, lines: Sequence[OcrLine], height: float, kind: str
+) -> list[Box]:
+    """The boxes of the nearest row right above or under a line (within a line height) that
+    holds a value of `kind`: a till that prints an item's number, count and prices on one line
+    and its name on the next ('2 02770034 01  2,00  14,99  29,98' over 'WC-Garnitur')."""
+    beside = [
+        ln
+        for ln in lines
+        if ln.media_index == row.media_index
+        and ln.timestamp == row.timestamp
+        and (
+            -0.3 * height <= row.box.y0 - ln.box.y1 <= height
+            or -0.3 * height <= ln.box.y0 - row.box.y1 <= height
+        )
+    ]
+    valued = [r for ln in beside if candidates((r := row_line(ln, lines)).text, kind)]
+    if not valued:
+        return []
+    nearest = min(valued, key=lambda r: abs(r.box.y0 + r.box.y1 - row.box.y0 - row.box.y1))
+    return [ln.box for ln in level_with(nearest.box, lines, row.media_index, row.timestamp)]

@@ -34,6 +34,9 @@ from cascade.evidence.spans import KINDS, candidates, exact_span
         ("Total ¥ 12.50", "amount", "¥ 12.50"),
         ("合计：12.50元", "amount", "12.50元"),
         ("TOTAL 1,234.56", "amount", "1,234.56"),
+        # a decimal comma, whole (a till across Europe): never '24' of 'EUR 24,98'
+        ("Rückgeld EUR 3,38", "amount", "EUR 3,38"),
+        ("SUMME 1.234,56", "amount", "1.234,56"),
         ("Growth was 12.5% this year", "percent", "12.5%"),
         # ids among other numbers
         ("Invoice No. INV-2024-0042", "id", "INV-2024-0042"),

@@ -212,3 +212,28 @@ def test_a_line_meant_alone_goes_with_the_line_under_it():
     )
     out = _select(query, lines, page=page)
     assert _sent(out, lines[3].box)  # 'idle_conn_ttl_s = 75'
+
+
+def test_an_item_printed_under_its_figures_is_sent_with_them():
+    """A till that prints each item's number, count and prices on one line and its name on the
+    next: the item the question names goes with the prices over it, not with the next item's."""
+    entries = [
+        ("1 23530028 03", "2,00", "14,99", "29,98 1", "Duschvorhang"),
+        ("2 02770034 01", "2,00", "12,49", "24,98 1", "WC-Garnitur"),
+        ("3 41120577 02", "1,00", "8,99", "8,99 1", "Handtuchhalter"),
+        ("4 55310012 04", "3,00", "2,49", "7,47 1", "Seifenschale"),
+        ("5 61870093 01", "1,00", "19,99", "19,99 1", "Badteppich"),
+    ]
+    lines = []
+    for k, (number, count, each, total, name) in enumerate(entries):
+        y = 850 + 96 * k
+        for text, x0, x1 in (
+            (number, 42, 280),
+            (count, 310, 394),
+            (each, 430, 528),
+            (total, 590, 730),
+        ):
+            lines.append(OcrLine(text, 0.99, Box(x0, y, x1, y + 46)))
+        lines.append(OcrLine(name, 0.99, Box(78, y + 46, 78 + 18 * len(name), y + 90)))
+    out = _select(understand("How much was the WC-Garnitur?"), lines)
+    assert _sent(out, lines[8].box) and _sent(out, lines[9].box)  # '24,98 1', 'WC-Garnitur'
