@@ -39,6 +39,7 @@ NOT_HEADINGS = ("table", "header", "footer", "equation", "reference")
 MIN_SCORE = 1.5  # least heading score (see `_heading_score`)
 MAX_WORDS = 16  # longer lines are body text (a Chinese word: two characters)
 TITLE_MARGIN = 1.0  # title candidates within this of the best one are all returned
+SAME_LEVEL = 0.8  # headings scoring this share of the best are counted as one level's sections
 LEAD_HEADING = "heading lead"  # a Heading's kind: sent to the VLM, never a tool's answer
 _SENTENCE_END = re.compile(r"[.!?;,。！？；，…]$")
 
@@ -443,6 +444,10 @@ def _nth_heading(
     if any(h.number is not None for _, h in heads):
         return []
     heads = [(page, h) for page, h in heads if h.emit(page, "", 0).text not in titles]
+    # sections are counted at one level: the headings scoring near the best (a short body line
+    # that only looks like a heading is not one of them)
+    best = max((h.score for _, h in heads), default=0.0)
+    heads = [(page, h) for page, h in heads if h.score >= SAME_LEVEL * best]
     if len(heads) < wanted[0]:
         return []
     page, h = heads[wanted[0] - 1]

@@ -10,10 +10,12 @@ calibrated by one temperature fitted on held-out sets.
 shipped threshold (the lowest at which held-out guesses are right 95 % of the time), except
 where the question's own words name the kind: a section's number, a title or heading, a key
 ("the order date"), a sign, a table; a defaulted scene only past the strict threshold (99 %).
+Below the threshold but past the lead threshold (90 %), a document kind the rules did not read
+is the question's second reading: its regions are sent as leads, never a tool's answer.
 Rules read loose words ("叫什么名字" is a sign's words; "when" a story's
 date); the reader reads the whole question, and on people's document questions it is right
 more often (`benchmarks/results/question_reader_cpu.json`). The
-weights are a plain `.npz` (no pickle) holding W, b, the temperature, the class names, both
+weights are a plain `.npz` (no pickle) holding W, b, the temperature, the class names, the three
 thresholds and the name of the embedder whose vectors they were trained on; vectors of another
 embedder mean nothing to them, so loading them for one is refused.
 """
@@ -57,6 +59,9 @@ class QuestionReader:
     # the same where the guess would turn a question the rules read as about the picture (a
     # defaulted scene: "Describe it.") into one about a text: held-out precision 99 %, not 95 %
     strict_threshold: float = 1.0
+    # the lower bar at which a document kind the rules did not read is looked for too, as leads
+    # only (held-out precision 90 %): a second reading costs tokens, never a wrong answer
+    lead_threshold: float = 1.0
 
     def probabilities(self, vectors: np.ndarray) -> np.ndarray:
         """Class probabilities, one row per vector (a single vector gives one row)."""
@@ -81,6 +86,7 @@ class QuestionReader:
             temperature=np.float64(self.temperature),
             threshold=np.float64(self.threshold),
             strict_threshold=np.float64(self.strict_threshold),
+            lead_threshold=np.float64(self.lead_threshold),
             classes=np.array(self.classes, dtype=np.str_),
             embedder=np.array(self.embedder, dtype=np.str_),
         )
@@ -98,6 +104,7 @@ def load_reader(path: str | Path = WEIGHTS, embedder: str | None = None) -> Ques
             embedder=str(z["embedder"]),
             threshold=float(z["threshold"]),
             strict_threshold=float(z["strict_threshold"]),
+            lead_threshold=float(z["lead_threshold"]),
         )
     if embedder is not None and embedder != reader.embedder:
         raise ValueError(
@@ -128,7 +135,8 @@ def guess_target(question: str) -> tuple[str, float] | None:
 
 
 # What a reader calls for the learned kind: the kind when past the threshold (`strict`: the
-# strict one), else None. Called lazily: a question only the rules read is never embedded.
+# strict one; `lead`: the lead one), else None. Called lazily: a question only the rules read
+# is never embedded.
 Guess = Callable[..., "str | None"]
 
 
@@ -158,6 +166,12 @@ def take_guess(
     # a defaulted scene is a question about the picture: only a very sure guess makes it a text
     strict = unsure and found["target"] == "scene"
     kind = guess(strict=strict) if guess is not None else None
+    if kind is None and guess is not None:
+        # not sure enough to retype: a document kind the reader leans to is looked for too
+        lead = guess(lead=True)
+        if lead in DOCUMENT_TARGETS and lead != found["target"]:
+            found["second_kind"] = lead
+        return found
     if kind is None or kind == found["target"]:
         return found
     if not unsure and (named or found.get("section_number")):
@@ -203,12 +217,13 @@ def threshold_guess(question: str) -> Guess:
     probability reaches the shipped threshold (`strict=True`: the strict one), else None (and
     None without a reader)."""
 
-    def guess(strict: bool = False) -> str | None:
+    def guess(strict: bool = False, lead: bool = False) -> str | None:
         loaded = default_reader()
         if loaded is None:
             return None
         reader, model = loaded
         kind, p = reader.predict(model.query(question))
-        return kind if p >= (reader.strict_threshold if strict else reader.threshold) else None
+        bar = reader.lead_threshold if lead else reader.threshold
+        return kind if p >= (reader.strict_threshold if strict else bar) else None
 
     return guess
