@@ -388,7 +388,7 @@ class SelectTiles(Stage):
             Atom(
                 u.row.box,
                 p.text_weight
-                * (1 + (2.5 if u.cued and u.typed else 1.2) * p.cue_weight)
+                * (1 + (2.5 if u.cued and u.typed else 1.5 if u.typed else 1.2) * p.cue_weight)
                 * (0.9 + 0.1 * u.relevance)  # the row meaning it most first, when not all fit
                 # a lead only by its rank: under plausible (sent while the budget allows, never
                 # raising it or shrinking the rest), over the floor

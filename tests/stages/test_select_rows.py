@@ -237,3 +237,21 @@ def test_an_item_printed_under_its_figures_is_sent_with_them():
         lines.append(OcrLine(name, 0.99, Box(78, y + 46, 78 + 18 * len(name), y + 90)))
     out = _select(understand("How much was the WC-Garnitur?"), lines)
     assert _sent(out, lines[8].box) and _sent(out, lines[9].box)  # '24,98 1', 'WC-Garnitur'
+
+
+def test_a_row_holding_the_date_asked_goes_before_the_shops_name():
+    """ "On what date did I shop at Roller?": the shop's name is printed, big, in the letterhead
+    and again in the footer; the date sits under a key the rules do not know (Datum). The row
+    holding a date answers; the rows holding only the question's word come after it, so it is
+    sent even when the budget takes one crop."""
+    page = Image(np.full((1000, 800, 3), 250, np.uint8), source="roller.png")
+    lines = [
+        OcrLine("ROLLER", 0.99, Box(60, 40, 700, 200)),
+        OcrLine("Senefelder Straße 2, 33100 Paderborn", 0.99, Box(180, 230, 600, 260)),
+        OcrLine("Datum: 26.09.2016 13:56", 0.99, Box(160, 400, 560, 440)),
+        OcrLine("Kasse: 05R PIB", 0.99, Box(240, 450, 480, 490)),
+        OcrLine("Besuchen Sie uns auch online: www.roller.de", 0.99, Box(90, 880, 700, 920)),
+    ]
+    question = understand("On what date did I shop at Roller?")
+    out = _select(question, lines, page, max_visual_tokens=32, budget_share=0)
+    assert _sent(out, lines[2].box), out.routes[-1].reason
