@@ -25,6 +25,9 @@ not read the cascade's code, to check the document readers on media they were no
   files, 说明书 / 体检报告 / 租赁合同 / 成绩单 / 行程单 / 快递面单), written blind the same way
   after the learned reader's retyping and the question's second reading, and run once on them:
   its first pass is `browser_pages_set6_first_pass_cpu.json`.
+- `set7`: 48 pages (6 genres x 4 + 4; document kinds not in sets 5 and 6), written blind the
+  same way after the reader was trained on real-media questions and second readings became
+  leads, and run once on them: its first pass is `browser_pages_set7_first_pass_cpu.json`.
 
 For every page, as `cascade bench` does: `doc_qa` (may a tool answer? is it the exact span?),
 `doc_qa[hint]` (is the gold readable, by real OCR, in the exact pixels sent, at the size sent?)
@@ -60,7 +63,7 @@ def main() -> None:
     ap.add_argument(
         "--set",
         default="set1",
-        choices=("set1", "set2", "set3", "set4", "set5", "set6"),
+        choices=("set1", "set2", "set3", "set4", "set5", "set6", "set7"),
         help="which page set",
     )
     ap.add_argument("--quick", action="store_true", help="one page per genre and language")
