@@ -133,6 +133,15 @@ MANIFEST: tuple[Bench, ...] = (
         headline=BROWSER_HEADLINE,
     ),
     Bench(
+        "browser_pages_set7_first_pass_cpu.json",
+        "browser_pages.py",
+        (),
+        None,
+        frozen="the seventh held-out set's first pass (`--set set7`), on the code after the "
+        "reader was trained on real-media questions and rows by their keys: a record, not re-run",
+        headline=BROWSER_HEADLINE,
+    ),
+    Bench(
         "structure_readers_dev.json",
         "structure_readers.py",
         ("--split", "dev", "--out", "{dir}/structure_readers_dev.json"),
