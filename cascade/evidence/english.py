@@ -42,7 +42,7 @@ def _en_section(q: str) -> tuple[str | None, str | None, str]:
     m = re.search(
         rf"\b({_ORDINAL}|\d+(?:st|nd|rd|th))\s+([a-z][\w-]*\s+)?(?:sub)?{_SECTION_WORD}\b", q
     )
-    if m and (not m.group(2) or re.search(r"\b(?:heading|title|called|named)\b", q)):
+    if m and (not m.group(2) or {"heading", "title", "called", "named"} & set(_words(q))):
         word = m.group(1)
         num = lx.ORDINALS.get(word) or int(re.sub(r"\D", "", word))
         return str(num), None, q[: m.start()] + q[m.end() :]

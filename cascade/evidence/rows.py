@@ -18,7 +18,6 @@ reader found the one place on a document, the TOP_K rows meaning the question mo
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -186,10 +185,18 @@ def _label(row: OcrLine, keys: list[OcrLine]) -> str | None:
     """A row's key, where it names one apart from its value: the text before its first colon
     ('期望送达' of '期望送达： 12:10'), else its leftmost line when others are level with it and
     it holds no figure (a form's label far left of its field); None for a lone text."""
-    head = re.match(r"\s*([^:：]+?)\s*[:：]", row.text)
-    if head and not re.search(r"\d", head.group(1)):
-        return head.group(1)
+    head = min(
+        (row.text.partition(colon)[0] for colon in (":", "：") if colon in row.text),
+        key=len,
+        default="",
+    ).strip()
+    if head and not _has_figure(head):
+        return head
     if len(keys) < 2:
         return None
     left = min(keys, key=lambda k: k.box.x0)
-    return None if re.search(r"\d", left.text) else left.text
+    return None if _has_figure(left.text) else left.text
+
+
+def _has_figure(text: str) -> bool:
+    return any(ch.isdigit() for ch in text)

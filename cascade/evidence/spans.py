@@ -219,15 +219,12 @@ def _times(text: str) -> Found:
 
 # -- amount, percent, number ----------------------------------------------------------------
 # a decimal comma (24,98; 1.234,56: receipts across Europe) first, then a decimal point
-_NUM = (
-    r"\d{1,3}(?:\.\d{3})+,\d{2}|\d+,\d{2}(?!\d)|"
-    r"\d{1,3}(?:[,\s]\d{3})+(?:\.\d{1,2})?|\d+(?:\.\d{1,2})?"
-)
+_COMMA_DECIMAL = r"\d{1,3}(?:\.\d{3})+,\d{2}|\d+,\d{2}(?!\d)"
+_NUM = rf"{_COMMA_DECIMAL}|\d{{1,3}}(?:[,\s]\d{{3}})+(?:\.\d{{1,2}})?|\d+(?:\.\d{{1,2}})?"
 _AMOUNT = re.compile(
     rf"(?:{_CURRENCY})\s?-?(?:{_NUM})(?![\d.,]?\d)|(?<![\w.])-?(?:{_NUM})\s?"
     rf"(?:元|块|圆|美元|欧元|英镑|日元|(?:{_CURRENCY})|dollars?|euros?|pounds?)"
-    rf"|(?<![\w.,])(?:\d{{1,3}}(?:,\d{{3}})*\.\d{{2}}|\d{{1,3}}(?:\.\d{{3}})*,\d{{2}})"
-    r"(?![\d.,]?\d)",
+    rf"|(?<![\w.,])(?:\d{{1,3}}(?:,\d{{3}})*\.\d{{2}}|{_COMMA_DECIMAL})(?![\d.,]?\d)",
     re.I,
 )
 _PERCENT = re.compile(rf"(?<![\w.])\d+(?:\.\d+)?\s?[%％]|百分之[\d{_CN_NUM}.点]+")
@@ -237,7 +234,7 @@ _NUMBER_CN = re.compile(rf"[{_CN_NUM}]+(?=[{_CN_MEASURES}])")
 
 def _decimal(text: str) -> str:
     digits = re.sub(r"[^\d.,\-]", "", text.replace("−", "-"))
-    if re.search(r",\d{2}$", digits):  # a decimal comma: 1.234,56
+    if digits[-3:-2] == "," and digits[-2:].isdigit():  # a decimal comma: 1.234,56
         digits = digits.replace(".", "").replace(",", ".")
     digits = digits.replace(",", "")
     try:
