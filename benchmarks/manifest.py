@@ -381,6 +381,20 @@ MANIFEST: tuple[Bench, ...] = (
         ),
     ),
     Bench(
+        "real_media_test_cpu.json",
+        "real_media.py",
+        (),
+        None,
+        frozen="the real-media test split, reported once after the evidence work (`--split "
+        "test`, rows on 32a0d8a): a record, not re-run",
+        headline=(
+            "total/readable_questions",
+            "total/found_hint",
+            "total/tool_answers",
+            "total/tool_exact",
+        ),
+    ),
+    Bench(
         "route_cost_quick_cpu.json",
         "route_cost.py",
         ("--quick", "--out", "{dir}"),
