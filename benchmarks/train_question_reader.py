@@ -61,9 +61,10 @@ BINS = 10
 # value, an item's price a row of its table, a label on a product photo a sign.
 REAL_MEDIA_KIND = {
     **dict.fromkeys(
-        ("total", "subtotal", "tax", "change", "discount", "cashier", "id", "phone"), "key_value"
+        ("total", "subtotal", "tax", "change", "discount", "cashier", "id", "phone", "date")
+        + ("time", "field", "name"),
+        "key_value",
     ),
-    **dict.fromkeys(("date", "time", "field", "name"), "key_value"),
     **dict.fromkeys(("item_price", "item", "cell"), "table_cell"),
     **dict.fromkeys(("fact", "phrase", "line"), "paragraph_fact"),
     **dict.fromkeys(("sign", "label"), "sign"),

@@ -382,7 +382,8 @@ class SelectTiles(Stage):
         a fifth: over the text it extends, under what a document reader located (a row is
         plausible beside those only when they are none); a row holding both a word of the
         question and a value of the kind asked ('用车时间 2020年5月20日' for 用车时间是哪天) over
-        those too."""
+        those too, and a row holding only the kind of value asked over one holding only a word
+        of the question (the date row over the shop's name in the letterhead)."""
         p = self.params
         return [
             Atom(

@@ -153,7 +153,8 @@ def take_guess(
     anyway (a key word, a code word, a counted label) go with it, and the other of the two
     readings, where it is a document's kind, is `second_kind` (its candidates are leads). A
     scene or object guess turns only a defaulted fact into a look at the picture; it leaves a
-    defaulted scene as it is."""
+    defaulted scene as it is. Without a sure guess, a document kind past the lead threshold is
+    the `second_kind`."""
     unsure = found.pop("unsure", False)
     # what the question's own words name stays: a section's number, a title or heading, a key
     # ("the order date": a field, though "when was it placed?" is also asked of a story), a
@@ -214,8 +215,8 @@ def take_guess(
 
 def threshold_guess(question: str) -> Guess:
     """The `Guess` of the shipped reader for a question: its kind when the calibrated
-    probability reaches the shipped threshold (`strict=True`: the strict one), else None (and
-    None without a reader)."""
+    probability reaches the shipped threshold (`strict=True`: the strict one; `lead=True`: the
+    lead one), else None (and None without a reader)."""
 
     def guess(strict: bool = False, lead: bool = False) -> str | None:
         loaded = default_reader()

@@ -6,7 +6,9 @@ every text level with it (`structure.row_line`). A row is a place the answer may
 when its key line holds a word of the question, when its text means what the question asks most
 (by the sentence embedder), or when it holds a value of the kind the answer is (a date for "when
 was this bought") and the page has few such values or the row means the question. Other rows
-are not units: across a page of running text every line has others level with it.
+are not units: across a page of running text every line has others level with it. A row means
+the question as much as its whole text or its key alone (before its colon, or its leftmost line
+holding no figure): a short label's meaning drowns in a long row's.
 
 A line with nothing level with it is a unit only when it means the question most, and then with
 the lines right above and under it: what a description or a comment explains is printed next to
