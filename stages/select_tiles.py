@@ -595,6 +595,13 @@ class SelectTiles(Stage):
             why += note
             chosen, spent = [(crop, sum(a.weight for a in held) + bonus)], self._tokens(crop)
             sent = {a.key for a in held}
+        # crops kept legible may cost more than a small page itself (a 16-token table scan):
+        # the page whole, when it shows their text legibly, is cheaper and holds them all
+        held = [a for a in atoms if a.key in sent]
+        page = self._tokens(images[0]) if len(images) == 1 else None
+        if chosen and page is not None and spent >= page and not self._illegible(images[0], held):
+            why += f"; the crops would cost {spent} visual tokens, the page {page}: sent whole"
+            chosen, spent = [(images[0], sum(w for _, w in chosen))], page
         if chosen:
             kinds = sorted({k.split(":")[0] for k in sent})
             route = Route(

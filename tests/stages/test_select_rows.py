@@ -280,3 +280,19 @@ def test_a_row_means_the_question_as_much_as_its_key_alone():
     lines.append(OcrLine("SWIFTLINE Parcel & Freight  ROUTE MAN-07", 0.99, Box(60, 40, 900, 80)))
     out = _select(understand("What does this parcel actually weigh?"), lines, page)
     assert _sent(out, lines[9].box), out.routes[-1].reason  # '3.42 kg'
+
+
+def test_a_small_page_whose_crops_would_cost_more_goes_whole():
+    """A table scan of a few dozen tokens: crops that keep its small text legible would cost
+    more than the page itself, which shows that text legibly as it is: the page goes whole."""
+    page = Image(np.full((120, 280, 3), 250, np.uint8), source="table_scan.png")
+    rows = [("Delay", "Median", "IQR"), ("Patient", "62", "21-140"), ("Health", "70", "38-128")]
+    lines = [
+        OcrLine(text, 0.99, Box(x, 20 + 30 * k, x + 60, 34 + 30 * k))
+        for k, row in enumerate(rows)
+        for text, x in zip(row, (10, 110, 200), strict=True)
+    ]
+    out = _select(understand("What is the IQR of the health services delay?"), lines, page)
+    (whole,) = out.tiles
+    assert (whole.width, whole.height) == (280, 120), out.routes[-1].reason
+    assert out.visual_tokens <= 48 and "sent whole" in out.routes[-1].reason
