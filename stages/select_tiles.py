@@ -597,9 +597,9 @@ class SelectTiles(Stage):
             sent = {a.key for a in held}
         # crops kept legible may cost more than a small page itself (a 16-token table scan):
         # the page whole, when it shows their text legibly, is cheaper and holds them all
-        held = [a for a in atoms if a.key in sent]
-        page = self._tokens(images[0]) if len(images) == 1 else None
-        if chosen and page is not None and spent >= page and not self._illegible(images[0], held):
+        sent_units = [a for a in atoms if a.key in sent]
+        page = self._tokens(images[0]) if chosen and len(images) == 1 else None
+        if page is not None and spent >= page and not self._illegible(images[0], sent_units):
             why += f"; the crops would cost {spent} visual tokens, the page {page}: sent whole"
             chosen, spent = [(images[0], sum(w for _, w in chosen))], page
         if chosen:

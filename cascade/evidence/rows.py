@@ -29,6 +29,7 @@ from .documents import SPAN_KINDS
 from .query import Query, has_cue
 from .spans import candidates
 from .structure import level_with, row_line, union_box
+from .textmatch import digit_runs
 
 __all__ = ["RowUnit", "row_units"]
 
@@ -79,8 +80,9 @@ def row_units(
     if not rows:
         return []
     found = list(rows.values())
-    # a row means the question as much as its whole text or its key alone ('期望送达' of
-    # '期望送达： 12:10' for "顾客希望几点送到"): a short label's meaning drowns in a long row's
+    # a row means the question as much as its whole text or its key alone ('Weight' of 'Weight
+    # 3.42 kg  Service Next Day by Noon' for "what does this parcel actually weigh?"): a short
+    # label's meaning drowns in a long row's
     labels = [_label(row, keys) for row, keys, _ in found]
     scored = relevance(
         [row for row, _, _ in found]
@@ -140,18 +142,26 @@ def _lines_under(
     ]
 
 
+def _above_and_under(
+    row: OcrLine, lines: Sequence[OcrLine], height: float
+) -> tuple[list[OcrLine], list[OcrLine]]:
+    """The lines of a row's frame right above it and right under it (within a line height)."""
+    frame = [
+        ln for ln in lines if ln.media_index == row.media_index and ln.timestamp == row.timestamp
+    ]
+    above = [ln for ln in frame if -0.3 * height <= row.box.y0 - ln.box.y1 <= height]
+    under = [ln for ln in frame if -0.3 * height <= ln.box.y0 - row.box.y1 <= height]
+    return above, under
+
+
 def _lines_beside(row: OcrLine, lines: Sequence[OcrLine], height: float) -> list[Box]:
     """The boxes of the nearest line right above and right under a row (within a line height,
     overlapping it across)."""
-    column = [
-        ln
-        for ln in lines
-        if ln.media_index == row.media_index
-        and ln.timestamp == row.timestamp
-        and min(ln.box.x1, row.box.x1) > max(ln.box.x0, row.box.x0)
-    ]
-    above = [ln for ln in column if -0.3 * height <= row.box.y0 - ln.box.y1 <= height]
-    under = [ln for ln in column if -0.3 * height <= ln.box.y0 - row.box.y1 <= height]
+
+    def across(ln: OcrLine) -> bool:
+        return min(ln.box.x1, row.box.x1) > max(ln.box.x0, row.box.x0)
+
+    above, under = (list(filter(across, side)) for side in _above_and_under(row, lines, height))
     near = []
     if above:
         near.append(max(above, key=lambda ln: ln.box.y1).box)
@@ -166,17 +176,8 @@ def _value_row_beside(
     """The boxes of the nearest row right above or under a line (within a line height) that
     holds a value of `kind`: a till that prints an item's number, count and prices on one line
     and its name on the next ('2 02770034 01  2,00  14,99  29,98' over 'WC-Garnitur')."""
-    beside = [
-        ln
-        for ln in lines
-        if ln.media_index == row.media_index
-        and ln.timestamp == row.timestamp
-        and (
-            -0.3 * height <= row.box.y0 - ln.box.y1 <= height
-            or -0.3 * height <= ln.box.y0 - row.box.y1 <= height
-        )
-    ]
-    valued = [r for ln in beside if candidates((r := row_line(ln, lines)).text, kind)]
+    above, under = _above_and_under(row, lines, height)
+    valued = [r for ln in above + under if candidates((r := row_line(ln, lines)).text, kind)]
     if not valued:
         return []
     nearest = min(valued, key=lambda r: abs(r.box.y0 + r.box.y1 - row.box.y0 - row.box.y1))
@@ -185,20 +186,12 @@ def _value_row_beside(
 
 def _label(row: OcrLine, keys: list[OcrLine]) -> str | None:
     """A row's key, where it names one apart from its value: the text before its first colon
-    ('期望送达' of '期望送达： 12:10'), else its leftmost line when others are level with it and
-    it holds no figure (a form's label far left of its field); None for a lone text."""
-    head = min(
-        (row.text.partition(colon)[0] for colon in (":", "：") if colon in row.text),
-        key=len,
-        default="",
-    ).strip()
-    if head and not _has_figure(head):
-        return head
+    ('Weight' of 'Weight: 3.42 kg'), else its leftmost line when others are level with it and it
+    holds no figure (a form's label far left of its field); None for a lone text."""
+    head, colon, _ = row.text.replace("：", ":").partition(":")
+    if colon and head.strip() and not digit_runs(head):
+        return head.strip()
     if len(keys) < 2:
         return None
     left = min(keys, key=lambda k: k.box.x0)
-    return None if _has_figure(left.text) else left.text
-
-
-def _has_figure(text: str) -> bool:
-    return any(ch.isdigit() for ch in text)
+    return None if digit_runs(left.text) else left.text

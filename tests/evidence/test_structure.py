@@ -270,8 +270,9 @@ def test_section_asked_by_its_place_among_unnumbered_headings(newsletter, englis
     assert headings.section_heading(lines, regions, number=5) == []
     # a page that numbers its sections never falls back to counting them
     assert headings.section_heading(*english[1:], number=7) == []
-    q = understand("What's the heading of the third news section?")
-    assert (q.target, q.section_number) == ("heading", "3")
+    for question in ("What's the heading of the third news section?", "第三部分的标题是什么？"):
+        q = understand(question)
+        assert (q.target, q.section_number) == ("heading", "3"), question
     q = understand("What does the first aid section say about burns?")
     assert q.section_number is None and q.section_name == "first aid"
 
