@@ -21,9 +21,12 @@ from .query import DOCUMENT_TARGETS, Query, singular
 from .relevance import RelevanceModel, default_relevance
 from .structure import Located
 
-__all__ = ["located_for", "answer_span", "SPAN_KINDS", "LEAD"]
+__all__ = ["located_for", "answer_span", "SPAN_KINDS", "LEAD", "MEANT_CELL", "SENTENCE_MEANT"]
 
 LEAD = "lead"  # a Located's kind: found by the question's second reading, sent, never answered
+MIN_CUES = 3  # content words a question needs for a heading to be ranked by them too
+MEANT_CELL = "cell meant"  # a cell or row whose keys only mean the question's: never answered
+SENTENCE_MEANT = paragraphs.SENTENCE_MEANT  # a sentence that only means it: never answered
 
 # Query answer types -> span kinds (`spans.KINDS`); a whole heading or title is `text`.
 SPAN_KINDS = {
@@ -78,8 +81,10 @@ def located_for(
     found, what = _located(query, lines, regions, relevance)
     other = query.second_kind
     if other in DOCUMENT_TARGETS and other != query.target:
+        # what only means the question is looked for on the first reading: on a second one it
+        # would be a guess on a guess, and crowd out the first reading's evidence
         leads, why = _located(
-            replace(query, target=other, second_kind=None), lines, regions, relevance
+            replace(query, target=other, second_kind=None), lines, regions, relevance, False
         )
         seen = {(f.text, f.boxes) for f in found}  # found both ways: the first reading's
         found += [replace(f, kind=LEAD) for f in leads if (f.text, f.boxes) not in seen]
@@ -92,6 +97,7 @@ def _located(
     lines: list[OcrLine],
     regions: list[LayoutRegion],
     relevance: RelevanceModel | None,
+    by_meaning: bool = True,
 ) -> tuple[list[Located], str]:
     target = query.target
     if target == "title":
@@ -117,7 +123,7 @@ def _located(
             sought = f"heading of the section {order.relation} '{order.anchor}'"
         else:  # no topic picked out of the question: the heading that means the question
             heads = headings.heading_meant(
-                lines, regions, topic=query.question, relevance=relevance
+                lines, regions, topic=_wordings(query), relevance=relevance
             )
             sought = "section heading meant by the question"
         if not heads and not query.section_number and "meant" not in sought:
@@ -125,7 +131,7 @@ def _located(
             # happens if I hand it in after the due date": no section after 'due date'): the
             # heading the whole question means, a lead
             meant = headings.heading_meant(
-                lines, regions, topic=query.question, relevance=relevance
+                lines, regions, topic=_wordings(query), relevance=relevance
             )
             heads = [replace(h, kind=headings.LEAD_HEADING) for h in meant]
             sought += ": not found, the heading the question means"
@@ -160,6 +166,14 @@ def _located(
             ]
             found += cells
             what.append(f"cells of the row named x the column meant: {len(cells)}")
+        if not cells and target == "table_cell" and by_meaning:  # neither key in its words
+            meant_cells = [
+                replace(c, kind=MEANT_CELL)
+                for t in tables.tables(lines, regions)
+                for c in t.cells_meant(query.question, relevance)
+            ]
+            found += meant_cells
+            what.append(f"cells of the row and column meant: {len(meant_cells)}")
     if target == "paragraph_fact" and query.cues and not found:  # a cell fits: no sentence
         kinds = _answer_kinds(query)
         read = tables.tables(lines, regions)
@@ -173,10 +187,32 @@ def _located(
         sentences = list({(f.text, f.boxes): f for f in sentences}.values())  # a cell once
         found += sentences
         what.append(f"sentence holding '{_phrase(query)}'" + ("" if sentences else ": none"))
+        if by_meaning and relevance is not None and not any(f.score >= 1.0 for f in sentences):
+            # no sentence holds all the question's words: the ones meaning it most, as leads
+            seen = {(f.text, f.boxes) for f in found}
+            meant_sentences = [
+                f
+                for f in paragraphs.sentences_meant(
+                    lines, regions, question=query.question, relevance=relevance
+                )
+                if (f.text, f.boxes) not in seen
+            ]
+            found += meant_sentences
+            what.append(f"sentences meaning the question most: {len(meant_sentences)}")
     if target == "code_identifier":
         found += codeblocks.defined(lines, regions, query.code_kind)
         what.append(f"{query.code_kind or 'identifier'} definitions")
     return found, "; ".join(what)
+
+
+def _wordings(query: Query) -> tuple[str, ...]:
+    """The question, and its content words alone ('handbook off sick tell' for "which section of
+    the handbook tells me what to do if I'm off sick?"): a heading is ranked by both, since the
+    question's frame pulls its whole wording toward headings about the document itself. Words
+    alone only where there are MIN_CUES of them: two bare words say too little."""
+    if len(query.cues) < MIN_CUES:
+        return (query.question,)
+    return query.question, " ".join(query.cues)
 
 
 def _answer_kinds(query: Query) -> tuple[str, ...]:
@@ -307,6 +343,10 @@ def answer_span(query: Query, found: Sequence[Located]) -> tuple[str | None, str
         return None, f"no title structure; the tallest line '{best.text}' is only a lead"
     if best.kind == "unsure definition":
         return None, f"'{best.text}' is read with spaces for underscores and written nowhere else"
+    if best.kind == SENTENCE_MEANT:
+        return None, f"'{best.text}' is a lead: it only means what the question asks"
+    if best.kind == MEANT_CELL:
+        return None, f"'{best.text}' is a lead: its row and column keys only mean the question's"
     if best.kind == "any heading":
         return None, f"the section asked for was not found; '{best.text}' is only a lead"
     if best.kind == LEAD:

@@ -41,7 +41,8 @@ MAX_WORDS = 16  # longer lines are body text (a Chinese word: two characters)
 TITLE_MARGIN = 1.0  # title candidates within this of the best one are all returned
 SAME_LEVEL = 0.8  # headings scoring this share of the best are counted as one level's sections
 LEAD_HEADING = "heading lead"  # a Heading's kind: sent to the VLM, never a tool's answer
-_SENTENCE_END = re.compile(r"[.!?;,。！？；，…]$")
+# a line ending so is a sentence; a question mark ends FAQ headings and article titles too
+_SENTENCE_END = re.compile(r"[.!;,。！；，…]$")
 
 
 @dataclass(frozen=True)
@@ -432,6 +433,12 @@ def section_heading(
     return _best(named or under, margin=0.0)
 
 
+def _title_text(lines: list[OcrLine], regions: list[LayoutRegion]) -> set[str]:
+    """The likeliest title's text, which heads no section. Only the likeliest: on a page of
+    headings alike in size the others are its sections ('If You Are Unwell' in a handbook)."""
+    return {t.text for t in document_title(lines, regions)[:1]}
+
+
 def _nth_heading(
     lines: list[OcrLine], regions: list[LayoutRegion], wanted: SectionNumber | None
 ) -> list[Heading]:
@@ -439,7 +446,7 @@ def _nth_heading(
     section'): its n-th heading under the title, in reading order, as a lead (`LEAD_HEADING`)."""
     if wanted is None or len(wanted) != 1 or wanted[0] < 1:
         return []
-    titles = {t.text for t in document_title(lines, regions)}
+    titles = _title_text(lines, regions)
     heads = [(page, h) for page in pages(lines, regions) for h in _page_heads(page)]
     if any(h.number is not None for _, h in heads):
         return []
@@ -458,20 +465,20 @@ def heading_meant(
     lines: Iterable[OcrLine],
     regions: Iterable[LayoutRegion] = (),
     *,
-    topic: str,
+    topic: str | Sequence[str],
     relevance: RelevanceModel | None,
 ) -> list[Heading]:
-    """The section headings whose names mean `topic` (`relevance.best_by_meaning`: one is a
-    decision, several are leads); where no name does, the heading over the text that means it
-    most: a question paraphrases a section's text more often than its name ('a taxi to a client'
-    under 'Spending Company Money'). A short line over a paragraph is a heading here too (bold
-    headings at the body's size, with no gap over them), but only a lead (`LEAD_HEADING`), as is
-    a heading over the text meant. The title heads the whole page, never one section. [] without
-    a model."""
+    """The section headings whose names mean `topic`, one wording or several
+    (`relevance.best_by_meaning`: one is a decision, several are leads); where no name does, the
+    heading over the text that means it most: a question paraphrases a section's text more
+    often than its name ('a taxi to a client' under 'Spending Company Money'). A short line over
+    a paragraph is a heading here too (bold headings at the body's size, with no gap over them),
+    but only a lead (`LEAD_HEADING`), as is a heading over the text meant. The title heads the
+    whole page, never one section. [] without a model."""
     if relevance is None:
         return []
     lines, regions = list(lines), list(regions)
-    titles = {t.text for t in document_title(lines, regions)}
+    titles = _title_text(lines, regions)
     every, body = [], []
     for page in pages(lines, regions):
         heads = [h for h in _page_heads(page) if h.emit(page, "", 0).text not in titles]
@@ -517,7 +524,7 @@ def heading_beside(
     about `topic`, in reading order ("which section comes after Parking Rules?"); the title is
     no section. [] when the topic's section is not found or has no neighbour there."""
     lines, regions = list(lines), list(regions)
-    titles = {t.text for t in document_title(lines, regions)}
+    titles = _title_text(lines, regions)
     every = [h for h in headings(lines, regions) if h.text not in titles]
     step = 1 if relation == "after" else -1
     out = []

@@ -18,12 +18,15 @@ from cascade.artifacts import LayoutRegion, OcrLine
 
 from . import spans
 from .headings import heading_lines
+from .relevance import RelevanceModel
 from .structure import Located, Page, is_cjk, pages
 from .textmatch import phrase_score
 
 __all__ = ["Paragraph", "paragraphs", "split_sentences", "sentence_with"]
 
 MIN_PHRASE_SCORE = 0.5  # least share of the phrase's content words a sentence must hold
+MEANT_SENTENCES = 4  # sentences sent by meaning alone, where the words find no sure one
+SENTENCE_MEANT = "sentence meant"  # a Located's kind: a lead, never a tool's answer
 _ABBREVIATIONS = set(
     [
         "mr",
@@ -237,3 +240,35 @@ def sentence_with(
         typed_best = max(f.score for f in typed)
         top = [f for f in typed if f.score >= typed_best - 1e-9] + top
     return top
+
+
+def sentences_meant(
+    lines: Iterable[OcrLine],
+    regions: Iterable[LayoutRegion] = (),
+    *,
+    question: str,
+    relevance: RelevanceModel,
+    top: int = MEANT_SENTENCES,
+) -> list[Located]:
+    """The `top` sentences whose meaning is nearest the question's, nearest first, kind
+    SENTENCE_MEANT: leads for a fact asked in other words than the page's ('Who did the English
+    translation?' for 'a tribute to the translation by Imogen Farr')."""
+    found = [
+        (para, s, e) for para in paragraphs(lines, regions) for s, e in split_sentences(para.text)
+    ]
+    if not found:
+        return []
+    cos = relevance.passages([para.text[s:e] for para, s, e in found]) @ relevance.query(question)
+    nearest = sorted(range(len(found)), key=lambda i: -cos[i])[:top]
+    return [
+        Located(
+            para.text[s:e],
+            SENTENCE_MEANT,
+            tuple(ln.box for ln in para.lines_between(s, e)),
+            para.media_index,
+            para.timestamp,
+            float(cos[i]),
+        )
+        for i in nearest
+        for para, s, e in [found[i]]
+    ]

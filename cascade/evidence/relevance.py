@@ -196,7 +196,7 @@ def fused_scores(
 
 
 def best_by_meaning(
-    question: str,
+    question: str | Sequence[str],
     texts: Sequence[str],
     model: RelevanceModel | None,
     margin: float = 0.015,
@@ -205,10 +205,12 @@ def best_by_meaning(
     """The indices of `texts` that mean what `question` asks about, best first: every text within
     `margin` (cosine) of the best, when the best stands out from the page's typical text. One
     index is a decision; several are leads (a caller that must answer abstains, one that sends
-    crops sends them all). [] without a model or when nothing stands out."""
+    crops sends them all). [] without a model or when nothing stands out. Several wordings of
+    the question (the whole, its content words): a text's cosine is their mean."""
     if model is None or not texts:
         return []
-    cos = model.passages(texts, media) @ model.query(question)
+    wordings = [question] if isinstance(question, str) else list(question)
+    cos = model.passages(texts, media) @ np.mean([model.query(q) for q in wordings], axis=0)
     best = float(cos.max())
     if meaning(cos).max() < _NEAR / _SPAN:
         return []

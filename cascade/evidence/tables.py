@@ -27,14 +27,16 @@ from dataclasses import dataclass
 
 from cascade.artifacts import Box, LayoutRegion, OcrLine
 
+from . import spans
 from .relevance import RelevanceModel, best_by_meaning
 from .structure import Located, Page, pages, reading_order, union_box
 from .table_model import CELL, HEADER_CELL, grid
-from .textmatch import CONTAINED, key_match, named_in, same_word, words
+from .textmatch import CONTAINED, digit_runs, key_match, named_in, same_word, words
 
 __all__ = ["Table", "Cell", "tables", "table_cell", "cells_named_in", "with_cell_value"]
 
 MIN_KEY_MATCH = 0.6  # least key_match score of a row or column key
+MAX_MEANT = 3  # rows and columns sent when the question names them only by meaning
 _NUMERIC = re.compile(r"^[\s$€£¥￥%+\-–−.,:/()\d]*\d[\s$€£¥￥%+\-–−.,:/()\d]*[A-Za-z元%]{0,3}$")
 
 
@@ -115,7 +117,7 @@ class Table:
             texts = [
                 (c, self.column_name(c)) for c in range(self.n_columns) if c != self.key_column
             ]
-        scored = [(key_match(key, t), i) for i, t in texts]
+        scored = [(max(key_match(key, t), _same_day(key, t)), i) for i, t in texts]
         best = max((s for s, _ in scored), default=0.0)
         if best < MIN_KEY_MATCH:
             return []
@@ -176,7 +178,7 @@ class Table:
         Train 107 leave Mill Lane?': row 'Train 107' x column 'Mill Lane'), for questions whose
         keys were not picked out; the most specific keys win, several cells may remain."""
         rows = [
-            (named_in(self.text(r, self.key_column), question), r)
+            (_row_named(self.text(r, self.key_column), question), r)
             for r in range(self.n_rows)
             if not self.in_header(r) and not self.is_section(r)
         ]
@@ -211,7 +213,7 @@ class Table:
             return []
         rows = _most_named(
             [
-                (named_in(self.text(r, self.key_column), question), r)
+                (_row_named(self.text(r, self.key_column), question), r)
                 for r in range(self.n_rows)
                 if not self.in_header(r) and not self.is_section(r)
             ]
@@ -227,6 +229,40 @@ class Table:
             for i in picked
             if (cell := self._cell(r, values[i], 0.5)) is not None
         ]
+
+    def cells_meant(self, question: str, relevance: RelevanceModel | None) -> list[Located]:
+        """The cells of the rows whose names mean what the question names, in other words ('R&D'
+        for 'Research and development'; '主卫贴墙砖' for '墙砖铺贴 300×600' under '主卫') x the
+        columns whose headers mean what it asks, at most MAX_MEANT of each (the rows whole, where
+        no header means it): for questions that name neither key in the table's words. [] without
+        a model or a header row."""
+        if relevance is None or self.header_row is None:
+            return []
+        rows = [
+            r
+            for r in range(self.n_rows)
+            if not self.in_header(r) and not self.is_section(r) and self.text(r, self.key_column)
+        ]
+        values = [c for c in range(self.n_columns) if c != self.key_column and self.column_name(c)]
+        if not rows or not values:
+            return []
+        # a row by all that names it (its section, its texts): a key alone says too little
+        meant_rows = best_by_meaning(question, [self.row_context(r) for r in rows], relevance)
+        meant_columns = best_by_meaning(question, [self.column_name(c) for c in values], relevance)
+        if not meant_columns:  # no header means what is asked: the rows meant, whole
+            return [self._row(rows[i]) for i in meant_rows[:MAX_MEANT]]
+        return [
+            cell
+            for i in meant_rows[:MAX_MEANT]
+            for j in meant_columns[:MAX_MEANT]
+            if (cell := self._cell(rows[i], values[j], 0.3)) is not None
+        ]
+
+    def _row(self, row: int) -> Located:
+        cells = [c for c in range(self.n_columns) if self.grid[row][c]]
+        box = union_box(b for c in cells if (b := self.cell_box(row, c)) is not None)
+        text = " ".join(dict.fromkeys(self.text(row, c) for c in cells))
+        return Located(text, "row", (box,), self.media_index, self.timestamp, 0.3)  # one unit
 
     def _cell(self, row: int, column: int, score: float) -> Cell | None:
         box = self.cell_box(row, column)
@@ -245,6 +281,34 @@ class Table:
             self.text(row, self.key_column),
             self.column_name(column),
         )
+
+
+def _row_named(key: str, question: str) -> int:
+    """How many words of a row's key the question names (`named_in`); 1 for a date key the
+    question names in other words ('2026-12-03' for '12月3日')."""
+    return named_in(key, question) or int(_same_day(question, key) > 0)
+
+
+def _same_day(key: str, text: str) -> float:
+    """CONTAINED when `text` is one date (a row's key) and `key` names that day: the same month
+    and day, and the same year where both give one; else 0. Dates are matched by value, since
+    a question writes them its own way."""
+    days = [_ymd(s.value) for s in spans.candidates(text, "date")]
+    if len(days) != 1 or days[0] is None:
+        return 0.0
+    year, day = days[0]
+    named = [ymd for s in spans.candidates(key, "date") if (ymd := _ymd(s.value)) is not None]
+    same = any(d == day and (not y or not year or y == year) for y, d in named)
+    return CONTAINED if same else 0.0
+
+
+def _ymd(value: str) -> tuple[str, str] | None:
+    """(year or '', 'month-day') of a date span's value (`spans`); None for a month alone, or
+    a day whose order is unsure ('?3-12-26')."""
+    if value.startswith("?"):
+        return None
+    year, month, day = value.split("-")
+    return (year, f"{month}-{day}") if month and day else None
 
 
 def _context_fit(key: str, context: str) -> float:
@@ -359,21 +423,44 @@ def _numeric_share(texts: list[str]) -> float:
 
 
 def _header_row(table: Table) -> int | None:
-    top = [table.text(0, c) for c in range(table.n_columns)]
+    top, second = ([table.text(r, c) for c in range(table.n_columns)] for r in (0, 1))
     body = [table.text(r, c) for r in range(1, table.n_rows) for c in range(table.n_columns)]
     if sum(bool(t) for t in top) < 2:
         return None
+    # a band of labelled values over the column names (a fund's key figures: '近一年 +18.45%';
+    # a form's fields: '客户：周先生'): every cell holds a value, the row under it none
+    if (
+        table.n_rows > 2
+        and _values(top)
+        and sum(bool(t) for t in second) >= 2
+        and not any(_values([t]) for t in second if t)
+    ):
+        return 1
     top_share, body_share = _numeric_share(top), _numeric_share(body)
     return None if top_share >= body_share and top_share > 0 else 0
 
 
+def _values(texts: list[str]) -> bool:
+    """Every filled text holds a value: a figure, or a field after its label's colon."""
+    filled = [t for t in texts if t]
+    return bool(filled) and all(digit_runs(t) or ":" in t or "：" in t for t in filled)
+
+
 def _key_column(table: Table) -> int:
+    """The leftmost column of names: mostly filled, mostly not figures; a date names its row
+    (a time series: '2026-12-03' over its values)."""
     first = 0 if table.header_row is None else table.header_row + table.header_rows
     for c in range(table.n_columns):
         texts = [table.text(r, c) for r in range(first, table.n_rows)]
-        if _numeric_share(texts) < 0.5 and sum(bool(t) for t in texts) >= len(texts) / 2:
+        names = [t for t in texts if not _is_date(t)]
+        if _numeric_share(names) < 0.5 and sum(bool(t) for t in texts) >= len(texts) / 2:
             return c
     return 0
+
+
+def _is_date(text: str) -> bool:
+    found = spans.candidates(text, "date")
+    return len(found) == 1 and len(found[0].text) == len(text.strip())
 
 
 def _aligned_runs(page: Page) -> list[list[list[OcrLine]]]:
