@@ -46,7 +46,7 @@ from cascade.evidence.blocks import (
     salience,
     text_blocks,
 )
-from cascade.evidence.documents import LEAD, SENTENCE_MEANT, located_for
+from cascade.evidence.documents import LEAD, MEANT, SENTENCE_MEANT, located_for
 from cascade.evidence.keyvalue import PATTERNS, key_query, read_key_value
 from cascade.evidence.query import DOCUMENT_TARGETS, Query, has_cue
 from cascade.evidence.relevance import DEFAULT_MODEL, RelevanceModel, fused_scores, load_relevance
@@ -230,9 +230,9 @@ class SelectTiles(Stage):
         # recall first: every candidate the structure gives, the answer's box first, then its
         # context (row / column keys); among them the one meaning the question most goes first
         # when they do not all fit (a tenth of the weight: all stay equally plausible); the
-        # second reading's and the sentences only meaning it are leads, midway between the floor
-        # and plausible: sent while the budget allows, never raising it, after the rows the
-        # question's words hold
+        # second reading's and the cells only meaning it are leads, midway between the floor and
+        # plausible: sent while the budget allows, never raising it, after the rows the
+        # question's words hold; so are sentences only meaning it, but no unit makes room for them
         lead = (p.relative_floor + p.plausible_share) / 2
         for f, rel in zip(found, self._meant(query, found, images), strict=True):
             for k, box in enumerate(f.boxes):
@@ -243,12 +243,12 @@ class SelectTiles(Stage):
                         * (1 + 2 * p.cue_weight)
                         * (1.0 if k == 0 else 0.6)
                         * (0.9 + 0.1 * rel)
-                        * (lead if f.kind in (LEAD, SENTENCE_MEANT) else 1.0),
+                        * (lead if f.kind in (LEAD, *MEANT) else 1.0),
                         f"{f.kind}:{norm_text(f.text)}:{k}",
                         f.media_index,
                         f.timestamp,
                         box.height,
-                        candidate=True,
+                        candidate=f.kind != SENTENCE_MEANT,
                     )
                 )
         chosen = attributes.select(query, text_blocks(lines), images, detections)

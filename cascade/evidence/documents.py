@@ -21,12 +21,21 @@ from .query import DOCUMENT_TARGETS, Query, singular
 from .relevance import RelevanceModel, default_relevance
 from .structure import Located
 
-__all__ = ["located_for", "answer_span", "SPAN_KINDS", "LEAD", "MEANT_CELL", "SENTENCE_MEANT"]
+__all__ = [
+    "located_for",
+    "answer_span",
+    "SPAN_KINDS",
+    "LEAD",
+    "MEANT",
+    "MEANT_CELL",
+    "SENTENCE_MEANT",
+]
 
 LEAD = "lead"  # a Located's kind: found by the question's second reading, sent, never answered
 MIN_CUES = 3  # content words a question needs for a heading to be ranked by them too
 MEANT_CELL = "cell meant"  # a cell or row whose keys only mean the question's: never answered
 SENTENCE_MEANT = paragraphs.SENTENCE_MEANT  # a sentence that only means it: never answered
+MEANT = (SENTENCE_MEANT, MEANT_CELL)  # the kinds found by meaning alone
 
 # Query answer types -> span kinds (`spans.KINDS`); a whole heading or title is `text`.
 SPAN_KINDS = {
@@ -187,8 +196,8 @@ def _located(
         sentences = list({(f.text, f.boxes): f for f in sentences}.values())  # a cell once
         found += sentences
         what.append(f"sentence holding '{_phrase(query)}'" + ("" if sentences else ": none"))
-        if by_meaning and relevance is not None and not any(f.score >= 1.0 for f in sentences):
-            # no sentence holds all the question's words: the ones meaning it most, as leads
+        if by_meaning and relevance is not None and not sentences:
+            # no sentence holds the question's words: the ones meaning it most, as leads
             seen = {(f.text, f.boxes) for f in found}
             meant_sentences = [
                 f

@@ -433,12 +433,6 @@ def section_heading(
     return _best(named or under, margin=0.0)
 
 
-def _title_text(lines: list[OcrLine], regions: list[LayoutRegion]) -> set[str]:
-    """The likeliest title's text, which heads no section. Only the likeliest: on a page of
-    headings alike in size the others are its sections ('If You Are Unwell' in a handbook)."""
-    return {t.text for t in document_title(lines, regions)[:1]}
-
-
 def _nth_heading(
     lines: list[OcrLine], regions: list[LayoutRegion], wanted: SectionNumber | None
 ) -> list[Heading]:
@@ -446,7 +440,7 @@ def _nth_heading(
     section'): its n-th heading under the title, in reading order, as a lead (`LEAD_HEADING`)."""
     if wanted is None or len(wanted) != 1 or wanted[0] < 1:
         return []
-    titles = _title_text(lines, regions)
+    titles = {t.text for t in document_title(lines, regions)}
     heads = [(page, h) for page in pages(lines, regions) for h in _page_heads(page)]
     if any(h.number is not None for _, h in heads):
         return []
@@ -478,7 +472,9 @@ def heading_meant(
     if relevance is None:
         return []
     lines, regions = list(lines), list(regions)
-    titles = _title_text(lines, regions)
+    # the likeliest title only: on a page of headings alike in size the other candidates are
+    # its sections ('If You Are Unwell' in a handbook chapter), and they may be the one meant
+    titles = {t.text for t in document_title(lines, regions)[:1]}
     every, body = [], []
     for page in pages(lines, regions):
         heads = [h for h in _page_heads(page) if h.emit(page, "", 0).text not in titles]
@@ -524,7 +520,7 @@ def heading_beside(
     about `topic`, in reading order ("which section comes after Parking Rules?"); the title is
     no section. [] when the topic's section is not found or has no neighbour there."""
     lines, regions = list(lines), list(regions)
-    titles = _title_text(lines, regions)
+    titles = {t.text for t in document_title(lines, regions)}
     every = [h for h in headings(lines, regions) if h.text not in titles]
     step = 1 if relation == "after" else -1
     out = []
