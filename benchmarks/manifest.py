@@ -142,6 +142,15 @@ MANIFEST: tuple[Bench, ...] = (
         headline=BROWSER_HEADLINE,
     ),
     Bench(
+        "browser_pages_set8_first_pass_cpu.json",
+        "browser_pages.py",
+        (),
+        None,
+        frozen="the eighth held-out set's first pass (`--set set8`), on the code after cells, "
+        "sentences and headings were found by meaning: a record, not re-run",
+        headline=BROWSER_HEADLINE,
+    ),
+    Bench(
         "structure_readers_dev.json",
         "structure_readers.py",
         ("--split", "dev", "--out", "{dir}/structure_readers_dev.json"),
@@ -387,6 +396,20 @@ MANIFEST: tuple[Bench, ...] = (
         None,
         frozen="the real-media test split, reported once after the evidence work (`--split "
         "test`, rows on 32a0d8a): a record, not re-run",
+        headline=(
+            "total/readable_questions",
+            "total/found_hint",
+            "total/tool_answers",
+            "total/tool_exact",
+        ),
+    ),
+    Bench(
+        "real_media_test2_cpu.json",
+        "real_media.py",
+        (),
+        None,
+        frozen="the second real-media test split (new sources, written blind after the work), "
+        "reported once (`--split test2`): a record, not re-run",
         headline=(
             "total/readable_questions",
             "total/found_hint",
