@@ -213,10 +213,12 @@ def take_guess(
     return found
 
 
-def threshold_guess(question: str) -> Guess:
+def threshold_guess(question: str, on_document: bool = False) -> Guess:
     """The `Guess` of the shipped reader for a question: its kind when the calibrated
     probability reaches the shipped threshold (`strict=True`: the strict one; `lead=True`: the
-    lead one), else None (and None without a reader)."""
+    lead one), else None (and None without a reader). `on_document`: the media is a document
+    (a document pipeline), so a question the rules could only take for a look at the picture
+    (`strict`) is a document's question wherever the reader leans to one (the lead threshold)."""
 
     def guess(strict: bool = False, lead: bool = False) -> str | None:
         loaded = default_reader()
@@ -225,6 +227,9 @@ def threshold_guess(question: str) -> Guess:
         reader, model = loaded
         kind, p = reader.predict(model.query(question))
         bar = reader.lead_threshold if lead else reader.threshold
-        return kind if p >= (reader.strict_threshold if strict else bar) else None
+        if strict:
+            page = on_document and kind in DOCUMENT_TARGETS
+            bar = reader.lead_threshold if page else reader.strict_threshold
+        return kind if p >= bar else None
 
     return guess
