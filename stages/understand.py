@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from pydantic import Field
 
@@ -33,12 +32,6 @@ class Understand(Stage):
             "auto",
             description="sentence-transformers model for the zero-shot intent score; "
             "'auto' = the bundled all-MiniLM-L6-v2 when installed, null = rules only",
-        )
-        media: Literal["any", "document"] = Field(
-            "any",
-            description="what the question is asked of: 'document' (a page, a form, a "
-            "screenshot: a document pipeline) reads a question the rules would take for a look "
-            "at the picture as the document kind the learned reader leans to",
         )
         zero_shot_weight: float = Field(
             0.5,
@@ -71,5 +64,5 @@ class Understand(Stage):
     def run(self, question: str) -> Outputs:
         if not isinstance(question, str) or not question.strip():
             raise InputError("understand: question must be a non-empty string")
-        query = understand(question, self.scorer, on_document=self.params.media == "document")
+        query = understand(question, self.scorer)
         return self.Outputs(query, query.route())

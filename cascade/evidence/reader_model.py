@@ -213,12 +213,10 @@ def take_guess(
     return found
 
 
-def threshold_guess(question: str, on_document: bool = False) -> Guess:
+def threshold_guess(question: str) -> Guess:
     """The `Guess` of the shipped reader for a question: its kind when the calibrated
     probability reaches the shipped threshold (`strict=True`: the strict one; `lead=True`: the
-    lead one), else None (and None without a reader). `on_document`: the media is a document
-    (a document pipeline), so a question the rules could only take for a look at the picture
-    (`strict`) is a document's question wherever the reader leans to one (the lead threshold)."""
+    lead one), else None (and None without a reader)."""
 
     def guess(strict: bool = False, lead: bool = False) -> str | None:
         loaded = default_reader()
@@ -227,9 +225,6 @@ def threshold_guess(question: str, on_document: bool = False) -> Guess:
         reader, model = loaded
         kind, p = reader.predict(model.query(question))
         bar = reader.lead_threshold if lead else reader.threshold
-        if strict:
-            page = on_document and kind in DOCUMENT_TARGETS
-            bar = reader.lead_threshold if page else reader.strict_threshold
-        return kind if p >= bar else None
+        return kind if p >= (reader.strict_threshold if strict else bar) else None
 
     return guess

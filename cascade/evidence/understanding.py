@@ -22,20 +22,13 @@ from .reader_model import threshold_guess
 __all__ = ["understand"]
 
 
-def understand(
-    question: str,
-    scorer: IntentScorer | None = None,
-    learned: bool = True,
-    on_document: bool = False,
-) -> Query:
+def understand(question: str, scorer: IntentScorer | None = None, learned: bool = True) -> Query:
     """The `Query` for a question, English or Chinese (other languages: English rules on what
     they share, e.g. digits and Latin names). `scorer` adds zero-shot intent scores (English);
-    `learned=False` reads with the rules alone (the learned reader's retyping off);
-    `on_document`: asked of a document page, where a question the rules default to a look at
-    the picture is the document kind the reader leans to (`threshold_guess`)."""
+    `learned=False` reads with the rules alone (the learned reader's retyping off)."""
     text = unicodedata.normalize("NFKC", question).strip()
     lang = language_of(text)
-    guess = threshold_guess(text, on_document) if learned else None
+    guess = threshold_guess(text) if learned else None
     if lang == "zh":
         reading = lx.zh_without_few(text)
         intent = rule_intent(reading)

@@ -117,14 +117,3 @@ def test_the_unseen_set_is_read_as_well_as_reported():
     reported = json.loads(RESULTS.read_text(encoding="utf-8"))
     assert reported["unseen_total"] == len(unseen) == 144
     assert right >= max(FLOOR, reported["unseen_right"]), (right, reported["unseen_right"])
-
-
-def test_on_a_document_a_defaulted_scene_is_the_document_kind_the_reader_leans_to():
-    """Asked of a page, "why are classes off on 16 October?" is a fact on it, though the rules
-    default it to a look at the picture; a question that names the picture stays one."""
-    question = "10月16日为什么停课？"
-    assert understand(question).target == "scene"
-    on_page = understand(question, on_document=True)
-    assert on_page.target == "paragraph_fact" and "learned:paragraph_fact" in on_page.matched
-    assert understand("What is in this picture?", on_document=True).target == "scene"
-    assert understand("这张图片里有什么？", on_document=True).target == "scene"
