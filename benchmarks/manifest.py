@@ -40,6 +40,12 @@ BROWSER_HEADLINE = (
     "summary/*/tool_answers",
     "summary/*/tool_exact",
 )
+REAL_MEDIA_HEADLINE = (
+    "total/readable_questions",
+    "total/found_hint",
+    "total/tool_answers",
+    "total/tool_exact",
+)
 DOCUMENT_GENRES = (
     "receipt",
     "heading",
@@ -396,12 +402,7 @@ MANIFEST: tuple[Bench, ...] = (
         None,
         frozen="the real-media test split, reported once after the evidence work (`--split "
         "test`, rows on 32a0d8a): a record, not re-run",
-        headline=(
-            "total/readable_questions",
-            "total/found_hint",
-            "total/tool_answers",
-            "total/tool_exact",
-        ),
+        headline=REAL_MEDIA_HEADLINE,
     ),
     Bench(
         "real_media_test2_cpu.json",
@@ -410,12 +411,7 @@ MANIFEST: tuple[Bench, ...] = (
         None,
         frozen="the second real-media test split (new sources, written blind after the work), "
         "reported once (`--split test2`): a record, not re-run",
-        headline=(
-            "total/readable_questions",
-            "total/found_hint",
-            "total/tool_answers",
-            "total/tool_exact",
-        ),
+        headline=REAL_MEDIA_HEADLINE,
     ),
     Bench(
         "route_cost_quick_cpu.json",
@@ -525,12 +521,7 @@ MANIFEST: tuple[Bench, ...] = (
         ("--split", "dev", "--out", "{dir}/real_media_dev_after_cpu.json"),
         ("--split", "dev", "--quick", "--out", "{dir}/real_media_dev_after_cpu.json"),
         minutes=30,
-        headline=(
-            "total/readable_questions",
-            "total/found_hint",
-            "total/tool_answers",
-            "total/tool_exact",
-        ),
+        headline=REAL_MEDIA_HEADLINE,
     ),
 )
 

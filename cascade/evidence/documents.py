@@ -161,31 +161,28 @@ def _located(
         what.append(
             f"cell {query.row_key!r} x {query.column_key!r}" + ("" if cells else ": no such cell")
         )
+    # the page's tables, read once for the steps below
+    read = tables.tables(lines, regions) if target in ("table_cell", "paragraph_fact") else []
     # keys the question did not name as such, or named in words no table holds (a key read
     # wrongly out of the question): the question's own words against the tables' keys
     if target in ("table_cell", "paragraph_fact") and not found:
-        cells = _cells_by_words(query, lines, regions)
+        cells = _cells_by_words(query, read)
         found += cells
         what.append(f"cells whose row and column keys hold the question's words: {len(cells)}")
         if not cells:  # the row named in words, the column by what its header means
-            cells = [
-                c
-                for t in tables.tables(lines, regions)
-                for c in t.cells_by_meaning(query.question, relevance)
-            ]
+            cells = [c for t in read for c in t.cells_by_meaning(query.question, relevance)]
             found += cells
             what.append(f"cells of the row named x the column meant: {len(cells)}")
         if not cells and target == "table_cell" and by_meaning:  # neither key in its words
             meant_cells = [
                 replace(c, kind=MEANT_CELL)
-                for t in tables.tables(lines, regions)
+                for t in read
                 for c in t.cells_meant(query.question, relevance)
             ]
             found += meant_cells
             what.append(f"cells of the row and column meant: {len(meant_cells)}")
     if target == "paragraph_fact" and query.cues and not found:  # a cell fits: no sentence
         kinds = _answer_kinds(query)
-        read = tables.tables(lines, regions)
         sentences = [
             _with_value(f, lines, kinds)
             if any(spans.candidates(f.text, k) for k in kinds)
@@ -310,9 +307,7 @@ def _word_runs(query: Query) -> list[str]:
     )
 
 
-def _cells_by_words(
-    query: Query, lines: list[OcrLine], regions: list[LayoutRegion]
-) -> list[tables.Cell]:
+def _cells_by_words(query: Query, read: Sequence[tables.Table]) -> list[tables.Cell]:
     """Cells whose row key and column key both hold words of the question, when the question
     does not name them as such ("When does Express 12 leave Leeds?"): the pairs of phrases that
     cover the most question words, every cell they fit (recall first)."""
@@ -321,7 +316,7 @@ def _cells_by_words(
         return []
     best: list[tables.Cell] = []
     best_cover = 0
-    for table in tables.tables(lines, regions):
+    for table in read:
         for row_key in runs:
             for column_key in runs:
                 if set(row_key.split()) & set(column_key.split()):
