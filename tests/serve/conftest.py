@@ -13,6 +13,8 @@ import base64
 import io
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -191,8 +193,6 @@ def cascade_serve(*flags: str, cwd: Path, ready_within: float = 600):
     """A real `cascade serve --tiny <flags>` process on a free port, started in `cwd` (the
     `child_dir` fixture), once /health says ready; yields the base URL. Its output is shown if
     it dies or never gets ready."""
-    import subprocess
-    import sys
 
     import httpx
 
@@ -232,21 +232,37 @@ def cascade_serve(*flags: str, cwd: Path, ready_within: float = 600):
 @pytest.fixture(scope="module")
 def cluster(child_dir):
     """A local Ray cluster and Serve for one test module (4 CPUs as scheduling units on any box:
-    every replica runs 1 torch thread); yields Serve's HTTP address."""
+    every replica runs 1 torch thread); yields Serve's HTTP address.
+
+    The head runs in its own `ray start --block` process and this one only connects: `ray.init`
+    would fork its GCS and raylet from pytest's process, whose many threads (torch, ONNX Runtime,
+    servers of earlier tests) can leave a lock held in the forked child before it execs; CI saw
+    that child hang for 300 s."""
     import ray
     from ray import serve
 
-    # Ray puts the driver's working directory on its workers' path: start it from `child_dir`,
+    gcs_port = free_port()
+    log = child_dir / f"ray_head_{gcs_port}.log"
+    head = subprocess.Popen(
+        [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block"]
+        + ["--port", str(gcs_port), "--num-cpus", "4", "--include-dashboard", "false"]
+        + ["--disable-usage-stats"],
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        cwd=child_dir,
+        # `ray start` would turn on token authentication, which `ray.init` (as this process
+        # imported it) does not speak; a local cluster that `ray.init` starts has none either.
+        env=child_env(child_dir, RAY_AUTH_MODE="disabled"),
+    )
+    # Ray puts the driver's working directory on its workers' path: connect from `child_dir`,
     # not the repository root (whose kernels/ would shadow the package transformers imports).
     here = os.getcwd()
     os.chdir(child_dir)
     try:
-        ray.init(
-            num_cpus=4,
-            include_dashboard=False,
-            log_to_driver=False,
-            runtime_env={"env_vars": {"PYTHONPATH": child_env(child_dir)["PYTHONPATH"]}},
-        )  # replicas import tests.* (and this tree's cascade)
+        _connect(ray, f"127.0.0.1:{gcs_port}", head, log, child_dir)
+    except BaseException:
+        _stop(head)
+        raise
     finally:
         os.chdir(here)
     port = free_port()
@@ -256,3 +272,34 @@ def cluster(child_dir):
     finally:
         serve.shutdown()
         ray.shutdown()
+        _stop(head)
+
+
+def _connect(ray, address: str, head, log: Path, child_dir: Path, within: float = 120) -> None:
+    """`ray.init` against the head at `address` once it answers; the head's output (`log`) is
+    shown if it dies or never answers."""
+    deadline = time.monotonic() + within
+    while True:
+        if head.poll() is not None:
+            raise RuntimeError(f"ray start exited: {log.read_text()[-3000:]}")
+        try:
+            ray.init(
+                address=address,
+                log_to_driver=False,
+                runtime_env={"env_vars": {"PYTHONPATH": child_env(child_dir)["PYTHONPATH"]}},
+            )  # replicas import tests.* (and this tree's cascade)
+            return
+        except ConnectionError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"ray start never answered: {log.read_text()[-3000:]}") from None
+            time.sleep(1)
+
+
+def _stop(head) -> None:
+    """End `ray start --block`: on SIGTERM it stops its GCS, raylet and workers."""
+    head.terminate()
+    try:
+        head.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        head.kill()
+        head.wait()
