@@ -31,6 +31,9 @@ not read the cascade's code, to check the document readers on media they were no
 - `set8`: 48 pages (6 genres x 4 + 4; document kinds not in set 7), written blind the same way
   after cells, sentences and headings were found by meaning where the words are not the page's,
   and run once on them: its first pass is `browser_pages_set8_first_pass_cpu.json`.
+- `set9`: 48 pages (6 genres x 4 + 4; document kinds not in set 8), written blind the same way
+  after traditional Chinese was matched as simplified and a page's crops went up to 8, and run
+  once on them: its first pass is `browser_pages_set9_first_pass_cpu.json`.
 
 For every page, as `cascade bench` does: `doc_qa` (may a tool answer? is it the exact span?),
 `doc_qa[hint]` (is the gold readable, by real OCR, in the exact pixels sent, at the size sent?)
@@ -66,7 +69,7 @@ def main() -> None:
     ap.add_argument(
         "--set",
         default="set1",
-        choices=("set1", "set2", "set3", "set4", "set5", "set6", "set7", "set8"),
+        choices=("set1", "set2", "set3", "set4", "set5", "set6", "set7", "set8", "set9"),
         help="which page set",
     )
     ap.add_argument("--quick", action="store_true", help="one page per genre and language")

@@ -20,6 +20,7 @@ from .blocks import norm_text
 from .query import DOCUMENT_TARGETS, Query, singular
 from .relevance import RelevanceModel, default_relevance
 from .structure import Located
+from .textmatch import same_word, words
 
 __all__ = [
     "located_for",
@@ -161,6 +162,7 @@ def _located(
         what.append(
             f"cell {query.row_key!r} x {query.column_key!r}" + ("" if cells else ": no such cell")
         )
+    named = bool(found)  # cells named in the question's words
     # the page's tables, read once for the steps below
     read = tables.tables(lines, regions) if target in ("table_cell", "paragraph_fact") else []
     # keys the question did not name as such, or named in words no table holds (a key read
@@ -169,6 +171,7 @@ def _located(
         cells = _cells_by_words(query, read)
         found += cells
         what.append(f"cells whose row and column keys hold the question's words: {len(cells)}")
+        named = bool(cells)
         if not cells:  # the row named in words, the column by what its header means
             cells = [c for t in read for c in t.cells_by_meaning(query.question, relevance)]
             found += cells
@@ -181,7 +184,9 @@ def _located(
             ]
             found += meant_cells
             what.append(f"cells of the row and column meant: {len(meant_cells)}")
-    if target == "paragraph_fact" and query.cues and not found:  # a cell fits: no sentence
+    # a cell named in the question's words fits: no sentence; one whose column is only meant
+    # leaves room for a sentence that holds the words ('停課' in a calendar's notes)
+    if target == "paragraph_fact" and query.cues and not (found and named):
         kinds = _answer_kinds(query)
         sentences = [
             _with_value(f, lines, kinds)
@@ -324,11 +329,25 @@ def _cells_by_words(query: Query, read: Sequence[tables.Table]) -> list[tables.C
                 cover = len(row_key.split()) + len(column_key.split())
                 if cover < best_cover:
                     continue
-                cells = table.cells_for(row_key, column_key)
+                cells = [
+                    c
+                    for c in table.cells_for(row_key, column_key)
+                    if _worded(c, f"{row_key} {column_key}")
+                ]
                 if cells:
                     best = cells if cover > best_cover else best + cells
                     best_cover = cover
     return list({cell.boxes: cell for cell in best}.values())  # one per cell, however named
+
+
+def _worded(cell: tables.Cell, keys: str) -> bool:
+    """Does a word of the question's `keys` name the cell? Numbers and lone characters alone
+    ('10', '16', '日' against a calendar's '10' x '16日: ...') are the question's date, not what
+    it asks about."""
+    held = words(f"{cell.row_key} {cell.column_key}")
+    return any(
+        len(w) > 1 and not w.isdigit() and any(same_word(w, h) for h in held) for w in words(keys)
+    )
 
 
 def answer_span(query: Query, found: Sequence[Located]) -> tuple[str | None, str]:

@@ -463,12 +463,12 @@ def heading_meant(
     relevance: RelevanceModel | None,
 ) -> list[Heading]:
     """The section headings whose names mean `topic`, one wording or several
-    (`relevance.best_by_meaning`: one is a decision, several are leads); where no name does, the
-    heading over the text that means it most: a question paraphrases a section's text more
-    often than its name ('a taxi to a client' under 'Spending Company Money'). A short line over
-    a paragraph is a heading here too (bold headings at the body's size, with no gap over them),
-    but only a lead (`LEAD_HEADING`), as is a heading over the text meant. The title heads the
-    whole page, never one section. [] without a model."""
+    (`relevance.best_by_meaning`: one is a decision, several are leads), then the heading over
+    the text that means it most: a question paraphrases a section's text more often than its
+    name ('a taxi to a client' under 'Spending Company Money'). A short line over a paragraph
+    is a heading here too (bold headings at the body's size, with no gap over them), but only a
+    lead (`LEAD_HEADING`), as is a heading over the text meant. The title heads the whole page,
+    never one section. [] without a model."""
     if relevance is None:
         return []
     lines, regions = list(lines), list(regions)
@@ -497,15 +497,16 @@ def heading_meant(
 
     picked = best_by_meaning(topic, [h.name or h.lines[0].text for _, h in every], relevance)
     named = _best([h.emit(page, kind(h), 0.5) for page, h in (every[i] for i in picked)], 0.0)
-    if named:
-        return named
     over_text = []
     for i in best_by_meaning(topic, [ln.text for _, _, ln in body], relevance)[:2]:
         page, heads, ln = body[i]
         head = _head_above(heads, ln)
         if head is not None:
             over_text.append(head.emit(page, LEAD_HEADING, 0.5))
-    return _best(over_text, 0.0)
+    # the heading over the text meant follows the one named, as a lead: a name can mean the
+    # question less than its text does ('一碗决定成败的料汁' over the sugar, vinegar and soy ratio)
+    names = {normalize(h.text) for h in named}
+    return named + [h for h in _best(over_text, 0.0) if normalize(h.text) not in names]
 
 
 def heading_beside(

@@ -4,6 +4,8 @@ Keys (a table's row or column name, a heading's topic) match fuzzily, because OC
 letter now and then, but **exactly about digits**: "Line 2" never matches "Line 21" or "Line 3",
 "2023" never matches "2024". Words match across scripts the same way: a Latin word is a run of
 letters/digits, Chinese (any CJK) text is compared by character bigrams, since it has no spaces.
+Traditional characters fold to simplified as capitals fold to lower case: a question asked in
+simplified Chinese names '停課' on a Taiwanese calendar ('停课').
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from __future__ import annotations
 import re
 import unicodedata
 from difflib import SequenceMatcher
+from functools import cache
 
 from .structure import is_cjk
 
 __all__ = [
+    "fold",
     "normalize",
     "words",
     "digit_runs",
@@ -126,10 +130,25 @@ _BRACKETED = re.compile(
 )  # a unit in brackets: 'Weight (kg)', '二等座（元）'
 
 
+@cache
+def _simplified() -> dict[int, str]:
+    """Traditional -> simplified, one character for one (OpenCC's t2s, character by character):
+    a fold that keeps every character where it was."""
+    import opencc
+
+    cjk = [chr(c) for c in (*range(0x3400, 0x4DC0), *range(0x4E00, 0xA000))]
+    out = opencc.OpenCC("t2s").convert("\n".join(cjk)).split("\n")
+    return {ord(t): s for t, s in zip(cjk, out, strict=True) if len(s) == 1 and s != t}
+
+
+def fold(text: str) -> str:
+    """NFKC (full-width forms become ASCII), case-folded, traditional Chinese as simplified."""
+    return unicodedata.normalize("NFKC", text).casefold().translate(_simplified())
+
+
 def normalize(text: str) -> str:
-    """NFKC (full-width forms become ASCII), case-folded, punctuation and spaces collapsed."""
-    text = unicodedata.normalize("NFKC", text).casefold()
-    return " ".join(_WORD.findall(text))
+    """`fold`ed, punctuation and spaces collapsed."""
+    return " ".join(_WORD.findall(fold(text)))
 
 
 def digit_runs(text: str) -> tuple[str, ...]:
@@ -140,7 +159,7 @@ def digit_runs(text: str) -> tuple[str, ...]:
 def words(text: str) -> list[str]:
     """Latin-like words (lower case) and CJK character bigrams (a lone CJK character alone)."""
     out: list[str] = []
-    for token in _WORD.findall(unicodedata.normalize("NFKC", text).casefold()):
+    for token in _WORD.findall(fold(text)):
         run = ""
         for ch in token + " ":
             if is_cjk(ch):

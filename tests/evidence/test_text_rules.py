@@ -5,6 +5,7 @@ page turned at an angle read level."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -78,6 +79,9 @@ def test_numbers_written_alone():
         ("February 2024", "February", 0),
         ("蓝线", "红线", 0),
         ("2月", "12月", 0),
+        ("停课", "本日停課一日", CONTAINED),  # a simplified question, a traditional page
+        ("行事历", "行事曆", EXACT),
+        ("课程", "課表", 0),
     ],
 )
 def test_keys_match_fuzzily_but_exactly_about_digits(key, text, fits):
@@ -269,6 +273,17 @@ def test_cells_a_question_names_without_keys_picked_out():
     assert {
         c.text for c in tables.cells_named_in(lines, question="When does the train leave Central?")
     } == set()  # no row named
+
+
+def test_a_date_in_the_question_names_no_cell_of_a_calendar():
+    """ "10月16日为什么停课?" holds a calendar's month row '10' and a note column headed '16日: ...':
+    numbers and lone characters are the question's date, not the row and column it asks about."""
+    from cascade.evidence.documents import _worded
+
+    cell = tables.Cell("29日：期中考試", "cell", (), row_key="10", column_key="16日：醫院週年慶")
+    assert not _worded(cell, "10 16 停课 日 月")
+    assert _worded(cell, "10 医院")  # a word of the question names the column (traditional)
+    assert _worded(replace(cell, row_key="Oct"), "oct 16")
 
 
 def test_title_over_numbered_sections_when_the_body_was_not_read():
