@@ -275,7 +275,7 @@ def run_ray(args, tiny: str, workdir: Path) -> dict:
     from cascade.serve.ray.options import APP_NAME, RayOptions, app_args
 
     os.chdir(workdir)  # Ray puts the driver's folder on its workers' path: not the repo root
-    ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=8, include_dashboard=False, log_to_driver=False)
     port, out = free_port(), {}
     url = f"http://127.0.0.1:{port}"
     try:

@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     yaml_path = Path(tempfile.mkdtemp(prefix="ray-bench-")) / "ray_bench.yaml"
     yaml_path.write_text(PIPELINE)
     load_before = os.getloadavg()
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
     port = free_port()
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})

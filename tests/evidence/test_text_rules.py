@@ -276,8 +276,9 @@ def test_cells_a_question_names_without_keys_picked_out():
 
 
 def test_a_date_in_the_question_names_no_cell_of_a_calendar():
-    """ "10月16日为什么停课?" holds a calendar's month row '10' and a note column headed '16日: ...':
-    numbers and lone characters are the question's date, not the row and column it asks about."""
+    """The question "10月16日为什么停课?" holds a calendar's month row '10' and a note column
+    headed '16日: ...': numbers and lone characters are its date, not the row and column it asks
+    about."""
     from cascade.evidence.documents import _worded
 
     cell = tables.Cell("29日：期中考試", "cell", (), row_key="10", column_key="16日：醫院週年慶")

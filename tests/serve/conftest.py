@@ -221,12 +221,7 @@ def cascade_serve(*flags: str, cwd: Path, ready_within: float = 600):
             time.sleep(0.2)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+        end(proc, within=30)
 
 
 @pytest.fixture(scope="module")
@@ -261,7 +256,7 @@ def cluster(child_dir):
     try:
         _connect(ray, f"127.0.0.1:{gcs_port}", head, log, child_dir)
     except BaseException:
-        _stop(head)
+        end(head, within=60)
         raise
     finally:
         os.chdir(here)
@@ -272,7 +267,7 @@ def cluster(child_dir):
     finally:
         serve.shutdown()
         ray.shutdown()
-        _stop(head)
+        end(head, within=60)
 
 
 def _connect(ray, address: str, head, log: Path, child_dir: Path, within: float = 120) -> None:
@@ -295,11 +290,12 @@ def _connect(ray, address: str, head, log: Path, child_dir: Path, within: float 
             time.sleep(1)
 
 
-def _stop(head) -> None:
-    """End `ray start --block`: on SIGTERM it stops its GCS, raylet and workers."""
-    head.terminate()
+def end(proc: subprocess.Popen, within: float) -> None:
+    """SIGTERM, then SIGKILL if `proc` has not ended `within` seconds (`ray start --block` stops
+    its GCS, raylet and workers on SIGTERM)."""
+    proc.terminate()
     try:
-        head.wait(timeout=60)
+        proc.communicate(timeout=within)
     except subprocess.TimeoutExpired:
-        head.kill()
-        head.wait()
+        proc.kill()
+        proc.communicate()

@@ -43,7 +43,8 @@ def serve_on_ray(args: argparse.Namespace, config: ServeConfig, options: RayOpti
     if args.address:
         ray.init(address=args.address)
     else:
-        ray.init(num_cpus=local_cluster_cpus(options), include_dashboard=False)
+        # "local": a cluster of its own, even where `ray start` left one to join on this machine
+        ray.init(address="local", num_cpus=local_cluster_cpus(options), include_dashboard=False)
     try:
         # Caught from here, not from serve.run's return: replicas answer before serve.run
         # returns, and a ^C then must still stop cleanly (after ray.init: it sets SIGTERM's).
