@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from cascade.artifacts import LayoutRegion, OcrLine
 
-from . import codeblocks, headings, paragraphs, spans, structure, tables
+from . import codeblocks, headings, margins, paragraphs, spans, structure, tables
 from .blocks import norm_text
 from .query import DOCUMENT_TARGETS, Query, singular
 from .relevance import RelevanceModel, default_relevance
@@ -28,6 +28,7 @@ __all__ = [
     "SPAN_KINDS",
     "LEAD",
     "MEANT",
+    "MARGIN",
     "MEANT_CELL",
     "SENTENCE_MEANT",
 ]
@@ -36,7 +37,8 @@ LEAD = "lead"  # a Located's kind: found by the question's second reading, sent,
 MIN_CUES = 3  # content words a question needs for a heading to be ranked by them too
 MEANT_CELL = "cell meant"  # a cell or row whose keys only mean the question's: never answered
 SENTENCE_MEANT = paragraphs.SENTENCE_MEANT  # a sentence that only means it: never answered
-MEANT = (SENTENCE_MEANT, MEANT_CELL)  # the kinds found by meaning alone
+MARGIN = margins.MARGIN  # a running header's or footer's lines the question means: never answered
+MEANT = (SENTENCE_MEANT, MEANT_CELL, MARGIN)  # the kinds found by meaning alone
 
 # Query answer types -> span kinds (`spans.KINDS`); a whole heading or title is `text`.
 SPAN_KINDS = {
@@ -99,6 +101,12 @@ def located_for(
         seen = {(f.text, f.boxes) for f in found}  # found both ways: the first reading's
         found += [replace(f, kind=LEAD) for f in leads if (f.text, f.boxes) not in seen]
         what = "; ".join(filter(None, (what, f"read as {other}: {why}")))
+    if relevance is not None:  # a page number or a journal's name, asked in no word it prints
+        seen = {(f.text, f.boxes) for f in found}
+        meant = margins.margins_meant(lines, regions, question=query.question, relevance=relevance)
+        found += [f for f in meant if (f.text, f.boxes) not in seen]
+        if meant:
+            what = "; ".join(filter(None, (what, f"page margins meant: {len(meant)}")))
     return found, what
 
 
@@ -368,6 +376,8 @@ def answer_span(query: Query, found: Sequence[Located]) -> tuple[str | None, str
         return None, f"'{best.text}' is read with spaces for underscores and written nowhere else"
     if best.kind == SENTENCE_MEANT:
         return None, f"'{best.text}' is a lead: it only means what the question asks"
+    if best.kind == MARGIN:
+        return None, f"'{best.text}' is a lead: a page margin the question means"
     if best.kind == MEANT_CELL:
         return None, f"'{best.text}' is a lead: its row and column keys only mean the question's"
     if best.kind == "any heading":

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from cascade.artifacts import Box, LayoutRegion, OcrLine
 
 from .numbering import SectionNumber, parse_number, split_numbering
-from .relevance import RelevanceModel, best_by_meaning
+from .relevance import RelevanceModel, best_by_meaning, cosines
 from .structure import Located, Page, overlap_fraction, pages, text_length, text_size, union_box
 from .textmatch import cjk_coverage, key_match, normalize, phrase_score
 
@@ -464,8 +464,9 @@ def heading_meant(
 ) -> list[Heading]:
     """The section headings whose names mean `topic`, one wording or several
     (`relevance.best_by_meaning`: one is a decision, several are leads), then the heading over
-    the text that means it most: a question paraphrases a section's text more often than its
-    name ('a taxi to a client' under 'Spending Company Money'). A short line over a paragraph
+    the text that means it most, where that text means it more than the name: a question
+    paraphrases a section's text more often than its name ('a taxi to a client' under
+    'Spending Company Money'). A short line over a paragraph
     is a heading here too (bold headings at the body's size, with no gap over them), but only a
     lead (`LEAD_HEADING`), as is a heading over the text meant. The title heads the whole page,
     never one section. [] without a model."""
@@ -495,18 +496,24 @@ def heading_meant(
     def kind(h: _Head) -> str:
         return "heading" if h.score >= MIN_SCORE else LEAD_HEADING
 
-    picked = best_by_meaning(topic, [h.name or h.lines[0].text for _, h in every], relevance)
+    names = [h.name or h.lines[0].text for _, h in every]
+    picked = best_by_meaning(topic, names, relevance)
     named = _best([h.emit(page, kind(h), 0.5) for page, h in (every[i] for i in picked)], 0.0)
+    texts = [ln.text for _, _, ln in body]
+    meant = best_by_meaning(topic, texts, relevance)[:2]
+    if named and meant:
+        # a name can mean the question less than another section's text does ('一碗决定成败的
+        # 料汁' over the sugar, vinegar and soy ratio): that text's heading follows as a lead
+        by_name = float(cosines(topic, [names[i] for i in picked[:1]], relevance).max())
+        meant = [i for i in meant if cosines(topic, [texts[i]], relevance)[0] > by_name]
     over_text = []
-    for i in best_by_meaning(topic, [ln.text for _, _, ln in body], relevance)[:2]:
+    for i in meant:
         page, heads, ln = body[i]
         head = _head_above(heads, ln)
         if head is not None:
             over_text.append(head.emit(page, LEAD_HEADING, 0.5))
-    # the heading over the text meant follows the one named, as a lead: a name can mean the
-    # question less than its text does ('一碗决定成败的料汁' over the sugar, vinegar and soy ratio)
-    names = {normalize(h.text) for h in named}
-    return named + [h for h in _best(over_text, 0.0) if normalize(h.text) not in names]
+    taken = {normalize(h.text) for h in named}
+    return named + [h for h in _best(over_text, 0.0) if normalize(h.text) not in taken]
 
 
 def heading_beside(

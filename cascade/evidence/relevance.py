@@ -38,6 +38,7 @@ __all__ = [
     "meaning",
     "fused_scores",
     "best_by_meaning",
+    "cosines",
     "DEFAULT_MODEL",
 ]
 
@@ -195,6 +196,14 @@ def fused_scores(
     return score
 
 
+def cosines(
+    question: str | Sequence[str], texts: Sequence[str], model: RelevanceModel, media: str = ""
+) -> np.ndarray:
+    """Each text's cosine with the question (with several wordings, with their mean vector)."""
+    wordings = [question] if isinstance(question, str) else list(question)
+    return model.passages(texts, media) @ np.mean([model.query(q) for q in wordings], axis=0)
+
+
 def best_by_meaning(
     question: str | Sequence[str],
     texts: Sequence[str],
@@ -209,8 +218,7 @@ def best_by_meaning(
     the question (the whole, its content words): a text's cosine is their mean."""
     if model is None or not texts:
         return []
-    wordings = [question] if isinstance(question, str) else list(question)
-    cos = model.passages(texts, media) @ np.mean([model.query(q) for q in wordings], axis=0)
+    cos = cosines(question, texts, model, media)
     best = float(cos.max())
     if meaning(cos).max() < _NEAR / _SPAN:
         return []

@@ -146,3 +146,43 @@ def test_a_heading_is_ranked_by_the_questions_content_words_too(model):
     query = understand("Which section of the handbook tells me what to do if I'm off sick?")
     found, why = located_for(query, lines, relevance=model)
     assert found and found[0].text == "If You Are Unwell", why
+
+
+def _journal_page() -> tuple[list[OcrLine], list]:
+    """A journal page: its running header (the journal's name, the page number) over two
+    paragraphs, as the layout model boxes them."""
+    from cascade.artifacts import LayoutRegion
+
+    lines = [
+        OcrLine("Journal of Applied Soil Research", 0.99, Box(80, 40, 420, 58)),
+        OcrLine("2763", 0.99, Box(1100, 40, 1150, 58)),
+        OcrLine(
+            "Nitrogen uptake rose by a third in plots mulched with straw.",
+            0.99,
+            Box(80, 120, 700, 140),
+        ),
+        OcrLine(
+            "Yields of the control plots did not change over the three seasons.",
+            0.99,
+            Box(80, 150, 720, 170),
+        ),
+    ]
+    regions = [
+        LayoutRegion("header", 0.9, Box(75, 36, 425, 62)),
+        LayoutRegion("header", 0.9, Box(1104, 42, 1146, 56)),  # tighter than OCR's box
+        LayoutRegion("text", 0.9, Box(75, 115, 725, 175)),
+    ]
+    return lines, regions
+
+
+def test_a_page_number_asked_in_no_word_of_the_page_is_sent_from_its_margin(model):
+    from cascade.evidence.documents import MARGIN
+
+    lines, regions = _journal_page()
+    query = understand("Which page of the journal is this?")
+    found, why = located_for(query, lines, regions, model)
+    assert "page margins meant: 2" in why and "2763" in [f.text for f in found]
+    assert answer_span(query, found)[0] is None  # leads, never an answer
+    # a question the page's own text means better leaves the margins alone
+    found, _ = located_for(understand("How much did nitrogen uptake rise?"), lines, regions, model)
+    assert MARGIN not in {f.kind for f in found}
