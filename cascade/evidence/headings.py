@@ -466,10 +466,10 @@ def heading_meant(
     (`relevance.best_by_meaning`: one is a decision, several are leads), then the heading over
     the text that means it most, where that text means it more than the name: a question
     paraphrases a section's text more often than its name ('a taxi to a client' under
-    'Spending Company Money'). A short line over a paragraph
-    is a heading here too (bold headings at the body's size, with no gap over them), but only a
-    lead (`LEAD_HEADING`), as is a heading over the text meant. The title heads the whole page,
-    never one section. [] without a model."""
+    'Spending Company Money'). A short line over a paragraph is a heading here too (bold
+    headings at the body's size, with no gap over them), but only a lead (`LEAD_HEADING`), as is
+    a heading over the text meant. The title heads the whole page, never one section. [] without
+    a model."""
     if relevance is None:
         return []
     lines, regions = list(lines), list(regions)
