@@ -238,17 +238,18 @@ def cluster(child_dir):
 
     gcs_port = free_port()
     log = child_dir / f"ray_head_{gcs_port}.log"
-    head = subprocess.Popen(
-        [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block"]
-        + ["--port", str(gcs_port), "--num-cpus", "4", "--include-dashboard", "false"]
-        + ["--disable-usage-stats"],
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-        cwd=child_dir,
-        # `ray start` would turn on token authentication, which `ray.init` (as this process
-        # imported it) does not speak; a local cluster that `ray.init` starts has none either.
-        env=child_env(child_dir, RAY_AUTH_MODE="disabled"),
-    )
+    with log.open("w") as out:  # the child keeps its own copy of the file
+        head = subprocess.Popen(
+            [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block"]
+            + ["--port", str(gcs_port), "--num-cpus", "4", "--include-dashboard", "false"]
+            + ["--disable-usage-stats"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=child_dir,
+            # `ray start` would turn on token authentication, which `ray.init` (as this process
+            # imported it) does not speak; a local cluster that `ray.init` starts has none either.
+            env=child_env(child_dir, RAY_AUTH_MODE="disabled"),
+        )
     # Ray puts the driver's working directory on its workers' path: connect from `child_dir`,
     # not the repository root (whose kernels/ would shadow the package transformers imports).
     here = os.getcwd()
