@@ -504,8 +504,9 @@ def heading_meant(
     if named and meant:
         # a name can mean the question less than another section's text does ('一碗决定成败的
         # 料汁' over the sugar, vinegar and soy ratio): that text's heading follows as a lead
-        by_name = float(cosines(topic, [names[i] for i in picked[:1]], relevance).max())
-        meant = [i for i in meant if cosines(topic, [texts[i]], relevance)[0] > by_name]
+        by_name = cosines(topic, [names[picked[0]]], relevance)[0]
+        by_text = cosines(topic, [texts[i] for i in meant], relevance)
+        meant = [i for i, cos in zip(meant, by_text, strict=True) if cos > by_name]
     over_text = []
     for i in meant:
         page, heads, ln = body[i]

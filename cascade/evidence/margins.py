@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from cascade.artifacts import LayoutRegion, OcrLine
 
-from .relevance import RelevanceModel
+from .relevance import RelevanceModel, cosines
 from .structure import Located, overlap_fraction
 
 __all__ = ["MARGIN", "MARGIN_ROLES", "margins_meant"]
@@ -41,9 +41,8 @@ def margins_meant(
     margins = [r for r in regions if r.label in MARGIN_ROLES]
     if not margins or not lines:
         return []
-    asked = relevance.query(question)
-    by_margin = float((relevance.passages(_MARGINS_HOLD) @ asked).max())
-    by_line = float((relevance.passages([ln.text for ln in lines]) @ asked).max())
+    by_margin = float(cosines(question, _MARGINS_HOLD, relevance).max())
+    by_line = float(cosines(question, [ln.text for ln in lines], relevance).max())
     if by_margin <= by_line:
         return []
     found = []

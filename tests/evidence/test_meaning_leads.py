@@ -183,6 +183,8 @@ def test_a_page_number_asked_in_no_word_of_the_page_is_sent_from_its_margin(mode
     found, why = located_for(query, lines, regions, model)
     assert "page margins meant: 2" in why and "2763" in [f.text for f in found]
     assert answer_span(query, found)[0] is None  # leads, never an answer
+    found, why = located_for(understand("这一页的页码是多少？"), lines, regions, model)
+    assert "page margins meant: 2" in why and "2763" in [f.text for f in found]
     # a question the page's own text means better leaves the margins alone
     found, _ = located_for(understand("How much did nitrogen uptake rise?"), lines, regions, model)
     assert MARGIN not in {f.kind for f in found}
