@@ -39,6 +39,9 @@ MEANT_CELL = "cell meant"  # a cell or row whose keys only mean the question's: 
 SENTENCE_MEANT = paragraphs.SENTENCE_MEANT  # a sentence that only means it: never answered
 MARGIN = margins.MARGIN  # a running header's or footer's lines the question means: never answered
 MEANT = (SENTENCE_MEANT, MEANT_CELL, MARGIN)  # the kinds found by meaning alone
+DATELINE = (
+    "dateline"  # a date alone on its line, for a question no sentence answers: never answered
+)
 
 # Query answer types -> span kinds (`spans.KINDS`); a whole heading or title is `text`.
 SPAN_KINDS = {
@@ -218,6 +221,8 @@ def _located(
             ]
             found += meant_sentences
             what.append(f"sentences meaning the question most: {len(meant_sentences)}")
+            if {"date", "weekday"} & set(kinds):  # no sentence tells when: the dateline may
+                found += _datelines(lines)
     if target == "code_identifier":
         found += codeblocks.defined(lines, regions, query.code_kind)
         what.append(f"{query.code_kind or 'identifier'} definitions")
@@ -241,6 +246,25 @@ def _answer_kinds(query: Query) -> tuple[str, ...]:
     if kind == "weekday":
         return ("weekday", "date")
     return () if kind in (None, "text", "cell") else (kind,)
+
+
+def _datelines(lines: Sequence[OcrLine], most: int = 2) -> list[Located]:
+    """The `most` topmost lines of each page that are a date and nothing else (a report's or a
+    letter's own date): what "when was it issued?" asks of a document whose text never says
+    so. Sent as candidates (a date is no text meaning can rank), never a tool's answer."""
+    out: list[Located] = []
+    for page in structure.pages(lines):
+        alone = [
+            ln
+            for ln in page.lines
+            if (date := spans.candidates(ln.text, "date"))
+            and len(date[0].text) >= 0.8 * len(ln.text.strip())
+        ]
+        out += [
+            Located(ln.text, DATELINE, page.source_boxes([ln]), ln.media_index, ln.timestamp)
+            for ln in alone[:most]
+        ]
+    return out
 
 
 def _with_value(found: Located, lines: Sequence[OcrLine], kinds: Sequence[str]) -> Located:
@@ -384,6 +408,8 @@ def answer_span(query: Query, found: Sequence[Located]) -> tuple[str | None, str
         return None, f"the section asked for was not found; '{best.text}' is only a lead"
     if best.kind == LEAD:
         return None, f"'{best.text}' is a lead: the question's other reading found it"
+    if best.kind == DATELINE:
+        return None, f"'{best.text}' is a lead: a date alone on its line, no sentence says when"
     if best.kind == headings.LEAD_HEADING:
         return None, f"'{best.text}' is a lead: it heads the text meant, or looks like a heading"
     if best.kind == "sentence" and best.score < 1.0:  # the tool needs every word of the question

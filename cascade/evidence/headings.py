@@ -239,7 +239,10 @@ def document_title(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (
     one."""
     lines = list(lines)
     scored: list[Heading] = []
+    sizes: dict[int, float] = {}  # id(Heading) -> its text size over the page's body text's
+    running: list[Heading] = []
     for page in pages(lines, regions):
+        running += _running_title(page)
         heads = _page_heads(page)
         heads += _title_over_sections(page, heads)
         if not heads:
@@ -263,8 +266,47 @@ def document_title(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (
             # letterhead and signature), not the document's title
             score -= 2.0 if _repeated(page, h) else 0.0
             scored.append(h.emit(page, "title", score))
+            sizes[id(scored[-1])] = h.size / page.body_size if page.body_size > 0 else 1.0
     best = _best(scored, TITLE_MARGIN)
-    return best + _block_mate(scored, best, lines)
+    leads = _block_mate(scored, best, lines) + _as_large(scored, best, sizes)
+    taken = {normalize(h.text) for h in best + leads}
+    return best + leads + [h for h in running if normalize(h.text) not in taken]
+
+
+def _as_large(
+    scored: Sequence[Heading], best: Sequence[Heading], sizes: dict[int, float]
+) -> list[Heading]:
+    """The largest other candidate set about as large as a display-size best title (twice the
+    body text or more; the other within 10 % of it), as a lead: a cover's or a poster's label
+    and its headline are set alike, and which one the question means is the VLM's to read."""
+    if not best:
+        return []
+    taken = {normalize(h.text) for h in best}
+    rest = [h for h in scored if normalize(h.text) not in taken]
+    large = max(rest, key=lambda h: sizes[id(h)], default=None)
+    size = max(sizes[id(h)] for h in best)
+    if large is None or size < 2.0 or sizes[id(large)] < 0.9 * size:
+        return []
+    return [replace(large, kind=LEAD_HEADING)]
+
+
+def _running_title(page: Page) -> list[Heading]:
+    """The longest text line of the page's header region, as a lead: a report's or a paper's
+    running header often repeats its title, and the layout model's header is no heading place.
+    A page number or a date has no letters and is none."""
+    held = [
+        ln
+        for ln in page.lines
+        if page.region_of(ln, ["header"]) is not None
+        and _short_line(ln)
+        and any(ch.isalpha() for ch in ln.text)
+        and not off_page(page, ln)
+    ]
+    if not held:
+        return []
+    line = max(held, key=lambda ln: text_length(ln.text, cjk_weight=0.5))
+    head = _Head([line], MIN_SCORE, None, line.text.strip())
+    return [head.emit(page, LEAD_HEADING, MIN_SCORE)]
 
 
 def _block_mate(
