@@ -303,9 +303,13 @@ def main() -> None:
     l2 = max(L2_GRID, key=lambda v: (grid[v][0], v))  # ties: the stronger penalty
     oof = grid[l2][1]
     temperature = _fit_temperature(oof[scored], y[scored])
-    threshold, curve = _threshold(_softmax(oof[scored], temperature), y[scored], PRECISION)
-    strict, _ = _threshold(_softmax(oof[scored], temperature), y[scored], STRICT_PRECISION)
-    lead, _ = _threshold(_softmax(oof[scored], temperature), y[scored], LEAD_PRECISION)
+    # the thresholds are set on the questions labelled with the kind meant; a real-media
+    # question's kind is its field mapped coarsely (`REAL_MEDIA_KIND`): it trains, never sets them
+    labelled = scored & ~is_real
+    cal = _softmax(oof[labelled], temperature)
+    threshold, curve = _threshold(cal, y[labelled], PRECISION)
+    strict, _ = _threshold(cal, y[labelled], STRICT_PRECISION)
+    lead, _ = _threshold(cal, y[labelled], LEAD_PRECISION)
 
     def per_set(rows: np.ndarray) -> dict[str, float]:
         """Out-of-fold accuracy of `rows` in each of sets 1-4."""

@@ -240,7 +240,8 @@ def document_title(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (
     lines = list(lines)
     scored: list[Heading] = []
     sizes: dict[int, float] = {}  # id(Heading) -> its text size over the page's body text's
-    running: list[Heading] = []
+    running: list[Heading] = []  # each page's running title (`_running_title`), leads
+    titled: set[int] = set()  # id(Heading) of those in a layout title region
     for page in pages(lines, regions):
         running += _running_title(page)
         heads = _page_heads(page)
@@ -267,8 +268,12 @@ def document_title(lines: Iterable[OcrLine], regions: Iterable[LayoutRegion] = (
             score -= 2.0 if _repeated(page, h) else 0.0
             scored.append(h.emit(page, "title", score))
             sizes[id(scored[-1])] = h.size / page.body_size if page.body_size > 0 else 1.0
+            if any(page.region_of(ln, ["title"]) is not None for ln in h.lines):
+                titled.add(id(scored[-1]))
     best = _best(scored, TITLE_MARGIN)
     leads = _block_mate(scored, best, lines) + _as_large(scored, best, sizes)
+    if best and id(best[0]) in titled:  # the layout model's title: the header is a letterhead
+        running = []
     taken = {normalize(h.text) for h in best + leads}
     return best + leads + [h for h in running if normalize(h.text) not in taken]
 
@@ -291,9 +296,10 @@ def _as_large(
 
 
 def _running_title(page: Page) -> list[Heading]:
-    """The longest text line of the page's header region, as a lead: a report's or a paper's
-    running header often repeats its title, and the layout model's header is no heading place.
-    A page number or a date has no letters and is none."""
+    """The longest text line of the page's header region, as a lead where the layout model
+    marks no title for the best candidate: a report's or a paper's running header often repeats
+    its title, and the layout model's header is no heading place. A page number or a date has
+    no letters and is none."""
     held = [
         ln
         for ln in page.lines
