@@ -59,9 +59,10 @@ ANSWER_TYPES: tuple[tuple[str, str], ...] = (
     ("when", r"\bwhen\b"),
 )
 ZH_ANSWER_TYPES: tuple[tuple[str, str], ...] = (
-    ("day", r"星期几|礼拜几|周几"),
+    ("date", r"日期(?:是|为)?哪一?天"),  # a date asked for by 哪天 is still a date
+    ("day", r"星期几|礼拜几|周几|哪一?天"),
     ("time", r"几点|什么时间|什么时候几点|时刻"),
-    ("date", r"日期|哪一?年|几月几[日号]|哪一?[日天]|几号"),  # 哪天: a date; 星期几 a weekday
+    ("date", r"日期|哪一?年|几月几[日号]|哪一?日|几号"),
     ("amount", r"多少钱|价格|价钱|金额|费用|总计|合计|总额|小计|税额|税|票价|花了多少|付了多少"),
     ("id", r"号码|编号|单号|订单号|发票号|账号|代码"),
     ("when", r"什么时候|何时"),
