@@ -286,13 +286,17 @@ class SelectTiles(Stage):
                 )
             )
         if kq is not None:
+            # a key the key reader read weighs as a row holding both a word of the question and a
+            # value of the kind asked (`_row_atoms`): a row holding the key's noun and any number
+            # ('This booking earns 280 points') is no surer than 'BOOKING REF.'
+            keyed = p.text_weight * (1 + 2.5 * p.cue_weight)
             pairs, keys = read_key_value(lines, kq)
             for kv in pairs:  # the key with its value, even when they are far apart on a row
                 box = kv.key_line.box.union(kv.value_line.box)
                 atoms.append(
                     Atom(
                         box,
-                        p.text_weight * (1 + p.cue_weight),
+                        keyed,
                         "kv:" + norm_text(kv.value),
                         kv.key_line.media_index,
                         kv.key_line.timestamp,
@@ -335,7 +339,7 @@ class SelectTiles(Stage):
                 atoms.append(
                     Atom(
                         box,
-                        p.text_weight * (1 + p.cue_weight),
+                        keyed,
                         "key:" + norm_text(key.text),
                         key.media_index,
                         key.timestamp,

@@ -55,8 +55,10 @@ ANSWER_TYPES: tuple[tuple[str, str], ...] = (
         r"\bhow much\b|\bprice\b|\bcost\b|\bcosts\b|\bfee\b|\bfare\b|\btotal\b|"
         r"\bsubtotal\b|\btax\b|\bvat\b|\bamount\b|\bpaid\b|\bbalance\b",
     ),
-    ("id", r"\b(?:number|no\.?|#|id|code|reference|ref)\b|#"),
-    ("when", r"\bwhen\b"),
+    ("id", r"\b(?:number|no(?=\.|\s*[^\w\s]|$)|#|id|code|reference|ref)\b|#"),
+    # "when" asks only where no other question word comes first ("who raised the alarm when
+    # the mill caught fire?" asks who)
+    ("when", r"^(?:(?!\b(?:who|whom|whose|what|which|where|why|how)\b).)*\bwhen\b"),
 )
 ZH_ANSWER_TYPES: tuple[tuple[str, str], ...] = (
     ("date", r"日期(?:是|为)?哪一?天"),  # a date asked for by 哪天 is still a date
@@ -77,7 +79,8 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("tax", r"\b(?:tax|vat|gst)\b"),
     ("total", r"\b(?:total|amount due|balance due|grand total)\b"),
     ("date", r"\bdate\b"),
-    ("number", r"\b(?:number|no\.?|#|id|reference|ref)\b|#"),
+    # 'no' is a number's when written 'no.' or last ('invoice no?'), not in 'with no traffic'
+    ("number", r"\b(?:number|no(?=\.|\s*[^\w\s]|$)|#|id|reference|ref)\b|#"),
 )
 # What a question leaves out names no key: "the total before tax", "票价不算税费" ask for the
 # other figure. The left-out phrase runs to the end of its clause (in Chinese, to its 的); keys

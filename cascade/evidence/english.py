@@ -482,7 +482,11 @@ def read_english(question: str, intent: Intent, guess: Guess | None = None) -> d
         and re.search(r"\bhow many\b", q_rest)
     ):
         key = None  # "how many bicycles are there in total?" is a count, not a bill's total
-    listed = [(n, m) for n in dlx.KEY_NOUNS if (m := re.search(dlx.key_noun_pattern(n), q_rest))]
+    # in the order the question names them: "the booking reference" is the booking's
+    listed = sorted(
+        [(n, m) for n in dlx.KEY_NOUNS if (m := re.search(dlx.key_noun_pattern(n), q_rest))],
+        key=lambda nm: nm[1].start(),
+    )
     # the noun right before the key word names the field: "the order number on this receipt" is
     # the order's; "the seat number on this ticket" a field the page labels 'Seat' (not a listed
     # key noun: kept apart, it names the key but does not make a question a key-value one)

@@ -79,6 +79,7 @@ ANSWER_TYPES: tuple[str, ...] = get_args(AnswerType)
 
 _HAN = re.compile(r"[\u4e00-\u9fff]")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_LETTERS_OR_DIGITS = re.compile(r"[^\W\d_]+|\d+")
 
 
 @dataclass(frozen=True)
@@ -204,11 +205,13 @@ def language_of(text: str) -> str:
 
 def cue_tokens(text: str) -> set[str]:
     """The tokens a text is matched on: Latin words and numbers (lower case, plural 's'
-    dropped), and every Chinese character bigram (a single character when alone)."""
+    dropped), each also cut where letters meet digits (OCR drops the space of 'PEANUT 4PCS'),
+    and every Chinese character bigram (a single character when alone)."""
     out = set()
     for w in _WORD.findall(text):
         han = "".join(ch if _HAN.match(ch) else " " for ch in w).split()
         rest = _HAN.sub(" ", w).split()
+        rest += [part for r in rest for part in _LETTERS_OR_DIGITS.findall(r) if part != r]
         out |= {singular(r.lower()) for r in rest}
         for run in han:
             out |= {run[i : i + 2] for i in range(len(run) - 1)} if len(run) > 1 else {run}
