@@ -441,6 +441,15 @@ MANIFEST: tuple[Bench, ...] = (
         headline=REAL_MEDIA_HEADLINE,
     ),
     Bench(
+        "real_media_test5_cpu.json",
+        "real_media.py",
+        (),
+        None,
+        frozen="the fifth real-media test split (new sources, written blind after the work), "
+        "reported once (`--split test5`): a record, not re-run",
+        headline=REAL_MEDIA_HEADLINE,
+    ),
+    Bench(
         "route_cost_quick_cpu.json",
         "route_cost.py",
         ("--quick", "--out", "{dir}"),

@@ -286,10 +286,10 @@ class SelectTiles(Stage):
                 )
             )
         if kq is not None:
-            # a key the key reader read weighs as a row holding both a word of the question and a
-            # value of the kind asked (`_row_atoms`): a row holding the key's noun and any number
-            # ('This booking earns 280 points') is no surer than 'BOOKING REF.'
-            keyed = p.text_weight * (1 + 2.5 * p.cue_weight)
+            # a key named by its noun ('BOOKING REF.') weighs as a row holding both a word of the
+            # question and a value of the kind asked (`_row_atoms`), not under a row holding the
+            # noun and any number ('This booking earns 280 points'); a bare 'Total' does not
+            keyed = p.text_weight * (1 + (2.5 if kq.noun is not None else 1.0) * p.cue_weight)
             pairs, keys = read_key_value(lines, kq)
             for kv in pairs:  # the key with its value, even when they are far apart on a row
                 box = kv.key_line.box.union(kv.value_line.box)
