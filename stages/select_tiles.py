@@ -286,9 +286,8 @@ class SelectTiles(Stage):
                 )
             )
         if kq is not None:
-            # a key named by its noun ('BOOKING REF.') weighs as a row holding both a word of the
-            # question and a value of the kind asked (`_row_atoms`), not under a row holding the
-            # noun and any number ('This booking earns 280 points'); a bare 'Total' does not
+            # a key named by its noun ('BOOKING REF.') weighs as a cued row holding a value
+            # (`_row_atoms`), not under 'This booking earns 280 points'; a bare 'Total' as before
             keyed = p.text_weight * (1 + (2.5 if kq.noun is not None else 1.0) * p.cue_weight)
             pairs, keys = read_key_value(lines, kq)
             for kv in pairs:  # the key with its value, even when they are far apart on a row
@@ -330,12 +329,8 @@ class SelectTiles(Stage):
                 # as a value read
                 size = frame_size_of(images, key.media_index, key.timestamp)
                 right = size[0] if size else key.box.x1 + 10 * key.box.height
-                box = Box(
-                    key.box.x0,
-                    key.box.y0,
-                    max(key.box.x1, right),
-                    key.box.y1 + 1.5 * key.box.height,
-                )
+                bottom = key.box.y1 + 1.5 * key.box.height
+                box = Box(key.box.x0, key.box.y0, max(key.box.x1, right), bottom)
                 atoms.append(
                     Atom(
                         box,
