@@ -450,6 +450,15 @@ MANIFEST: tuple[Bench, ...] = (
         headline=REAL_MEDIA_HEADLINE,
     ),
     Bench(
+        "real_media_test6_cpu.json",
+        "real_media.py",
+        (),
+        None,
+        frozen="the sixth real-media test split (new sources, written blind after the work), "
+        "reported once (`--split test6`): a record, not re-run",
+        headline=REAL_MEDIA_HEADLINE,
+    ),
+    Bench(
         "route_cost_quick_cpu.json",
         "route_cost.py",
         ("--quick", "--out", "{dir}"),

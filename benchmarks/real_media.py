@@ -10,7 +10,7 @@ the size the VLM gets it). A question whose gold OCR cannot read even at full re
 the cascade's fault: it is counted apart (`full_res_unreadable`) and listed.
 
     python benchmarks/real_media.py --split dev            # -> results/real_media_dev_cpu.json
-    python benchmarks/real_media.py --split test5          # the fifth held-out split, run once
+    python benchmarks/real_media.py --split test6          # the sixth held-out split, run once
     python benchmarks/real_media.py --split all --quick    # the first question of each source
     python benchmarks/real_media.py --source pubtabnet --out /tmp/x.json
 
@@ -205,7 +205,7 @@ def reused_rows(args: argparse.Namespace, wanted: set[str]) -> list[dict[str, An
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    splits = ("dev", "test", "test2", "test3", "test4", "test5", "all")
+    splits = ("dev", "test", "test2", "test3", "test4", "test5", "test6", "all")
     ap.add_argument("--split", default="dev", choices=splits)
     ap.add_argument("--quick", action="store_true", help="the first question of each source")
     ap.add_argument("--source", action="append", help="only this source (repeatable)")

@@ -46,7 +46,7 @@ def test_every_question_follows_the_schema():
             assert set(q) == FIELDS, f"{where}: fields {sorted(q)}"
             assert all(isinstance(q[f], str) and q[f].strip() for f in FIELDS), where
             assert q["lang"] in ("en", "zh"), where
-            assert q["split"] in ("dev", "test", "test2", "test3", "test4", "test5"), where
+            assert q["split"] in ("dev", "test", "test2", "test3", "test4", "test5", "test6"), where
             assert q["id"].startswith(f"{source.name}-"), where
             assert (source / q["image"]).is_file(), f"{where}: no image {q['image']}"
             # the split is decided per image: every question of an image shares it
