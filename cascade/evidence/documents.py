@@ -39,9 +39,8 @@ MEANT_CELL = "cell meant"  # a cell or row whose keys only mean the question's: 
 SENTENCE_MEANT = paragraphs.SENTENCE_MEANT  # a sentence that only means it: never answered
 MARGIN = margins.MARGIN  # a running header's or footer's lines the question means: never answered
 MEANT = (SENTENCE_MEANT, MEANT_CELL, MARGIN)  # the kinds found by meaning alone
-DATELINE = (
-    "dateline"  # a date alone on its line, for a question no sentence answers: never answered
-)
+# a date alone on its line, sent for a date no sentence gives (`_datelines`): never answered
+DATELINE = "dateline"
 
 # Query answer types -> span kinds (`spans.KINDS`); a whole heading or title is `text`.
 SPAN_KINDS = {
