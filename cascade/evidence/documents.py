@@ -381,6 +381,17 @@ def _worded(cell: tables.Cell, keys: str) -> bool:
     )
 
 
+# the kinds sent to the VLM and never answered, and why
+_LEADS = {
+    SENTENCE_MEANT: "it only means what the question asks",
+    MARGIN: "a page margin the question means",
+    MEANT_CELL: "its row and column keys only mean the question's",
+    LEAD: "the question's other reading found it",
+    DATELINE: "a date alone on its line, no sentence says when",
+    headings.LEAD_HEADING: "it heads the text meant, or looks like a heading",
+}
+
+
 def answer_span(query: Query, found: Sequence[Located]) -> tuple[str | None, str]:
     """(the exact answer, why) from what `located_for` found; (None, why) to abstain."""
     if not found:
@@ -397,20 +408,10 @@ def answer_span(query: Query, found: Sequence[Located]) -> tuple[str | None, str
         return None, f"no title structure; the tallest line '{best.text}' is only a lead"
     if best.kind == "unsure definition":
         return None, f"'{best.text}' is read with spaces for underscores and written nowhere else"
-    if best.kind == SENTENCE_MEANT:
-        return None, f"'{best.text}' is a lead: it only means what the question asks"
-    if best.kind == MARGIN:
-        return None, f"'{best.text}' is a lead: a page margin the question means"
-    if best.kind == MEANT_CELL:
-        return None, f"'{best.text}' is a lead: its row and column keys only mean the question's"
     if best.kind == "any heading":
         return None, f"the section asked for was not found; '{best.text}' is only a lead"
-    if best.kind == LEAD:
-        return None, f"'{best.text}' is a lead: the question's other reading found it"
-    if best.kind == DATELINE:
-        return None, f"'{best.text}' is a lead: a date alone on its line, no sentence says when"
-    if best.kind == headings.LEAD_HEADING:
-        return None, f"'{best.text}' is a lead: it heads the text meant, or looks like a heading"
+    if best.kind in _LEADS:
+        return None, f"'{best.text}' is a lead: {_LEADS[best.kind]}"
     if best.kind == "sentence" and best.score < 1.0:  # the tool needs every word of the question
         return (
             None,
